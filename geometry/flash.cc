@@ -1,0 +1,210 @@
+// Flash geometry and its service-time model: no positioning cost, a fixed
+// per-request latency, and `queues` channels sharing the aggregate bandwidth.
+#include "geometry/flash.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "geometry/json_fields.h"
+#include "geometry/service_time.h"
+
+namespace mmfs::geom {
+namespace {
+
+[[noreturn]] void invalid(const std::string& why) {
+  throw GeometryError(ErrorKind::Invalid, fmt::format("flash geometry: {}", why));
+}
+
+// A request is cut at track boundaries (a "track" is the device's optimal
+// request size); each piece occupies one
+// channel for latency + bytes / (bandwidth/queues). Pieces go, in batch order,
+// to the least-loaded channel (the device keeps all its queues busy). The
+// batch ends with its busiest channel, and can never beat one latency plus the
+// whole transfer at the aggregate bandwidth. Cutting is what lets one large
+// request use every channel, as a real SSD stripes it; a request within one
+// track costs exactly latency + bytes / (bandwidth/queues).
+class FlashServiceModel final : public ServiceTimeModel {
+ public:
+  explicit FlashServiceModel(const Flash& g) : g_(g), p_(g.params()) {
+    ms_per_byte_ = 1e3 / (p_.bandwidth_mb_s * 1e6);  // MB = 10^6 bytes
+  }
+
+  double serve(std::span<const Request> batch, std::vector<std::uint32_t>* order) override {
+    const Lbn cap = g_.capacity_sectors();
+    const std::uint64_t ts = p_.track_sectors;
+    std::uint64_t pieces = 0;
+    for (const Request& r : batch) {
+      if (r.lbn >= cap || r.sectors > cap - r.lbn)
+        throw GeometryError(ErrorKind::OutOfRange,
+                            fmt::format("request {}:{} goes past the last LBN {} of {}", r.lbn, r.sectors, cap - 1,
+                                        g_.name()));
+      if (r.sectors > 0) pieces += (r.lbn + r.sectors - 1) / ts - r.lbn / ts + 1;
+    }
+    if (batch.size() >= std::numeric_limits<std::uint32_t>::max())
+      throw GeometryError(ErrorKind::Invalid, fmt::format("batch of {} requests is too large", batch.size()));
+    if (order) {
+      order->clear();
+      done_.assign(batch.size(), Done{});
+    }
+    if (pieces == 0) {
+      if (order)
+        for (std::uint32_t i = 0; i < batch.size(); ++i) order->push_back(i);
+      return 0.0;
+    }
+
+    const double per_channel_ms_per_byte = ms_per_byte_ * p_.queues;
+    // Min-heap of channel loads; only as many channels as pieces matter.
+    loads_.assign(std::min<std::uint64_t>(p_.queues, pieces), 0.0);
+    double total_bytes = 0.0, makespan = 0.0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      Lbn lbn = batch[i].lbn;
+      std::uint64_t left = batch[i].sectors;
+      while (left > 0) {
+        const std::uint64_t len = std::min(left, ts - lbn % ts);
+        const double bytes = double(len) * p_.sector_size;
+        total_bytes += bytes;
+        std::pop_heap(loads_.begin(), loads_.end(), std::greater<>());
+        double& load = loads_.back();
+        load += p_.latency_ms + bytes * per_channel_ms_per_byte;
+        makespan = std::max(makespan, load);
+        if (order) done_[i] = {std::max(done_[i].at, load), std::uint32_t(i)};
+        std::push_heap(loads_.begin(), loads_.end(), std::greater<>());
+        lbn += len;
+        left -= len;
+      }
+      if (order) done_[i].index = std::uint32_t(i);
+    }
+    const double ms = std::max(makespan, p_.latency_ms + total_bytes * ms_per_byte_);
+    if (order) {
+      std::stable_sort(done_.begin(), done_.end(), [](const Done& a, const Done& b) { return a.at < b.at; });
+      for (const Done& d : done_) order->push_back(d.index);
+    }
+    clock_ += ms;
+    return ms;
+  }
+
+  void reset() override { clock_ = 0.0; }
+  // Flash has no head to place; only validates lbn.
+  void place_at(Lbn lbn) override { (void)g_.track_of(lbn); }
+  void idle(double ms) override {
+    if (!(ms >= 0.0) || std::isinf(ms))
+      throw GeometryError(ErrorKind::Invalid, fmt::format("idle time must be a finite number >= 0, got {}", ms));
+    clock_ += ms;
+  }
+  double clock_ms() const override { return clock_; }
+
+ private:
+  struct Done {
+    double at = 0.0;  // when the request's last piece completes
+    std::uint32_t index = 0;
+  };
+  const Flash& g_;
+  const FlashParams& p_;
+  double ms_per_byte_ = 0.0;
+  double clock_ = 0.0;
+  std::vector<double> loads_;  // channel loads (a min-heap), reused between batches
+  std::vector<Done> done_;     // per request, only when `order` is asked for
+};
+
+}  // namespace
+
+Flash::Flash(const FlashParams& params) : p_(params) {
+  if (p_.sector_size == 0) invalid("'sector_size' must be positive");
+  if (p_.capacity_sectors == 0) invalid("'capacity_sectors' must be positive");
+  if (p_.capacity_sectors > (std::uint64_t(1) << 63) / p_.sector_size)
+    invalid(fmt::format("'capacity_sectors' {} of {} bytes is too large", p_.capacity_sectors, p_.sector_size));
+  if (p_.track_sectors == 0) invalid("'track_sectors' must be positive");
+  if (p_.queues == 0) invalid("'queues' must be positive");
+  if (p_.depth == 0) invalid("'depth' must be positive");
+  if (!(p_.latency_ms >= 0.0) || std::isinf(p_.latency_ms))
+    invalid(fmt::format("'latency_ms' must be a finite number >= 0, got {}", p_.latency_ms));
+  if (!(p_.bandwidth_mb_s > 0.0) || std::isinf(p_.bandwidth_mb_s))
+    invalid(fmt::format("'bandwidth_mb_s' must be positive, got {}", p_.bandwidth_mb_s));
+}
+
+std::unique_ptr<Flash> Flash::from_json(const nlohmann::json& j) {
+  const std::string where;
+  if (!j.is_object()) invalid("the geometry must be a JSON object");
+  // "profile", "name" and "notes" are the loader's business (geometry/load.cc).
+  jsonf::reject_unknown(j, where,
+                        {"kind", "profile", "name", "notes", "sector_size", "capacity_sectors", "track_sectors",
+                         "queues", "latency_ms", "bandwidth_mb_s", "depth"});
+  if (auto it = j.find("kind"); it != j.end() && !(it->is_string() && it->get<std::string>() == "flash"))
+    throw GeometryError(ErrorKind::Invalid,
+                        fmt::format("geometry field 'kind': expected \"flash\", got {}", it->dump()));
+
+  constexpr std::uint64_t u32 = UINT32_MAX;
+  const FlashParams d;  // defaults for the optional fields
+  FlashParams f;
+  f.sector_size = std::uint32_t(jsonf::optional_uint(j, "sector_size", where, d.sector_size, 1, u32));
+  f.capacity_sectors = jsonf::required_uint(j, "capacity_sectors", where, 1, std::uint64_t(1) << 62);
+  f.track_sectors = std::uint32_t(jsonf::optional_uint(j, "track_sectors", where, d.track_sectors, 1, u32));
+  f.queues = std::uint32_t(jsonf::optional_uint(j, "queues", where, d.queues, 1, u32));
+  f.latency_ms = jsonf::optional_double(j, "latency_ms", where, d.latency_ms);
+  f.bandwidth_mb_s = jsonf::optional_double(j, "bandwidth_mb_s", where, d.bandwidth_mb_s, 1e-9);
+  f.depth = std::uint32_t(jsonf::optional_uint(j, "depth", where, d.depth, 1, u32));
+  return std::make_unique<Flash>(f);
+}
+
+std::uint64_t Flash::tracks() const { return (p_.capacity_sectors + p_.track_sectors - 1) / p_.track_sectors; }
+
+std::uint64_t Flash::track_of(Lbn lbn) const {
+  check_lbn(lbn);
+  return lbn / p_.track_sectors;
+}
+
+// The last track may be short: it ends at the last LBN.
+TrackBounds Flash::track_boundaries(Lbn lbn) const {
+  const std::uint64_t low = track_of(lbn) * p_.track_sectors;
+  return {low, std::min<Lbn>(low + p_.track_sectors, p_.capacity_sectors) - 1};
+}
+
+double Flash::skew(Lbn lbn) const {
+  check_lbn(lbn);
+  return 0.0;
+}
+
+std::uint32_t Flash::depth() const { return p_.depth; }
+
+Lbn Flash::adjacent(Lbn lbn, std::uint32_t step) const {
+  check_lbn(lbn);
+  check_step(step);
+  const Lbn target = lbn + std::uint64_t(step) * p_.track_sectors;
+  if (target >= p_.capacity_sectors)
+    throw GeometryError(ErrorKind::OutOfRange,
+                        fmt::format("adjacent({}, {}): LBN {} is past the last LBN {} of {}", lbn, step, target,
+                                    p_.capacity_sectors - 1, name()));
+  return target;
+}
+
+nlohmann::json Flash::definition() const {
+  return {{"kind", "flash"},
+          {"sector_size", p_.sector_size},
+          {"capacity_sectors", p_.capacity_sectors},
+          {"track_sectors", p_.track_sectors},
+          {"queues", p_.queues},
+          {"latency_ms", p_.latency_ms},
+          {"bandwidth_mb_s", p_.bandwidth_mb_s},
+          {"depth", p_.depth}};
+}
+
+nlohmann::json Flash::info() const {
+  nlohmann::json j = definition();
+  j["profile"] = name();
+  j["capacity_bytes"] = p_.capacity_sectors * p_.sector_size;
+  j["tracks"] = tracks();
+  j["depth"] = depth();
+  j["skew_deg"] = 0;
+  j["parallelism"] = p_.queues;
+  return j;
+}
+
+std::unique_ptr<ServiceTimeModel> Flash::make_service_model() const {
+  return std::make_unique<FlashServiceModel>(*this);
+}
+
+}  // namespace mmfs::geom

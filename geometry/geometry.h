@@ -1,0 +1,86 @@
+// The one interface the rest of mmfs asks questions of a device through
+// (ARCHITECTURE.md, "geometry/"). Pure model: no I/O.
+//
+// Three models implement it: ZonedDisk (MultiMap §3, Atropos §3.2),
+// MemStore (MEMS paper §2-3) and Flash. Functions a model cannot answer
+// (equivalence classes on a disk, quadrangles on flash) throw
+// GeometryError(NotSupported).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "geometry/quadrangle.h"
+#include "geometry/types.h"
+
+namespace mmfs::geom {
+
+class ServiceTimeModel;
+
+enum class DeviceKind { Disk, Mems, Flash };
+const char* to_string(DeviceKind kind);
+
+class Geometry {
+ public:
+  virtual ~Geometry() = default;
+
+  virtual DeviceKind kind() const = 0;
+  // Profile name ("atlas10k3", ...) or "custom" for a geometry file.
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  virtual std::uint32_t sector_size() const = 0;
+  virtual Lbn capacity_sectors() const = 0;
+  virtual std::uint64_t tracks() const = 0;
+
+  // Track structure. Every function taking an LBN throws
+  // GeometryError(OutOfRange) for lbn >= capacity_sectors().
+  virtual std::uint64_t track_of(Lbn lbn) const = 0;
+  virtual TrackBounds track_boundaries(Lbn lbn) const = 0;
+  std::uint64_t track_length(Lbn lbn) const { return track_boundaries(lbn).length(); }
+
+  // Physical angle of the start of `lbn` from the device's zero position,
+  // in degrees [0, 360). Zero on devices without rotation.
+  virtual double skew(Lbn lbn) const = 0;
+  // W: the angle between a block and its adjacent blocks (settle angle plus
+  // conservatism), in degrees.
+  virtual double adjacency_angle() const = 0;
+  // D: the number of tracks reachable within the settle time.
+  virtual std::uint32_t depth() const = 0;
+  // GETADJACENT (MultiMap Fig. 4): the block `step` tracks away from lbn that
+  // can be reached without rotational latency. 1 <= step <= depth(); a step
+  // beyond D throws Invalid, a target track past the end throws OutOfRange.
+  virtual Lbn adjacent(Lbn lbn, std::uint32_t step) const = 0;
+
+  // Number of LBNs the device can transfer at once (MEMS p; flash queues; 1 on disks).
+  virtual std::uint32_t parallelism() const = 0;
+  // MEMS equivalence class of lbn, ascending, lbn included.
+  virtual std::vector<Lbn> equivalent(Lbn lbn) const;
+  // True when a and b share a component and cannot be accessed in parallel.
+  virtual bool conflicting(Lbn a, Lbn b) const;
+  // Atropos quadrangle parameters for the zone of LBN 0 and block size B.
+  virtual QuadrangleParams quadrangle(std::uint32_t block) const;
+
+  // The geometry definition in the JSON form of SPEC §7 / docs/geometry-format.md,
+  // complete enough to rebuild an identical geometry with load_geometry().
+  virtual nlohmann::json definition() const = 0;
+  // SPEC §6 `/.mmfs/geometry`: the definition plus derived values
+  // (sector_size, capacity_sectors, tracks, depth, skew_deg, zones).
+  virtual nlohmann::json info() const = 0;
+
+  // A fresh service-time model over this geometry, device idle at time 0.
+  // The geometry must outlive the model.
+  virtual std::unique_ptr<ServiceTimeModel> make_service_model() const = 0;
+
+ protected:
+  void check_lbn(Lbn lbn) const;
+  void check_step(std::uint32_t step) const;
+
+ private:
+  std::string name_ = "custom";
+};
+
+}  // namespace mmfs::geom
