@@ -19,6 +19,11 @@ std::vector<Lbn> Geometry::equivalent(Lbn) const {
                                   to_string(kind()), name()));
 }
 
+Lbn Geometry::adjacent_n(Lbn lbn, std::uint32_t step, std::uint64_t count) const {
+  for (std::uint64_t i = 0; i < count; ++i) lbn = adjacent(lbn, step);
+  return lbn;
+}
+
 bool Geometry::conflicting(Lbn a, Lbn b) const {
   check_lbn(a);
   check_lbn(b);

@@ -54,6 +54,9 @@ class Geometry {
   // can be reached without rotational latency. 1 <= step <= depth(); a step
   // beyond D throws Invalid, a target track past the end throws OutOfRange.
   virtual Lbn adjacent(Lbn lbn, std::uint32_t step) const = 0;
+  // `count` successive adjacent(., step) hops from lbn (MultiMap's MAP walks
+  // these); models override it with a closed form where one exists.
+  virtual Lbn adjacent_n(Lbn lbn, std::uint32_t step, std::uint64_t count) const;
 
   // Number of LBNs the device can transfer at once (MEMS p; flash queues; 1 on disks).
   virtual std::uint32_t parallelism() const = 0;

@@ -137,8 +137,9 @@ double MemStore::skew(Lbn lbn) const {
 
 std::uint32_t MemStore::depth() const { return p_.depth != 0 ? p_.depth : Ny(); }
 
-// The LBN `step` tracks further at the same in-track offset: reachable by a
-// short sled turnaround (and at most a one-column X move), no rotation to wait for.
+// The LBN `step` tracks further at the same in-track offset (as on flash and
+// the MultiMap toy disk). With track reversal an odd step lands on the mirrored
+// row Sy-1-y; the same-row LBNs of other tracks are the equivalence class.
 Lbn MemStore::adjacent(Lbn lbn, std::uint32_t step) const {
   check_lbn(lbn);
   check_step(step);

@@ -152,32 +152,75 @@ double ZonedDisk::skew(Lbn lbn) const {
 Lbn ZonedDisk::adjacent(Lbn lbn, std::uint32_t step) const {
   check_lbn(lbn);
   check_step(step);
-  Location from = locate(lbn);
-  std::uint64_t target_track = from.track + step;
-  if (target_track >= tracks_)
-    throw GeometryError(ErrorKind::OutOfRange,
-                        fmt::format("the track {} steps from LBN {} is beyond the last track ({})", step, lbn,
-                                    tracks_ - 1));
   // GETADJACENT: the first block of the target track at or after skew(lbn) + W.
   // The target track is found by track number rather than lbn + step*T so that
   // it is exactly `step` tracks away even across a zone boundary; within a zone
   // the two agree.
-  std::uint32_t target_zone = zone_index_of_track(target_track);
-  const Zone& z = zones_[target_zone];
-  std::uint64_t T = z.spec.sectors_per_track;
+  std::uint32_t zi = zone_index_of_lbn(lbn);
+  const Zone& z = zones_[zi];
+  const std::uint64_t T = z.spec.sectors_per_track;
+  const std::uint64_t local = lbn - z.first_lbn;
+  const std::uint64_t track_local = local / T;
+  const std::uint64_t sector = local - track_local * T;
+  const std::uint64_t target_local = track_local + step;
   double offset;  // in sectors of the target track, from its sector 0
-  if (target_zone == from.zone) {
-    // Same zone: integer sector arithmetic, so zero-skew geometries are exact.
-    std::int64_t whole = std::int64_t(track_offset_sectors(z, from.track) + from.sector) -
-                         std::int64_t(track_offset_sectors(z, target_track));
-    offset = double(whole) + w_deg_ / 360.0 * double(T);
+  Lbn target_first;
+  if (target_local < z.tracks) {
+    // Same zone (the common case): the skew between the two tracks is `step`
+    // head switches, of which some are cylinder switches. Integer arithmetic
+    // keeps zero-skew geometries exact.
+    std::uint64_t cylinder_switches = target_local / p_.surfaces - track_local / p_.surfaces;
+    std::uint64_t head_switches = step - cylinder_switches;
+    std::uint64_t skew = (head_switches % T * z.spec.track_skew_sectors +
+                          cylinder_switches % T * z.spec.cylinder_skew_sectors) % T;
+    offset = double(std::int64_t(sector) - std::int64_t(skew)) + w_deg_ / 360.0 * double(T);
+    target_first = z.first_lbn + target_local * T;
   } else {
-    double target_rev = from.track_start_rev + double(from.sector) / from.track_length + w_deg_ / 360.0;
-    offset = (target_rev - track_start_rev(target_track)) * double(T);
+    std::uint64_t target_track = z.first_track + target_local;
+    if (target_track >= tracks_)
+      throw GeometryError(ErrorKind::OutOfRange,
+                          fmt::format("the track {} steps from LBN {} is beyond the last track ({})", step, lbn,
+                                      tracks_ - 1));
+    const Zone& tz = zone_of_track(target_track);
+    double from_rev = frac(z.start_rev + double(track_offset_sectors(z, z.first_track + track_local)) / T +
+                           double(sector) / T);
+    double target_rev = from_rev + w_deg_ / 360.0;
+    offset = (target_rev - track_start_rev(target_track)) * double(tz.spec.sectors_per_track);
+    target_first = track_first_lbn(target_track);
+    const std::uint64_t Tt = tz.spec.sectors_per_track;
+    offset -= std::floor(offset / double(Tt)) * double(Tt);
+    return target_first + first_boundary_at_or_after(offset) % Tt;
   }
   offset -= std::floor(offset / double(T)) * double(T);  // into [0, T)
-  std::uint64_t sector = first_boundary_at_or_after(offset) % T;
-  return track_first_lbn(target_track) + sector;
+  return target_first + first_boundary_at_or_after(offset) % T;
+}
+
+Lbn ZonedDisk::adjacent_n(Lbn lbn, std::uint32_t step, std::uint64_t count) const {
+  if (count == 0) {
+    check_lbn(lbn);
+    return lbn;
+  }
+  check_lbn(lbn);
+  check_step(step);
+  const Zone& z = zones_[zone_index_of_lbn(lbn)];
+  const std::uint64_t T = z.spec.sectors_per_track;
+  const std::uint64_t local = lbn - z.first_lbn;
+  const std::uint64_t track_local = local / T;
+  // Closed form when every hop stays in the zone and track and cylinder skews
+  // are equal: each hop then moves the sector by the same whole number
+  // delta = boundary(W in sectors) - step * skew (mod T), because the start
+  // sector is whole and the rounding of GETADJACENT commutes with whole shifts.
+  if (z.spec.track_skew_sectors == z.spec.cylinder_skew_sectors && count <= (z.tracks - 1) / step &&
+      track_local + count * step < z.tracks) {
+    const std::uint64_t sector = local - track_local * T;
+    double w = w_deg_ / 360.0 * double(T);
+    std::uint64_t w_whole = first_boundary_at_or_after(w - std::floor(w / double(T)) * double(T)) % T;
+    std::uint64_t skew = std::uint64_t(step) % T * z.spec.track_skew_sectors % T;
+    std::uint64_t delta = (w_whole + T - skew) % T;
+    std::uint64_t target = (sector + (count % T) * delta) % T;
+    return z.first_lbn + (track_local + count * step) * T + target;
+  }
+  return Geometry::adjacent_n(lbn, step, count);
 }
 
 QuadrangleParams ZonedDisk::quadrangle(std::uint32_t block) const {

@@ -85,6 +85,7 @@ class ZonedDisk final : public Geometry {
   double adjacency_angle() const override { return w_deg_; }
   std::uint32_t depth() const override { return depth_; }
   Lbn adjacent(Lbn lbn, std::uint32_t step) const override;
+  Lbn adjacent_n(Lbn lbn, std::uint32_t step, std::uint64_t count) const override;
   std::uint32_t parallelism() const override { return 1; }
   QuadrangleParams quadrangle(std::uint32_t block) const override;
   nlohmann::json definition() const override;

@@ -188,3 +188,21 @@ TEST_CASE("zoned disk: definition() rebuilds an identical geometry") {
       CHECK(info.contains(key));
   }
 }
+
+TEST_CASE("adjacent_n equals repeated adjacent") {
+  std::mt19937_64 rng(11);
+  for (const char* name : {"atlas10k3", "cheetah36es"}) {
+    auto g = disk(name);
+    for (int i = 0; i < 3000; ++i) {
+      Lbn l = rng() % (g->capacity_sectors() / 2);
+      std::uint32_t step = 1 + std::uint32_t(rng() % g->depth());
+      std::uint64_t count = rng() % 300;
+      Lbn expected = l;
+      for (std::uint64_t k = 0; k < count; ++k) expected = g->adjacent(expected, step);
+      INFO(name << " l=" << l << " step=" << step << " count=" << count);
+      REQUIRE(g->adjacent_n(l, step, count) == expected);
+    }
+  }
+  auto toy = ZonedDisk::from_json(toy_json());
+  CHECK(toy->adjacent_n(0, 4, 2) == 64);
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: installs dependencies, builds, runs the Catch2
+# unit tests and the pytest integration tests, and ends with one line
+# "N passed, M failed" (totals over both). Exits non-zero if anything failed.
+#
+#   scripts/test.sh               against build/
+#   scripts/test.sh --sanitize    against build-asan/ (ASan + UBSan)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+
+sanitize=${MMFS_SANITIZE:-0}
+for arg in "$@"; do
+  case "$arg" in
+    --sanitize) sanitize=1 ;;
+    -h|--help) sed -n '2,7s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown argument '$arg' (accepted: --sanitize)" >&2; exit 2 ;;
+  esac
+done
+if [[ $sanitize == 1 ]]; then
+  build_dir=$root/build-asan
+  build_args=(--sanitize)
+else
+  build_dir=$root/build
+  build_args=()
+fi
+
+bash scripts/install-deps.sh
+bash scripts/build.sh "${build_args[@]}"
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+strip_colour() { sed 's/\x1b\[[0-9;]*m//g' "$1"; }
+
+passed=0
+failed=0
+
+# --- Catch2 unit tests -----------------------------------------------------
+echo
+echo "=== unit tests: ${build_dir#"$root"/}/tests/mmfs-unit-tests"
+unit=$build_dir/tests/mmfs-unit-tests
+unit_rc=0
+"$unit" 2>&1 | tee "$logs/unit.txt" || unit_rc=${PIPESTATUS[0]}
+unit_out=$(strip_colour "$logs/unit.txt")
+u_pass=0
+u_fail=0
+if summary=$(grep -E '^All tests passed \(' <<<"$unit_out" | tail -n1) && [[ -n $summary ]]; then
+  # "All tests passed (12 assertions in 3 test cases)"
+  u_pass=$(sed -E 's/.* in ([0-9]+) test cases?\).*/\1/' <<<"$summary")
+elif summary=$(grep -E '^test cases:' <<<"$unit_out" | tail -n1) && [[ -n $summary ]]; then
+  # "test cases: 5 | 3 passed | 1 failed | 1 failed as expected" (zero columns omitted)
+  u_pass=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
+  u_fail=$(grep -oE '[0-9]+ failed( \||$)' <<<"$summary" | grep -oE '[0-9]+' | head -n1 || echo 0)
+  u_xfail=$(grep -oE '[0-9]+ failed as expected' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
+  u_pass=$((u_pass + u_xfail))
+elif grep -qE '^No tests ran' <<<"$unit_out"; then
+  :
+else
+  # No summary: the binary crashed, was missing, or was killed. Count every
+  # test case it holds as failed.
+  u_fail=$("$unit" --list-test-names-only 2>/dev/null | grep -c . || true)
+  [[ $u_fail -gt 0 ]] || u_fail=1
+  echo "test.sh: the unit-test binary exited with status $unit_rc without a summary" >&2
+fi
+if [[ $unit_rc -ne 0 && $u_fail -eq 0 ]]; then
+  # E.g. a sanitizer report at exit after every test case passed.
+  echo "test.sh: the unit-test binary exited with status $unit_rc" >&2
+  u_fail=1
+fi
+passed=$((passed + u_pass))
+failed=$((failed + u_fail))
+
+# --- pytest integration tests ----------------------------------------------
+echo
+echo "=== integration tests: tests/integration"
+py_rc=0
+MMFS_BUILD=$build_dir python3 -m pytest tests/integration -q 2>&1 | tee "$logs/pytest.txt" || py_rc=${PIPESTATUS[0]}
+# The last line: "2 failed, 14 passed, 1 skipped in 1.23s" (or "no tests ran in 0.01s").
+py_summary=$(strip_colour "$logs/pytest.txt" | grep -E ' in [0-9.]+s' | tail -n1 || true)
+count() { grep -oE "[0-9]+ $1" <<<"$py_summary" | grep -oE '[0-9]+' | head -n1 || echo 0; }
+p_pass=$(count passed)
+p_fail=$(($(count failed) + $(count errors?)))
+case $py_rc in
+  0 | 5) ;;  # 5: no tests collected
+  1) [[ $p_fail -gt 0 ]] || p_fail=1 ;;
+  *)
+    echo "test.sh: pytest exited with status $py_rc" >&2
+    [[ $p_fail -gt 0 ]] || p_fail=1
+    ;;
+esac
+passed=$((passed + p_pass))
+failed=$((failed + p_fail))
+
+echo
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,213 @@
+"""mmfs-geom, the geometry CLI of SPEC §7, run as a user would."""
+import json
+import re
+
+import pytest
+
+PROFILES = ["atlas10k3", "cheetah36es", "mems-g2", "ssd"]
+SUBCOMMANDS = ["info", "boundaries", "adjacent", "equivalent", "quadrangle", "time"]
+
+
+def ok(result):
+    rc, out, err = result
+    assert rc == 0, f"exit {rc}, stderr: {err}"
+    assert err == ""
+    return out
+
+
+def fails(result):
+    """Asserts the SPEC error convention: exit 1, 'mmfs-geom: <message>' on stderr."""
+    rc, out, err = result
+    assert rc == 1, f"exit {rc}, stdout: {out!r}, stderr: {err!r}"
+    assert err.startswith("mmfs-geom: "), err
+    return err
+
+
+def times(out):
+    """Parses `time` output: per-batch ms lines, then 'total X'."""
+    lines = out.splitlines()
+    assert lines and lines[-1].startswith("total "), out
+    for line in lines[:-1]:
+        assert re.fullmatch(r"\d+\.\d{4}", line), line
+    assert re.fullmatch(r"total \d+\.\d{4}", lines[-1]), lines[-1]
+    return [float(x) for x in lines[:-1]], float(lines[-1].split()[1])
+
+
+def boundaries(mmfs_geom, geom, lbn):
+    low, high = ok(mmfs_geom(geom, "boundaries", lbn)).split()
+    return int(low), int(high)
+
+
+# --- help ------------------------------------------------------------------
+
+def test_help(mmfs_geom):
+    out = ok(mmfs_geom("--help"))
+    assert "Usage" in out
+    for sub in SUBCOMMANDS:
+        assert sub in out
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_subcommand_help(mmfs_geom, sub):
+    assert "Usage" in ok(mmfs_geom("atlas10k3", sub, "--help"))
+    assert "Usage" in ok(mmfs_geom(sub, "--help"))
+
+
+def test_no_subcommand_is_an_error(mmfs_geom):
+    fails(mmfs_geom("atlas10k3"))
+
+
+# --- info ------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_info_has_derived_values(mmfs_geom, profile):
+    info = json.loads(ok(mmfs_geom(profile, "info")))
+    for key in ("sector_size", "capacity_sectors", "tracks", "depth", "skew_deg"):
+        assert key in info, f"{profile}: info lacks {key}"
+    assert info["sector_size"] > 0
+    assert info["capacity_sectors"] > 0
+    assert info["tracks"] > 0
+    assert info["depth"] >= 1
+
+
+def test_info_of_toy_disk(mmfs_geom, toy_disk):
+    info = json.loads(ok(mmfs_geom(toy_disk, "info")))
+    assert info["sector_size"] == 512
+    assert info["capacity_sectors"] == 1000 * 8
+    assert info["tracks"] == 1000
+    assert info["depth"] == 4
+
+
+# --- the uniform toy disk of SPEC §7 (MultiMap §4.2 examples) --------------
+
+@pytest.mark.parametrize("lbn,step,expected", [(0, 1, 8), (0, 2, 16), (0, 3, 24), (0, 4, 32), (9, 2, 25)])
+def test_toy_adjacent(mmfs_geom, toy_disk, lbn, step, expected):
+    assert ok(mmfs_geom(toy_disk, "adjacent", lbn, step)) == f"{expected}\n"
+
+
+def test_toy_step_beyond_depth(mmfs_geom, toy_disk):
+    err = fails(mmfs_geom(toy_disk, "adjacent", 0, 5))
+    assert "step" in err.lower() or "D" in err
+
+
+def test_toy_step_zero(mmfs_geom, toy_disk):
+    fails(mmfs_geom(toy_disk, "adjacent", 0, 0))
+
+
+def test_toy_boundaries(mmfs_geom, toy_disk):
+    assert ok(mmfs_geom(toy_disk, "boundaries", 9)) == "8 15\n"
+    assert ok(mmfs_geom(toy_disk, "boundaries", 0)) == "0 7\n"
+    assert ok(mmfs_geom(toy_disk, "boundaries", 7999)) == "7992 7999\n"
+
+
+# --- quadrangle ------------------------------------------------------------
+
+def test_atlas10k3_quadrangle(mmfs_geom):
+    q = json.loads(ok(mmfs_geom("atlas10k3", "quadrangle")))
+    assert q == {"N": 686, "H": 139, "Dmax": 5, "d": 5, "b": 26, "w": 26, "R": 10}
+
+
+def test_atlas10k3_quadrangle_explicit_block(mmfs_geom):
+    assert json.loads(ok(mmfs_geom("atlas10k3", "quadrangle", 1))) == json.loads(
+        ok(mmfs_geom("atlas10k3", "quadrangle")))
+
+
+# --- equivalence classes (MEMS) --------------------------------------------
+
+def test_mems_equivalent(mmfs_geom):
+    lbn = 12345
+    out = ok(mmfs_geom("mems-g2", "equivalent", lbn))
+    members = [int(x) for x in out.splitlines()]
+    assert len(members) == 100
+    assert lbn in members
+    assert members == sorted(set(members))
+    # An equivalence class is the class of each of its members.
+    assert ok(mmfs_geom("mems-g2", "equivalent", members[-1])) == out
+
+
+def test_equivalent_on_a_disk_is_refused(mmfs_geom):
+    err = fails(mmfs_geom("atlas10k3", "equivalent", 0))
+    assert "mems" in err.lower() or "equivalen" in err.lower()
+
+
+# --- errors ----------------------------------------------------------------
+
+def test_unknown_profile(mmfs_geom):
+    err = fails(mmfs_geom("no-such-disk", "info"))
+    assert "no-such-disk" in err
+
+
+def test_malformed_json(mmfs_geom, geometry_file):
+    fails(mmfs_geom(geometry_file('{"kind": "disk", "sector_size": 512,'), "info"))
+
+
+def test_negative_field_is_named(mmfs_geom, geometry_file, toy_disk_definition):
+    err = fails(mmfs_geom(geometry_file(dict(toy_disk_definition, sectors_per_track=-8)), "info"))
+    assert "sectors_per_track" in err
+
+
+@pytest.mark.parametrize("profile", ["atlas10k3", "mems-g2"])
+def test_lbn_beyond_capacity(mmfs_geom, profile):
+    capacity = json.loads(ok(mmfs_geom(profile, "info")))["capacity_sectors"]
+    ok(mmfs_geom(profile, "boundaries", capacity - 1))
+    assert "capacity" in fails(mmfs_geom(profile, "boundaries", capacity))
+    assert "capacity" in fails(mmfs_geom(profile, "adjacent", capacity, 1))
+
+
+@pytest.mark.parametrize("bad", ["-1", "12x", "+5", " 5", "0x10", "", "1.0", "18446744073709551616"])
+def test_lbn_parsed_strictly(mmfs_geom, toy_disk, bad):
+    fails(mmfs_geom(toy_disk, "boundaries", bad))
+    fails(mmfs_geom(toy_disk, "adjacent", bad, 1))
+
+
+# --- time ------------------------------------------------------------------
+
+def test_time_format_and_total(mmfs_geom, toy_disk):
+    out = ok(mmfs_geom(toy_disk, "time", input="0:1 8:1\n# a comment\n\n16:8  # trailing comment\n"))
+    batches, total = times(out)
+    assert len(batches) == 2
+    assert all(t > 0 for t in batches)
+    assert total == pytest.approx(sum(batches), abs=2e-4)
+
+
+def test_time_reads_a_file(mmfs_geom, toy_disk, tmp_path):
+    text = "0:1 8:1\n100:4\n"
+    batch_file = tmp_path / "batches.txt"
+    batch_file.write_text(text)
+    from_file = ok(mmfs_geom(toy_disk, "time", batch_file))
+    assert from_file == ok(mmfs_geom(toy_disk, "time", "-", input=text))
+    assert from_file == ok(mmfs_geom(toy_disk, "time", input=text))
+
+
+@pytest.mark.parametrize("fraction", [0, 0.3])
+def test_time_adjacent_pair_is_faster(mmfs_geom, fraction):
+    """Reading L then adjacent(L, 1) needs no rotational latency; a block on the
+    same track as adjacent(L, 1) but half a revolution away costs about half a
+    revolution more (MultiMap §3). L is on track 0, where the idle head starts."""
+    low, high = boundaries(mmfs_geom, "atlas10k3", 0)
+    lbn = low + int((high - low + 1) * fraction)
+    adj = int(ok(mmfs_geom("atlas10k3", "adjacent", lbn, 1)))
+    a_low, a_high = boundaries(mmfs_geom, "atlas10k3", adj)
+    n = a_high - a_low + 1
+    far = a_low + (adj - a_low + n // 2) % n
+    (t_adjacent,), _ = times(ok(mmfs_geom("atlas10k3", "time", input=f"{lbn}:1 {adj}:1\n")))
+    (t_far,), _ = times(ok(mmfs_geom("atlas10k3", "time", input=f"{lbn}:1 {far}:1\n")))
+    assert t_adjacent < t_far
+    # Half a revolution at 10k rpm is 3 ms.
+    assert t_far - t_adjacent > 1.0
+
+
+def test_time_malformed_line(mmfs_geom, toy_disk):
+    err = fails(mmfs_geom(toy_disk, "time", input="0:1\n5:x\n"))
+    assert "line 2" in err
+    assert "5:x" in err
+
+
+@pytest.mark.parametrize("line", ["5", "5:0", "a:1", "1:1:1", "-1:1", "7999:2"])
+def test_time_bad_requests(mmfs_geom, toy_disk, line):
+    err = fails(mmfs_geom(toy_disk, "time", input=f"0:1\n\n{line}\n"))
+    assert "line 3" in err
+
+
+def test_time_missing_file(mmfs_geom, toy_disk, tmp_path):
+    fails(mmfs_geom(toy_disk, "time", tmp_path / "nope.txt"))

@@ -1,0 +1,408 @@
+// The MEMStore geometry (MEMS paper §2-3, Tables 1-3) and its service-time
+// model: layout, equivalence classes, boundaries, JSON, batch timing.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "geometry/memstore.h"
+#include "geometry/mems_service.h"
+
+using namespace mmfs::geom;
+
+namespace {
+
+MemsParams g2(std::uint32_t M = 0) {  // Table 3
+  MemsParams p;
+  p.p = 10;
+  p.N = 100;
+  p.Sx = 2500;
+  p.Sy = 27;
+  p.M = M;
+  return p;
+}
+
+MemsParams toy(std::uint32_t M = 0) {  // Table 2, Figures 2 and 3
+  MemsParams p;
+  p.p = 3;
+  p.N = 9;
+  p.Sx = 3;
+  p.Sy = 3;
+  p.M = M;
+  return p;
+}
+
+bool contains(const std::vector<Lbn>& sorted, Lbn l) { return std::binary_search(sorted.begin(), sorted.end(), l); }
+
+template <class F>
+ErrorKind error_of(F&& f) {
+  try {
+    f();
+  } catch (const GeometryError& e) {
+    return e.kind();
+  }
+  FAIL("no GeometryError thrown");
+  return ErrorKind::Invalid;
+}
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const GeometryError& e) {
+    return e.what();
+  }
+  FAIL("no GeometryError thrown");
+  return {};
+}
+
+// A random LBN, one time in four on the first or last cylinder.
+Lbn random_lbn(const MemStore& g, std::mt19937_64& rng) {
+  std::uniform_int_distribution<std::uint32_t> edge(0, 7), y(0, g.params().Sy - 1), sq(0, g.params().N - 1);
+  switch (edge(rng)) {
+    case 0: return g.lbn_at(0, y(rng), sq(rng));
+    case 1: return g.lbn_at(g.params().Sx - 1, y(rng), sq(rng));
+    default: return std::uniform_int_distribution<Lbn>(0, g.capacity_sectors() - 1)(rng);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("G2 (Table 3): derived parameters") {
+  MemStore g(g2());
+  CHECK(g.parallelism() == 10);
+  CHECK(g.Nx() == 10);
+  CHECK(g.Ny() == 10);
+  CHECK(g.sectors_per_track() == 270);
+  CHECK(g.sectors_per_cylinder() == 2700);
+  CHECK(g.capacity_sectors() == 6'750'000);  // §2.2: "6,750,000 total LBNs"
+  CHECK(g.tracks() == 2500 * 10);
+  CHECK(g.depth() == 10);
+  CHECK(g.skew(12345) == 0.0);
+  auto info = g.info();
+  CHECK(info["kind"] == "mems");
+  CHECK(info["equivalence_class_size"] == 100);
+  CHECK(info["sectors_per_track"] == 270);
+  CHECK(info["depth"] == 10);
+  CHECK(info["skew_deg"] == 0);
+}
+
+TEST_CASE("G2 equivalence class: 100 LBNs at M=0, 1100 at M=5") {
+  MemStore g0(g2(0)), g5(g2(5));
+  const Lbn l = g0.lbn_at(1250, 13, 42);  // a middle cylinder
+  CHECK(g0.equivalent(l).size() == 100);
+  CHECK(g5.equivalent(l).size() == 1100);
+  // Clamped at the X edges: 6 cylinders reachable from x = 0 and x = Sx-1.
+  CHECK(g5.equivalent(g5.lbn_at(0, 0, 0)).size() == 600);
+  CHECK(g5.equivalent(g5.lbn_at(2499, 26, 99)).size() == 600);
+  CHECK(g5.info()["equivalence_class_size"] == 1100);
+}
+
+TEST_CASE("equivalence classes: membership, same y, sorted, symmetric (property)") {
+  std::mt19937_64 rng(0x4d454d53);
+  for (std::uint32_t M : {0u, 5u}) {
+    MemStore g(g2(M));
+    for (int n = 0; n < 2000; ++n) {
+      const Lbn a = random_lbn(g, rng);
+      const auto pa = g.position(a);
+      const auto ea = g.equivalent(a);
+      INFO("M=" << M << " a=" << a);
+      REQUIRE(contains(ea, a));
+      REQUIRE(std::is_sorted(ea.begin(), ea.end()));
+      REQUIRE(std::adjacent_find(ea.begin(), ea.end()) == ea.end());
+      for (Lbn b : ea) {
+        const auto pb = g.position(b);
+        REQUIRE(pb.y == pa.y);
+        REQUIRE(std::abs(int(pb.x) - int(pa.x)) <= int(M));  // at M = 0: the same x
+      }
+      // a in E(b) <=> b in E(a): for a member of E(a), for a nearby LBN on the
+      // same row (maybe just out of micropositioning reach), and a random one.
+      const Lbn member = ea[std::uniform_int_distribution<std::size_t>(0, ea.size() - 1)(rng)];
+      std::uniform_int_distribution<int> dx(-int(M) - 2, int(M) + 2);
+      const int nx = std::clamp(int(pa.x) + dx(rng), 0, int(g.params().Sx) - 1);
+      const Lbn near = g.lbn_at(std::uint32_t(nx), pa.y, std::uniform_int_distribution<std::uint32_t>(0, 99)(rng));
+      const Lbn far = std::uniform_int_distribution<Lbn>(0, g.capacity_sectors() - 1)(rng);
+      for (Lbn b : {member, near, far}) {
+        INFO("b=" << b);
+        REQUIRE(contains(ea, b) == contains(g.equivalent(b), a));
+      }
+      REQUIRE(contains(g.equivalent(near), a) == (std::abs(nx - int(pa.x)) <= int(M)));
+      REQUIRE_FALSE(g.conflicting(a, member));
+    }
+  }
+}
+
+TEST_CASE("position and lbn_at are inverse (G2 and the toy device)") {
+  std::mt19937_64 rng(7);
+  for (const MemsParams& params : {g2(0), toy(0)}) {
+    MemStore g(params);
+    std::uniform_int_distribution<Lbn> any(0, g.capacity_sectors() - 1);
+    for (int n = 0; n < 5000; ++n) {
+      const Lbn l = any(rng);
+      const auto pos = g.position(l);
+      REQUIRE(pos.x < params.Sx);
+      REQUIRE(pos.y < params.Sy);
+      REQUIRE(pos.square < params.N);
+      REQUIRE(g.lbn_at(pos.x, pos.y, pos.square) == l);
+    }
+    const auto last = g.position(g.capacity_sectors() - 1);
+    CHECK(g.lbn_at(last.x, last.y, last.square) == g.capacity_sectors() - 1);
+  }
+}
+
+TEST_CASE("track reversal follows the global track parity (Ny even on G2)") {
+  // The sled only reverses between tracks, also between cylinders: the last
+  // LBN of a track and the first of the next lie at the same y. The paper's
+  // LBN_{l,i} (parity of floor(i/Nx) + x) would break this when Ny is even.
+  MemStore g(g2());
+  for (std::uint64_t t = 1; t < 60; ++t) {
+    const Lbn first = t * g.sectors_per_track();
+    INFO("track " << t);
+    CHECK(g.position(first - 1).y == g.position(first).y);
+    CHECK(g.position(first).x - g.position(first - 1).x == (t % 10 == 0 ? 1u : 0u));
+  }
+  // Within a track, p consecutive LBNs share a y in p different squares.
+  const Lbn base = 7 * 270 + 3 * 10;
+  for (Lbn l = base; l < base + 10; ++l) CHECK(g.position(l).y == g.position(base).y);
+}
+
+TEST_CASE("Table 2 toy device reproduces Figure 2's numbering") {
+  MemStore g(toy());
+  CHECK(g.sectors_per_track() == 9);
+  CHECK(g.sectors_per_cylinder() == 27);
+  for (std::uint32_t l = 0; l < 3; ++l) {
+    const auto pos = g.position(l);
+    CHECK(pos.x == 0);
+    CHECK(pos.y == 0);
+    CHECK(pos.square == l);
+  }
+  // Numbered downward across the first row of squares...
+  CHECK(g.position(3).y == 1);
+  CHECK(g.position(8).y == 2);
+  CHECK(g.position(8).square == 2);
+  // ...then upward in the next row of squares, starting at the bottom.
+  CHECK(g.position(9).y == 2);
+  CHECK(g.position(9).square == 3);
+  CHECK(g.position(17).y == 0);
+  // §2.2: "(e.g., 33, 34, and 35), or ... (e.g., 33, 38, and 52)".
+  const auto e = g.equivalent(33);
+  CHECK(e.size() == 9);
+  for (Lbn l : {33, 34, 35, 38, 52}) CHECK(contains(e, l));
+  const auto p33 = g.position(33);
+  CHECK(g.lbn_at(p33.x, p33.y, p33.square) == 33);
+  // M = 1 (§3.2): "the equivalence class for each LBN would have (at most) 27 LBNs".
+  CHECK(MemStore(toy(1)).equivalent(33).size() == 27);
+}
+
+TEST_CASE("track boundaries partition the LBN space") {
+  MemStore g(g2());
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<Lbn> any(0, g.capacity_sectors() - 1);
+  for (int n = 0; n < 2000; ++n) {
+    const Lbn l = any(rng);
+    const TrackBounds b = g.track_boundaries(l);
+    REQUIRE(b.low <= l);
+    REQUIRE(l <= b.high);
+    REQUIRE(b.length() == 270);  // §3.4: LBN_max - LBN_min = S_T (exclusive max)
+    REQUIRE(b.low % 270 == 0);
+    REQUIRE(g.track_of(l) == b.low / 270);
+    if (b.high + 1 < g.capacity_sectors()) REQUIRE(g.track_boundaries(b.high + 1).low == b.high + 1);
+    if (b.low > 0) REQUIRE(g.track_boundaries(b.low - 1).high == b.low - 1);
+  }
+  const Lbn last = g.capacity_sectors() - 1;
+  CHECK(g.track_boundaries(last) == TrackBounds{last - 269, last});
+  CHECK(g.track_of(last) == g.tracks() - 1);
+  CHECK(g.track_boundaries(0) == TrackBounds{0, 269});
+}
+
+TEST_CASE("adjacency: the same offset s tracks away") {
+  MemStore g(g2());
+  CHECK(g.adjacent(5, 1) == 275);
+  CHECK(g.adjacent(5, 10) == 2705);
+  const Lbn last = g.capacity_sectors() - 1;
+  CHECK(g.adjacent(last - 270, 1) == last);
+  CHECK(error_of([&] { g.adjacent(last - 269, 1); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { g.adjacent(5, 0); }) == ErrorKind::Invalid);
+  CHECK(error_of([&] { g.adjacent(5, 11); }) == ErrorKind::Invalid);
+  auto p = g2();
+  p.depth = 40;
+  CHECK(MemStore(p).adjacent(5, 40) == 5 + 40 * 270);
+}
+
+TEST_CASE("out-of-range LBNs throw OutOfRange") {
+  MemStore g(g2());
+  const Lbn cap = g.capacity_sectors();
+  CHECK(error_of([&] { g.position(cap); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { g.equivalent(cap); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { g.track_boundaries(cap); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { g.track_of(cap + 100); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { g.adjacent(cap, 1); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { g.skew(cap); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { g.conflicting(0, cap); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { g.lbn_at(2500, 0, 0); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { g.lbn_at(0, 27, 0); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { g.lbn_at(0, 0, 100); }) == ErrorKind::OutOfRange);
+}
+
+TEST_CASE("MEMS JSON: round trip and errors naming the field") {
+  MemStore g(g2(5));
+  auto back = MemStore::from_json(g.definition());
+  CHECK(back->definition() == g.definition());
+  CHECK(back->params().M == 5);
+
+  nlohmann::json j = {{"kind", "mems"}, {"p", 10}, {"squares", 100}, {"sectors_per_square_x", 2500},
+                      {"sectors_per_square_y", 27}, {"notes", {"a", "b"}}, {"name", "x"}};
+  CHECK(MemStore::from_json(j)->capacity_sectors() == 6'750'000);
+  auto bad = [&](const char* key, nlohmann::json value) {
+    nlohmann::json k = j;
+    if (value.is_null()) k.erase(key);
+    else k[key] = value;
+    return message_of([&] { MemStore::from_json(k); });
+  };
+  CHECK_THAT(bad("p", -1), Catch::Contains("'p'"));
+  CHECK_THAT(bad("p", 0), Catch::Contains("'p'"));
+  CHECK_THAT(bad("squares", nullptr), Catch::Contains("'squares'"));
+  CHECK_THAT(bad("squares", 95), Catch::Contains("'squares'"));  // not a multiple of p
+  CHECK_THAT(bad("sectors_per_square_y", "27"), Catch::Contains("'sectors_per_square_y'"));
+  CHECK_THAT(bad("x_full_ms", -0.5), Catch::Contains("'x_full_ms'"));
+  CHECK_THAT(bad("bandwidth_mb_s", 0), Catch::Contains("'bandwidth_mb_s'"));
+  CHECK_THAT(bad("kind", "disk"), Catch::Contains("'kind'"));
+  CHECK_THAT(bad("sqares", 3), Catch::Contains("'sqares'"));
+  CHECK(error_of([&] { MemStore::from_json(nlohmann::json{{"p", 1}}); }) == ErrorKind::Invalid);
+  auto p = g2();
+  p.N = 99;
+  CHECK(error_of([&] { MemStore{p}; }) == ErrorKind::Invalid);
+}
+
+// ---- service-time model ----
+
+TEST_CASE("MEMS service: streaming a track runs at ~38 MB/s (Table 1)") {
+  MemStore g(g2());
+  MemsServiceModel m(g);
+  const double row = m.row_time_ms();
+  CHECK(row == Approx(10 * 512 / 38e6 * 1e3));
+  for (Lbn track : {Lbn(0), Lbn(1), Lbn(12345)}) {  // both sled directions
+    const Lbn first = track * 270;
+    m.place_at(first);
+    const double ms = m.serve_one({first, 270});
+    CHECK(ms == Approx(27 * row));  // n/p row times, no positioning
+    CHECK(270 * 512 / ms / 1e3 == Approx(38.0).epsilon(0.10));
+  }
+  // Many cylinders in one request: only turnarounds and one-column X moves added.
+  m.reset();
+  const double ms = m.serve_one({0, 20 * 2700});
+  const double mb_s = 20 * 2700 * 512 / ms / 1e3;
+  CHECK(mb_s == Approx(38.0).epsilon(0.10));
+  CHECK(mb_s < 38.0);
+  CHECK(m.clock_ms() == Approx(ms));
+}
+
+TEST_CASE("MEMS service: a sequential request costs n/p row times plus one positioning") {
+  MemStore g(g2());
+  MemsServiceModel m(g);
+  const double row = m.row_time_ms();
+  const Lbn start = 3'000'000 + 40;  // 10 rows in the middle of a track
+  m.place_at(start);
+  CHECK(m.serve_one({start, 100}) == Approx(10 * row));
+  // From elsewhere: one positioning, to whichever end of the run is nearer.
+  for (Lbn from : {Lbn(1'000'000), Lbn(3'000'000 + 200), Lbn(6'000'000)}) {
+    m.place_at(from);
+    const double to_first = m.positioning_ms(start), to_last = m.positioning_ms(start + 99);
+    CHECK(std::min(to_first, to_last) > 0.0);
+    const double ms = m.serve_one({start, 100});
+    CHECK(ms >= 10 * row + std::min(to_first, to_last) - 1e-9);
+    CHECK(ms <= 10 * row + std::min(to_first, to_last) + 0.2);  // entering in the run's direction
+  }
+  // Unaligned: 26 sectors from the middle of a row touch 4 rows.
+  m.place_at(start + 5);
+  CHECK(m.serve_one({start + 5, 26}) == Approx(4 * row));
+}
+
+TEST_CASE("MEMS service: random single-sector positioning averages ~0.56 ms (Table 1)") {
+  MemStore g(g2());
+  MemsServiceModel m(g);
+  std::mt19937_64 rng(2024);
+  std::uniform_int_distribution<Lbn> any(0, g.capacity_sectors() - 1);
+  const int n = 20000;
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) {
+    m.place_at(any(rng));
+    sum += m.serve_one({any(rng), 1}) - m.row_time_ms();
+  }
+  CHECK(sum / n == Approx(0.56).epsilon(0.10));
+}
+
+TEST_CASE("MEMS service: p LBNs of one equivalence class transfer together") {
+  MemStore g(g2());
+  MemsServiceModel m(g);
+  const Lbn l = g.lbn_at(1000, 5, 0);
+  // One LBN from each of the 10 tracks (rows of squares) of the class: not
+  // sequential, but all at the same (x, y).
+  std::vector<Request> same;
+  for (std::uint32_t k = 0; k < 10; ++k) same.push_back({g.lbn_at(1000, 5, k * 10 + k), 1});
+  for (const Request& r : same) REQUIRE(contains(g.equivalent(l), r.lbn));
+
+  m.place_at(4'000'000);
+  const double one = m.positioning_ms(l) + m.row_time_ms();
+  std::vector<std::uint32_t> order;
+  const double batch = m.serve(same, &order);
+  CHECK(batch == Approx(one));
+  std::vector<std::uint32_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::uint32_t> all(10);
+  std::iota(all.begin(), all.end(), 0u);
+  CHECK(sorted == all);
+
+  // The same number of LBNs from 10 different classes (different y).
+  std::vector<Request> spread;
+  for (std::uint32_t k = 0; k < 10; ++k) spread.push_back({g.lbn_at(1000, k * 2, k * 11), 1});
+  m.place_at(4'000'000);
+  const double slow = m.serve(spread);
+  CHECK(slow >= 10 * m.row_time_ms());
+  CHECK(slow > 2 * batch);
+
+  // More than p from one class needs ceil(count/p) passes over the row.
+  std::vector<Request> twenty;
+  for (std::uint32_t i = 0; i < 20; ++i) twenty.push_back({g.lbn_at(1000, 5, i * 5), 1});
+  m.place_at(g.lbn_at(1000, 5, 0));
+  const double two = m.serve(twenty);
+  CHECK(two >= 2 * m.row_time_ms());
+  CHECK(two < 2 * m.row_time_ms() + 0.1);  // one turnaround
+}
+
+TEST_CASE("MEMS service: micropositioning merges nearby columns") {
+  MemStore g(g2(5));
+  MemsServiceModel m(g);
+  std::vector<Request> batch;
+  for (std::uint32_t i = 0; i < 10; ++i) batch.push_back({g.lbn_at(1000 + (i % 3) * 4, 9, i * 10), 1});  // x in 1000..1008
+  m.place_at(g.lbn_at(1004, 9, 0));
+  CHECK(m.serve(batch) == Approx(m.row_time_ms()));
+  MemStore g0(g2(0));
+  MemsServiceModel m0(g0);
+  m0.place_at(g0.lbn_at(1004, 9, 0));
+  CHECK(m0.serve(batch) > 3 * m0.row_time_ms());
+}
+
+TEST_CASE("MEMS service: errors leave the state unchanged; clock, idle, reset") {
+  MemStore g(g2());
+  MemsServiceModel m(g);
+  m.serve_one({123456, 8});
+  const double clock = m.clock_ms();
+  const double next = m.positioning_ms(5'000'000);
+  std::vector<Request> bad = {{10, 1}, {g.capacity_sectors() - 1, 2}};
+  CHECK(error_of([&] { m.serve(bad); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { m.serve_one({g.capacity_sectors(), 1}); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { m.place_at(g.capacity_sectors()); }) == ErrorKind::OutOfRange);
+  CHECK(m.clock_ms() == clock);
+  CHECK(m.positioning_ms(5'000'000) == next);
+  m.idle(2.5);
+  CHECK(m.clock_ms() == Approx(clock + 2.5));
+  CHECK(error_of([&] { m.idle(-1); }) == ErrorKind::Invalid);
+  CHECK(m.serve({}) == 0.0);
+  m.reset();
+  CHECK(m.clock_ms() == 0.0);
+  CHECK(m.positioning_ms(0) == 0.0);
+  auto via_geometry = g.make_service_model();
+  CHECK(via_geometry->serve_one({0, 270}) == Approx(27 * m.row_time_ms()));
+}
