@@ -35,6 +35,9 @@ class Geometry {
   virtual std::uint32_t sector_size() const = 0;
   virtual Lbn capacity_sectors() const = 0;
   virtual std::uint64_t tracks() const = 0;
+  // The most consecutive tracks of one length (a zone): the largest run a
+  // track-group layout can use without straddling a zone.
+  virtual std::uint64_t largest_zone_tracks() const { return tracks(); }
 
   // Track structure. Every function taking an LBN throws
   // GeometryError(OutOfRange) for lbn >= capacity_sectors().

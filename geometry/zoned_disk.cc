@@ -79,6 +79,12 @@ ZonedDisk::ZonedDisk(const DiskParams& params) : p_(params) {
   depth_ = std::uint32_t(std::min<std::uint64_t>(d, UINT32_MAX));
 }
 
+std::uint64_t ZonedDisk::largest_zone_tracks() const {
+  std::uint64_t best = 0;
+  for (const Zone& z : zones_) best = std::max(best, z.tracks);
+  return best;
+}
+
 std::uint64_t ZonedDisk::cylinders() const { return tracks_ / p_.surfaces; }
 
 std::uint32_t ZonedDisk::zone_index_of_lbn(Lbn lbn) const {

@@ -1,0 +1,57 @@
+// An array cut into cells: the unit a layout places (SPEC §1, §4).
+//
+// Dimensions are numbered in C order (the last varies fastest). `order` is
+// the dimension priority of SPEC §4, most favoured first: order[0] is the
+// primary (streaming) dimension, the paper's Dim_0.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mmfs::layouts {
+
+class CellGrid {
+ public:
+  // Throws std::invalid_argument for empty/zero shapes, a cell of the wrong
+  // rank or with a zero extent, an order that is not a permutation, or sizes
+  // that overflow.
+  CellGrid(std::vector<std::uint64_t> shape, std::uint32_t itemsize, std::vector<std::uint64_t> cell,
+           std::vector<std::uint32_t> order);
+
+  // The default cell (see docs/layouts.md): a brick of whole elements that
+  // fills one sector, its sides powers of two, grown one dimension at a time in
+  // priority order while the dimension still has room. It serves slices
+  // along every dimension with the same read amplification.
+  static std::vector<std::uint64_t> default_cell(std::span<const std::uint64_t> shape, std::uint32_t itemsize,
+                                                 std::uint32_t sector_size, std::span<const std::uint32_t> order);
+  // The default order: n-1, ..., 1, 0 (the C-order fastest dimension streams).
+  static std::vector<std::uint32_t> default_order(std::size_t dims);
+
+  std::size_t dims() const { return shape_.size(); }
+  const std::vector<std::uint64_t>& shape() const { return shape_; }
+  const std::vector<std::uint64_t>& cell() const { return cell_; }
+  const std::vector<std::uint64_t>& grid() const { return grid_; }  // cells per dimension
+  const std::vector<std::uint32_t>& order() const { return order_; }
+  std::uint32_t itemsize() const { return itemsize_; }
+  std::uint64_t cells() const { return cells_; }
+  std::uint64_t elements() const { return elements_; }
+  std::uint64_t cell_elements() const { return cell_elements_; }
+  std::uint64_t cell_bytes() const { return cell_elements_ * itemsize_; }
+  std::uint32_t sectors_per_cell(std::uint32_t sector_size) const {
+    return std::uint32_t((cell_bytes() + sector_size - 1) / sector_size);
+  }
+  // C-order linear index of a cell in the grid.
+  std::uint64_t linear(std::span<const std::uint64_t> cell) const;
+
+ private:
+  std::vector<std::uint64_t> shape_, cell_, grid_;
+  std::vector<std::uint32_t> order_;
+  std::uint32_t itemsize_;
+  std::uint64_t cells_ = 1, elements_ = 1, cell_elements_ = 1;
+};
+
+std::string join(std::span<const std::uint64_t> v);
+
+}  // namespace mmfs::layouts

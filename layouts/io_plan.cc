@@ -1,0 +1,146 @@
+#include "layouts/io_plan.h"
+
+#include <algorithm>
+
+namespace mmfs::layouts {
+namespace {
+
+struct Piece {
+  std::uint64_t key;
+  Lbn lbn;
+  std::uint32_t sectors;
+};
+
+// Sorts, merges contiguous pieces and cuts the result into batches.
+IoPlan build(const Layout& layout, std::vector<Piece>& pieces, std::uint64_t cells, std::uint64_t useful,
+             const PlanOptions& options) {
+  IoPlan plan;
+  plan.cells = cells;
+  plan.bytes_useful = useful;
+  const bool grouped = layout.has_batch_groups();
+  if (!grouped)
+    for (Piece& p : pieces) p.key = 0;
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
+    return a.key != b.key ? a.key < b.key : a.lbn < b.lbn;
+  });
+  // Merge: a piece continuing the previous one (or repeating sectors already
+  // covered, as two cells wrapping in one track can) extends it.
+  std::vector<Piece> merged;
+  for (const Piece& p : pieces) {
+    if (!merged.empty() && merged.back().key == p.key && p.lbn <= merged.back().lbn + merged.back().sectors &&
+        p.lbn >= merged.back().lbn) {
+      Lbn end = std::max<Lbn>(merged.back().lbn + merged.back().sectors, p.lbn + p.sectors);
+      if (end - merged.back().lbn <= UINT32_MAX) {
+        merged.back().sectors = std::uint32_t(end - merged.back().lbn);
+        continue;
+      }
+    }
+    merged.push_back(p);
+  }
+  if (grouped) {
+    // One batch per group (a basic cube's tracks), groups in the order of their first sector.
+    std::size_t i = 0;
+    while (i < merged.size()) {
+      IoBatch b;
+      std::uint64_t key = merged[i].key;
+      for (; i < merged.size() && merged[i].key == key; ++i) b.requests.push_back({merged[i].lbn, merged[i].sectors});
+      plan.batches.push_back(std::move(b));
+    }
+    std::sort(plan.batches.begin(), plan.batches.end(),
+              [](const IoBatch& a, const IoBatch& b) { return a.requests.front().lbn < b.requests.front().lbn; });
+  } else {
+    std::size_t q = std::max<std::uint32_t>(1, options.queue_depth);
+    for (std::size_t i = 0; i < merged.size(); i += q) {
+      IoBatch b;
+      for (std::size_t j = i; j < std::min(merged.size(), i + q); ++j)
+        b.requests.push_back({merged[j].lbn, merged[j].sectors});
+      plan.batches.push_back(std::move(b));
+    }
+  }
+  for (const IoBatch& b : plan.batches)
+    for (const geom::Request& r : b.requests) {
+      ++plan.requests;
+      plan.sectors += r.sectors;
+    }
+  plan.bytes_read = plan.sectors * layout.geometry().sector_size();
+  return plan;
+}
+
+void add_cell(const Layout& layout, std::span<const std::uint64_t> cell, std::vector<Piece>& pieces) {
+  Run runs[2];
+  std::size_t n = layout.cell_runs(cell, runs);
+  std::uint64_t key = layout.has_batch_groups() ? layout.batch_key(cell) : 0;
+  for (std::size_t i = 0; i < n; ++i) pieces.push_back({key, runs[i].lbn, runs[i].sectors});
+}
+
+}  // namespace
+
+nlohmann::json IoPlan::to_json() const {
+  nlohmann::json b = nlohmann::json::array();
+  for (const IoBatch& batch : batches) {
+    nlohmann::json reqs = nlohmann::json::array();
+    for (const geom::Request& r : batch.requests) reqs.push_back({r.lbn, r.sectors});
+    b.push_back(std::move(reqs));
+  }
+  return {{"batches", std::move(b)},    {"requests", requests},         {"cells", cells},
+          {"bytes_read", bytes_read},   {"bytes_useful", bytes_useful}, {"modeled_ms", modeled_ms}};
+}
+
+IoPlan plan_selection(const Layout& layout, const Selection& selection, const PlanOptions& options) {
+  const CellGrid& g = layout.grid();
+  const std::size_t n = g.dims();
+  std::vector<std::vector<std::uint64_t>> touched(n);
+  std::uint64_t cells = 1;
+  for (std::size_t d = 0; d < n; ++d) {
+    touched[d] = cells_touched(selection.dims()[d], g.cell()[d]);
+    cells *= touched[d].size();
+  }
+  std::vector<Piece> pieces;
+  if (cells) {
+    pieces.reserve(cells);
+    // Odometer over the product of the per-dimension cell lists.
+    std::vector<std::size_t> idx(n, 0);
+    std::vector<std::uint64_t> cell(n);
+    for (std::size_t d = 0; d < n; ++d) cell[d] = touched[d][0];
+    while (true) {
+      add_cell(layout, cell, pieces);
+      std::size_t d = n;
+      while (d > 0) {
+        --d;
+        if (++idx[d] < touched[d].size()) {
+          cell[d] = touched[d][idx[d]];
+          break;
+        }
+        idx[d] = 0;
+        cell[d] = touched[d][0];
+        if (d == 0) goto done;
+      }
+    }
+  }
+done:
+  return build(layout, pieces, cells, selection.elements() * g.itemsize(), options);
+}
+
+IoPlan plan_cells(const Layout& layout, std::span<const std::uint64_t> cells_flat, std::uint64_t useful_bytes,
+                  const PlanOptions& options) {
+  const std::size_t n = layout.grid().dims();
+  std::vector<Piece> pieces;
+  pieces.reserve(cells_flat.size() / n);
+  for (std::size_t i = 0; i + n <= cells_flat.size(); i += n) add_cell(layout, cells_flat.subspan(i, n), pieces);
+  return build(layout, pieces, cells_flat.size() / n, useful_bytes, options);
+}
+
+double serve_plan(const IoPlan& plan, geom::ServiceTimeModel& model) {
+  double ms = 0;
+  for (const IoBatch& b : plan.batches) ms += model.serve(b.requests);
+  return ms;
+}
+
+double model_plan(IoPlan& plan, const geom::Geometry& geometry) {
+  auto model = geometry.make_service_model();
+  model->reset();
+  plan.modeled_ms = serve_plan(plan, *model);
+  return plan.modeled_ms;
+}
+
+}  // namespace mmfs::layouts

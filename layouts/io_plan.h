@@ -1,0 +1,47 @@
+// The device requests a view needs (SPEC §5 `A@/plan/VIEW`), built from a
+// layout without enumerating more than the cells the view touches.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <vector>
+
+#include "geometry/service_time.h"
+#include "layouts/layout.h"
+#include "layouts/selection.h"
+
+namespace mmfs::layouts {
+
+struct IoBatch {
+  std::vector<geom::Request> requests;
+};
+
+struct IoPlan {
+  std::vector<IoBatch> batches;
+  std::uint64_t cells = 0;         // cells touched
+  std::uint64_t requests = 0;      // after merging contiguous sectors
+  std::uint64_t sectors = 0;
+  std::uint64_t bytes_read = 0;    // sectors x sector size
+  std::uint64_t bytes_useful = 0;  // selected elements x itemsize
+  double modeled_ms = 0;           // from an idle device (model_plan)
+  nlohmann::json to_json() const;
+};
+
+struct PlanOptions {
+  // Requests of layouts without batch groups are issued in LBN order, this
+  // many at a time (the device queue the firmware's scheduler sees).
+  std::uint32_t queue_depth = 16;
+};
+
+IoPlan plan_selection(const Layout& layout, const Selection& selection, const PlanOptions& options = {});
+// An arbitrary set of cells (grid coordinates, dims() values per cell, flattened).
+IoPlan plan_cells(const Layout& layout, std::span<const std::uint64_t> cells_flat, std::uint64_t useful_bytes,
+                  const PlanOptions& options = {});
+
+// Serves the plan's batches in order on `model` and returns the time in ms.
+double serve_plan(const IoPlan& plan, geom::ServiceTimeModel& model);
+// The same from an idle device; stores it in plan.modeled_ms.
+double model_plan(IoPlan& plan, const geom::Geometry& geometry);
+
+}  // namespace mmfs::layouts

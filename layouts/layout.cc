@@ -1,0 +1,75 @@
+#include "layouts/layout.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "layouts/linear_layouts.h"
+#include "layouts/multimap.h"
+
+namespace mmfs::layouts {
+
+Layout::Layout(const geom::Geometry& geometry, CellGrid grid)
+    : geometry_(geometry), grid_(std::move(grid)), spc_(grid_.sectors_per_cell(geometry.sector_size())) {}
+
+nlohmann::json Layout::describe() const {
+  return {{"layout", name()},
+          {"cell", grid_.cell()},
+          {"order", grid_.order()},
+          {"sectors_per_cell", spc_},
+          {"extents", extents_.size()}};
+}
+
+std::unique_ptr<Layout> make_layout(const std::string& name, const geom::Geometry& geometry, CellGrid grid,
+                                    std::vector<std::uint64_t> basic_cube) {
+  if (name == "naive") return std::make_unique<NaiveLayout>(geometry, std::move(grid));
+  if (name == "zorder") return std::make_unique<ZOrderLayout>(geometry, std::move(grid));
+  if (name == "hilbert") return std::make_unique<HilbertLayout>(geometry, std::move(grid));
+  if (name == "multimap") return std::make_unique<MultiMapLayout>(geometry, std::move(grid), std::move(basic_cube));
+  throw std::invalid_argument(
+      fmt::format("unknown layout '{}' (this build has naive, zorder, hilbert, multimap)", name));
+}
+
+std::vector<Extent> allocate_linear(const geom::Geometry& g, const SpaceRequest& req, Lbn first_lbn,
+                                    Lbn* next_free) {
+  std::vector<Extent> out;
+  Lbn cap = g.capacity_sectors();
+  if (first_lbn >= cap) throw std::invalid_argument("allocation starts beyond the device");
+  Lbn at = g.track_boundaries(first_lbn).low;
+  if (at < first_lbn) at = g.track_boundaries(first_lbn).high + 1;
+  if (req.shape == SpaceShape::Runs) {
+    // One run of whole tracks.
+    Lbn end = at + req.sectors;
+    if (end > cap) throw std::invalid_argument("not enough space on the device");
+    if (end < cap) {
+      auto b = g.track_boundaries(end);
+      if (b.low != end) end = b.high + 1;
+    }
+    out.push_back({at, req.sectors});
+    if (next_free) *next_free = end;
+    return out;
+  }
+  for (std::uint64_t i = 0; i < req.groups; ++i) {
+    while (true) {
+      if (at >= cap) throw std::invalid_argument("not enough space on the device for the track groups");
+      std::uint64_t T = g.track_length(at);
+      std::uint64_t t0 = g.track_of(at);
+      std::uint64_t last_track = t0 + req.group_tracks - 1;
+      if (last_track >= g.tracks()) throw std::invalid_argument("not enough tracks on the device");
+      // The group must lie in one zone (equal track lengths) with long enough tracks.
+      Lbn last_lbn = at + (req.group_tracks - 1) * T;
+      bool one_zone = last_lbn < cap && g.track_of(last_lbn) == last_track && g.track_length(last_lbn) == T;
+      if (one_zone && T >= req.min_track_sectors) {
+        out.push_back({at, req.group_tracks * T});
+        at += req.group_tracks * T;
+        break;
+      }
+      // Skip to the next track and try again (crossing into the next zone).
+      at = g.track_boundaries(at).high + 1;
+    }
+  }
+  if (next_free) *next_free = at;
+  return out;
+}
+
+}  // namespace mmfs::layouts
