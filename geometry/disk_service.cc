@@ -53,14 +53,27 @@ double DiskServiceModel::landing_sectors(const ZonedDisk::Location& loc, double 
   return p;
 }
 
+double DiskServiceModel::rotation_sectors(const ZonedDisk::Location& loc, std::uint32_t count,
+                                          double arrival_ms) const {
+  double T = loc.track_length;
+  double p = landing_sectors(loc, arrival_ms);
+  if (p <= kOnTime) return count;
+  if (disk_.params().zero_latency && p < count) {
+    // Landed inside the segment: read from the next boundary s to the end,
+    // come round, and read the first s sectors: T - p + s in all.
+    return T - p + std::ceil(p - kOnTime);
+  }
+  return (T - p) + count;  // wait for the segment to come round, then read it
+}
+
 double DiskServiceModel::positioning_ms(const ZonedDisk::Location& loc, std::uint32_t count) const {
+  // The SPTF metric: everything but media transfer until the request's first
+  // track segment is done. With zero-latency reads, landing inside a segment
+  // is not free: the rest of the segment costs most of a revolution.
+  count = std::min<std::uint32_t>(count, loc.track_length - loc.sector);
   double move = move_ms(loc) + disk_.params().overhead_ms;
-  double p = landing_sectors(loc, clock_ + move);
-  double wait;  // sectors until a useful sector starts under the head
-  if (p <= kOnTime) wait = 0;
-  else if (disk_.params().zero_latency && p < count - 1 + kOnTime) wait = std::ceil(p - kOnTime) - p;
-  else wait = loc.track_length - p;
-  return move + wait * rev_ms_ / loc.track_length;
+  double sectors = rotation_sectors(loc, count, clock_ + move);
+  return move + (sectors - count) * rev_ms_ / loc.track_length;
 }
 
 double DiskServiceModel::positioning_ms(Lbn lbn) const {
@@ -71,20 +84,7 @@ double DiskServiceModel::positioning_ms(Lbn lbn) const {
 
 void DiskServiceModel::serve_segment(const ZonedDisk::Location& loc, std::uint32_t count) {
   double arrival = clock_ + move_ms(loc);
-  double T = loc.track_length;
-  double p = landing_sectors(loc, arrival);
-  double sectors;  // rotation, in sectors, from landing until the segment is done
-  if (p <= kOnTime) {
-    sectors = count;
-  } else if (disk_.params().zero_latency && p < count) {
-    // Landed inside the segment: read from the next boundary s to the end,
-    // come round, and read the first s sectors: T - p + s in all.
-    double s = std::ceil(p - kOnTime);
-    sectors = T - p + s;
-  } else {
-    sectors = (T - p) + count;  // wait for the segment to come round, then read it
-  }
-  clock_ = arrival + sectors * rev_ms_ / T;
+  clock_ = arrival + rotation_sectors(loc, count, arrival) * rev_ms_ / loc.track_length;
   cylinder_ = loc.cylinder;
   surface_ = loc.surface;
 }

@@ -44,6 +44,9 @@ class DiskServiceModel final : public ServiceTimeModel {
   // Where the head is relative to the start of a `count`-sector segment at
   // `loc` after moving there: in sectors from the segment's first sector, [0, T).
   double landing_sectors(const ZonedDisk::Location& loc, double arrival_ms) const;
+  // Rotation, in sectors, from arriving at `arrival_ms` until the `count`
+  // sectors from loc are read (zero-latency aware).
+  double rotation_sectors(const ZonedDisk::Location& loc, std::uint32_t count, double arrival_ms) const;
   double positioning_ms(const ZonedDisk::Location& loc, std::uint32_t count) const;
   void serve_segment(const ZonedDisk::Location& loc, std::uint32_t count);
   void serve_request(const Pending& p);

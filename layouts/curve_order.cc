@@ -21,7 +21,7 @@
 // below. Summing a free bit x_k of the product kills the dependence on x_k
 // (g_k(x) + g_k(1-x) is the same for either x, in both curves), so
 //   sum_{w' < w} vol(w') = sum_{m : w_m = 1} [prod_{k>m} g_k(c_k(w))]
-//                            * g_k(c_m with w_m := 0) * prod_{k<m} (g_k(0) + g_k(1)),
+//                            * g_m(c_m with w_m := 0) * prod_{k<m} (g_k(0) + g_k(1)),
 // O(n) per level instead of O(2^n n). unrank() chooses the bits of w from the
 // top with the same sums. Every partial product above multiplies overlaps of
 // distinct dimensions, so it is at most prod G and cannot overflow.
@@ -56,14 +56,14 @@ std::uint32_t gray_inverse(std::uint32_t g) {
   return g;
 }
 
+// Rotations of an n-bit word by k in [0, n].
 std::uint32_t rotl(std::uint32_t x, unsigned k, unsigned n) {
-  k %= n;
-  if (k == 0) return x;
+  if (k == 0 || k == n) return x;
   const std::uint32_t mask = (std::uint32_t{1} << n) - 1;
   return ((x << k) | (x >> (n - k))) & mask;
 }
 
-std::uint32_t rotr(std::uint32_t x, unsigned k, unsigned n) { return rotl(x, n - k % n, n); }
+std::uint32_t rotr(std::uint32_t x, unsigned k, unsigned n) { return rotl(x, n - k, n); }
 
 // Hamilton's e(w): entry corner of child w, relative to the parent's frame.
 std::uint32_t entry_point(std::uint32_t w) { return w == 0 ? 0 : gray((w - 1) & ~std::uint32_t{1}); }
@@ -72,7 +72,8 @@ std::uint32_t entry_point(std::uint32_t w) { return w == 0 ? 0 : gray((w - 1) & 
 unsigned direction(std::uint32_t w, unsigned n) {
   if (w == 0) return 0;
   const std::uint32_t x = (w & 1) ? w : w - 1;
-  return static_cast<unsigned>(std::countr_one(x)) % n;
+  const auto g = static_cast<unsigned>(std::countr_one(x));  // <= n
+  return g == n ? 0 : g;
 }
 
 // Curve state of a sub-cube; unused (always zero) for Morton.
@@ -93,8 +94,12 @@ class Engine {
       : hilbert_(kind == CurveKind::kHilbert), G_(extents), n_(static_cast<unsigned>(extents.size())),
         bits_(bits) {}
 
-  // Dimension driven by code bit k, and whether its halves are swapped.
-  unsigned dim_of(unsigned k, const State& s) const { return hilbert_ ? (k + s.d + 1) % n_ : n_ - 1 - k; }
+  // Dimension driven by code bit k in a sub-cube with state s.
+  unsigned dim_of(unsigned k, const State& s) const {
+    if (!hilbert_) return n_ - 1 - k;
+    const unsigned p = k + s.d + 1;  // < 2n
+    return p >= n_ ? p - n_ : p;
+  }
 
   // Code bit k of child w.
   unsigned code_bit(std::uint32_t w, unsigned k) const {
@@ -140,7 +145,24 @@ class Engine {
 
   State next(const State& s, std::uint32_t w) const {
     if (!hilbert_) return s;
-    return State{s.e ^ rotl(entry_point(w), s.d + 1, n_), (s.d + direction(w, n_) + 1) % n_};
+    const unsigned d = s.d + direction(w, n_) + 1;  // < 2n
+    return State{s.e ^ rotl(entry_point(w), s.d + 1, n_), d >= n_ ? d - n_ : d};
+  }
+
+  // True if the sub-cube of side 2^(i+1) at lo lies entirely inside the grid;
+  // then so do all its descendants, and in-grid ranks inside it are plain
+  // curve indices (the fast path of rank() and unrank()).
+  bool inside(const std::uint64_t* lo, unsigned i) const {
+    bool all = true;
+    for (unsigned j = 0; j < n_; ++j) all &= ((G_[j] - lo[j]) >> i) >= 2;
+    return all;
+  }
+
+  // Bits of the cell at level i as a geometric word (bit j = dimension j).
+  std::uint32_t level_word(std::span<const std::uint64_t> cell, unsigned i) const {
+    std::uint32_t geo = 0;
+    for (unsigned j = 0; j < n_; ++j) geo |= static_cast<std::uint32_t>((cell[j] >> i) & 1) << j;
+    return geo;
   }
 
   std::uint64_t rank(std::span<const std::uint64_t> cell) const {
@@ -149,18 +171,28 @@ class Engine {
     Level L;
     std::uint64_t r = 0;
     for (unsigned i = bits_; i-- > 0;) {
+      if (inside(lo.data(), i)) {
+        // 2^(n(i+1)) cells fit in the grid, so n*(i+1) <= 63: no overflow.
+        std::uint64_t t = 0;
+        for (unsigned l = i + 1; l-- > 0;) {
+          const std::uint32_t w = child_of(level_word(cell, l), s);
+          t = (t << n_) | w;
+          s = next(s, w);
+        }
+        return r + t;
+      }
       const std::uint64_t half = std::uint64_t{1} << i;
       make_level(lo.data(), half, s, L);
-      std::uint32_t geo = 0;
-      for (unsigned j = 0; j < n_; ++j) geo |= static_cast<std::uint32_t>((cell[j] >> i) & 1) << j;
+      const std::uint32_t geo = level_word(cell, i);
       const std::uint32_t w = child_of(geo, s);
       std::uint64_t prefix = 1;  // prod_{k>m} g_k(c_k(w))
+      // Branch-free: the bits of w are random for random cells.
       for (unsigned m = n_; m-- > 0;) {
-        if ((w >> m) & 1) r += prefix * L.g[m][code_bit_if_zero(w, m)] * L.below[m];
+        const std::uint64_t wm = (w >> m) & 1;
+        r += wm * (prefix * L.g[m][code_bit_if_zero(w, m)] * L.below[m]);
         prefix *= L.g[m][code_bit(w, m)];
       }
-      for (unsigned j = 0; j < n_; ++j)
-        if ((geo >> j) & 1) lo[j] += half;
+      for (unsigned j = 0; j < n_; ++j) lo[j] += ((geo >> j) & 1) * half;
       s = next(s, w);
     }
     return r;
@@ -170,7 +202,17 @@ class Engine {
     std::array<std::uint64_t, kMax> lo{};
     State s;
     Level L;
+    const std::uint32_t mask = (std::uint32_t{1} << n_) - 1;
     for (unsigned i = bits_; i-- > 0;) {
+      if (inside(lo.data(), i)) {
+        for (unsigned l = i + 1; l-- > 0;) {
+          const auto w = static_cast<std::uint32_t>(r >> (n_ * l)) & mask;
+          const std::uint32_t geo = geometry_of(w, s);
+          for (unsigned j = 0; j < n_; ++j) lo[j] += static_cast<std::uint64_t>((geo >> j) & 1) << l;
+          s = next(s, w);
+        }
+        break;
+      }
       const std::uint64_t half = std::uint64_t{1} << i;
       make_level(lo.data(), half, s, L);
       std::uint32_t w = 0;
@@ -178,17 +220,13 @@ class Engine {
       for (unsigned m = n_; m-- > 0;) {
         const unsigned c0 = code_bit_if_zero(w, m);
         const std::uint64_t v0 = prefix * L.g[m][c0] * L.below[m];
-        if (r < v0) {
-          prefix *= L.g[m][c0];
-        } else {
-          r -= v0;
-          w |= std::uint32_t{1} << m;
-          prefix *= L.g[m][c0 ^ 1];
-        }
+        const unsigned wm = r >= v0;  // branch-free, as in rank()
+        r -= wm * v0;
+        w |= wm << m;
+        prefix *= L.g[m][c0 ^ wm];
       }
       const std::uint32_t geo = geometry_of(w, s);
-      for (unsigned j = 0; j < n_; ++j)
-        if ((geo >> j) & 1) lo[j] += half;
+      for (unsigned j = 0; j < n_; ++j) lo[j] += ((geo >> j) & 1) * half;
       s = next(s, w);
     }
     std::copy_n(lo.begin(), n_, cell.begin());

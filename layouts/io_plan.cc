@@ -20,9 +20,10 @@ IoPlan build(const Layout& layout, std::vector<Piece>& pieces, std::uint64_t cel
   const bool grouped = layout.has_batch_groups();
   if (!grouped)
     for (Piece& p : pieces) p.key = 0;
-  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
-    return a.key != b.key ? a.key < b.key : a.lbn < b.lbn;
-  });
+  if (grouped || options.order == IssueOrder::Lbn)
+    std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
+      return a.key != b.key ? a.key < b.key : a.lbn < b.lbn;
+    });
   // Merge: a piece continuing the previous one (or repeating sectors already
   // covered, as two cells wrapping in one track can) extends it.
   std::vector<Piece> merged;
@@ -98,26 +99,27 @@ IoPlan plan_selection(const Layout& layout, const Selection& selection, const Pl
   std::vector<Piece> pieces;
   if (cells) {
     pieces.reserve(cells);
-    // Odometer over the product of the per-dimension cell lists.
+    // Odometer over the product of the per-dimension cell lists, the primary
+    // dimension fastest (the order a scan along it would fetch cells in).
+    const auto& order = g.order();
     std::vector<std::size_t> idx(n, 0);
     std::vector<std::uint64_t> cell(n);
     for (std::size_t d = 0; d < n; ++d) cell[d] = touched[d][0];
     while (true) {
       add_cell(layout, cell, pieces);
-      std::size_t d = n;
-      while (d > 0) {
-        --d;
+      std::size_t i = 0;
+      for (; i < n; ++i) {
+        std::uint32_t d = order[i];
         if (++idx[d] < touched[d].size()) {
           cell[d] = touched[d][idx[d]];
           break;
         }
         idx[d] = 0;
         cell[d] = touched[d][0];
-        if (d == 0) goto done;
       }
+      if (i == n) break;
     }
   }
-done:
   return build(layout, pieces, cells, selection.elements() * g.itemsize(), options);
 }
 
@@ -130,9 +132,15 @@ IoPlan plan_cells(const Layout& layout, std::span<const std::uint64_t> cells_fla
   return build(layout, pieces, cells_flat.size() / n, useful_bytes, options);
 }
 
-double serve_plan(const IoPlan& plan, geom::ServiceTimeModel& model) {
+double serve_plan(const IoPlan& plan, geom::ServiceTimeModel& model, double gap_ms) {
   double ms = 0;
-  for (const IoBatch& b : plan.batches) ms += model.serve(b.requests);
+  for (std::size_t i = 0; i < plan.batches.size(); ++i) {
+    if (i && gap_ms > 0) {
+      model.idle(gap_ms);
+      ms += gap_ms;
+    }
+    ms += model.serve(plan.batches[i].requests);
+  }
   return ms;
 }
 

@@ -28,9 +28,17 @@ struct IoPlan {
   nlohmann::json to_json() const;
 };
 
+// How requests of layouts without batch groups reach the device.
+enum class IssueOrder {
+  Lbn,        // sorted by LBN (what mmfs does)
+  Selection,  // in the selection's order, primary dimension fastest (the MultiMap
+              // paper's storage manager fetching Naive and Hilbert cells)
+};
+
 struct PlanOptions {
-  // Requests of layouts without batch groups are issued in LBN order, this
-  // many at a time (the device queue the firmware's scheduler sees).
+  IssueOrder order = IssueOrder::Lbn;
+  // Requests of layouts without batch groups are issued this many at a time
+  // (the device queue the firmware's scheduler sees); 1 = one after another.
   std::uint32_t queue_depth = 16;
 };
 
@@ -40,7 +48,9 @@ IoPlan plan_cells(const Layout& layout, std::span<const std::uint64_t> cells_fla
                   const PlanOptions& options = {});
 
 // Serves the plan's batches in order on `model` and returns the time in ms.
-double serve_plan(const IoPlan& plan, geom::ServiceTimeModel& model);
+// `gap_ms` is the host's round trip between one batch's completion and the
+// next batch's arrival, during which the device idles (and the platter turns).
+double serve_plan(const IoPlan& plan, geom::ServiceTimeModel& model, double gap_ms = 0);
 // The same from an idle device; stores it in plan.modeled_ms.
 double model_plan(IoPlan& plan, const geom::Geometry& geometry);
 

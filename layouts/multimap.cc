@@ -19,57 +19,71 @@ std::vector<std::uint64_t> MultiMapLayout::choose_basic_cube(const CellGrid& gri
                                                              std::uint64_t max_group_tracks) {
   const std::size_t n = grid.dims();
   const auto& order = grid.order();
+  const auto& S = grid.grid();
   std::vector<std::uint64_t> k(n, 1);
   std::uint64_t units = std::max<std::uint64_t>(1, track_sectors / spc);
   // Eq. 1: K_0 <= T, with the primary extent split evenly into track-sized pieces.
-  std::uint64_t s0 = grid.grid()[order[0]];
-  k[order[0]] = s0 <= units ? s0 : ceil_div(s0, ceil_div(s0, units));
+  std::uint64_t s0 = S[order[0]];
+  std::uint64_t k0 = s0 <= units ? s0 : ceil_div(s0, ceil_div(s0, units));
+  k[order[0]] = k0;
   if (n == 1) return k;
+  const std::uint64_t pack = std::max<std::uint64_t>(1, units / k0);
+  const std::uint64_t sl = S[order[n - 1]];
+  // Eq. 2 and 6: the whole last dimension, unless a cube would not fit in a zone.
+  auto last_for = [&](std::uint64_t prod) {
+    std::uint64_t max_last = std::max<std::uint64_t>(1, max_group_tracks / prod);
+    return sl <= max_last ? sl : ceil_div(sl, ceil_div(sl, max_last));
+  };
 
   // Eq. 3 for the middle dimensions: search the Pareto-optimal sizes
-  // K = ceil(S / m) for every cube count m, under prod K <= D.
+  // K = ceil(S / m) for every cube count m, under prod K <= D. The score is
+  // (cubes along the middle dimensions: jumps) x (1 + 10 x wasted fraction of
+  // the track groups, counting padding and packing slots left empty).
   std::vector<std::uint32_t> middle(order.begin() + 1, order.end() - 1);
   std::vector<std::uint64_t> best(middle.size(), 1), cur(middle.size(), 1);
   double best_score = INFINITY;
-  std::function<void(std::size_t, std::uint64_t, double, double)> search = [&](std::size_t i, std::uint64_t prod,
-                                                                              double cubes, double padded) {
+  auto smallest = [](const std::vector<std::uint64_t>& v) {
+    return v.empty() ? UINT64_MAX : *std::min_element(v.begin(), v.end());
+  };
+  std::function<void(std::size_t, std::uint64_t, double)> search = [&](std::size_t i, std::uint64_t prod,
+                                                                      double middle_cubes) {
     if (i == middle.size()) {
-      double score = cubes * (1.0 + 10.0 * (padded - 1.0));
+      std::uint64_t kl = last_for(prod);
+      double cubes = middle_cubes * double(ceil_div(s0, k0)) * double(ceil_div(sl, kl));
+      double slots = std::ceil(cubes / double(pack)) * double(pack);
+      double cube_cells = double(k0) * double(prod) * double(kl);
+      double cells = 1;
+      for (std::uint64_t e : S) cells *= double(e);
+      double waste = slots * cube_cells / cells - 1.0;
+      double score = middle_cubes * (1.0 + 10.0 * waste);
       // Ties: the more balanced cube (larger smallest side), then the larger K
       // on the higher-priority dimension.
-      auto smallest = [](const std::vector<std::uint64_t>& v) {
-        return v.empty() ? UINT64_MAX : *std::min_element(v.begin(), v.end());
-      };
-      bool tie = std::fabs(score - best_score) <= 1e-12;
-      if (score < best_score - 1e-12 ||
+      bool tie = std::fabs(score - best_score) <= 1e-9 * std::max(1.0, score);
+      if ((!tie && score < best_score) ||
           (tie && (smallest(cur) > smallest(best) || (smallest(cur) == smallest(best) && cur > best)))) {
         best_score = score;
         best = cur;
       }
       return;
     }
-    std::uint64_t S = grid.grid()[middle[i]];
+    std::uint64_t Si = S[middle[i]];
     std::uint64_t last = 0;
-    for (std::uint64_t m = 1; m <= S; ++m) {
-      std::uint64_t K = ceil_div(S, m);
+    for (std::uint64_t m = 1; m <= Si; ++m) {
+      std::uint64_t K = ceil_div(Si, m);
       if (K == last) continue;
       last = K;
       if (prod * K > depth) continue;
       cur[i] = K;
-      double count = double(ceil_div(S, K));
-      search(i + 1, prod * K, cubes * count, padded * (count * double(K)) / double(S));
+      search(i + 1, prod * K, middle_cubes * double(ceil_div(Si, K)));
     }
   };
-  search(0, 1, 1.0, 1.0);
+  search(0, 1, 1.0);
   std::uint64_t prod = 1;
   for (std::size_t i = 0; i < middle.size(); ++i) {
     k[middle[i]] = best[i];
     prod *= best[i];
   }
-  // Eq. 2 and 6: the whole last dimension, unless a cube would not fit in a zone.
-  std::uint64_t sl = grid.grid()[order[n - 1]];
-  std::uint64_t max_last = std::max<std::uint64_t>(1, max_group_tracks / prod);
-  k[order[n - 1]] = sl <= max_last ? sl : ceil_div(sl, ceil_div(sl, max_last));
+  k[order[n - 1]] = last_for(prod);
   return k;
 }
 
