@@ -3,7 +3,8 @@
 Figures 12 and 13: per-cell beam time along each dimension, and total time of
 the cube queries, per layout, one panel pair per profile and dataset.
 
-Usage: plot_multimap.py RESULTS.json OUT.png
+Usage: plot_multimap.py RESULTS.json OUT.png [paper|mmfs]
+The third argument picks the issuing discipline (default: paper).
 """
 import json
 import sys
@@ -19,7 +20,9 @@ COLORS = {"naive": "#bbbbbb", "hilbert": "#6699cc", "multimap": "#cc3333"}
 
 def main() -> None:
     data = json.load(open(sys.argv[1]))
-    results = data["results"]
+    discipline = sys.argv[3] if len(sys.argv) > 3 else "paper"
+    results = {p: [r for r in rows if r.get("discipline", "paper") == discipline]
+               for p, rows in data["results"].items()}
     panels = [(p, ds) for p in results for ds in sorted({r["dataset"] for r in results[p]})]
     fig, axes = plt.subplots(len(panels), 2, figsize=(11, 3.2 * len(panels)), squeeze=False)
     for row, (profile, ds) in enumerate(panels):
@@ -43,7 +46,8 @@ def main() -> None:
             ax.set_xticks(range(len(queries)))
             ax.set_xticklabels(queries)
             ax.set_ylabel("I/O time per cell (ms)" if per_cell else "Total I/O time (ms)")
-            ax.set_title(f"{profile}, {ds}: {'beam queries' if per_cell else 'range queries'}")
+            ax.set_title(f"{profile}, {ds}: {'beam' if per_cell else 'range'} queries ({discipline} discipline)",
+                         fontsize=10)
             ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(sys.argv[2], dpi=110)
