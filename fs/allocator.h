@@ -1,0 +1,65 @@
+// Free space of a volume's data area, in geometry sectors (LBNs).
+//
+// Arrays take whole tracks from the bottom of the data area up (the outer,
+// faster zones first): runs of tracks for the linear layouts, groups of
+// consecutive tracks inside one zone for MultiMap. Small objects (plain-file
+// data) take sector-granular extents from the top down, so they never cut
+// holes into the track space arrays need. The free map is rebuilt at mount
+// from the extent maps in the metadata store, so it cannot drift from them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "geometry/geometry.h"
+#include "layouts/layout.h"
+
+namespace mmfs::fs {
+
+using geom::Lbn;
+using layouts::Extent;
+
+class Allocator {
+ public:
+  // Everything in [first, end) free.
+  Allocator(const geom::Geometry& geometry, Lbn first, Lbn end);
+
+  // Mount-time rebuild: marks an extent in use. Returns false (and changes
+  // nothing) when any of it is outside the area or already in use.
+  bool mark_used(const Extent& e);
+
+  // The space a layout asks for. 0, or ENOSPC with nothing allocated.
+  int allocate(const layouts::SpaceRequest& request, std::vector<Extent>* out);
+  // `sectors` for a small object, from the top down, in as few extents as fit.
+  int allocate_small(std::uint64_t sectors, std::vector<Extent>* out);
+  // Returns an extent to the free map. Returns false when any of it is
+  // already free or outside the area (a double free: the caller has a bug or
+  // the metadata is corrupt).
+  bool free(const Extent& e);
+
+  std::uint64_t free_sectors() const;
+  std::uint64_t total_sectors() const { return end_ - first_; }
+  Lbn first() const { return first_; }
+  Lbn end() const { return end_; }
+  // The free runs, ascending (for mmfsck and statfs).
+  std::vector<Extent> free_extents() const;
+
+ private:
+  bool is_free_locked(Lbn start, Lbn end) const;
+  void take_locked(Lbn start, Lbn end);
+  void give_locked(Lbn start, Lbn end);
+  Lbn track_start_at_or_after(Lbn lbn) const;
+  // The first LBN after `lbn` whose track has a different length (the next
+  // zone), or end_ when none before end_.
+  Lbn next_zone_start(Lbn lbn) const;
+
+  const geom::Geometry& geometry_;
+  Lbn first_, end_;
+  mutable std::mutex mu_;
+  std::map<Lbn, Lbn> free_;  // start -> end (exclusive), disjoint, coalesced
+  std::uint64_t free_total_ = 0;
+};
+
+}  // namespace mmfs::fs

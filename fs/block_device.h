@@ -1,0 +1,86 @@
+// Every device access of mmfs goes through this interface (MODELS.md:
+// LevelDB's Env), so tests can swap in a fault-injecting device.
+//
+// Offsets and lengths are in bytes and must be multiples of block_size()
+// (the device's logical block size, 512..4096), and so must buffer addresses
+// (AlignedBuffer allocates at kBufferAlignment, which satisfies every block
+// size): the file and block-device backends use O_DIRECT.
+// Errors are returned, never thrown: short reads/writes, EIO and alignment
+// errors surface as a non-zero errno, never as wrong bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mmfs::fs {
+
+constexpr std::size_t kBufferAlignment = 4096;
+
+// One request of a batch: read or write `length` bytes at `offset` into/from `buffer`.
+struct IoRequest {
+  enum class Op { Read, Write } op = Op::Read;
+  std::uint64_t offset = 0;
+  std::uint32_t length = 0;
+  void* buffer = nullptr;
+  int result = 0;  // filled by submit(): 0 or a positive errno
+};
+
+class BlockDevice {
+ public:
+  virtual ~BlockDevice() = default;
+
+  virtual std::uint64_t size_bytes() const = 0;
+  virtual std::uint32_t block_size() const = 0;  // logical block size (alignment unit)
+
+  // Executes every request of the batch, up to the device's queue depth at a
+  // time, and waits for all of them. Returns 0 when every request succeeded,
+  // else the first failing request's errno (each request's `result` says
+  // which). Requests of one batch may complete in any order.
+  virtual int submit(std::span<IoRequest> batch) = 0;
+
+  // Makes every completed write durable (fdatasync / FLUSH).
+  virtual int flush() = 0;
+
+  // Convenience wrappers over submit() for one request.
+  int read(std::uint64_t offset, void* buffer, std::uint32_t length);
+  int write(std::uint64_t offset, const void* buffer, std::uint32_t length);
+};
+
+struct OpenOptions {
+  bool read_only = false;
+  bool direct = true;          // O_DIRECT; tests may turn it off on filesystems without it
+  std::uint32_t iodepth = 32;  // io_uring queue depth
+  bool create = false;         // image files: create if missing
+  std::uint64_t create_size = 0;  // image files: grow (sparse) to at least this size
+};
+
+// Opens an image file or a block device (size and logical block size from the
+// kernel). Returns nullptr and sets *error (errno) and *message on failure.
+std::unique_ptr<BlockDevice> open_device(const std::string& path, const OpenOptions& options, int* error,
+                                         std::string* message);
+
+// An aligned buffer for O_DIRECT I/O, zero-filled.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(std::size_t size);
+  ~AlignedBuffer();
+  AlignedBuffer(AlignedBuffer&& o) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  std::byte* data() { return data_; }
+  const std::byte* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  std::span<std::byte> span() { return {data_, size_}; }
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace mmfs::fs

@@ -1,0 +1,97 @@
+// A crash-consistent key-value store on a region of a block device: the
+// metadata of an mmfs volume (inodes, directories, xattrs, extent maps,
+// array schemas, index locations) is kept in it.
+//
+// The whole state lives in memory. Durability is a write-ahead log of
+// transactions plus checkpoints (docs/on-disk-format.md, "metadata"):
+//   * apply() changes the in-memory state atomically and queues the batch;
+//   * sync() makes every batch applied so far durable with one log write and
+//     one device flush, shared by every thread waiting at that moment (group
+//     commit);
+//   * when the log fills, a checkpoint (the whole state) is written to the
+//     older of two slots and the log restarts behind it.
+// A crash at any instant leaves, after open(), the state of some prefix of
+// the applied batches that includes every batch whose sync() returned.
+// Every block on the device carries a checksum; open() refuses a region it
+// cannot trust with EUCLEAN (corrupt) rather than returning a mixed state.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fs/block_device.h"
+
+namespace mmfs::fs {
+
+// Byte range of the device the store owns; offset and length multiples of
+// the device block size. At least 64 KiB.
+struct MetaRegion {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+// An atomic group of changes.
+class WriteBatch {
+ public:
+  void put(std::string key, std::string value);
+  void del(std::string key);
+  bool empty() const { return ops_.empty(); }
+  std::size_t size() const { return ops_.size(); }
+  struct Op {
+    bool is_put;
+    std::string key, value;
+  };
+  const std::vector<Op>& ops() const { return ops_; }
+
+ private:
+  std::vector<Op> ops_;
+};
+
+struct MetaStats {
+  std::uint64_t batches_applied = 0, batches_durable = 0;
+  std::uint64_t log_writes = 0, flushes = 0, checkpoints = 0;
+  std::uint64_t log_bytes_used = 0, log_bytes_total = 0;
+  std::uint64_t state_bytes = 0;  // serialized size of the state (what a checkpoint writes)
+};
+
+class MetaStore {
+ public:
+  // Writes an empty store into the region (mkfs). Returns 0 or an errno.
+  static int format(BlockDevice& device, const MetaRegion& region);
+  // Opens the store: reads the newest valid checkpoint and replays the log
+  // after it. Returns nullptr with *error set (EUCLEAN: corrupt/unreadable
+  // metadata; EIO: device error) and a one-line *message.
+  static std::unique_ptr<MetaStore> open(BlockDevice& device, const MetaRegion& region, int* error,
+                                         std::string* message);
+  ~MetaStore();
+
+  // Applies the batch to the in-memory state (atomically with respect to
+  // readers) and queues it for the log. Returns the batch's sequence number.
+  // Fails with ENOSPC (nothing applied) when the state would no longer fit a
+  // checkpoint slot.
+  int apply(const WriteBatch& batch, std::uint64_t* sequence = nullptr);
+  // Makes every batch applied before the call durable. Thread-safe; callers
+  // that arrive while a flush is in progress share the next one.
+  int sync();
+  // Writes a checkpoint now and restarts the log behind it.
+  int checkpoint();
+
+  std::optional<std::string> get(std::string_view key) const;
+  // Visits keys with the given prefix in ascending order; stop by returning false.
+  void scan(std::string_view prefix, const std::function<bool(std::string_view, std::string_view)>& visit) const;
+  MetaStats stats() const;
+
+ private:
+  struct Impl;
+  explicit MetaStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mmfs::fs

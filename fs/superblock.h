@@ -1,0 +1,48 @@
+// The volume's superblock (docs/on-disk-format.md): identity, version, where
+// the metadata region and the data area are, and the geometry the device is
+// addressed through. Two copies: at byte 0 and in the last kSuperblockBytes
+// of the volume; each carries its own checksum.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace mmfs::fs {
+
+constexpr std::uint32_t kSuperblockBytes = 16384;
+constexpr std::uint32_t kFormatVersion = 1;
+constexpr char kSuperblockMagic[8] = {'M', 'M', 'F', 'S', 'V', 'O', 'L', '1'};
+
+struct Superblock {
+  std::uint32_t version = kFormatVersion;
+  std::array<std::uint8_t, 16> uuid{};
+  std::string label;                 // at most 63 bytes
+  std::uint64_t created_ns = 0;      // CLOCK_REALTIME at mkfs
+  std::uint64_t volume_bytes = 0;    // bytes of the device the volume uses
+  std::uint64_t meta_offset = 0;     // metadata region (MetaStore), bytes
+  std::uint64_t meta_length = 0;
+  std::uint64_t data_first_lbn = 0;  // data area: [first, end) in geometry sectors
+  std::uint64_t data_end_lbn = 0;
+  std::uint64_t backup_offset = 0;   // byte offset of the second copy
+  std::string geometry_json;         // Geometry::definition() of the volume, with its name
+
+  bool operator==(const Superblock&) const = default;
+};
+
+// Encodes into exactly kSuperblockBytes (little-endian fields, then the
+// geometry JSON, zero padding, XXH3-64 of everything before it in the last 8
+// bytes). Throws std::length_error when the label or geometry do not fit.
+void encode_superblock(const Superblock& sb, std::span<std::byte> out);
+
+enum class SuperblockStatus { Ok, NotMmfs, NewerVersion, BadChecksum, Malformed };
+const char* to_string(SuperblockStatus s);
+
+// Decodes and validates one copy. `status` says why a copy was rejected.
+std::optional<Superblock> decode_superblock(std::span<const std::byte> in, SuperblockStatus* status);
+
+std::string uuid_string(const std::array<std::uint8_t, 16>& uuid);
+
+}  // namespace mmfs::fs

@@ -1,0 +1,685 @@
+// Devices: FileDevice (io_uring over an image file), MemoryDevice and the
+// crash/corruption model of FaultInjectingDevice.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstddef>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "fs/block_device.h"
+#include "fs/fault_device.h"
+#include "fs/file_device.h"
+
+using namespace mmfs::fs;
+namespace stdfs = std::filesystem;
+
+namespace {
+
+constexpr std::uint32_t kBlock = 4096;
+constexpr std::uint64_t kImageSize = 64ull << 20;
+
+void fill_random(std::span<std::byte> s, std::mt19937_64& rng) {
+  for (auto& b : s) b = static_cast<std::byte>(rng());
+}
+
+void fill(std::span<std::byte> s, unsigned char v) { std::memset(s.data(), v, s.size()); }
+
+bool equal(std::span<const std::byte> a, std::span<const std::byte> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+IoRequest req(IoRequest::Op op, std::uint64_t offset, void* buffer, std::uint32_t length) {
+  IoRequest r;
+  r.op = op;
+  r.offset = offset;
+  r.buffer = buffer;
+  r.length = length;
+  return r;
+}
+
+// A directory of scratch images, removed with everything in it.
+struct ScratchDir {
+  std::string path;
+  explicit ScratchDir(const std::string& parent) {
+    std::string tmpl = parent + "/mmfs-device-test-XXXXXX";
+    if (::mkdtemp(tmpl.data()) != nullptr) path = tmpl;
+  }
+  ~ScratchDir() {
+    if (!path.empty()) {
+      std::error_code ec;
+      stdfs::remove_all(path, ec);
+    }
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+};
+
+std::string exe_dir() {
+  std::error_code ec;
+  auto p = stdfs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : p.parent_path().string();
+}
+
+// A 64 MiB image opened with O_DIRECT on the first candidate filesystem that
+// supports it (/var/tmp, then the build directory); without O_DIRECT if none does.
+struct Image {
+  std::unique_ptr<ScratchDir> dir;
+  std::string path;
+  OpenOptions options;
+  std::unique_ptr<BlockDevice> dev;
+
+  explicit Image(std::uint32_t iodepth = 32) {
+    options.create = true;
+    options.create_size = kImageSize;
+    options.iodepth = iodepth;
+    for (bool direct : {true, false}) {
+      options.direct = direct;
+      for (const std::string& parent : {std::string("/var/tmp"), exe_dir()}) {
+        auto d = std::make_unique<ScratchDir>(parent);
+        if (d->path.empty()) continue;
+        path = d->path + "/image";
+        int err = 0;
+        std::string msg;
+        dev = open_device(path, options, &err, &msg);
+        if (dev) {
+          dir = std::move(d);
+          if (!direct) WARN("no candidate filesystem supports O_DIRECT; testing FileDevice with buffered I/O");
+          return;
+        }
+        UNSCOPED_INFO("open_device(" << path << "): " << msg);
+      }
+    }
+    FAIL("cannot create a scratch image");
+  }
+
+  std::unique_ptr<BlockDevice> reopen(std::uint32_t iodepth) const {
+    OpenOptions o = options;
+    o.create = false;
+    o.iodepth = iodepth;
+    int err = 0;
+    std::string msg;
+    auto d = open_device(path, o, &err, &msg);
+    INFO(msg);
+    REQUIRE(d);
+    return d;
+  }
+};
+
+// Reads bytes of the image file behind the device's back (buffered).
+std::vector<std::byte> pread_file(const std::string& path, std::uint64_t offset, std::size_t length) {
+  std::vector<std::byte> out(length);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::pread(fd, out.data(), length, static_cast<off_t>(offset)) == static_cast<ssize_t>(length));
+  ::close(fd);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("AlignedBuffer is aligned, zero-filled and movable", "[device]") {
+  AlignedBuffer a(5000);
+  REQUIRE(a.size() == 5000);
+  REQUIRE(reinterpret_cast<std::uintptr_t>(a.data()) % kBufferAlignment == 0);
+  REQUIRE(std::all_of(a.data(), a.data() + a.size(), [](std::byte b) { return b == std::byte{0}; }));
+  a.data()[4999] = std::byte{7};
+  AlignedBuffer b(std::move(a));
+  REQUIRE(a.data() == nullptr);
+  REQUIRE(a.size() == 0);
+  REQUIRE(b.size() == 5000);
+  REQUIRE(b.data()[4999] == std::byte{7});
+  AlignedBuffer c;
+  c = std::move(b);
+  REQUIRE(c.span().size() == 5000);
+  REQUIRE(AlignedBuffer(0).data() == nullptr);
+}
+
+TEST_CASE("FileDevice: random writes, flush, shuffled read-back in one batch", "[device]") {
+  Image img;
+  BlockDevice& dev = *img.dev;
+  auto* fdev = dynamic_cast<FileDevice*>(&dev);
+  REQUIRE(fdev != nullptr);
+  if (!fdev->uses_io_uring()) WARN("io_uring unavailable: FileDevice uses the pread/pwrite fallback");
+  REQUIRE(dev.size_bytes() == kImageSize);
+  REQUIRE(dev.block_size() >= 512);
+  REQUIRE(kBlock % dev.block_size() == 0);
+
+  std::mt19937_64 rng(42);
+  std::vector<std::uint64_t> blocks(kImageSize / kBlock);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  blocks.resize(64);
+
+  AlignedBuffer data(64 * kBlock), back(64 * kBlock);
+  fill_random(data.span(), rng);
+  std::vector<IoRequest> writes;
+  for (std::size_t i = 0; i < 64; ++i) {
+    writes.push_back(req(IoRequest::Op::Write, blocks[i] * kBlock, data.data() + i * kBlock, kBlock));
+  }
+  REQUIRE(dev.submit(writes) == 0);
+  for (const auto& w : writes) REQUIRE(w.result == 0);
+  REQUIRE(dev.flush() == 0);
+
+  std::vector<std::size_t> order(64);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<IoRequest> reads;
+  for (std::size_t i : order) {
+    reads.push_back(req(IoRequest::Op::Read, blocks[i] * kBlock, back.data() + i * kBlock, kBlock));
+  }
+  REQUIRE(dev.submit(reads) == 0);
+  REQUIRE(equal(data.span(), back.span()));
+
+  // The bytes are really in the file.
+  for (std::size_t i = 0; i < 64; i += 9) {
+    auto f = pread_file(img.path, blocks[i] * kBlock, kBlock);
+    REQUIRE(equal(f, std::span<const std::byte>(data.data() + i * kBlock, kBlock)));
+  }
+
+  // The convenience wrappers.
+  AlignedBuffer one(kBlock);
+  REQUIRE(dev.read(blocks[3] * kBlock, one.data(), kBlock) == 0);
+  REQUIRE(equal(one.span(), std::span<const std::byte>(data.data() + 3 * kBlock, kBlock)));
+  fill(one.span(), 0x5A);
+  REQUIRE(dev.write(0, one.data(), kBlock) == 0);
+  REQUIRE(pread_file(img.path, 0, 1)[0] == std::byte{0x5A});
+}
+
+TEST_CASE("FileDevice: reads past the end fail, never return bytes", "[device]") {
+  Image img;
+  BlockDevice& dev = *img.dev;
+  AlignedBuffer buf(2 * kBlock);
+  fill(buf.span(), 0xAB);
+
+  SECTION("out of bounds: EINVAL before anything runs") {
+    auto r1 = req(IoRequest::Op::Read, dev.size_bytes(), buf.data(), kBlock);
+    auto r2 = req(IoRequest::Op::Read, dev.size_bytes() - kBlock, buf.data(), 2 * kBlock);
+    auto r3 = req(IoRequest::Op::Read, UINT64_MAX - kBlock + 1, buf.data(), kBlock);  // offset + length overflows
+    std::vector<IoRequest> batch{r1, r2, r3};
+    REQUIRE(dev.submit(batch) == EINVAL);
+    for (const auto& r : batch) REQUIRE(r.result == EINVAL);
+    REQUIRE(dev.write(dev.size_bytes(), buf.data(), kBlock) == EINVAL);
+    REQUIRE(std::all_of(buf.data(), buf.data() + buf.size(), [](std::byte b) { return b == std::byte{0xAB}; }));
+  }
+
+  SECTION("image shrunk under the device: end of file is EIO, not zeroes") {
+    REQUIRE(::truncate(img.path.c_str(), static_cast<off_t>(kImageSize / 2)) == 0);
+    const int rc = dev.read(kImageSize - kBlock, buf.data(), kBlock);
+    REQUIRE(rc == EIO);
+    // Straddling the new end: a short read, then nothing: still EIO.
+    REQUIRE(dev.read(kImageSize / 2 - kBlock, buf.data(), 2 * kBlock) == EIO);
+  }
+}
+
+TEST_CASE("FileDevice: invalid requests fail with EINVAL and are not executed", "[device]") {
+  Image img;
+  BlockDevice& dev = *img.dev;
+  const std::uint32_t bs = dev.block_size();
+  AlignedBuffer known(2 * kBlock), junk(2 * kBlock), good(kBlock);
+  std::mt19937_64 rng(7);
+  fill_random(known.span(), rng);
+  fill(junk.span(), 0xEE);
+  fill(good.span(), 0x11);
+  const std::uint64_t at = 100 * kBlock;
+  REQUIRE(dev.write(at, known.data(), 2 * kBlock) == 0);
+
+  std::vector<IoRequest> batch{
+      req(IoRequest::Op::Write, at + bs / 2, junk.data(), kBlock),               // misaligned offset
+      req(IoRequest::Op::Write, at, junk.data(), kBlock + bs / 2),               // misaligned length
+      req(IoRequest::Op::Write, at, junk.data() + bs / 2, kBlock),               // misaligned buffer
+      req(IoRequest::Op::Write, at, nullptr, kBlock),                            // no buffer
+      req(IoRequest::Op::Write, at, junk.data(), 0),                             // empty
+      req(IoRequest::Op::Write, 200 * kBlock, good.data(), kBlock),              // valid: runs
+      req(IoRequest::Op::Write, dev.size_bytes() - kBlock, junk.data(), 2 * kBlock),  // crosses the end
+  };
+  REQUIRE(dev.submit(batch) == EINVAL);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    INFO("request " << i);
+    REQUIRE(batch[i].result == (i == 5 ? 0 : EINVAL));
+  }
+  AlignedBuffer back(2 * kBlock);
+  REQUIRE(dev.read(at, back.data(), 2 * kBlock) == 0);
+  REQUIRE(equal(back.span(), known.span()));
+  REQUIRE(dev.read(dev.size_bytes() - kBlock, back.data(), kBlock) == 0);
+  REQUIRE(std::none_of(back.data(), back.data() + kBlock, [](std::byte b) { return b == std::byte{0xEE}; }));
+  REQUIRE(dev.read(200 * kBlock, back.data(), kBlock) == 0);
+  REQUIRE(back.data()[0] == std::byte{0x11});
+}
+
+TEST_CASE("FileDevice: batches much larger than the queue depth", "[device]") {
+  Image img;
+  auto dev = img.reopen(8);
+  constexpr std::size_t n = 1000;
+  AlignedBuffer data(n * kBlock), back(n * kBlock);
+  std::mt19937_64 rng(3);
+  fill_random(data.span(), rng);
+  std::vector<IoRequest> batch;
+  for (std::size_t i = 0; i < n; ++i) {
+    batch.push_back(req(IoRequest::Op::Write, (n - 1 - i) * kBlock + kBlock, data.data() + i * kBlock, kBlock));
+  }
+  REQUIRE(dev->submit(batch) == 0);
+  for (auto& r : batch) {
+    r.op = IoRequest::Op::Read;
+    r.buffer = static_cast<std::byte*>(r.buffer) - data.data() + back.data();
+    r.result = -1;
+  }
+  std::shuffle(batch.begin(), batch.end(), rng);
+  REQUIRE(dev->submit(batch) == 0);
+  for (const auto& r : batch) REQUIRE(r.result == 0);
+  REQUIRE(equal(data.span(), back.span()));
+}
+
+TEST_CASE("FileDevice: concurrent submit from several threads", "[device]") {
+  Image img(16);
+  BlockDevice& dev = *img.dev;
+  constexpr int kThreads = 4, kRounds = 20, kPerBatch = 48;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(100 + t);
+      AlignedBuffer data(kPerBatch * kBlock), back(kPerBatch * kBlock);
+      const std::uint64_t base = std::uint64_t(t) * (kImageSize / kThreads);
+      for (int round = 0; round < kRounds; ++round) {
+        fill_random(data.span(), rng);
+        std::vector<IoRequest> w, r;
+        for (int i = 0; i < kPerBatch; ++i) {
+          const std::uint64_t off = base + std::uint64_t(round * kPerBatch + i) * kBlock;
+          w.push_back(req(IoRequest::Op::Write, off, data.data() + i * kBlock, kBlock));
+          r.push_back(req(IoRequest::Op::Read, off, back.data() + i * kBlock, kBlock));
+        }
+        std::shuffle(r.begin(), r.end(), rng);
+        if (dev.submit(w) != 0 || dev.submit(r) != 0 || !equal(data.span(), back.span())) ++failures;
+        if (round % 5 == 0 && dev.flush() != 0) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  REQUIRE(failures == 0);
+}
+
+TEST_CASE("FileDevice: falls back to pread/pwrite when io_uring is unavailable", "[device]") {
+  // Open the device on a thread whose seccomp filter refuses io_uring_setup
+  // (filters are per thread: the rest of the process is not affected).
+  Image img;
+  std::unique_ptr<BlockDevice> dev;
+  std::string why;
+  std::thread([&] {
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+      why = std::string("cannot install a seccomp filter: ") + std::strerror(errno);
+      return;
+    }
+    OpenOptions o = img.options;
+    o.create = false;
+    int err = 0;
+    dev = open_device(img.path, o, &err, &why);
+  }).join();
+  if (!dev && why.rfind("cannot install", 0) == 0) {
+    WARN(why);
+    return;
+  }
+  INFO(why);
+  REQUIRE(dev);
+  REQUIRE_FALSE(dynamic_cast<FileDevice&>(*dev).uses_io_uring());
+  REQUIRE(dynamic_cast<FileDevice&>(*img.dev).uses_io_uring());
+
+  AlignedBuffer data(16 * kBlock), back(16 * kBlock);
+  std::mt19937_64 rng(5);
+  fill_random(data.span(), rng);
+  std::vector<IoRequest> batch;
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    batch.push_back(req(IoRequest::Op::Write, (3 * i + 1) * kBlock, data.data() + i * kBlock, kBlock));
+  }
+  batch.push_back(req(IoRequest::Op::Write, 1, data.data(), kBlock));  // invalid
+  REQUIRE(dev->submit(batch) == EINVAL);
+  REQUIRE(dev->flush() == 0);
+  for (auto& r : batch) {
+    r.op = IoRequest::Op::Read;
+    r.buffer = static_cast<std::byte*>(r.buffer) - data.data() + back.data();
+  }
+  batch.pop_back();
+  REQUIRE(dev->submit(batch) == 0);
+  REQUIRE(equal(data.span(), back.span()));
+  // The io_uring device sees the same bytes.
+  fill(back.span(), 0);
+  REQUIRE(img.dev->submit(batch) == 0);
+  REQUIRE(equal(data.span(), back.span()));
+  REQUIRE(::truncate(img.path.c_str(), static_cast<off_t>(kImageSize / 2)) == 0);
+  REQUIRE(dev->read(kImageSize - kBlock, back.data(), kBlock) == EIO);
+}
+
+TEST_CASE("open_device: errors name the path and the cause", "[device]") {
+  ScratchDir dir("/var/tmp");
+  REQUIRE(!dir.path.empty());
+  int err = 0;
+  std::string msg;
+
+  SECTION("missing image without create") {
+    const std::string path = dir.path + "/missing.img";
+    OpenOptions o;
+    o.direct = false;
+    REQUIRE(open_device(path, o, &err, &msg) == nullptr);
+    REQUIRE(err == ENOENT);
+    REQUIRE_THAT(msg, Catch::Contains(path) && Catch::Contains("No such file"));
+    REQUIRE(!stdfs::exists(path));
+  }
+  SECTION("a directory") {
+    OpenOptions o;
+    o.direct = false;
+    REQUIRE(open_device(dir.path, o, &err, &msg) == nullptr);
+    REQUIRE(err == EISDIR);
+    REQUIRE_THAT(msg, Catch::Contains(dir.path) && Catch::Contains("directory"));
+  }
+  SECTION("a character device") {
+    OpenOptions o;
+    o.direct = false;
+    REQUIRE(open_device("/dev/null", o, &err, &msg) == nullptr);
+    REQUIRE(err == ENODEV);
+    REQUIRE_THAT(msg, Catch::Contains("/dev/null") && Catch::Contains("not an image file or a block device"));
+  }
+  SECTION("create, grow sparsely, reopen read-only") {
+    const std::string path = dir.path + "/new.img";
+    OpenOptions o;
+    o.direct = false;
+    o.create = true;
+    o.create_size = 1ull << 30;
+    auto dev = open_device(path, o, &err, &msg);
+    INFO(msg);
+    REQUIRE(dev);
+    REQUIRE(dev->size_bytes() == 1ull << 30);
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    REQUIRE(st.st_size == 1ll << 30);
+    REQUIRE(st.st_blocks * 512 < (1ll << 20));  // sparse
+    dev.reset();
+
+    OpenOptions ro;
+    ro.direct = false;
+    ro.read_only = true;
+    dev = open_device(path, ro, &err, &msg);
+    REQUIRE(dev);
+    AlignedBuffer buf(kBlock);
+    REQUIRE(dev->read(0, buf.data(), kBlock) == 0);
+    REQUIRE(dev->write(0, buf.data(), kBlock) == EROFS);
+    REQUIRE(dev->flush() == 0);
+  }
+  SECTION("permission denied") {
+    if (::geteuid() == 0) {
+      WARN("running as root: permission checks do not apply");
+    } else {
+      const std::string path = dir.path + "/locked.img";
+      REQUIRE(::close(::open(path.c_str(), O_CREAT | O_WRONLY, 0400)) == 0);
+      OpenOptions o;
+      o.direct = false;
+      REQUIRE(open_device(path, o, &err, &msg) == nullptr);
+      REQUIRE(err == EACCES);
+      REQUIRE_THAT(msg, Catch::Contains(path) && Catch::Contains("Permission denied"));
+    }
+  }
+}
+
+TEST_CASE("MemoryDevice: round trip and the same validation as a real device", "[device]") {
+  MemoryDevice dev(1 << 20, 512);
+  REQUIRE(dev.size_bytes() == 1 << 20);
+  REQUIRE(dev.block_size() == 512);
+  AlignedBuffer a(kBlock), b(kBlock);
+  std::mt19937_64 rng(1);
+  fill_random(a.span(), rng);
+  REQUIRE(dev.write(512 * 7, a.data(), kBlock) == 0);
+  REQUIRE(dev.read(512 * 7, b.data(), kBlock) == 0);
+  REQUIRE(equal(a.span(), b.span()));
+  REQUIRE(std::memcmp(dev.bytes().data() + 512 * 7, a.data(), kBlock) == 0);
+  REQUIRE(dev.read(100, b.data(), 512) == EINVAL);
+  REQUIRE(dev.read(0, b.data(), 100) == EINVAL);
+  REQUIRE(dev.read(0, b.data() + 256, 512) == EINVAL);
+  REQUIRE(dev.read(0, b.data() + 512, 512) == 0);  // buffers need block_size alignment only
+  REQUIRE(dev.read(dev.size_bytes(), b.data(), 512) == EINVAL);
+  REQUIRE(dev.write(dev.size_bytes() - 512, a.data(), 1024) == EINVAL);
+  REQUIRE(dev.flush() == 0);
+}
+
+namespace {
+
+// A FaultInjectingDevice over a zeroed memory device of `blocks` 4 KiB blocks.
+std::unique_ptr<FaultInjectingDevice> fault_device(std::uint64_t seed, std::uint64_t blocks = 64) {
+  return std::make_unique<FaultInjectingDevice>(std::make_unique<MemoryDevice>(blocks * kBlock, kBlock), seed);
+}
+
+std::span<const std::byte> region(MemoryDevice& m, std::uint64_t block, std::uint64_t count) {
+  return {m.bytes().data() + block * kBlock, count * kBlock};
+}
+
+enum class Outcome { Old, New, Torn };
+
+// Which of the allowed outcomes `got` is, for a write of `now` over `old`:
+// the old bytes, the new bytes, or a proper block prefix of the new bytes
+// followed by the old rest. Fails the test on anything else.
+Outcome classify(std::span<const std::byte> got, std::span<const std::byte> old, std::span<const std::byte> now) {
+  if (equal(got, now)) return Outcome::New;
+  if (equal(got, old)) return Outcome::Old;
+  const std::size_t blocks = got.size() / kBlock;
+  for (std::size_t k = 1; k < blocks; ++k) {
+    const std::size_t cut = k * kBlock;
+    if (equal(got.first(cut), now.first(cut)) && equal(got.subspan(cut), old.subspan(cut))) return Outcome::Torn;
+  }
+  FAIL("crash image holds bytes that are neither old, new, nor a torn prefix");
+  return Outcome::Old;
+}
+
+}  // namespace
+
+TEST_CASE("FaultInjectingDevice: crash images keep flushed writes; unflushed are kept, lost or torn", "[device]") {
+  // A: blocks 0-5, flushed. B: blocks 4-11 (over the end of A), C: blocks 20-23; both unflushed.
+  std::mt19937_64 rng(11);
+  AlignedBuffer a(6 * kBlock), b(8 * kBlock), c(4 * kBlock);
+  fill_random(a.span(), rng);
+  fill_random(b.span(), rng);
+  fill_random(c.span(), rng);
+  std::map<Outcome, int> seen_b, seen_c;
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    auto dev = fault_device(seed);
+    REQUIRE(dev->write(0, a.data(), 6 * kBlock) == 0);
+    REQUIRE(dev->flush() == 0);
+    {
+      auto img = dev->crash_image();
+      REQUIRE(equal(region(*img, 0, 6), a.span()));
+    }
+    std::vector<IoRequest> batch{req(IoRequest::Op::Write, 4 * kBlock, b.data(), 8 * kBlock),
+                                 req(IoRequest::Op::Write, 20 * kBlock, c.data(), 4 * kBlock)};
+    REQUIRE(dev->submit(batch) == 0);
+    // Reads see every write at once.
+    AlignedBuffer back(8 * kBlock);
+    REQUIRE(dev->read(4 * kBlock, back.data(), 8 * kBlock) == 0);
+    REQUIRE(equal(back.span(), b.span()));
+
+    auto img = dev->crash_image();
+    REQUIRE(equal(region(*img, 0, 4), a.span().first(4 * kBlock)));  // flushed, not overwritten
+    std::vector<std::byte> old_b(8 * kBlock, std::byte{0});
+    std::memcpy(old_b.data(), a.data() + 4 * kBlock, 2 * kBlock);
+    std::vector<std::byte> old_c(4 * kBlock, std::byte{0});
+    ++seen_b[classify(region(*img, 4, 8), old_b, b.span())];
+    ++seen_c[classify(region(*img, 20, 4), old_c, c.span())];
+    // Nothing else changed.
+    REQUIRE(std::all_of(img->bytes().begin() + 12 * kBlock, img->bytes().begin() + 20 * kBlock,
+                        [](std::byte x) { return x == std::byte{0}; }));
+    REQUIRE(std::all_of(img->bytes().begin() + 24 * kBlock, img->bytes().end(),
+                        [](std::byte x) { return x == std::byte{0}; }));
+    // After a flush everything survives.
+    REQUIRE(dev->flush() == 0);
+    auto after = dev->crash_image();
+    REQUIRE(equal(region(*after, 4, 8), b.span()));
+    REQUIRE(equal(region(*after, 20, 4), c.span()));
+    REQUIRE(equal(region(*after, 0, 4), a.span().first(4 * kBlock)));
+  }
+  for (auto o : {Outcome::Old, Outcome::New, Outcome::Torn}) {
+    INFO("outcome " << static_cast<int>(o));
+    REQUIRE(seen_b[o] > 0);
+    REQUIRE(seen_c[o] > 0);
+  }
+  // Kept whole about half the time.
+  REQUIRE(seen_b[Outcome::New] > 60);
+  REQUIRE(seen_b[Outcome::New] < 140);
+}
+
+TEST_CASE("FaultInjectingDevice: overlapping unflushed writes undo correctly", "[device]") {
+  // Durable: blocks 0-7 tagged 0x10..0x17. Unflushed: W1 = blocks 0-3 (0xA1),
+  // W2 = blocks 2-5 (0xA2), W3 = block 3 (0xA3). Each crash image must be
+  // one the model allows: the writes in some order, each kept, lost or torn.
+  struct W {
+    unsigned first, count;
+    unsigned char tag;
+  };
+  const std::vector<W> writes{{0, 4, 0xA1}, {2, 4, 0xA2}, {3, 1, 0xA3}};
+  using Tags = std::vector<unsigned char>;
+  auto key = [](const Tags& t) {  // (a set of vectors trips GCC 12's -Wstringop-overread)
+    std::uint64_t k = 0;
+    for (unsigned char c : t) k = k << 8 | c;
+    return k;
+  };
+  Tags durable(8);
+  for (unsigned i = 0; i < 8; ++i) durable[i] = static_cast<unsigned char>(0x10 + i);
+
+  std::set<std::uint64_t> allowed;
+  std::vector<std::size_t> perm{0, 1, 2};
+  do {
+    // kept blocks per write: 0 (lost) .. count (whole)
+    for (unsigned k0 = 0; k0 <= 4; ++k0)
+      for (unsigned k1 = 0; k1 <= 4; ++k1)
+        for (unsigned k2 = 0; k2 <= 1; ++k2) {
+          const unsigned keep[3] = {k0, k1, k2};
+          Tags t = durable;
+          for (std::size_t w : perm) {
+            for (unsigned b = 0; b < keep[w]; ++b) t[writes[w].first + b] = writes[w].tag;
+          }
+          allowed.insert(key(t));
+        }
+  } while (std::next_permutation(perm.begin(), perm.end()));
+
+  std::set<std::uint64_t> seen;
+  for (std::uint64_t seed = 0; seed < 300; ++seed) {
+    auto dev = fault_device(seed, 8);
+    AlignedBuffer init(8 * kBlock);
+    for (unsigned i = 0; i < 8; ++i) fill(init.span().subspan(i * kBlock, kBlock), durable[i]);
+    REQUIRE(dev->write(0, init.data(), 8 * kBlock) == 0);
+    REQUIRE(dev->flush() == 0);
+    for (const W& w : writes) {
+      AlignedBuffer buf(w.count * kBlock);
+      fill(buf.span(), w.tag);
+      REQUIRE(dev->write(w.first * kBlock, buf.data(), w.count * kBlock) == 0);
+    }
+    auto img = dev->crash_image();
+    Tags t(8);
+    for (unsigned i = 0; i < 8; ++i) {
+      auto blk = region(*img, i, 1);
+      t[i] = static_cast<unsigned char>(blk[0]);
+      REQUIRE(std::all_of(blk.begin(), blk.end(), [&](std::byte x) { return x == blk[0]; }));
+    }
+    INFO("seed " << seed);
+    REQUIRE(allowed.count(key(t)) == 1);
+    seen.insert(key(t));
+  }
+  REQUIRE(seen.count(key(durable)) == 1);  // all three lost: exactly the durable state
+  Tags last = durable;                // all kept in issue order
+  for (const W& w : writes)
+    for (unsigned b = 0; b < w.count; ++b) last[w.first + b] = w.tag;
+  REQUIRE(seen.count(key(last)) == 1);
+  REQUIRE(seen.size() > 10);
+}
+
+TEST_CASE("FaultInjectingDevice: events, fail_after, bit flips", "[device]") {
+  AlignedBuffer x(kBlock), y(kBlock), z(kBlock), back(kBlock);
+  fill(x.span(), 0x01);
+  fill(y.span(), 0x02);
+  fill(z.span(), 0x03);
+
+  SECTION("events count write requests and flushes") {
+    auto dev = fault_device(1);
+    REQUIRE(dev->events() == 0);
+    std::vector<IoRequest> batch{req(IoRequest::Op::Write, 0, x.data(), kBlock),
+                                 req(IoRequest::Op::Read, 0, back.data(), kBlock),
+                                 req(IoRequest::Op::Write, kBlock, y.data(), kBlock),
+                                 req(IoRequest::Op::Write, 3, z.data(), kBlock)};  // invalid: not an event
+    REQUIRE(dev->submit(batch) == EINVAL);
+    REQUIRE(dev->events() == 2);
+    REQUIRE(dev->flush() == 0);
+    REQUIRE(dev->events() == 3);
+    REQUIRE(dev->read(0, back.data(), kBlock) == 0);
+    REQUIRE(dev->events() == 3);
+  }
+
+  SECTION("after fail_after(n), later writes and flushes fail and change nothing") {
+    for (std::uint64_t seed = 0; seed < 50; ++seed) {
+      auto dev = fault_device(seed);
+      dev->fail_after(3);
+      REQUIRE(dev->write(0, x.data(), kBlock) == 0);  // 1
+      REQUIRE(dev->flush() == 0);                      // 2
+      REQUIRE(dev->write(kBlock, y.data(), kBlock) == 0);  // 3: the last one allowed
+      std::vector<IoRequest> batch{req(IoRequest::Op::Write, 2 * kBlock, z.data(), kBlock),  // 4: dead
+                                   req(IoRequest::Op::Write, 0, z.data(), kBlock)};          // 5
+      REQUIRE(dev->submit(batch) == EIO);
+      REQUIRE(batch[0].result == EIO);
+      REQUIRE(batch[1].result == EIO);
+      REQUIRE(dev->flush() == EIO);  // 6: Y stays unflushed
+      REQUIRE(dev->events() == 6);
+      // Reads still work and see no trace of the failed writes.
+      REQUIRE(dev->read(0, back.data(), kBlock) == 0);
+      REQUIRE(equal(back.span(), x.span()));
+      REQUIRE(dev->read(2 * kBlock, back.data(), kBlock) == 0);
+      REQUIRE(back.data()[0] == std::byte{0});
+      auto img = dev->crash_image();
+      REQUIRE(equal(region(*img, 0, 1), x.span()));
+      REQUIRE(region(*img, 2, 1)[0] == std::byte{0});
+      const auto yb = region(*img, 1, 1)[0];
+      REQUIRE((yb == std::byte{0} || yb == std::byte{0x02}));
+    }
+  }
+
+  SECTION("bit flips touch exactly one bit of each read, never the stored data") {
+    auto dev = fault_device(5);
+    AlignedBuffer data(4 * kBlock), got(4 * kBlock);
+    std::mt19937_64 rng(9);
+    fill_random(data.span(), rng);
+    REQUIRE(dev->write(0, data.data(), 4 * kBlock) == 0);
+    dev->set_read_bitflip_probability(1.0);
+    for (int round = 0; round < 50; ++round) {
+      std::vector<IoRequest> batch{req(IoRequest::Op::Read, 0, got.data(), 2 * kBlock),
+                                   req(IoRequest::Op::Read, 2 * kBlock, got.data() + 2 * kBlock, 2 * kBlock)};
+      REQUIRE(dev->submit(batch) == 0);
+      for (int half = 0; half < 2; ++half) {
+        int flipped = 0;
+        for (std::size_t i = half * 2 * kBlock; i < (half + 1) * 2 * kBlock; ++i) {
+          flipped += std::popcount(static_cast<unsigned>(std::to_integer<unsigned char>(got.data()[i] ^ data.data()[i])));
+        }
+        REQUIRE(flipped == 1);
+      }
+    }
+    dev->set_read_bitflip_probability(0);
+    REQUIRE(dev->read(0, got.data(), 4 * kBlock) == 0);
+    REQUIRE(equal(got.span(), data.span()));
+  }
+}

@@ -1,0 +1,324 @@
+// Volumes: format, open, fsck, and crash consistency of the whole metadata
+// path (fs/volume.h, fs/metadata.h, fs/fsck.h) on the fault-injecting device.
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "fs/fault_device.h"
+#include "fs/fsck.h"
+#include "fs/volume.h"
+#include "geometry/load.h"
+
+using namespace mmfs;
+using namespace mmfs::fs;
+
+namespace {
+
+// A small uniform disk: 2 surfaces x 250 cylinders x 64 sectors = 15.6 MiB.
+std::unique_ptr<geom::Geometry> small_disk() {
+  return geom::load_geometry(nlohmann::json{{"kind", "disk"}, {"sector_size", 512}, {"cylinders", 250},
+                                            {"surfaces", 2}, {"sectors_per_track", 64}, {"rpm", 10000},
+                                            {"settle_ms", 1.0}, {"settle_cylinders", 4}, {"name", "small"}});
+}
+
+std::unique_ptr<MemoryDevice> formatted(const geom::Geometry& g, std::uint64_t bytes = 16 << 20) {
+  auto dev = std::make_unique<MemoryDevice>(bytes, 512);
+  FormatOptions opt;
+  opt.meta_bytes = 4 << 20;
+  opt.label = "test";
+  std::string msg;
+  int r = format_volume(*dev, g, opt, nullptr, &msg);
+  INFO(msg);
+  REQUIRE(r == 0);
+  return dev;
+}
+
+std::map<std::string, std::string> dump(const MetaStore& s) {
+  std::map<std::string, std::string> m;
+  s.scan("", [&](std::string_view k, std::string_view v) {
+    m.emplace(k, v);
+    return true;
+  });
+  return m;
+}
+
+std::unique_ptr<Volume> open_ok(std::unique_ptr<BlockDevice> dev) {
+  int err = 0;
+  std::string msg;
+  auto v = Volume::open(std::move(dev), &err, &msg);
+  INFO(msg);
+  REQUIRE(v);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("format and open a volume", "[volume]") {
+  auto g = small_disk();
+  auto dev = formatted(*g);
+  auto vol = open_ok(std::move(dev));
+  CHECK(vol->superblock().label == "test");
+  CHECK(vol->geometry().name() == "small");
+  CHECK(vol->geometry().capacity_sectors() == g->capacity_sectors());
+  CHECK(vol->primary_valid());
+  CHECK(vol->backup_valid());
+  auto root = vol->metadata().inode(kRootIno);
+  REQUIRE(root);
+  CHECK(S_ISDIR(root->mode));
+  // The data area starts on a track boundary after the metadata region.
+  CHECK(vol->superblock().data_first_lbn % 64 == 0);
+  CHECK(vol->superblock().data_first_lbn * 512 >= vol->superblock().meta_offset + vol->superblock().meta_length);
+  CHECK(vol->allocator().free_sectors() == vol->superblock().data_end_lbn - vol->superblock().data_first_lbn);
+  auto report = check_volume(*vol, false);
+  CHECK(report.problems.empty());
+  CHECK(report.exit_code() == 0);
+}
+
+TEST_CASE("format refuses signatures, small targets and small sectors", "[volume]") {
+  auto g = small_disk();
+  auto dev = formatted(*g);
+  std::string msg;
+  FormatOptions opt;
+  CHECK(format_volume(*dev, *g, opt, nullptr, &msg) == EEXIST);
+  CHECK_THAT(msg, Catch::Contains("mmfs") && Catch::Contains("-f"));
+  opt.force = true;
+  opt.meta_bytes = 4 << 20;
+  CHECK(format_volume(*dev, *g, opt, nullptr, &msg) == 0);
+
+  MemoryDevice ext4(16 << 20, 512);
+  ext4.bytes()[1080] = std::byte{0x53};
+  ext4.bytes()[1081] = std::byte{0xef};
+  CHECK(format_volume(ext4, *g, FormatOptions{}, nullptr, &msg) == EEXIST);
+  CHECK_THAT(msg, Catch::Contains("ext"));
+
+  MemoryDevice tiny(1 << 20, 512);
+  CHECK(format_volume(tiny, *g, FormatOptions{}, nullptr, &msg) == ENOSPC);
+  CHECK_THAT(msg, Catch::Contains("at least"));
+  CHECK(std::all_of(tiny.bytes().begin(), tiny.bytes().end(), [](std::byte b) { return b == std::byte{0}; }));
+
+  MemoryDevice four_k(64 << 20, 4096);
+  auto big_sectors = geom::load_geometry("ssd");  // 4096-byte sectors: fine
+  CHECK(format_volume(four_k, *big_sectors, FormatOptions{}, nullptr, &msg) == 0);
+  MemoryDevice eight_k(16 << 20, 8192);
+  CHECK(format_volume(eight_k, *g, FormatOptions{}, nullptr, &msg) == EINVAL);
+  CHECK_THAT(msg, Catch::Contains("smaller"));
+}
+
+TEST_CASE("open refuses what is not a healthy mmfs volume", "[volume]") {
+  auto g = small_disk();
+  int err = 0;
+  std::string msg;
+  CHECK_FALSE(Volume::open(std::make_unique<MemoryDevice>(16 << 20, 512), &err, &msg));
+  CHECK(err == EINVAL);
+  CHECK_THAT(msg, Catch::Contains("not an mmfs volume"));
+
+  // One damaged superblock copy: mounts from the other, fsck repairs it.
+  auto dev = formatted(*g);
+  dev->bytes()[100] ^= std::byte{0x10};
+  {
+    auto vol = open_ok(std::move(dev));
+    CHECK_FALSE(vol->primary_valid());
+    auto report = check_volume(*vol, true);
+    CHECK(report.exit_code() == 1);
+    CHECK(vol->primary_valid());
+  }
+  // Both damaged: refused, naming both.
+  auto dev2 = formatted(*g);
+  std::uint64_t backup = backup_superblock_offset(dev2->size_bytes());
+  dev2->bytes()[100] ^= std::byte{0x10};
+  dev2->bytes()[backup + 100] ^= std::byte{0x10};
+  CHECK_FALSE(Volume::open(std::move(dev2), &err, &msg));
+  CHECK(err == EUCLEAN);
+  CHECK_THAT(msg, Catch::Contains("checksum"));
+}
+
+TEST_CASE("random bit flips in superblocks and metadata are detected, never crash", "[volume]") {
+  auto g = small_disk();
+  auto golden = formatted(*g);
+  {
+    // Put some metadata in.
+    auto copy = std::make_unique<MemoryDevice>(golden->size_bytes(), 512);
+    copy->bytes() = golden->bytes();
+    auto vol = open_ok(std::move(copy));
+    for (int i = 0; i < 50; ++i) {
+      Inode n;
+      REQUIRE(vol->metadata().create(kRootIno, fmt::format("f{}", i), S_IFREG | 0644, 0, 0, "", &n) == 0);
+      REQUIRE(vol->metadata().set_xattr(n.ino, "user.k", "v") == 0);
+    }
+    REQUIRE(vol->metadata().sync() == 0);
+    golden->bytes() = dynamic_cast<MemoryDevice&>(vol->device()).bytes();
+  }
+  const auto meta_off = 16384u;
+  std::mt19937_64 rng(9);
+  int refused = 0, opened = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto dev = std::make_unique<MemoryDevice>(golden->size_bytes(), 512);
+    dev->bytes() = golden->bytes();
+    // Anywhere in the first superblock and the first 512 KiB of metadata.
+    std::uint64_t where = i % 3 == 0 ? rng() % kSuperblockBytes : meta_off + rng() % (512 << 10);
+    dev->bytes()[where] ^= std::byte(1u << (rng() % 8));
+    int err = 0;
+    std::string msg;
+    auto vol = Volume::open(std::move(dev), &err, &msg);
+    if (!vol) {
+      ++refused;
+      CHECK((err == EUCLEAN || err == EINVAL));
+      CHECK_FALSE(msg.empty());
+      continue;
+    }
+    ++opened;
+    // What opens is the committed state (the flip hit slack, a backup copy or an unused slot).
+    CHECK(vol->metadata().lookup(kRootIno, "f49"));
+  }
+  CHECK(refused + opened == 300);
+}
+
+TEST_CASE("metadata operations: POSIX semantics and fsck", "[volume]") {
+  auto g = small_disk();
+  auto vol = open_ok(formatted(*g));
+  Metadata& m = vol->metadata();
+  Inode d, f, h;
+  REQUIRE(m.create(kRootIno, "dir", S_IFDIR | 0755, 0, 0, "", &d) == 0);
+  REQUIRE(m.create(d.ino, "file", S_IFREG | 0644, 0, 0, "", &f) == 0);
+  CHECK(m.create(d.ino, "file", S_IFREG | 0644, 0, 0, "", nullptr) == EEXIST);
+  CHECK(m.create(f.ino, "x", S_IFREG | 0644, 0, 0, "", nullptr) == ENOTDIR);
+  CHECK(m.create(kRootIno, "a/b", S_IFREG | 0644, 0, 0, "", nullptr) == EINVAL);
+  CHECK(m.create(kRootIno, std::string(256, 'x'), S_IFREG | 0644, 0, 0, "", nullptr) == ENAMETOOLONG);
+  REQUIRE(m.link(f.ino, kRootIno, "hard", &h) == 0);
+  CHECK(m.inode(f.ino)->nlink == 2);
+  CHECK(m.inode(kRootIno)->nlink == 3);  // ".", the root's own name, and dir's ".."
+  CHECK(m.rmdir(kRootIno, "dir") == ENOTEMPTY);
+  CHECK(m.rename(kRootIno, "dir", d.ino, "inside", 0) == EINVAL);  // into itself
+  CHECK(m.rename(kRootIno, "hard", d.ino, "file", Metadata::kNoReplace) == EEXIST);
+  REQUIRE(m.rename(kRootIno, "hard", kRootIno, "hard2", 0) == 0);
+  Inode other;
+  REQUIRE(m.create(kRootIno, "other", S_IFREG | 0600, 0, 0, "", &other) == 0);
+  REQUIRE(m.rename(kRootIno, "other", d.ino, "file", Metadata::kExchange) == 0);
+  CHECK(*m.lookup(d.ino, "file") == other.ino);
+  CHECK(*m.lookup(kRootIno, "other") == f.ino);
+  std::vector<Extent> ext;
+  REQUIRE(m.allocate_small_extents(f.ino, 100, &ext) == 0);
+  std::uint64_t before = vol->allocator().free_sectors();
+  REQUIRE(m.unlink(kRootIno, "other") == 0);  // one of two names
+  REQUIRE(m.unlink(kRootIno, "hard2") == 0);  // the last: inode and extents go
+  CHECK_FALSE(m.inode(f.ino));
+  CHECK(vol->allocator().free_sectors() == before);  // not before the drop is durable
+  REQUIRE(m.sync() == 0);
+  CHECK(vol->allocator().free_sectors() == before + 100);
+  REQUIRE(m.set_xattr(d.ino, "user.a", "1") == 0);
+  CHECK(m.remove_xattr(d.ino, "user.b") == ENODATA);
+  REQUIRE(m.sync() == 0);
+  auto report = check_volume(*vol, false);
+  INFO((report.problems.empty() ? "" : report.problems[0]));
+  CHECK(report.problems.empty());
+}
+
+TEST_CASE("fsck repairs link counts, dangling entries and orphans", "[volume]") {
+  auto g = small_disk();
+  auto vol = open_ok(formatted(*g));
+  Metadata& m = vol->metadata();
+  Inode f, orphan;
+  REQUIRE(m.create(kRootIno, "f", S_IFREG | 0644, 0, 0, "", &f) == 0);
+  REQUIRE(m.create(kRootIno, "o", S_IFREG | 0644, 0, 0, "", &orphan) == 0);
+  std::vector<Extent> ext;
+  REQUIRE(m.allocate_small_extents(orphan.ino, 64, &ext) == 0);
+  WriteBatch damage;
+  Inode wrong = f;
+  wrong.nlink = 5;
+  damage.put(keys::inode(f.ino), encode_inode(wrong));
+  damage.del(keys::dirent(kRootIno, "o"));  // orphan
+  std::string dangling(8, '\0');
+  dangling[7] = char(200);
+  damage.put(keys::dirent(kRootIno, "ghost"), dangling);
+  REQUIRE(vol->store().apply(damage) == 0);
+  REQUIRE(vol->store().sync() == 0);
+  auto n = check_volume(*vol, false);
+  CHECK(n.problems.size() == 3);
+  CHECK(n.exit_code() == 4);
+  auto y = check_volume(*vol, true);
+  CHECK(y.exit_code() == 1);
+  CHECK(check_volume(*vol, false).exit_code() == 0);
+  CHECK(m.inode(f.ino)->nlink == 1);
+  CHECK_FALSE(m.inode(orphan.ino));
+}
+
+TEST_CASE("crash consistency: 500 random cut points over namespace, xattr and extent operations", "[volume][crash]") {
+  auto g = small_disk();
+  auto golden = formatted(*g);
+  int exact = 0, later = 0, cuts = 0;
+  for (std::uint64_t seed = 1; seed <= 500; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto base = std::make_unique<MemoryDevice>(golden->size_bytes(), 512);
+    base->bytes() = golden->bytes();
+    auto* fault = new FaultInjectingDevice(std::move(base), seed);
+    auto vol = open_ok(std::unique_ptr<BlockDevice>(fault));
+    Metadata& m = vol->metadata();
+    std::vector<std::map<std::string, std::string>> states = {dump(vol->store())};
+    std::size_t last_synced = 0;
+    fault->fail_after(fault->events() + 1 + rng() % 30);
+    std::vector<Ino> dirs = {kRootIno};
+    std::vector<std::pair<Ino, std::string>> names;  // files: (parent, name)
+    for (int op = 0; op < 120; ++op) {
+      int kind = int(rng() % 10);
+      Ino dir = dirs[rng() % dirs.size()];
+      std::string name = fmt::format("n{}", rng() % 40);
+      int r = 0;
+      if (kind <= 2) {
+        Inode n;
+        bool is_dir = kind == 0;
+        r = m.create(dir, name, (is_dir ? S_IFDIR | 0755 : S_IFREG | 0644), 0, 0, "", &n);
+        if (!r) (is_dir ? dirs.push_back(n.ino) : names.push_back({dir, name}));
+      } else if (kind == 3 && !names.empty()) {
+        auto [p, nm] = names[rng() % names.size()];
+        r = m.rename(p, nm, dir, name, unsigned(rng() % 3));
+      } else if (kind == 4 && !names.empty()) {
+        auto [p, nm] = names[rng() % names.size()];
+        r = m.unlink(p, nm);
+      } else if (kind == 5 && !names.empty()) {
+        auto [p, nm] = names[rng() % names.size()];
+        if (auto ino = m.lookup(p, nm)) r = m.set_xattr(*ino, fmt::format("user.k{}", rng() % 3), name);
+      } else if (kind == 6 && !names.empty()) {
+        auto [p, nm] = names[rng() % names.size()];
+        std::vector<Extent> ext;
+        if (auto ino = m.lookup(p, nm))
+          r = rng() % 2 ? m.allocate_small_extents(*ino, 1 + rng() % 200, &ext)
+                        : m.allocate_extents(*ino, {layouts::SpaceShape::Runs, 1 + rng() % 500}, &ext);
+      } else if (kind == 7 && !names.empty()) {
+        auto [p, nm] = names[rng() % names.size()];
+        if (auto ino = m.lookup(p, nm)) r = m.set_extents(*ino, {});
+      } else if (kind == 8 && dirs.size() > 1) {
+        r = m.rmdir(kRootIno, name);
+      } else {
+        if (m.sync() == 0) last_synced = states.size() - 1;
+        continue;
+      }
+      (void)r;
+      states.push_back(dump(vol->store()));
+    }
+    if (m.sync() == 0) last_synced = states.size() - 1;
+    auto image = fault->crash_image();
+    vol.reset();
+    auto reopened = open_ok(std::move(image));
+    auto got = dump(reopened->store());
+    std::size_t match = states.size();
+    for (std::size_t k = last_synced; k < states.size(); ++k)
+      if (states[k] == got) {
+        match = k;
+        break;
+      }
+    INFO("seed " << seed << " last synced " << last_synced << " of " << states.size());
+    REQUIRE(match < states.size());  // a prefix state that keeps every synced operation
+    (match == last_synced ? exact : later)++;
+    auto report = check_volume(*reopened, false);
+    INFO((report.problems.empty() ? "" : report.problems[0]));
+    REQUIRE(report.problems.empty());
+    ++cuts;
+  }
+  WARN("crash cut points: " << cuts << ", recovered exactly the last synced state: " << exact
+                            << ", a later prefix: " << later);
+}
