@@ -32,7 +32,7 @@ bool plan_volume(const geom::Geometry& g, std::uint64_t device_bytes, std::uint3
   // The modeled device ends at its capacity; the backup copy sits at the end of the real one.
   p->volume_bytes = std::min<std::uint64_t>(device_bytes, g.capacity_sectors() * ss);
   p->meta_offset = align_up(kSuperblockBytes, block);
-  std::uint64_t meta = meta_bytes ? meta_bytes : std::clamp<std::uint64_t>(p->volume_bytes / 128, 8 * kMiB, 1024 * kMiB);
+  std::uint64_t meta = meta_bytes ? meta_bytes : std::clamp<std::uint64_t>(p->volume_bytes / 32, 8 * kMiB, 4096 * kMiB);
   p->meta_length = align_up(std::max(meta, kMinMetaBytes), std::max<std::uint64_t>(block, 4096));
   std::uint64_t meta_end_lbn = align_up(p->meta_offset + p->meta_length, ss) / ss;
   if (meta_end_lbn >= g.capacity_sectors()) return false;

@@ -18,7 +18,7 @@ namespace mmfs::fs {
 struct FormatOptions {
   std::string label;
   bool force = false;            // overwrite an existing filesystem signature
-  std::uint64_t meta_bytes = 0;  // metadata region size; 0 = 1/128 of the volume, 8 MiB..1 GiB
+  std::uint64_t meta_bytes = 0;  // metadata region size; 0 = 1/32 of the volume, 8 MiB..4 GiB
 };
 
 struct FormatSummary {

@@ -9,6 +9,7 @@
 #include "geometry/types.h"
 #include "tools/bench/amplification.h"
 #include "tools/bench/modeled.h"
+#include "tools/bench/volume_bench.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"mmfs-bench: benchmark workloads against mmfs layouts (SPEC §8)"};
@@ -42,8 +43,20 @@ int main(int argc, char** argv) {
   ampl->add_option("--itemsize", amp.itemsize, "Bytes per element")->default_val(8)->check(CLI::Range(1u, 8u));
   ampl->add_option("--layout", amp.layouts, "Layouts (repeatable)")->default_str("naive zorder hilbert multimap");
 
+  mmfs::bench::VolumeBenchOptions vb;
+  auto* volume = app.add_subcommand(
+      "volume", "Speed of the volume layer on real image files: formatting a 1 TiB sparse image, metadata "
+                "operations committed in batches, isolated commits, extent allocation for a 64 GiB array");
+  volume->add_option("--dir", vb.dir, "Directory for the image files (on the disk to measure)")->default_val("/var/tmp");
+  volume->add_option("--operations", vb.operations, "Metadata operations")->default_val(100000);
+  volume->add_option("--batch", vb.batch, "Operations per durable commit")->default_val(1000)->check(CLI::Range(1u, 1000000u));
+
   CLI11_PARSE(app, argc, argv);
   try {
+    if (volume->parsed()) {
+      std::cout << mmfs::bench::run_volume_bench(vb);
+      return 0;
+    }
     if (ampl->parsed()) {
       std::cout << mmfs::bench::run_amplification(amp);
       return 0;

@@ -1,0 +1,114 @@
+"""mkfs.mmfs and mmfsck on image files (SPEC §2, §3)."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import build_dir, run_tool
+
+
+def tool(name):
+    path = build_dir() / ("mkfs" if name == "mkfs.mmfs" else "tools") / name
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is not built", pytrace=False)
+    return lambda *args: run_tool(path, *args)
+
+
+mkfs = tool("mkfs.mmfs")
+fsck = tool("mmfsck")
+
+
+@pytest.fixture
+def image(tmp_path):
+    return tmp_path / "vol.img"
+
+
+def test_mkfs_creates_an_image_and_prints_the_summary(image):
+    rc, out, err = mkfs("-s", "256M", "-g", "atlas10k3", "-L", "demo", image)
+    assert rc == 0, err
+    assert image.stat().st_size == 256 << 20
+    assert "label 'demo'" in out
+    assert re.search(r"sectors of 512 bytes", out)
+    assert "depth D:      128" in out
+    assert "686" in out  # track lengths, outer zone first
+    assert "first" in out  # the target holds only the outer part of the modeled disk
+    # Sparse: mkfs wrote the superblocks and the metadata region only.
+    assert image.stat().st_blocks * 512 < 64 << 20
+    rc, out, err = fsck("-n", image)
+    assert rc == 0, out + err
+    assert "clean" in out
+
+
+def test_mkfs_refuses_an_existing_filesystem_without_force(image):
+    assert mkfs("-q", "-s", "64M", image)[0] == 0
+    before = image.read_bytes()[:16384]
+    rc, out, err = mkfs("-s", "64M", image)
+    assert rc == 1
+    assert "mmfs" in err and "-f" in err
+    assert image.read_bytes()[:16384] == before  # nothing written
+    assert mkfs("-q", "-f", "-s", "64M", image)[0] == 0
+
+
+def test_mkfs_refuses_ext4_signature(image):
+    data = bytearray(64 << 20)
+    data[1080:1082] = b"\x53\xef"
+    image.write_bytes(bytes(data))
+    rc, _, err = mkfs(image)
+    assert rc == 1 and "ext" in err
+
+
+def test_mkfs_refuses_small_targets_naming_the_minimum(image):
+    rc, _, err = mkfs("-s", "1M", "-g", "atlas10k3", image)
+    assert rc == 1
+    assert re.search(r"at least \d+ bytes", err)
+
+
+def test_mkfs_errors(image, tmp_path):
+    rc, _, err = mkfs(tmp_path / "missing.img")
+    assert rc == 1 and "missing.img" in err
+    rc, _, err = mkfs("-s", "12Q", image)
+    assert rc == 1 and "12Q" in err
+    rc, _, err = mkfs("-g", "nosuch", "-s", "64M", image)
+    assert rc == 1 and "nosuch" in err
+    assert mkfs("--help")[0] == 0
+
+
+def test_mkfs_uses_a_geometry_file(image, tmp_path):
+    geo = tmp_path / "g.json"
+    geo.write_text('{"kind": "disk", "sector_size": 512, "cylinders": 2000, "surfaces": 2, '
+                   '"sectors_per_track": 64, "rpm": 7200, "settle_ms": 1.0, "settle_cylinders": 3}')
+    rc, out, err = mkfs("-s", "128M", "-g", geo, image)
+    assert rc == 0, err
+    assert "depth D:      6" in out
+
+
+def test_mkfs_formats_a_1tib_sparse_image_quickly(tmp_path):
+    image = tmp_path / "big.img"
+    rc, out, err = mkfs("-q", "-s", "1T", image)
+    assert rc == 0, err
+    assert image.stat().st_size == 1 << 40
+    assert fsck("-n", image)[0] == 0
+
+
+def test_mmfsck_repairs_a_damaged_superblock(image):
+    assert mkfs("-q", "-s", "64M", image)[0] == 0
+    with open(image, "r+b") as f:
+        f.seek(200)
+        byte = f.read(1)
+        f.seek(200)
+        f.write(bytes([byte[0] ^ 0x40]))
+    rc, out, _ = fsck("-n", image)
+    assert rc == 4 and "superblock" in out
+    rc, out, _ = fsck("-y", image)
+    assert rc == 1, out
+    assert fsck("-n", image)[0] == 0
+
+
+def test_mmfsck_on_garbage_and_bad_arguments(image):
+    image.write_bytes(os.urandom(1 << 20))
+    rc, _, err = fsck("-n", image)
+    assert rc in (4, 8) and err
+    rc, _, _ = fsck("-n", "-y", image)
+    assert rc == 8
+    assert fsck("--help")[0] == 0
