@@ -46,7 +46,7 @@ FsckReport check_volume(Volume& vol, bool repair) {
   // 3. Every record.
   std::map<Ino, Inode> inodes;
   std::vector<Dirent> dirents;
-  std::set<Ino> xattr_owners, extent_owners;
+  std::set<Ino> xattr_owners, extent_owners, checksum_owners;
   std::uint64_t next_ino = 0;
   store.scan("", [&](std::string_view key, std::string_view value) {
     std::string k(key);
@@ -73,6 +73,9 @@ FsckReport check_volume(Volume& vol, bool repair) {
       if (!decode_extents(value)) {
         problem(fmt::format("the extent map of inode {} does not decode", be64(key.substr(2))), false);
       }
+    } else if (key.size() == 18 && key.substr(0, 2) == "c/") {
+      checksum_owners.insert(be64(key.substr(2)));
+      if (value.empty() || value.size() % 4) problem(fmt::format("a checksum record of inode {} is malformed", be64(key.substr(2))), false);
     } else if (key == keys::next_ino() && value.size() == 8) {
       next_ino = be64(value);
     } else {
@@ -167,6 +170,14 @@ FsckReport check_volume(Volume& vol, bool repair) {
     if (!inodes.count(ino) || removed.count(ino)) {
       problem(fmt::format("extended attributes of missing inode {}", ino), true);
       store.scan(keys::xattr_prefix(ino), [&](std::string_view k, std::string_view) {
+        fix.del(std::string(k));
+        return true;
+      });
+    }
+  for (Ino ino : checksum_owners)
+    if (!inodes.count(ino) || removed.count(ino)) {
+      problem(fmt::format("cell checksums of missing inode {}", ino), true);
+      store.scan(keys::checksum_prefix(ino), [&](std::string_view k, std::string_view) {
         fix.del(std::string(k));
         return true;
       });

@@ -120,6 +120,11 @@ std::string extents(Ino ino) {
   put_be64(k, ino);
   return k;
 }
+std::string checksum_prefix(Ino ino) {
+  std::string k = "c/";
+  put_be64(k, ino);
+  return k;
+}
 std::string next_ino() { return "n"; }
 }  // namespace keys
 
@@ -252,6 +257,10 @@ int Metadata::remove_inode(Ino ino, WriteBatch& b, std::vector<Extent>& dropped)
   b.del(keys::extents(ino));
   for (const Extent& e : extents(ino)) dropped.push_back(e);
   store_.scan(keys::xattr_prefix(ino), [&](std::string_view k, std::string_view) {
+    b.del(std::string(k));
+    return true;
+  });
+  store_.scan(keys::checksum_prefix(ino), [&](std::string_view k, std::string_view) {
     b.del(std::string(k));
     return true;
   });

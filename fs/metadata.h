@@ -49,6 +49,7 @@ std::string dirent_prefix(Ino parent);
 std::string xattr(Ino ino, std::string_view name);
 std::string xattr_prefix(Ino ino);
 std::string extents(Ino ino);
+std::string checksum_prefix(Ino ino);  // cell checksum records (fs/cell_checksums.h)
 std::string next_ino();
 }  // namespace keys
 

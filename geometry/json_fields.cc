@@ -65,7 +65,8 @@ double optional_double(const nlohmann::json& j, const std::string& key, const st
 
 void reject_unknown(const nlohmann::json& j, const std::string& where,
                     std::initializer_list<const char*> allowed) {
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();  // a plain name: lambdas may not capture structured bindings in clang 14
     bool known = std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; });
     if (!known) bad(where, key, "unknown field");
   }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <xxhash.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -173,17 +174,27 @@ class FsWorkload {
     const std::string* f = pick(files);
     return f ? *f : std::string();
   }
+  std::string fresh_dirent(const Map& m) {
+    const std::string dir = "d/" + random_dir(m);
+    std::string d;
+    do {
+      d = dir + num("/n", next_name_++);
+    } while (m.count(d));
+    return d;
+  }
   void create(const Map& m, WriteBatch& b, bool dir) {
+    // Unique even when a generator continues on a state it did not build.
+    while (m.count(num("i/", next_ino_))) ++next_ino_;
     const std::string ino = std::to_string(next_ino_++);
     b.put("i/" + ino, blob(dir ? 'D' : 'F', 40, 120));
-    b.put("d/" + random_dir(m) + num("/n", next_name_++), ino);
+    b.put(fresh_dirent(m), ino);
   }
   void rename(const Map& m, WriteBatch& b) {
     const auto dirents = keys(m, "d/");
     const std::string* from = pick(dirents);
     if (!from) return;
     const std::string ino = m.at(*from);
-    const std::string to = "d/" + random_dir(m) + num("/n", next_name_++);
+    const std::string to = fresh_dirent(m);
     if (to == *from) return;
     b.del(*from);
     b.put(to, ino);
@@ -299,10 +310,14 @@ struct Run {
   std::vector<std::uint64_t> fps;  // fps[i]: after the first i batches (fps[0] = base)
   std::size_t last_synced = 0;     // every batch < this index + ... : fps index covered by a successful sync
   bool failed = false;
+  int explicit_checkpoints = 0;
 };
 
 void drive(MetaStore& store, FsWorkload& work, Run& run, int batches, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
+  // Per run, how often to sync: rarely (multi-block chunks, which a crash can
+  // tear), sometimes, or nearly always.
+  const double p_sync = std::array<double, 3>{0.05, 0.3, 0.6}[rng() % 3];
   Model m = run.base;
   run.fps.push_back(m.fp);
   for (int i = 0; i < batches; ++i) {
@@ -318,8 +333,8 @@ void drive(MetaStore& store, FsWorkload& work, Run& run, int batches, std::uint6
     run.batches.push_back(b);
     run.fps.push_back(m.fp);
     const double r = std::uniform_real_distribution<double>(0, 1)(rng);
-    if (r < 0.3 || r >= 0.98) {
-      rc = r < 0.3 ? store.sync() : store.checkpoint();
+    if (r < p_sync || r >= 0.99) {
+      rc = r < p_sync ? store.sync() : (++run.explicit_checkpoints, store.checkpoint());
       if (rc != 0) {
         REQUIRE(rc == EIO);
         run.failed = true;
@@ -616,10 +631,11 @@ TEST_CASE("meta: checkpoints and log wrap-around, state limit", "[meta]") {
 }
 
 TEST_CASE("meta: crash consistency at random cut points", "[meta][crash]") {
-  const int kCutPoints = 600;
+  const int kCutPoints = 1500;
   const int kBatches = 300, kLaterBatches = 100;
   std::uint64_t total_events = 0, mid_checkpoint = 0, mid_log = 0, cut_after_end = 0, exact = 0, later = 0;
   std::uint64_t later_incarnations = 0, later_exact = 0, checkpoints = 0, reopened_mid_ckpt_new = 0;
+  std::uint64_t auto_checkpoints = 0, wraps = 0;
   for (int cp = 0; cp < kCutPoints; ++cp) {
     const std::uint64_t seed = 1000 + cp;
     INFO("cut point #" << cp << " seed " << seed);
@@ -649,6 +665,8 @@ TEST_CASE("meta: crash consistency at random cut points", "[meta][crash]") {
       events = fault.events();
       ckpt_events = tap.checkpoint_write_events;
       checkpoints += s->stats().checkpoints;
+      auto_checkpoints += s->stats().checkpoints - run.explicit_checkpoints;
+      wraps += s->stats().log_writes * 4096 / geo.log_length;  // about: chunks are mostly one block
     }
     total_events += events;
 
@@ -714,17 +732,20 @@ TEST_CASE("meta: crash consistency at random cut points", "[meta][crash]") {
     }
   }
   std::printf(
-      "meta crash test: %d cut points (%llu events in all, %llu checkpoints in the dry runs); crash with an "
+      "meta crash test: %d cut points (%llu events in all; dry runs: %llu checkpoints, %llu of them because the "
+      "log was full, ~%llu log wrap-arounds); crash with an "
       "unflushed checkpoint write %llu (%llu of them reopened past last_synced), with an unflushed log write %llu, "
       "after the end %llu; reopened to exactly last_synced %llu, later %llu; %llu further incarnations "
       "(%llu exact)\n",
       kCutPoints, static_cast<unsigned long long>(total_events), static_cast<unsigned long long>(checkpoints),
+      static_cast<unsigned long long>(auto_checkpoints), static_cast<unsigned long long>(wraps),
       static_cast<unsigned long long>(mid_checkpoint), static_cast<unsigned long long>(reopened_mid_ckpt_new),
       static_cast<unsigned long long>(mid_log), static_cast<unsigned long long>(cut_after_end),
       static_cast<unsigned long long>(exact), static_cast<unsigned long long>(later),
       static_cast<unsigned long long>(later_incarnations), static_cast<unsigned long long>(later_exact));
   CHECK(mid_checkpoint >= kCutPoints / 4);
   CHECK(later > 0);
+  CHECK(auto_checkpoints >= static_cast<std::uint64_t>(kCutPoints));
 }
 
 TEST_CASE("meta: corruption is refused or yields a prefix state", "[meta][corrupt]") {
@@ -738,6 +759,16 @@ TEST_CASE("meta: corruption is refused or yields a prefix state", "[meta][corrup
     FsWorkload work(42);
     drive(*s, work, run, 450, 42);
     REQUIRE(s->sync() == 0);
+    Model m = run.base;
+    for (const WriteBatch& b : run.batches) m.apply(b);
+    for (int i = 0; i < 6; ++i) {  // end with several chunks after the newest checkpoint
+      const WriteBatch b = work.next(m.m);
+      REQUIRE(s->apply(b) == 0);
+      REQUIRE(s->sync() == 0);
+      m.apply(b);
+      run.batches.push_back(b);
+      run.fps.push_back(m.fp);
+    }
     run.last_synced = run.batches.size();
     REQUIRE(s->stats().checkpoints >= 2);
     REQUIRE(s->stats().log_writes >= 10);
@@ -750,7 +781,8 @@ TEST_CASE("meta: corruption is refused or yields a prefix state", "[meta][corrup
     return *h;
   };
   const int newest = slot_header(1).sequence > slot_header(0).sequence ? 1 : 0;
-  // The live log chunks, walked like replay does.
+  // The live log chunks (offset in the log area, header + payload bytes), walked like replay does.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> chunks;
   std::vector<bool> live(geo.log_length / 4096, false);
   {
     const auto ck = slot_header(newest);
@@ -764,6 +796,7 @@ TEST_CASE("meta: corruption is refused or yields a prefix state", "[meta][corrup
         if (!c || c->header.chunk_seq != seq || c->header.epoch != ck.sequence) continue;
         const std::uint64_t len = (meta::kChunkHeaderSize + c->header.payload_length + 4095) / 4096 * 4096;
         for (std::uint64_t b = at / 4096; b < (at + len) / 4096; ++b) live[b] = true;
+        chunks.emplace_back(at, meta::kChunkHeaderSize + c->header.payload_length);
         pos = at + len;
         ++seq;
         found = true;
@@ -772,15 +805,15 @@ TEST_CASE("meta: corruption is refused or yields a prefix state", "[meta][corrup
       if (!found) break;
     }
   }
-  const std::size_t live_blocks = std::count(live.begin(), live.end(), true);
-  REQUIRE(live_blocks > 0);
-  INFO("newest slot " << newest << ", live log blocks " << live_blocks);
+  REQUIRE(chunks.size() >= 2);
+  INFO("newest slot " << newest << ", live log chunks " << chunks.size());
 
   std::mt19937_64 rng(99);
-  enum Area { kHeader, kOldSlot, kNewSlot, kLiveLog, kDeadLog, kAreas };
-  const char* names[kAreas] = {"region header", "older slot", "newest slot", "live log", "stale log"};
+  enum Area { kHeader, kOldSlot, kNewSlot, kLogMiddle, kLogLast, kDeadLog, kAreas };
+  const char* names[kAreas] = {"region header", "older slot", "newest slot", "earlier chunk", "last chunk",
+                               "stale log"};
   std::uint64_t refused[kAreas] = {}, full[kAreas] = {}, stale[kAreas] = {};
-  for (int trial = 0; trial < 1000; ++trial) {
+  for (int trial = 0; trial < 1200; ++trial) {
     const Area area = static_cast<Area>(trial % kAreas);
     std::uint64_t lo = 0, len = 0;
     switch (area) {
@@ -794,11 +827,17 @@ TEST_CASE("meta: corruption is refused or yields a prefix state", "[meta][corrup
         len = meta::kCheckpointHeaderSize + slot_header(s).payload_length;
         break;
       }
-      case kLiveLog:
+      case kLogMiddle:
+      case kLogLast: {
+        const auto& c = area == kLogLast ? chunks.back() : chunks[rng() % (chunks.size() - 1)];
+        lo = R + geo.log_offset + c.first;
+        len = c.second;
+        break;
+      }
       case kDeadLog: {
         std::vector<std::uint64_t> blocks;
         for (std::size_t b = 0; b < live.size(); ++b)
-          if (live[b] == (area == kLiveLog)) blocks.push_back(b);
+          if (!live[b]) blocks.push_back(b);
         if (blocks.empty()) continue;
         lo = R + geo.log_offset + blocks[rng() % blocks.size()] * 4096;
         len = 4096;
@@ -828,11 +867,12 @@ TEST_CASE("meta: corruption is refused or yields a prefix state", "[meta][corrup
     any.last_synced = 0;  // any prefix state is acceptable here
     const std::size_t k = check_prefix(any, dump(*s), names[area]);
     (k == run.batches.size() ? full : stale)[area] += 1;
-    if (area == kHeader) FAIL("a corrupt region header was accepted");
+    if (area == kHeader || area == kLogMiddle) FAIL("corruption in the " << names[area] << " was accepted");
     if (area == kOldSlot || area == kDeadLog) CHECK(k == run.batches.size());
+    if (area == kLogLast) CHECK(k < run.batches.size());
   }
   for (int a = 0; a < kAreas; ++a)
-    std::printf("meta corruption, %-13s: refused %3llu, full state %3llu, older prefix state %3llu\n", names[a],
+    std::printf("meta corruption, %-14s: refused %3llu, full state %3llu, older prefix state %3llu\n", names[a],
                 static_cast<unsigned long long>(refused[a]), static_cast<unsigned long long>(full[a]),
                 static_cast<unsigned long long>(stale[a]));
   CHECK(refused[kNewSlot] > 0);

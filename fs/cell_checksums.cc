@@ -1,0 +1,69 @@
+#include "fs/cell_checksums.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+
+namespace mmfs::fs {
+
+std::uint32_t cell_checksum(std::span<const std::byte> cell) {
+  std::uint64_t h = XXH3_64bits(cell.data(), cell.size());
+  std::uint32_t s = std::uint32_t(h ^ (h >> 32));
+  return s ? s : 1;
+}
+
+std::string CellChecksums::key(Ino ino, std::uint64_t record) {
+  std::string k = "c/";
+  for (int i = 7; i >= 0; --i) k.push_back(char((ino >> (8 * i)) & 0xff));
+  for (int i = 7; i >= 0; --i) k.push_back(char((record >> (8 * i)) & 0xff));
+  return k;
+}
+
+CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells)
+    : ino_(ino), sums_(cells, 0), dirty_((cells + kCellsPerRecord - 1) / kCellsPerRecord, false) {
+  for (std::uint64_t r = 0; r < dirty_.size(); ++r) {
+    auto v = store.get(key(ino, r));
+    if (!v) continue;
+    std::uint64_t first = r * kCellsPerRecord;
+    std::uint64_t n = std::min<std::uint64_t>(v->size() / 4, cells - first);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const auto* p = reinterpret_cast<const std::uint8_t*>(v->data() + 4 * i);
+      sums_[first + i] = std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 |
+                         std::uint32_t(p[3]) << 24;
+    }
+  }
+}
+
+void CellChecksums::set(std::uint64_t cell, std::span<const std::byte> contents) {
+  bool zero = std::all_of(contents.begin(), contents.end(), [](std::byte b) { return b == std::byte{0}; });
+  sums_[cell] = zero ? 0 : cell_checksum(contents);
+  dirty_[cell / kCellsPerRecord] = true;
+}
+
+bool CellChecksums::verify(std::uint64_t cell, std::span<const std::byte> contents) const {
+  if (sums_[cell] == 0)
+    return std::all_of(contents.begin(), contents.end(), [](std::byte b) { return b == std::byte{0}; });
+  return cell_checksum(contents) == sums_[cell];
+}
+
+void CellChecksums::stage(WriteBatch& batch) {
+  for (std::uint64_t r = 0; r < dirty_.size(); ++r) {
+    if (!dirty_[r]) continue;
+    std::uint64_t first = r * kCellsPerRecord;
+    std::uint64_t n = std::min<std::uint64_t>(kCellsPerRecord, sums_.size() - first);
+    std::string v(4 * n, '\0');
+    for (std::uint64_t i = 0; i < n; ++i)
+      for (int b = 0; b < 4; ++b) v[4 * i + b] = char((sums_[first + i] >> (8 * b)) & 0xff);
+    batch.put(key(ino_, r), std::move(v));
+    dirty_[r] = false;
+  }
+}
+
+void CellChecksums::stage_removal(const MetaStore& store, Ino ino, WriteBatch& batch) {
+  store.scan(keys::checksum_prefix(ino), [&](std::string_view k, std::string_view) {
+    batch.del(std::string(k));
+    return true;
+  });
+}
+
+}  // namespace mmfs::fs
