@@ -8,7 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/install-deps.sh
 echo "Building (the first build takes a few minutes)..."
 bash scripts/build.sh >/dev/null   # its errors still reach the terminal
-GEOM=build/tools/mmfs-geom
+BUILD=build
+GEOM=$BUILD/tools/mmfs-geom
 
 header() { printf '\n=== %s\n' "$*"; }
 note() { printf '    %s\n' "$@"; }
@@ -69,5 +70,22 @@ run "$toy" adjacent 0 4
 note "A step beyond D is refused:"
 run "$toy" adjacent 0 5 || true
 
+header "Layouts on the modeled disk: the MultiMap paper's experiments, small"
+note "Naive, Hilbert and MultiMap plans of beams and cubes, costed by the service-time model:"
+echo '$ mmfs-bench model --profile atlas10k3 --quick --runs 3'
+"$BUILD/tools/mmfs-bench" model --profile atlas10k3 --quick --runs 3 | sed -n '1,20p'
+
+header "A volume: mkfs.mmfs and mmfsck on an image file"
+img=$tmp/demo.img
+echo "\$ mkfs.mmfs -s 1G -g atlas10k3 -L demo $img"
+"$BUILD/mkfs/mkfs.mmfs" -s 1G -g atlas10k3 -L demo "$img"
+echo "\$ mmfsck -n $img"
+"$BUILD/tools/mmfsck" -n "$img"
+note "A damaged superblock copy is found and repaired from the other one:"
+printf '\x00' | dd of="$img" bs=1 seek=200 conv=notrunc status=none
+"$BUILD/tools/mmfsck" -n "$img" || true
+"$BUILD/tools/mmfsck" -y "$img" || true
+"$BUILD/tools/mmfsck" -n "$img"
+
 header "Done"
-note "See README.md for more; 'mmfs-geom --help' lists every subcommand."
+note "See README.md for more; 'mmfs-geom --help', 'mmfs-bench --help', 'mkfs.mmfs --help' and 'mmfsck --help' describe every option."

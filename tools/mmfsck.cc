@@ -47,6 +47,6 @@ int main(int argc, char** argv) {
   int code = report.exit_code();
   fmt::print("{}: {} — {} problem(s), {} repaired, {} left\n", target,
              code == 0 ? "clean" : code == 1 ? "errors corrected" : "errors left uncorrected", report.problems.size(),
-             report.repairs.size(), report.uncorrected);
+             report.repairs.size(), report.problems.size() - report.repairs.size());
   return code;
 }
