@@ -94,9 +94,17 @@ namespace {
 // A fresh ring of `entries` SQEs; nullptr (and the errno) on failure.
 std::unique_ptr<FileDevice::Ring> make_ring(std::uint32_t entries, int* err) {
   auto ring = std::make_unique<FileDevice::Ring>();
+  // CLAMP: a huge iodepth is clamped, not refused. COOP_TASKRUN (Linux
+  // 5.19+): completions do not interrupt the thread with an IPI, they are
+  // run when it next enters the kernel, which submit() does to wait anyway.
   io_uring_params params{};
-  params.flags = IORING_SETUP_CLAMP;  // a huge iodepth is clamped, not refused
-  const int rc = io_uring_queue_init_params(entries, &ring->ring, &params);
+  params.flags = IORING_SETUP_CLAMP | IORING_SETUP_COOP_TASKRUN;
+  int rc = io_uring_queue_init_params(entries, &ring->ring, &params);
+  if (rc == -EINVAL) {  // older kernel: without COOP_TASKRUN
+    params = io_uring_params{};
+    params.flags = IORING_SETUP_CLAMP;
+    rc = io_uring_queue_init_params(entries, &ring->ring, &params);
+  }
   if (rc < 0) {
     *err = -rc;
     return nullptr;

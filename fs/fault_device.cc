@@ -1,7 +1,7 @@
 // MemoryDevice and FaultInjectingDevice (fs/fault_device.h).
 //
 // How FaultInjectingDevice keeps the durable state cheaply: rather than a
-// second full image (`durable_` stays empty), each entry of `unflushed_`
+// second full image, each entry of `unflushed_`
 // holds the bytes its write OVERWROTE in the base device. The state of the
 // last flush is then the base with the pending writes undone newest first,
 // which is correct when pending writes overlap; flush() only drops the list,

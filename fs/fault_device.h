@@ -55,11 +55,12 @@ class FaultInjectingDevice final : public BlockDevice {
  private:
   struct PendingWrite {
     std::uint64_t offset;
-    std::vector<std::byte> data;
+    std::vector<std::byte> data;  // the bytes the write overwrote
   };
   std::unique_ptr<MemoryDevice> base_;     // every write applied (what the OS sees)
-  std::vector<std::byte> durable_;         // contents as of the last flush
-  std::vector<PendingWrite> unflushed_;    // writes since the last flush, in order
+  // Writes since the last flush, in order, each with the bytes it
+  // overwrote: undoing them newest first gives the durable contents.
+  std::vector<PendingWrite> unflushed_;
   std::mt19937_64 rng_;
   std::uint64_t events_ = 0, fail_after_ = 0;
   double bitflip_p_ = 0;

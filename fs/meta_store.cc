@@ -463,8 +463,7 @@ int device_io(BlockDevice& dev, IoRequest::Op op, std::uint64_t offset, std::byt
     done += n;
   }
   if (reqs.empty()) return 0;
-  const int err = dev.submit(reqs);
-  return err != 0 ? err : 0;
+  return dev.submit(reqs);
 }
 
 // Reads an area of the device through a window (replay reads many small chunks).

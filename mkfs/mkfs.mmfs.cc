@@ -4,7 +4,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <regex>
+#include <cctype>
+#include <utility>
 
 #include "fs/block_device.h"
 #include "fs/volume.h"
@@ -12,22 +13,26 @@
 
 namespace {
 
-// "4G", "512M", "1T", "12345" -> bytes; 0 on a malformed size.
+// "4G", "512M", "1T", "4GiB", "12345" -> bytes; 0 on a malformed size.
 std::uint64_t parse_size(const std::string& s) {
-  static const std::regex re(R"(^([0-9]+)([KMGTP]?)(i?B?)?$)", std::regex::icase);
-  std::smatch m;
-  if (!std::regex_match(s, m, re)) return 0;
-  std::uint64_t v = std::stoull(m[1]);
-  int shift = 0;
-  switch (std::toupper(m[2].str().empty() ? ' ' : m[2].str()[0])) {
-    case 'K': shift = 10; break;
-    case 'M': shift = 20; break;
-    case 'G': shift = 30; break;
-    case 'T': shift = 40; break;
-    case 'P': shift = 50; break;
+  std::size_t i = 0;
+  std::uint64_t v = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+    if (v > (UINT64_MAX - 9) / 10) return 0;
+    v = v * 10 + std::uint64_t(s[i++] - '0');
   }
-  if (shift && v > (UINT64_MAX >> shift)) return 0;
-  return v << shift;
+  if (i == 0) return 0;
+  std::string unit = s.substr(i);
+  for (char& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
+  static const std::pair<const char*, int> units[] = {{"", 0},   {"B", 0},   {"K", 10},  {"KIB", 10}, {"M", 20},
+                                                      {"MIB", 20}, {"G", 30}, {"GIB", 30}, {"T", 40},  {"TIB", 40},
+                                                      {"P", 50},  {"PIB", 50}};
+  for (const auto& [name, shift] : units) {
+    if (unit != name) continue;
+    if (shift && v > (UINT64_MAX >> shift)) return 0;
+    return v << shift;
+  }
+  return 0;
 }
 
 }  // namespace
