@@ -23,8 +23,8 @@ nlohmann::json Layout::describe() const {
 std::unique_ptr<Layout> make_layout(const std::string& name, const geom::Geometry& geometry, CellGrid grid,
                                     std::vector<std::uint64_t> basic_cube) {
   if (name == "naive") return std::make_unique<NaiveLayout>(geometry, std::move(grid));
-  if (name == "zorder") return std::make_unique<ZOrderLayout>(geometry, std::move(grid));
-  if (name == "hilbert") return std::make_unique<HilbertLayout>(geometry, std::move(grid));
+  if (name == "zorder") return std::make_unique<ZOrderLayout>(geometry, std::move(grid), "zorder");
+  if (name == "hilbert") return std::make_unique<HilbertLayout>(geometry, std::move(grid), "hilbert");
   if (name == "multimap") return std::make_unique<MultiMapLayout>(geometry, std::move(grid), std::move(basic_cube));
   throw std::invalid_argument(
       fmt::format("unknown layout '{}' (this build has naive, zorder, hilbert, multimap)", name));

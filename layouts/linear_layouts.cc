@@ -59,22 +59,18 @@ std::uint64_t NaiveLayout::rank(std::span<const std::uint64_t> cell) const {
   return r;
 }
 
-ZOrderLayout::ZOrderLayout(const geom::Geometry& geometry, CellGrid grid)
-    : LinearLayout(geometry, std::move(grid)), curve_(in_priority_order(grid_)) {}
+template <typename Curve>
+CurveLayout<Curve>::CurveLayout(const geom::Geometry& geometry, CellGrid grid, std::string name)
+    : LinearLayout(geometry, std::move(grid)), curve_(in_priority_order(grid_)), name_(std::move(name)) {}
 
-std::uint64_t ZOrderLayout::rank(std::span<const std::uint64_t> cell) const {
+template <typename Curve>
+std::uint64_t CurveLayout<Curve>::rank(std::span<const std::uint64_t> cell) const {
   std::uint64_t c[16];
   for (std::size_t i = 0; i < grid_.dims(); ++i) c[i] = cell[grid_.order()[i]];
   return curve_.rank(std::span<const std::uint64_t>(c, grid_.dims()));
 }
 
-HilbertLayout::HilbertLayout(const geom::Geometry& geometry, CellGrid grid)
-    : LinearLayout(geometry, std::move(grid)), curve_(in_priority_order(grid_)) {}
-
-std::uint64_t HilbertLayout::rank(std::span<const std::uint64_t> cell) const {
-  std::uint64_t c[16];
-  for (std::size_t i = 0; i < grid_.dims(); ++i) c[i] = cell[grid_.order()[i]];
-  return curve_.rank(std::span<const std::uint64_t>(c, grid_.dims()));
-}
+template class CurveLayout<ZOrder>;
+template class CurveLayout<HilbertOrder>;
 
 }  // namespace mmfs::layouts

@@ -34,26 +34,21 @@ class NaiveLayout final : public LinearLayout {
   std::vector<std::uint64_t> stride_;  // per C-order dimension
 };
 
-// The curves rank cells with dimensions taken in priority order, so order[0]
-// plays the role of the curve's dimension 0.
-class ZOrderLayout final : public LinearLayout {
+// Z-order and Hilbert: the curves rank cells with dimensions taken in
+// priority order, so order[0] plays the role of the curve's dimension 0.
+template <typename Curve>
+class CurveLayout final : public LinearLayout {
  public:
-  ZOrderLayout(const geom::Geometry& geometry, CellGrid grid);
-  std::string name() const override { return "zorder"; }
+  CurveLayout(const geom::Geometry& geometry, CellGrid grid, std::string name);
+  std::string name() const override { return name_; }
   std::uint64_t rank(std::span<const std::uint64_t> cell) const override;
 
  private:
-  ZOrder curve_;
+  Curve curve_;
+  std::string name_;
 };
 
-class HilbertLayout final : public LinearLayout {
- public:
-  HilbertLayout(const geom::Geometry& geometry, CellGrid grid);
-  std::string name() const override { return "hilbert"; }
-  std::uint64_t rank(std::span<const std::uint64_t> cell) const override;
-
- private:
-  HilbertOrder curve_;
-};
+using ZOrderLayout = CurveLayout<ZOrder>;
+using HilbertLayout = CurveLayout<HilbertOrder>;
 
 }  // namespace mmfs::layouts
