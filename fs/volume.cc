@@ -126,7 +126,7 @@ int format_volume(BlockDevice& dev, const geom::Geometry& g, const FormatOptions
   if (!opt.force) {
     std::string sig = detect_signature(dev);
     if (!sig.empty()) {
-      *message = fmt::format("the target holds a {} filesystem signature; use -f to overwrite it", sig);
+      *message = fmt::format("the target already holds a filesystem ({} signature); use -f to overwrite it", sig);
       return EEXIST;
     }
   }
