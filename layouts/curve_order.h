@@ -71,11 +71,11 @@ class GapFreeCurve {
 
 }  // namespace detail
 
-// Gap-free Hilbert order (Hamilton 2006, see above).
-class HilbertOrder {
+// A gap-free curve order over a grid: Hilbert (Hamilton 2006) or Morton, see above.
+template <detail::CurveKind Kind>
+class CurveOrder {
  public:
-  explicit HilbertOrder(std::vector<std::uint64_t> extents)
-      : impl_(detail::CurveKind::kHilbert, std::move(extents)) {}
+  explicit CurveOrder(std::vector<std::uint64_t> extents) : impl_(Kind, std::move(extents)) {}
 
   std::uint64_t cells() const { return impl_.cells(); }
   unsigned dims() const { return impl_.dims(); }
@@ -97,22 +97,9 @@ class HilbertOrder {
   detail::GapFreeCurve impl_;
 };
 
+// Gap-free Hilbert order (Hamilton 2006, see above).
+using HilbertOrder = CurveOrder<detail::CurveKind::kHilbert>;
 // Gap-free Morton (Z) order, dimension 0 most significant (see above).
-class ZOrder {
- public:
-  explicit ZOrder(std::vector<std::uint64_t> extents) : impl_(detail::CurveKind::kMorton, std::move(extents)) {}
-
-  std::uint64_t cells() const { return impl_.cells(); }
-  unsigned dims() const { return impl_.dims(); }
-  unsigned bits() const { return impl_.bits(); }
-  const std::vector<std::uint64_t>& extents() const { return impl_.extents(); }
-
-  std::uint64_t rank(std::span<const std::uint64_t> cell) const { return impl_.rank(cell); }
-  void unrank(std::uint64_t rank, std::span<std::uint64_t> cell) const { impl_.unrank(rank, cell); }
-  void for_each(const CurveVisitor& f) const { impl_.for_each(f); }
-
- private:
-  detail::GapFreeCurve impl_;
-};
+using ZOrder = CurveOrder<detail::CurveKind::kMorton>;
 
 }  // namespace mmfs::layouts

@@ -1,6 +1,8 @@
 // The flash geometry and service-time model: tracks as optimal request size,
 // nominal adjacency, queue parallelism and bandwidth.
 #include <catch2/catch.hpp>
+
+#include "tests/unit/geometry_errors.h"
 #include <algorithm>
 #include <numeric>
 
@@ -19,27 +21,8 @@ FlashParams small() {  // 1000 pages in tracks of 32: the last track has 8
   return p;
 }
 
-template <class F>
-ErrorKind error_of(F&& f) {
-  try {
-    f();
-  } catch (const GeometryError& e) {
-    return e.kind();
-  }
-  FAIL("no GeometryError thrown");
-  return ErrorKind::Invalid;
-}
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const GeometryError& e) {
-    return e.what();
-  }
-  FAIL("no GeometryError thrown");
-  return {};
-}
+using testing::error_of;
+using testing::message_of;
 
 }  // namespace
 

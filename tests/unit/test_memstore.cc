@@ -1,6 +1,8 @@
 // The MEMStore geometry (MEMS paper §2-3, Tables 1-3) and its service-time
 // model: layout, equivalence classes, boundaries, JSON, batch timing.
 #include <catch2/catch.hpp>
+
+#include "tests/unit/geometry_errors.h"
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -35,27 +37,8 @@ MemsParams toy(std::uint32_t M = 0) {  // Table 2, Figures 2 and 3
 
 bool contains(const std::vector<Lbn>& sorted, Lbn l) { return std::binary_search(sorted.begin(), sorted.end(), l); }
 
-template <class F>
-ErrorKind error_of(F&& f) {
-  try {
-    f();
-  } catch (const GeometryError& e) {
-    return e.kind();
-  }
-  FAIL("no GeometryError thrown");
-  return ErrorKind::Invalid;
-}
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const GeometryError& e) {
-    return e.what();
-  }
-  FAIL("no GeometryError thrown");
-  return {};
-}
+using testing::error_of;
+using testing::message_of;
 
 // A random LBN, one time in four on the first or last cylinder.
 Lbn random_lbn(const MemStore& g, std::mt19937_64& rng) {
