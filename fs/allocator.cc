@@ -72,24 +72,6 @@ Lbn Allocator::track_start_at_or_after(Lbn lbn) const {
   return b.low == lbn ? lbn : b.high + 1;
 }
 
-Lbn Allocator::next_zone_start(Lbn lbn) const {
-  std::uint64_t T = geometry_.track_length(lbn);
-  Lbn t0 = geometry_.track_boundaries(lbn).low;
-  // Binary search over whole tracks of length T for the last one that still
-  // has that length; zones are contiguous runs of equal-length tracks.
-  std::uint64_t lo = 0, hi = (end_ - t0) / T;
-  while (lo < hi) {
-    std::uint64_t mid = lo + (hi - lo + 1) / 2;
-    Lbn probe = t0 + mid * T;
-    if (probe < end_ && probe < geometry_.capacity_sectors() && geometry_.track_length(probe) == T &&
-        geometry_.track_boundaries(probe).low == probe)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return std::min<Lbn>(end_, t0 + (lo + 1) * T);
-}
-
 int Allocator::allocate(const layouts::SpaceRequest& req, std::vector<Extent>* out) {
   std::lock_guard lock(mu_);
   std::vector<std::pair<Lbn, Lbn>> taken;
@@ -149,7 +131,7 @@ int Allocator::allocate(const layouts::SpaceRequest& req, std::vector<Extent>* o
       while (!found && cand < b && cand < geometry_.capacity_sectors()) {
         std::uint64_t T = geometry_.track_length(cand);
         Lbn group_end = cand + req.group_tracks * T;
-        Lbn zone_end = next_zone_start(cand);
+        Lbn zone_end = std::min<Lbn>(end_, geometry_.zone_bounds(cand).high + 1);
         if (T < req.min_track_sectors || group_end > zone_end) {
           cand = zone_end;  // this zone cannot hold the group from here: try the next one
           continue;

@@ -51,9 +51,6 @@ class Allocator {
   void take_locked(Lbn start, Lbn end);
   void give_locked(Lbn start, Lbn end);
   Lbn track_start_at_or_after(Lbn lbn) const;
-  // The first LBN after `lbn` whose track has a different length (the next
-  // zone), or end_ when none before end_.
-  Lbn next_zone_start(Lbn lbn) const;
 
   const geom::Geometry& geometry_;
   Lbn first_, end_;

@@ -166,22 +166,19 @@ FsckReport check_volume(Volume& vol, bool repair) {
   }
 
   // 7. Stray xattrs and extent maps, and the inode counter.
-  for (Ino ino : xattr_owners)
-    if (!inodes.count(ino) || removed.count(ino)) {
-      problem(fmt::format("extended attributes of missing inode {}", ino), true);
-      store.scan(keys::xattr_prefix(ino), [&](std::string_view k, std::string_view) {
+  // Records keyed under an inode that no longer exists (or was just removed).
+  auto drop_stray = [&](const std::set<Ino>& owners, std::string (*prefix)(Ino), const char* what) {
+    for (Ino ino : owners) {
+      if (inodes.count(ino) && !removed.count(ino)) continue;
+      problem(fmt::format("{} of missing inode {}", what, ino), true);
+      store.scan(prefix(ino), [&](std::string_view k, std::string_view) {
         fix.del(std::string(k));
         return true;
       });
     }
-  for (Ino ino : checksum_owners)
-    if (!inodes.count(ino) || removed.count(ino)) {
-      problem(fmt::format("cell checksums of missing inode {}", ino), true);
-      store.scan(keys::checksum_prefix(ino), [&](std::string_view k, std::string_view) {
-        fix.del(std::string(k));
-        return true;
-      });
-    }
+  };
+  drop_stray(xattr_owners, keys::xattr_prefix, "extended attributes");
+  drop_stray(checksum_owners, keys::checksum_prefix, "cell checksums");
   for (Ino ino : extent_owners)
     if (!inodes.count(ino) && !removed.count(ino)) {
       problem(fmt::format("extent map of missing inode {}", ino), true);

@@ -24,6 +24,31 @@ Lbn Geometry::adjacent_n(Lbn lbn, std::uint32_t step, std::uint64_t count) const
   return lbn;
 }
 
+TrackBounds Geometry::zone_bounds(Lbn lbn) const {
+  check_lbn(lbn);
+  const TrackBounds t = track_boundaries(lbn);
+  const std::uint64_t T = t.length();
+  // Tracks of length T before and after lbn's, found by bisection (a zone is
+  // a contiguous run of equal tracks).
+  auto same = [&](Lbn start) {
+    return start < capacity_sectors() && track_boundaries(start).low == start && track_length(start) == T;
+  };
+  std::uint64_t lo = 0, hi = t.low / T;  // tracks before lbn's that may belong
+  while (lo < hi) {
+    std::uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (same(t.low - mid * T)) lo = mid;
+    else hi = mid - 1;
+  }
+  Lbn first = t.low - lo * T;
+  lo = 0, hi = (capacity_sectors() - t.low) / T - 1;
+  while (lo < hi) {
+    std::uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (same(t.low + mid * T)) lo = mid;
+    else hi = mid - 1;
+  }
+  return {first, t.low + (lo + 1) * T - 1};
+}
+
 bool Geometry::conflicting(Lbn a, Lbn b) const {
   check_lbn(a);
   check_lbn(b);

@@ -38,6 +38,11 @@ class Geometry {
   // The most consecutive tracks of one length (a zone): the largest run a
   // track-group layout can use without straddling a zone.
   virtual std::uint64_t largest_zone_tracks() const { return tracks(); }
+  // The zone holding lbn — the run of consecutive whole tracks of lbn's
+  // track length — as [first LBN, end LBN). A track group a layout places
+  // there never straddles a zone. The default finds it by bisection over
+  // track lengths; models with a zone table answer exactly.
+  virtual TrackBounds zone_bounds(Lbn lbn) const;
 
   // Track structure. Every function taking an LBN throws
   // GeometryError(OutOfRange) for lbn >= capacity_sectors().

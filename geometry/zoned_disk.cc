@@ -85,6 +85,12 @@ std::uint64_t ZonedDisk::largest_zone_tracks() const {
   return best;
 }
 
+TrackBounds ZonedDisk::zone_bounds(Lbn lbn) const {
+  check_lbn(lbn);
+  const Zone& z = zones_[zone_index_of_lbn(lbn)];
+  return {z.first_lbn, z.first_lbn + z.sectors - 1};
+}
+
 std::uint64_t ZonedDisk::cylinders() const { return tracks_ / p_.surfaces; }
 
 std::uint32_t ZonedDisk::zone_index_of_lbn(Lbn lbn) const {

@@ -80,6 +80,7 @@ class ZonedDisk final : public Geometry {
   Lbn capacity_sectors() const override { return capacity_; }
   std::uint64_t tracks() const override { return tracks_; }
   std::uint64_t largest_zone_tracks() const override;
+  TrackBounds zone_bounds(Lbn lbn) const override;
   std::uint64_t track_of(Lbn lbn) const override;
   TrackBounds track_boundaries(Lbn lbn) const override;
   double skew(Lbn lbn) const override;

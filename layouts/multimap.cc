@@ -94,6 +94,8 @@ MultiMapLayout::MultiMapLayout(const geom::Geometry& geometry, CellGrid grid, st
   design_track_ = geometry_.track_length(0);
   std::uint32_t D = geometry_.depth();
   std::uint64_t zone_tracks = geometry_.largest_zone_tracks();
+  if (n >= 2 && D == 0)
+    throw std::invalid_argument(fmt::format("multimap: the device has no adjacent tracks (D = 0); use a linear layout"));
   if (std::uint64_t(spc_) > design_track_)
     throw std::invalid_argument(fmt::format("multimap: a cell of {} sectors does not fit a track of {} sectors",
                                             spc_, design_track_));
@@ -162,10 +164,8 @@ void MultiMapLayout::place(std::vector<Extent> extents) {
   for (const Extent& e : extents) {
     geom::TrackBounds b = geometry_.track_boundaries(e.start);
     std::uint64_t T = b.length();
-    std::uint64_t first_track = geometry_.track_of(e.start);
-    Lbn last = e.start + (group_tracks_ - 1) * T;
-    if (b.low != e.start || e.sectors != group_tracks_ * T || T < row || last >= geometry_.capacity_sectors() ||
-        geometry_.track_of(last) != first_track + group_tracks_ - 1 || geometry_.track_length(last) != T)
+    if (b.low != e.start || e.sectors != group_tracks_ * T || T < row ||
+        e.start + e.sectors > geometry_.zone_bounds(e.start).high + 1)
       throw std::invalid_argument(fmt::format(
           "multimap: extent {}+{} is not {} whole tracks of at least {} sectors in one zone", e.start, e.sectors,
           group_tracks_, row));

@@ -87,6 +87,11 @@ TEST_CASE("MultiMap: basic cubes obey Eq. 1-3 and user cubes are validated") {
   CHECK_THROWS_WITH(MultiMapLayout(*g, paper_grid({100, 200, 10}), {100, 129, 10}), Catch::Contains("Eq. 3"));
   CHECK_THROWS_WITH(MultiMapLayout(*g, paper_grid({100, 20, 10}), {100, 21, 10}), Catch::Contains("1..20"));
   CHECK_THROWS_WITH(MultiMapLayout(*g, paper_grid({100, 20, 10}), {100, 20}), Catch::Contains("dimensions"));
+  // A device with a single track has no adjacent blocks at all.
+  auto one_track = geom::load_geometry(nlohmann::json{{"kind", "disk"}, {"cylinders", 1}, {"sectors_per_track", 64},
+                                                      {"rpm", 10000}, {"settle_ms", 1.0}, {"settle_cylinders", 1}});
+  REQUIRE(one_track->depth() == 0);
+  CHECK_THROWS_WITH(MultiMapLayout(*one_track, paper_grid({8, 2})), Catch::Contains("D = 0"));
 }
 
 TEST_CASE("MultiMap on the Atlas: neighbours in every non-primary dimension are adjacent blocks") {

@@ -235,16 +235,22 @@ TEST_CASE("fsck repairs link counts, dangling entries and orphans", "[volume]") 
   std::string dangling(8, '\0');
   dangling[7] = char(200);
   damage.put(keys::dirent(kRootIno, "ghost"), dangling);
+  damage.put(keys::xattr(999, "user.x"), "stray");                  // records of an inode that does not exist
+  damage.put(keys::checksum_prefix(999) + std::string(8, '\0'), "abcd");
   REQUIRE(vol->store().apply(damage) == 0);
   REQUIRE(vol->store().sync() == 0);
   auto n = check_volume(*vol, false);
-  CHECK(n.problems.size() == 3);
+  CHECK(n.problems.size() == 5);
   CHECK(n.exit_code() == 4);
   auto y = check_volume(*vol, true);
   CHECK(y.exit_code() == 1);
   CHECK(check_volume(*vol, false).exit_code() == 0);
   CHECK(m.inode(f.ino)->nlink == 1);
   CHECK_FALSE(m.inode(orphan.ino));
+  CHECK_FALSE(m.xattr(999, "user.x"));
+  int stray = 0;
+  vol->store().scan(keys::checksum_prefix(999), [&](std::string_view, std::string_view) { return ++stray, true; });
+  CHECK(stray == 0);
 }
 
 TEST_CASE("crash consistency: 500 random cut points over namespace, xattr and extent operations", "[volume][crash]") {

@@ -206,3 +206,22 @@ TEST_CASE("adjacent_n equals repeated adjacent") {
   auto toy = ZonedDisk::from_json(toy_json());
   CHECK(toy->adjacent_n(0, 4, 2) == 64);
 }
+
+TEST_CASE("zone_bounds: the zone table and the generic bisection agree") {
+  std::mt19937_64 rng(12);
+  for (const char* name : {"atlas10k3", "cheetah36es"}) {
+    auto g = disk(name);
+    for (std::size_t i = 0; i < g->zones().size(); ++i) {
+      const auto& z = g->zones()[i];
+      for (Lbn l : {z.first_lbn, z.first_lbn + z.sectors - 1, z.first_lbn + rng() % z.sectors}) {
+        TrackBounds exact = g->zone_bounds(l);
+        CHECK(exact == TrackBounds{z.first_lbn, z.first_lbn + z.sectors - 1});
+        CHECK(g->Geometry::zone_bounds(l) == exact);
+      }
+    }
+    CHECK_THROWS_AS(g->zone_bounds(g->capacity_sectors()), GeometryError);
+  }
+  // Flash: one zone of equal tracks.
+  auto ssd = load_geometry("ssd");
+  CHECK(ssd->zone_bounds(12345) == TrackBounds{0, ssd->capacity_sectors() - 1});
+}
