@@ -66,4 +66,36 @@ void CellChecksums::stage_removal(const MetaStore& store, Ino ino, WriteBatch& b
   });
 }
 
+CellChecksums CellChecksums::fresh(Ino ino, std::uint64_t cells) {
+  CellChecksums t(ino);
+  t.sums_.assign(cells, 0);
+  t.dirty_.assign((cells + kCellsPerRecord - 1) / kCellsPerRecord, true);
+  return t;
+}
+
+void CellChecksums::resize(std::uint64_t cells) {
+  std::uint64_t old = sums_.size();
+  if (cells == old) return;
+  sums_.resize(cells, 0);
+  std::uint64_t records = (cells + kCellsPerRecord - 1) / kCellsPerRecord;
+  dirty_.resize(records, true);
+  // The record holding the old or new end changes length.
+  std::uint64_t edge = std::min(old, cells) / kCellsPerRecord;
+  if (edge < records) dirty_[edge] = true;
+}
+
+void CellChecksums::stage_removal_from(const MetaStore& store, Ino ino, std::uint64_t first_record,
+                                       WriteBatch& batch) {
+  std::string from = key(ino, first_record);
+  store.scan(keys::checksum_prefix(ino), [&](std::string_view k, std::string_view) {
+    if (k >= from) batch.del(std::string(k));
+    return true;
+  });
+}
+
+void CellChecksums::clear() {
+  std::fill(sums_.begin(), sums_.end(), 0);
+  std::fill(dirty_.begin(), dirty_.end(), true);
+}
+
 }  // namespace mmfs::fs

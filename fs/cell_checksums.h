@@ -27,6 +27,18 @@ class CellChecksums {
   // Loads the table of array `ino` with `cells` cells from the store.
   CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells);
 
+  // A new, all-unwritten table for `cells` cells whose every record is dirty,
+  // so stage() writes it in full (a new placement replacing the old table).
+  static CellChecksums fresh(Ino ino, std::uint64_t cells);
+  // Grows or shrinks the table (plain files: one checksum per block); the
+  // records that change become dirty. Records past a shrunk end must be
+  // deleted by the caller (stage_removal_from).
+  void resize(std::uint64_t cells);
+  // Deletes records from `first_record` on (after a shrink).
+  static void stage_removal_from(const MetaStore& store, Ino ino, std::uint64_t first_record, WriteBatch& batch);
+  // Every cell reads as zeros again (truncate of an array to 0).
+  void clear();
+
   std::uint64_t cells() const { return sums_.size(); }
   std::uint32_t get(std::uint64_t cell) const { return sums_[cell]; }
   // Records the checksum of a cell's new contents (dirty until staged).
@@ -42,6 +54,7 @@ class CellChecksums {
   static std::string key(Ino ino, std::uint64_t record);
 
  private:
+  CellChecksums(Ino ino) : ino_(ino) {}
   Ino ino_;
   std::vector<std::uint32_t> sums_;
   std::vector<bool> dirty_;  // per record

@@ -192,6 +192,11 @@ int Metadata::commit(const WriteBatch& batch, std::vector<Extent> dropped) {
   return 0;
 }
 
+int Metadata::apply(const WriteBatch& batch, std::vector<Extent> dropped) {
+  std::lock_guard lock(mu_);
+  return commit(batch, std::move(dropped));
+}
+
 int Metadata::create(Ino parent, std::string_view name, std::uint32_t mode, std::uint32_t uid, std::uint32_t gid,
                      std::string_view symlink_target, Inode* out) {
   if (int r = check_name(name)) return r;

@@ -88,6 +88,12 @@ class Metadata {
   int allocate_small_extents(Ino ino, std::uint64_t sectors, std::vector<Extent>* out);
   int set_extents(Ino ino, std::vector<Extent> extents);
 
+  // A composite change built by the caller (an array's new placement: extents,
+  // schema and checksums in one batch), atomic like every other operation.
+  // `dropped` extents return to the allocator after the next sync.
+  int apply(const WriteBatch& batch, std::vector<Extent> dropped);
+  MetaStore& store() { return store_; }
+
   // Durability point: every operation before it is durable afterwards, and
   // extents they dropped go back to the allocator.
   int sync();

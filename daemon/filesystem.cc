@@ -1,0 +1,899 @@
+#include "daemon/filesystem.h"
+
+#include <fmt/format.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/xattr.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace mmfs::daemon {
+
+using fs::ArrayFile;
+using fs::ArraySchema;
+using fs::Inode;
+
+namespace {
+
+constexpr const char* kOrphanDir = ".mmfs-orphans";
+constexpr auto kFlushInterval = std::chrono::seconds(5);
+
+// FUSE_SET_ATTR_* (fuse_lowlevel.h); kept numeric so this file stays FUSE-free.
+constexpr int kSetMode = 1 << 0, kSetUid = 1 << 1, kSetGid = 1 << 2, kSetSize = 1 << 3, kSetAtime = 1 << 4,
+              kSetMtime = 1 << 5, kSetAtimeNow = 1 << 7, kSetMtimeNow = 1 << 8, kSetCtime = 1 << 10;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+timespec to_timespec(std::int64_t ns) {
+  timespec t;
+  t.tv_sec = ns / 1000000000;
+  t.tv_nsec = ns % 1000000000;
+  if (t.tv_nsec < 0) {
+    t.tv_nsec += 1000000000;
+    t.tv_sec -= 1;
+  }
+  return t;
+}
+
+std::string geometry_name(const fs::Volume& v) {
+  auto j = nlohmann::json::parse(v.superblock().geometry_json, nullptr, false);
+  if (j.is_object()) {
+    if (j.contains("name") && j["name"].is_string()) return j["name"];
+    if (j.contains("profile") && j["profile"].is_string()) return j["profile"];
+  }
+  return "custom";
+}
+
+bool is_mmfs_attr(const std::string& name) { return name.rfind(fs::kSchemaPrefix, 0) == 0; }
+
+}  // namespace
+
+Filesystem::Filesystem(std::unique_ptr<fs::Volume> volume, bool read_only)
+    : volume_(std::move(volume)), read_only_(read_only), io_(volume_->device(), volume_->geometry()),
+      array_ctx_{volume_->metadata(), volume_->allocator(), io_, volume_->geometry(), geometry_name(*volume_)} {
+  vnodes_.push_back({});  // index 0 unused: a virtual inode number is never just the top bit
+  fs::Metadata& md = volume_->metadata();
+  if (auto o = md.lookup(fs::kRootIno, kOrphanDir)) {
+    orphans_ = *o;
+    if (!read_only_) {
+      // Files unlinked while open when the daemon stopped: their last close never came.
+      std::vector<std::string> names;
+      md.readdir(orphans_, [&](std::string_view n, Ino) {
+        names.emplace_back(n);
+        return true;
+      });
+      for (const auto& n : names) md.unlink(orphans_, n);
+      md.sync();
+    }
+  } else if (!read_only_) {
+    Inode dir;
+    if (md.create(fs::kRootIno, kOrphanDir, S_IFDIR | 0700, 0, 0, "", &dir) == 0) {
+      orphans_ = dir.ino;
+      md.sync();
+    }
+  }
+}
+
+Filesystem::~Filesystem() { shutdown(); }
+
+void Filesystem::start() { flusher_ = std::thread([this] { flusher(); }); }
+
+void Filesystem::flusher() {
+  std::unique_lock lock(flusher_mu_);
+  while (!stopping_) {
+    flusher_cv_.wait_for(lock, kFlushInterval);
+    if (stopping_) break;
+    lock.unlock();
+    flush_all(true);
+    lock.lock();
+  }
+}
+
+int Filesystem::shutdown() {
+  {
+    std::lock_guard lock(flusher_mu_);
+    if (stopping_) return 0;
+    stopping_ = true;
+  }
+  flusher_cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+  return read_only_ ? 0 : flush_all(true);
+}
+
+int Filesystem::flush_all(bool durable) {
+  if (read_only_) return 0;
+  std::vector<std::pair<Ino, std::shared_ptr<fs::ArrayFile>>> arrays;
+  int first = 0;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [ino, of] : open_) {
+      if (of.plain && (of.plain->dirty() || of.times_dirty))
+        if (int r = commit_open_file(ino, of); r && !first) first = r;
+      if (of.array) arrays.push_back({ino, of.array});
+    }
+    for (auto& [ino, weak] : arrays_)
+      if (auto a = weak.lock()) arrays.push_back({ino, a});
+  }
+  for (auto& [ino, a] : arrays) {
+    std::string msg;
+    if (int r = a->flush(false, &msg)) {
+      record(r, ino, msg);
+      if (!first) first = r;
+    }
+  }
+  if (durable)
+    if (int r = volume_->metadata().sync(); r && !first) first = r;
+  return first;
+}
+
+std::string Filesystem::path_of(Ino ino) const {
+  if (ino == fs::kRootIno) return "/";
+  if (ino & kVirtualBit) return fmt::format("<view {}>", ino & ~kVirtualBit);
+  // Directories know their parent; files are named by inode number.
+  const fs::Metadata& md = volume_->metadata();
+  auto n = md.inode(ino);
+  if (!n) return fmt::format("<inode {}>", ino);
+  if (!S_ISDIR(n->mode)) return fmt::format("<inode {}>", ino);
+  std::vector<std::string> parts;
+  Ino cur = ino;
+  for (int depth = 0; cur != fs::kRootIno && depth < 64; ++depth) {
+    auto c = md.inode(cur);
+    if (!c) break;
+    std::string name;
+    md.readdir(c->parent, [&](std::string_view nm, Ino child) {
+      if (child == cur) {
+        name = nm;
+        return false;
+      }
+      return true;
+    });
+    parts.push_back(name);
+    cur = c->parent;
+  }
+  std::string p;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) p += "/" + *it;
+  return p.empty() ? "/" : p;
+}
+
+std::string Filesystem::child_path(Ino parent, const std::string& name) const {
+  if (parent & kVirtualBit) {
+    std::lock_guard lock(const_cast<std::mutex&>(vmu_));
+    const VNode& v = vnodes_[parent & ~kVirtualBit];
+    std::string p = v.array ? fmt::format("<inode {}>@", v.array) : "/.mmfs";
+    for (const auto& c : v.components) p += "/" + c;
+    return p + "/" + name;
+  }
+  std::string dir = path_of(parent);
+  return (dir == "/" ? "" : dir) + "/" + name;
+}
+
+int Filesystem::record(int error, Ino ino, const std::string& message) {
+  return errors_.record(error, path_of(ino), message);
+}
+
+int Filesystem::record_at(int error, Ino parent, const std::string& name, const std::string& message) {
+  return errors_.record(error, child_path(parent, name), message);
+}
+
+std::optional<ArraySchema> Filesystem::stored_schema(Ino ino) const {
+  auto v = volume_->metadata().xattr(ino, std::string(ArrayFile::kSchemaXattr));
+  if (!v) return std::nullopt;
+  return fs::decode_schema(*v);
+}
+
+int Filesystem::fill_stat(const Inode& inode, struct stat* st) {
+  std::memset(st, 0, sizeof *st);
+  st->st_ino = inode.ino;
+  st->st_mode = inode.mode;
+  st->st_nlink = inode.nlink;
+  st->st_uid = inode.uid;
+  st->st_gid = inode.gid;
+  st->st_size = std::int64_t(inode.size);
+  st->st_rdev = inode.rdev;
+  st->st_atim = to_timespec(inode.atime_ns);
+  st->st_mtim = to_timespec(inode.mtime_ns);
+  st->st_ctim = to_timespec(inode.ctime_ns);
+  st->st_blksize = 1 << 20;
+  std::uint64_t sectors = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(inode.ino);
+    if (it != open_.end() && it->second.plain) {
+      st->st_size = std::int64_t(it->second.plain->size());
+      sectors = it->second.plain->allocated_bytes() / volume_->geometry().sector_size();
+      if (it->second.times_dirty) st->st_mtim = st->st_ctim = to_timespec(it->second.mtime_ns);
+    } else {
+      for (const auto& e : volume_->metadata().extents(inode.ino)) sectors += e.sectors;
+    }
+  }
+  if (S_ISLNK(inode.mode)) st->st_size = std::int64_t(inode.symlink.size());
+  st->st_blocks = std::int64_t(sectors * volume_->geometry().sector_size() / 512);
+  return 0;
+}
+
+int Filesystem::getattr(Ino ino, struct stat* st) {
+  if (ino & kVirtualBit) {
+    std::string content, msg;
+    int r = vnode_stat(ino, st, &content, &msg);
+    return r ? record(r, ino, msg) : 0;
+  }
+  auto n = volume_->metadata().inode(ino);
+  if (!n) return ENOENT;
+  return fill_stat(*n, st);
+}
+
+Ino Filesystem::intern_vnode(Ino parent_vino, const std::string& name, VNode node) {
+  std::lock_guard lock(vmu_);
+  auto key = std::make_pair(parent_vino, name);
+  auto it = vindex_.find(key);
+  if (it != vindex_.end()) {
+    VNode& v = vnodes_[it->second & ~kVirtualBit];
+    if (v.array == node.array && v.components == node.components) {
+      v.dir = node.dir;
+      return it->second;
+    }
+  }
+  Ino vino = kVirtualBit | vnodes_.size();
+  vnodes_.push_back(std::move(node));
+  vindex_[key] = vino;
+  return vino;
+}
+
+int Filesystem::array_for(Ino ino, std::shared_ptr<ArrayFile>* out, std::string* message) {
+  std::lock_guard lock(mu_);
+  if (auto it = arrays_.find(ino); it != arrays_.end())
+    if (auto a = it->second.lock()) {
+      *out = a;
+      return 0;
+    }
+  auto schema = stored_schema(ino);
+  if (!schema || schema->shape.empty()) {
+    *message = "not an array file";
+    return ENOENT;
+  }
+  if (int r = ArrayFile::open(array_ctx_, ino, *schema, out, message)) return r;
+  arrays_[ino] = *out;
+  return 0;
+}
+
+int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message) {
+  VNode v;
+  {
+    std::lock_guard lock(vmu_);
+    std::uint64_t i = vino & ~kVirtualBit;
+    if (i == 0 || i >= vnodes_.size()) return ENOENT;
+    v = vnodes_[i];
+  }
+  std::memset(st, 0, sizeof *st);
+  st->st_ino = vino;
+  st->st_nlink = 1;
+  st->st_blksize = 1 << 20;
+  auto now = to_timespec(now_ns());
+  st->st_atim = st->st_mtim = st->st_ctim = now;
+  auto as_dir = [&] {
+    st->st_mode = S_IFDIR | 0555;
+    st->st_nlink = 2;
+    return 0;
+  };
+  auto as_file = [&](std::uint64_t size) {
+    st->st_mode = S_IFREG | 0444;
+    st->st_size = std::int64_t(size);
+    return 0;
+  };
+  if (v.array == 0) {
+    auto res = fs::resolve_control(v.components, volume_->geometry());
+    if (auto* e = std::get_if<fs::PathError>(&res)) {
+      *message = e->message;
+      return e->error;
+    }
+    auto& node = std::get<fs::ControlNode>(res);
+    switch (node.kind) {
+      case fs::ControlKind::Dir: return as_dir();
+      case fs::ControlKind::Stats: {
+        nlohmann::json j = io_.stats();
+        auto ms = volume_->store().stats();
+        j["metadata_batches"] = ms.batches_applied;
+        j["metadata_flushes"] = ms.flushes;
+        *content = j.dump(2) + "\n";
+        break;
+      }
+      case fs::ControlKind::Errors: *content = errors_.text(); break;
+      default: *content = node.content; break;
+    }
+    return as_file(content->size());
+  }
+  std::shared_ptr<ArrayFile> array;
+  if (int r = array_for(v.array, &array, message)) return r;
+  ArraySchema schema = array->schema();
+  auto res = fs::resolve_view(v.components, schema.shape, schema.dtype.itemsize, false);
+  if (auto* e = std::get_if<fs::PathError>(&res)) {
+    *message = e->message;
+    return e->error;
+  }
+  auto& node = std::get<fs::ViewNode>(res);
+  switch (node.kind) {
+    case fs::ViewKind::Dir: return as_dir();
+    case fs::ViewKind::Data: return as_file(node.data->bytes(schema.dtype.itemsize));
+    case fs::ViewKind::Info: *content = array->info().dump(2) + "\n"; break;
+    case fs::ViewKind::Lbn: array->lbn_text(node.coords, content); break;
+    case fs::ViewKind::Plan: {
+      nlohmann::json j;
+      if (int r = array->plan(*node.data, &j, message)) return r;
+      *content = j.dump() + "\n";
+      break;
+    }
+  }
+  return as_file(content->size());
+}
+
+int Filesystem::lookup_virtual(Ino parent, const std::string& name, struct stat* st) {
+  VNode v;
+  {
+    std::lock_guard lock(vmu_);
+    std::uint64_t i = parent & ~kVirtualBit;
+    if (i == 0 || i >= vnodes_.size()) return ENOENT;
+    v = vnodes_[i];
+  }
+  v.components.push_back(name);
+  Ino vino = intern_vnode(parent, name, v);
+  std::string content, msg;
+  if (int r = vnode_stat(vino, st, &content, &msg)) return record_at(r, parent, name, msg);
+  return 0;
+}
+
+int Filesystem::lookup(Ino parent, const std::string& name, struct stat* st) {
+  if (parent & kVirtualBit) return lookup_virtual(parent, name, st);
+  fs::Metadata& md = volume_->metadata();
+  if (parent == fs::kRootIno && name == ".mmfs") {
+    Ino vino = intern_vnode(parent, name, VNode{0, {}, true});
+    std::string content, msg;
+    return vnode_stat(vino, st, &content, &msg);
+  }
+  if (parent == fs::kRootIno && name == kOrphanDir) return ENOENT;
+  if (name.size() > 1 && name.back() == '@') {
+    std::string base = name.substr(0, name.size() - 1);
+    if (auto child = md.lookup(parent, base)) {
+      auto schema = stored_schema(*child);
+      if (schema && !schema->shape.empty()) {
+        Ino vino = intern_vnode(parent, name, VNode{*child, {}, true});
+        std::string content, msg;
+        if (int r = vnode_stat(vino, st, &content, &msg)) return record_at(r, parent, name, msg);
+        return 0;
+      }
+    }
+  }
+  auto child = md.lookup(parent, name);
+  if (!child) return ENOENT;
+  auto n = md.inode(*child);
+  if (!n) return ENOENT;
+  return fill_stat(*n, st);
+}
+
+int Filesystem::readdir(Ino ino, std::vector<std::pair<std::string, struct stat>>* entries) {
+  struct stat st;
+  if (ino & kVirtualBit) {
+    VNode v;
+    {
+      std::lock_guard lock(vmu_);
+      v = vnodes_[ino & ~kVirtualBit];
+    }
+    std::vector<std::string> listing;
+    if (v.array == 0) {
+      auto res = fs::resolve_control(v.components, volume_->geometry());
+      if (auto* e = std::get_if<fs::PathError>(&res)) return record(e->error, ino, e->message);
+      listing = std::get<fs::ControlNode>(res).listing;
+    } else {
+      std::shared_ptr<ArrayFile> array;
+      std::string msg;
+      if (int r = array_for(v.array, &array, &msg)) return record(r, ino, msg);
+      ArraySchema schema = array->schema();
+      auto res = fs::resolve_view(v.components, schema.shape, schema.dtype.itemsize, true);
+      if (auto* e = std::get_if<fs::PathError>(&res)) return record(e->error, ino, e->message);
+      listing = std::get<fs::ViewNode>(res).listing;
+    }
+    std::memset(&st, 0, sizeof st);
+    st.st_mode = S_IFDIR;
+    st.st_ino = ino;
+    entries->push_back({".", st});
+    entries->push_back({"..", st});
+    for (const auto& name : listing) {
+      VNode child = v;
+      child.components.push_back(name);
+      std::memset(&st, 0, sizeof st);
+      st.st_ino = intern_vnode(ino, name, child);
+      // Names ending in '@' and every name below a directory level are dirs
+      // or files; the type is only a hint to readdir callers.
+      st.st_mode = S_IFREG;
+      entries->push_back({name, st});
+    }
+    return 0;
+  }
+  fs::Metadata& md = volume_->metadata();
+  auto dir = md.inode(ino);
+  if (!dir) return ENOENT;
+  if (!S_ISDIR(dir->mode)) return ENOTDIR;
+  std::memset(&st, 0, sizeof st);
+  st.st_mode = S_IFDIR;
+  st.st_ino = ino;
+  entries->push_back({".", st});
+  st.st_ino = dir->parent;
+  entries->push_back({"..", st});
+  md.readdir(ino, [&](std::string_view name, Ino child) {
+    if (ino == fs::kRootIno && name == kOrphanDir) return true;
+    std::memset(&st, 0, sizeof st);
+    st.st_ino = child;
+    if (auto n = md.inode(child)) st.st_mode = n->mode & S_IFMT;
+    entries->push_back({std::string(name), st});
+    return true;
+  });
+  return 0;
+}
+
+int Filesystem::mknod(Ino parent, const std::string& name, std::uint32_t mode, const Caller& who, struct stat* st) {
+  if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
+  if (read_only_) return EROFS;
+  if (name.size() > 1 && name.back() == '@') {
+    auto base = volume_->metadata().lookup(parent, name.substr(0, name.size() - 1));
+    if (base) {
+      auto s = stored_schema(*base);
+      if (s && !s->shape.empty()) return record_at(EROFS, parent, name, "the view directory of an array is read-only");
+    }
+  }
+  Inode n;
+  if (int r = volume_->metadata().create(parent, name, mode, who.uid, who.gid, "", &n)) return r;
+  return fill_stat(n, st);
+}
+
+int Filesystem::mkdir(Ino parent, const std::string& name, std::uint32_t mode, const Caller& who, struct stat* st) {
+  return mknod(parent, name, S_IFDIR | (mode & 07777), who, st);
+}
+
+int Filesystem::symlink(Ino parent, const std::string& name, const std::string& target, const Caller& who,
+                        struct stat* st) {
+  if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
+  if (read_only_) return EROFS;
+  Inode n;
+  if (int r = volume_->metadata().create(parent, name, S_IFLNK | 0777, who.uid, who.gid, target, &n)) return r;
+  return fill_stat(n, st);
+}
+
+int Filesystem::readlink(Ino ino, std::string* target) {
+  if (ino & kVirtualBit) return EINVAL;
+  auto n = volume_->metadata().inode(ino);
+  if (!n) return ENOENT;
+  if (!S_ISLNK(n->mode)) return EINVAL;
+  *target = n->symlink;
+  return 0;
+}
+
+int Filesystem::link(Ino ino, Ino parent, const std::string& name, struct stat* st) {
+  if ((ino | parent) & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
+  if (read_only_) return EROFS;
+  Inode n;
+  if (int r = volume_->metadata().link(ino, parent, name, &n)) return r;
+  return fill_stat(n, st);
+}
+
+int Filesystem::orphan_if_open(Ino parent, const std::string& name) {
+  // Called with mu_ held. A file unlinked while open keeps its data until the
+  // last close: it moves to the orphan directory instead of being freed.
+  fs::Metadata& md = volume_->metadata();
+  auto child = md.lookup(parent, name);
+  if (!child) return -1;
+  auto it = open_.find(*child);
+  if (it == open_.end() || it->second.opens == 0 || orphans_ == 0) return -1;
+  auto n = md.inode(*child);
+  if (!n || S_ISDIR(n->mode) || n->nlink > 1) return -1;
+  if (int r = md.rename(parent, name, orphans_, std::to_string(*child), fs::Metadata::kNoReplace)) return r;
+  it->second.orphaned = true;
+  return 0;
+}
+
+int Filesystem::unlink(Ino parent, const std::string& name) {
+  if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
+  if (read_only_) return EROFS;
+  std::lock_guard lock(mu_);
+  int r = orphan_if_open(parent, name);
+  if (r >= 0) return r;
+  auto child = volume_->metadata().lookup(parent, name);
+  r = volume_->metadata().unlink(parent, name);
+  if (r == 0 && child && !volume_->metadata().inode(*child)) arrays_.erase(*child);
+  return r;
+}
+
+int Filesystem::rmdir(Ino parent, const std::string& name) {
+  if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
+  if (read_only_) return EROFS;
+  return volume_->metadata().rmdir(parent, name);
+}
+
+int Filesystem::rename(Ino parent, const std::string& name, Ino new_parent, const std::string& new_name,
+                       unsigned flags) {
+  if ((parent | new_parent) & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
+  if (read_only_) return EROFS;
+  if (flags & ~unsigned(fs::Metadata::kNoReplace | fs::Metadata::kExchange)) return EINVAL;
+  std::lock_guard lock(mu_);
+  fs::Metadata& md = volume_->metadata();
+  if (!(flags & (fs::Metadata::kNoReplace | fs::Metadata::kExchange))) {
+    auto src = md.lookup(parent, name), dst = md.lookup(new_parent, new_name);
+    if (src && dst && *src != *dst) {
+      int r = orphan_if_open(new_parent, new_name);
+      if (r > 0) return r;
+    }
+  }
+  return md.rename(parent, name, new_parent, new_name, flags);
+}
+
+int Filesystem::statfs(struct statvfs* st) {
+  std::memset(st, 0, sizeof *st);
+  const fs::Allocator& a = volume_->allocator();
+  std::uint32_t ss = volume_->geometry().sector_size();
+  st->f_bsize = std::max<std::uint32_t>(ss, 4096);
+  st->f_frsize = ss;
+  st->f_blocks = a.total_sectors();
+  st->f_bfree = st->f_bavail = a.free_sectors();
+  st->f_files = 1ull << 32;
+  st->f_ffree = st->f_favail = (1ull << 32) - 1;
+  st->f_namemax = 255;
+  return 0;
+}
+
+std::shared_ptr<fs::PlainFile> Filesystem::plain_for_locked(Ino ino, const Inode& inode) {
+  OpenFile& of = open_[ino];
+  if (!of.plain)
+    of.plain = std::make_shared<fs::PlainFile>(volume_->metadata(), volume_->allocator(), io_, volume_->geometry(),
+                                               ino, inode.size);
+  return of.plain;
+}
+
+int Filesystem::commit_open_file(Ino ino, OpenFile& of) {
+  if (!of.plain) return 0;
+  auto n = volume_->metadata().inode(ino);
+  if (!n) return 0;
+  if (of.times_dirty) {
+    n->mtime_ns = n->ctime_ns = of.mtime_ns;
+    of.times_dirty = false;
+  }
+  return of.plain->commit(*n);
+}
+
+int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
+  auto h = std::make_unique<Handle>();
+  h->ino = ino;
+  bool wants_write = (flags & O_ACCMODE) != O_RDONLY;
+  if (ino & kVirtualBit) {
+    if (wants_write) return record(EROFS, ino, "views and /.mmfs are read-only");
+    VNode v;
+    {
+      std::lock_guard lock(vmu_);
+      v = vnodes_[ino & ~kVirtualBit];
+    }
+    struct stat st;
+    std::string msg;
+    if (int r = vnode_stat(ino, &st, &h->content, &msg)) return record(r, ino, msg);
+    if (S_ISDIR(st.st_mode)) return EISDIR;
+    if (v.array != 0) {
+      if (int r = array_for(v.array, &h->array, &msg)) return record(r, ino, msg);
+      ArraySchema schema = h->array->schema();
+      auto res = fs::resolve_view(v.components, schema.shape, schema.dtype.itemsize, false);
+      if (auto* node = std::get_if<fs::ViewNode>(&res); node && node->kind == fs::ViewKind::Data)
+        h->view = node->data;
+    }
+    h->is_virtual_text = !h->view;
+    *out = std::move(h);
+    return 0;
+  }
+  if (wants_write && read_only_) return EROFS;
+  auto n = volume_->metadata().inode(ino);
+  if (!n) return ENOENT;
+  if (S_ISDIR(n->mode)) return EISDIR;
+  auto schema = stored_schema(ino);
+  std::shared_ptr<ArrayFile> array;
+  if (schema && !schema->shape.empty()) {
+    std::string msg;
+    if (int r = array_for(ino, &array, &msg)) return record(r, ino, msg);
+  }
+  std::lock_guard lock(mu_);
+  OpenFile& of = open_[ino];
+  if (array) of.array = array;
+  else plain_for_locked(ino, *n);
+  ++of.opens;
+  h->writable = wants_write;
+  *out = std::move(h);
+  return 0;
+}
+
+int Filesystem::read(Handle& h, std::uint64_t offset, std::size_t size, std::vector<std::byte>* out) {
+  out->resize(size);
+  std::size_t got = 0;
+  std::string msg;
+  int r = 0;
+  if (h.is_virtual_text) {
+    if (offset < h.content.size()) {
+      got = std::min<std::size_t>(size, h.content.size() - offset);
+      std::memcpy(out->data(), h.content.data() + offset, got);
+    }
+  } else if (h.view) {
+    r = h.array->read_view(*h.view, offset, size, out->data(), &got, &msg);
+  } else {
+    std::shared_ptr<fs::PlainFile> plain;
+    std::shared_ptr<ArrayFile> array;
+    {
+      std::lock_guard lock(mu_);
+      auto it = open_.find(h.ino);
+      if (it == open_.end()) return EBADF;
+      plain = it->second.plain;
+      array = it->second.array;
+    }
+    if (array) r = array->read(offset, size, out->data(), &got, &msg);
+    else r = plain->read(offset, size, out->data(), &got);
+    if (r == EIO && msg.empty()) msg = "a block failed its checksum";
+  }
+  if (r) return record(r, h.ino, msg);
+  out->resize(got);
+  return 0;
+}
+
+int Filesystem::write(Handle& h, std::uint64_t offset, const std::byte* data, std::size_t size) {
+  if (h.ino & kVirtualBit) return record(EROFS, h.ino, "views are read-only");
+  std::shared_ptr<fs::PlainFile> plain;
+  std::shared_ptr<ArrayFile> array;
+  {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(h.ino);
+    if (it == open_.end()) return EBADF;
+    plain = it->second.plain;
+    array = it->second.array;
+    it->second.mtime_ns = now_ns();
+    it->second.times_dirty = plain != nullptr;
+  }
+  std::string msg;
+  int r = array ? array->write(offset, data, size, &msg) : plain->write(offset, data, size);
+  if (r) return record(r, h.ino, msg.empty() ? fmt::format("write of {} bytes at {} failed", size, offset) : msg);
+  return 0;
+}
+
+int Filesystem::fallocate(Handle& h, int mode, std::uint64_t offset, std::uint64_t length) {
+  std::shared_ptr<fs::PlainFile> plain;
+  {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(h.ino);
+    if (it == open_.end()) return EBADF;
+    plain = it->second.plain;
+    if (it->second.array) return record(EOPNOTSUPP, h.ino, "fallocate: an array file's space is fixed by its shape");
+  }
+  if (mode & ~FALLOC_FL_KEEP_SIZE) return EOPNOTSUPP;
+  return plain->fallocate(offset, length, mode & FALLOC_FL_KEEP_SIZE);
+}
+
+int Filesystem::fsync(Handle* h, Ino ino) {
+  (void)h;
+  if (ino & kVirtualBit) return 0;
+  std::shared_ptr<ArrayFile> array;
+  {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(ino);
+    if (it != open_.end()) {
+      if (int r = commit_open_file(ino, it->second)) return r;
+      array = it->second.array;
+    }
+  }
+  if (array) {
+    std::string msg;
+    if (int r = array->flush(true, &msg)) return record(r, ino, msg);
+    return 0;
+  }
+  return volume_->metadata().sync();
+}
+
+int Filesystem::fsyncdir() { return volume_->metadata().sync(); }
+
+int Filesystem::release(std::unique_ptr<Handle> h) {
+  if (h->ino & kVirtualBit) return 0;
+  std::shared_ptr<ArrayFile> array;
+  int r = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(h->ino);
+    if (it == open_.end()) return 0;
+    OpenFile& of = it->second;
+    if (--of.opens > 0) return 0;
+    r = commit_open_file(h->ino, of);
+    array = of.array;
+    bool orphaned = of.orphaned;
+    open_.erase(it);
+    if (orphaned) {
+      volume_->metadata().unlink(orphans_, std::to_string(h->ino));
+      arrays_.erase(h->ino);
+      return r;
+    }
+  }
+  if (array) {
+    std::string msg;
+    if (int e = array->flush(false, &msg)) r = record(e, h->ino, msg);
+  }
+  return r;
+}
+
+int Filesystem::setattr(Ino ino, const struct stat& attr, int to_set, const Caller& who, Handle* fh,
+                        struct stat* out) {
+  (void)who;
+  (void)fh;
+  if (ino & kVirtualBit) return record(EROFS, ino, "views are read-only");
+  if (read_only_) return EROFS;
+  fs::Metadata& md = volume_->metadata();
+  if (to_set & kSetSize) {
+    auto n = md.inode(ino);
+    if (!n) return ENOENT;
+    if (S_ISDIR(n->mode)) return EISDIR;
+    std::uint64_t size = std::uint64_t(attr.st_size);
+    auto schema = stored_schema(ino);
+    if (schema && !schema->shape.empty()) {
+      std::shared_ptr<ArrayFile> array;
+      std::string msg;
+      if (int r = array_for(ino, &array, &msg)) return record(r, ino, msg);
+      if (size == 0) {
+        if (int r = array->zero(&msg)) return record(r, ino, msg);
+      } else if (size != array->size()) {
+        return record(EINVAL, ino,
+                      fmt::format("truncate to {} bytes: an array's size is fixed by its shape ({} bytes); "
+                                  "truncate to 0 zeroes it",
+                                  size, array->size()));
+      }
+    } else {
+      std::lock_guard lock(mu_);
+      bool was_open = open_.count(ino) && open_[ino].opens > 0;
+      auto plain = plain_for_locked(ino, *n);
+      int r = plain->truncate(size);
+      if (r == 0) {
+        open_[ino].mtime_ns = now_ns();
+        open_[ino].times_dirty = true;
+        r = commit_open_file(ino, open_[ino]);
+      }
+      if (!was_open) open_.erase(ino);
+      if (r) return r;
+    }
+  }
+  auto n = md.inode(ino);
+  if (!n) return ENOENT;
+  std::int64_t now = now_ns();
+  if (to_set & kSetMode) n->mode = (n->mode & S_IFMT) | (attr.st_mode & 07777);
+  if (to_set & kSetUid) n->uid = attr.st_uid;
+  if (to_set & kSetGid) n->gid = attr.st_gid;
+  if (to_set & kSetAtimeNow) n->atime_ns = now;
+  else if (to_set & kSetAtime) n->atime_ns = attr.st_atim.tv_sec * 1000000000ll + attr.st_atim.tv_nsec;
+  if (to_set & kSetMtimeNow) n->mtime_ns = now;
+  else if (to_set & kSetMtime) n->mtime_ns = attr.st_mtim.tv_sec * 1000000000ll + attr.st_mtim.tv_nsec;
+  if (to_set & kSetCtime) n->ctime_ns = attr.st_ctim.tv_sec * 1000000000ll + attr.st_ctim.tv_nsec;
+  else n->ctime_ns = now;
+  {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(ino);
+    if (it != open_.end() && it->second.plain) {
+      n->size = it->second.plain->size();
+      if (to_set & (kSetMtime | kSetMtimeNow)) it->second.times_dirty = false;
+    }
+    if (int r = md.set_inode(*n)) return r;
+  }
+  return fill_stat(*n, out);
+}
+
+int Filesystem::setxattr(Ino ino, const std::string& name, const std::string& value, int flags) {
+  if (ino & kVirtualBit) return record(EROFS, ino, "views are read-only");
+  if (read_only_) return EROFS;
+  fs::Metadata& md = volume_->metadata();
+  auto n = md.inode(ino);
+  if (!n) return ENOENT;
+  if (!is_mmfs_attr(name)) {
+    if (name.rfind("user.", 0) != 0 && name.rfind("trusted.", 0) != 0 && name.rfind("security.", 0) != 0)
+      return EOPNOTSUPP;
+    bool exists = md.xattr(ino, name).has_value();
+    if ((flags & XATTR_CREATE) && exists) return EEXIST;
+    if ((flags & XATTR_REPLACE) && !exists) return ENODATA;
+    return md.set_xattr(ino, name, value);
+  }
+  std::string attr = name.substr(fs::kSchemaPrefix.size());
+  if (!S_ISREG(n->mode))
+    return record(EINVAL, ino, fmt::format("{}: only regular files become arrays", name));
+  ArraySchema current = stored_schema(ino).value_or(ArraySchema{});
+  ArraySchema next = current;
+  if (auto res = fs::set_schema_attr(next, attr, value)) return record(res.error, ino, res.message);
+  return [&]() -> int {
+    std::string msg;
+    if (!current.shape.empty()) {
+      std::shared_ptr<ArrayFile> array;
+      if (int r = array_for(ino, &array, &msg)) return record(r, ino, msg);
+      if (int r = array->change_schema(next, &msg)) return record(r, ino, fmt::format("{}: {}", name, msg));
+      return 0;
+    }
+    if (next.shape.empty()) {  // an attribute set ahead of the shape
+      if (int r = md.set_xattr(ino, std::string(ArrayFile::kSchemaXattr), fs::encode_schema(next))) return r;
+      return 0;
+    }
+    // Setting the shape makes the file an array.
+    std::lock_guard lock(mu_);
+    auto it = open_.find(ino);
+    std::shared_ptr<fs::PlainFile> plain;
+    if (it != open_.end() && it->second.plain) plain = it->second.plain;
+    else plain = std::make_shared<fs::PlainFile>(md, volume_->allocator(), io_, volume_->geometry(), ino, n->size);
+    std::uint64_t need = fs::array_bytes(next);
+    if (plain->size() != 0 && plain->size() != need)
+      return record(EINVAL, ino,
+                    fmt::format("{}: the file holds {} bytes but shape {} of {} needs {} (or an empty file)", name,
+                                plain->size(), fs::schema_attr_text(next, "shape"), next.dtype.name, need));
+    if (it != open_.end() && it->second.plain) commit_open_file(ino, it->second);
+    auto fresh = md.inode(ino);
+    std::shared_ptr<ArrayFile> array;
+    if (int r = ArrayFile::create(array_ctx_, *fresh, next, plain->size() ? plain.get() : nullptr, &array, &msg))
+      return record(r, ino, fmt::format("{}: {}", name, msg));
+    arrays_[ino] = array;
+    if (it != open_.end()) {
+      it->second.plain.reset();
+      it->second.times_dirty = false;
+      it->second.array = array;
+    }
+    return 0;
+  }();
+}
+
+int Filesystem::getxattr(Ino ino, const std::string& name, std::string* value) {
+  if (ino & kVirtualBit) return ENODATA;
+  if (!is_mmfs_attr(name)) {
+    auto v = volume_->metadata().xattr(ino, name);
+    if (!v) return ENODATA;
+    *value = *v;
+    return 0;
+  }
+  std::string attr = name.substr(fs::kSchemaPrefix.size());
+  if (!fs::is_schema_attr(attr)) return ENODATA;
+  auto schema = stored_schema(ino);
+  if (!schema) return ENODATA;
+  if (schema->shape.empty()) {
+    *value = fs::schema_attr_text(*schema, attr);
+    return value->empty() ? ENODATA : 0;
+  }
+  std::shared_ptr<ArrayFile> array;
+  std::string msg;
+  if (int r = array_for(ino, &array, &msg)) return record(r, ino, msg);
+  *value = array->attr_text(attr);
+  return 0;
+}
+
+int Filesystem::listxattr(Ino ino, std::vector<std::string>* names) {
+  if (ino & kVirtualBit) return 0;
+  for (auto& n : volume_->metadata().xattr_names(ino))
+    if (n != ArrayFile::kSchemaXattr) names->push_back(n);
+  if (auto schema = stored_schema(ino)) {
+    for (const auto& a : fs::schema_attr_names()) {
+      if (schema->shape.empty() && fs::schema_attr_text(*schema, a).empty()) continue;
+      names->push_back(std::string(fs::kSchemaPrefix) + a);
+    }
+  }
+  return 0;
+}
+
+int Filesystem::removexattr(Ino ino, const std::string& name) {
+  if (ino & kVirtualBit) return record(EROFS, ino, "views are read-only");
+  if (read_only_) return EROFS;
+  if (!is_mmfs_attr(name)) return volume_->metadata().remove_xattr(ino, name);
+  std::string attr = name.substr(fs::kSchemaPrefix.size());
+  auto current = stored_schema(ino);
+  if (!current) return ENODATA;
+  ArraySchema next = *current;
+  if (auto res = fs::reset_schema_attr(next, attr)) return record(res.error, ino, res.message);
+  if (current->shape.empty())
+    return volume_->metadata().set_xattr(ino, std::string(ArrayFile::kSchemaXattr), fs::encode_schema(next));
+  std::shared_ptr<ArrayFile> array;
+  std::string msg;
+  if (int r = array_for(ino, &array, &msg)) return record(r, ino, msg);
+  if (int r = array->change_schema(next, &msg)) return record(r, ino, fmt::format("{}: {}", name, msg));
+  return 0;
+}
+
+}  // namespace mmfs::daemon

@@ -1,0 +1,147 @@
+// The mounted filesystem without FUSE types: inode-number operations that
+// return errnos, the open-file registry (plain files and arrays), the virtual
+// view and control nodes, the error log and the periodic flusher.
+// daemon/fuse_ops.cc translates FUSE requests into these calls.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "fs/array_file.h"
+#include "fs/control_path.h"
+#include "fs/error_log.h"
+#include "fs/plain_file.h"
+#include "fs/sector_io.h"
+#include "fs/view_path.h"
+#include "fs/volume.h"
+
+namespace mmfs::daemon {
+
+using fs::Ino;
+
+// Virtual nodes (views, /.mmfs) have the top bit set in their inode number.
+constexpr Ino kVirtualBit = 1ull << 63;
+
+struct Caller {
+  std::uint32_t uid = 0, gid = 0;
+};
+
+// One open file (a FUSE file handle).
+struct Handle {
+  Ino ino = 0;
+  std::shared_ptr<fs::PlainFile> plain;
+  std::shared_ptr<fs::ArrayFile> array;
+  std::optional<fs::DataView> view;  // a data view of `array`
+  std::string content;               // text/JSON virtual files: fixed at open
+  bool is_virtual_text = false;
+  bool writable = false;
+};
+
+class Filesystem {
+ public:
+  Filesystem(std::unique_ptr<fs::Volume> volume, bool read_only);
+  ~Filesystem();
+  // Starts the periodic flusher (after the daemon has forked).
+  void start();
+  // Unmount: everything dirty to the device, metadata synced.
+  int shutdown();
+
+  fs::ErrorLog& errors() { return errors_; }
+  bool read_only() const { return read_only_; }
+
+  // Namespace. `path` arguments are only for error messages.
+  int lookup(Ino parent, const std::string& name, struct stat* st);
+  int getattr(Ino ino, struct stat* st);
+  int setattr(Ino ino, const struct stat& attr, int to_set, const Caller& who, Handle* fh, struct stat* out);
+  int readdir(Ino ino, std::vector<std::pair<std::string, struct stat>>* entries);
+  int mknod(Ino parent, const std::string& name, std::uint32_t mode, const Caller& who, struct stat* st);
+  int mkdir(Ino parent, const std::string& name, std::uint32_t mode, const Caller& who, struct stat* st);
+  int symlink(Ino parent, const std::string& name, const std::string& target, const Caller& who, struct stat* st);
+  int readlink(Ino ino, std::string* target);
+  int link(Ino ino, Ino parent, const std::string& name, struct stat* st);
+  int unlink(Ino parent, const std::string& name);
+  int rmdir(Ino parent, const std::string& name);
+  int rename(Ino parent, const std::string& name, Ino new_parent, const std::string& new_name, unsigned flags);
+  int statfs(struct statvfs* st);
+
+  // Files.
+  int open(Ino ino, int flags, std::unique_ptr<Handle>* out);
+  int read(Handle& h, std::uint64_t offset, std::size_t size, std::vector<std::byte>* out);
+  int write(Handle& h, std::uint64_t offset, const std::byte* data, std::size_t size);
+  int fallocate(Handle& h, int mode, std::uint64_t offset, std::uint64_t length);
+  int fsync(Handle* h, Ino ino);
+  int release(std::unique_ptr<Handle> h);
+  int fsyncdir();
+
+  // Extended attributes (user.mmfs.* is the array schema).
+  int setxattr(Ino ino, const std::string& name, const std::string& value, int flags);
+  int getxattr(Ino ino, const std::string& name, std::string* value);
+  int listxattr(Ino ino, std::vector<std::string>* names);
+  int removexattr(Ino ino, const std::string& name);
+
+ private:
+  struct OpenFile {
+    std::shared_ptr<fs::PlainFile> plain;
+    std::shared_ptr<fs::ArrayFile> array;
+    int opens = 0;
+    bool orphaned = false;  // unlinked while open: in the orphan directory until the last close
+    std::int64_t mtime_ns = 0;
+    bool times_dirty = false;
+  };
+  struct VNode {
+    Ino array = 0;                        // 0 for the control directory
+    std::vector<std::string> components;  // after A@ or /.mmfs
+    bool dir = true;
+  };
+
+  std::string path_of(Ino ino) const;
+  std::string child_path(Ino parent, const std::string& name) const;
+  int fill_stat(const fs::Inode& inode, struct stat* st);
+  int vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message);
+  Ino intern_vnode(Ino parent_vino, const std::string& name, VNode node);
+  int lookup_virtual(Ino parent, const std::string& name, struct stat* st);
+  std::optional<fs::ArraySchema> stored_schema(Ino ino) const;
+  int array_for(Ino ino, std::shared_ptr<fs::ArrayFile>* out, std::string* message);
+  std::shared_ptr<fs::PlainFile> plain_for_locked(Ino ino, const fs::Inode& inode);
+  int commit_open_file(Ino ino, OpenFile& of);
+  int flush_all(bool durable);
+  int orphan_if_open(Ino parent, const std::string& name);
+  int record(int error, Ino ino, const std::string& message);
+  int record_at(int error, Ino parent, const std::string& name, const std::string& message);
+  void flusher();
+
+  std::unique_ptr<fs::Volume> volume_;
+  bool read_only_;
+  fs::SectorIo io_;
+  fs::ArrayContext array_ctx_;
+  fs::ErrorLog errors_;
+  Ino orphans_ = 0;
+
+  std::mutex mu_;  // the registry and namespace changes
+  std::unordered_map<Ino, OpenFile> open_;
+  std::unordered_map<Ino, std::weak_ptr<fs::ArrayFile>> arrays_;  // loaded arrays (views keep them alive)
+
+  std::mutex vmu_;
+  std::vector<VNode> vnodes_;
+  std::map<std::pair<Ino, std::string>, Ino> vindex_;
+
+  std::mutex flusher_mu_;
+  std::condition_variable flusher_cv_;
+  bool stopping_ = false;
+  std::thread flusher_;
+};
+
+}  // namespace mmfs::daemon

@@ -1,0 +1,336 @@
+#include "daemon/fuse_ops.h"
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mmfs::daemon {
+
+namespace {
+
+// Real nodes: the kernel may cache names and directory attributes for a
+// second (every change goes through this daemon). Regular files' attributes
+// are not cached, because a setxattr of user.mmfs.shape changes st_size.
+constexpr double kEntryTimeout = 1.0;
+constexpr double kDirAttrTimeout = 1.0;
+
+Filesystem& fsys(fuse_req_t req) { return **static_cast<Filesystem**>(fuse_req_userdata(req)); }
+
+Caller caller(fuse_req_t req) {
+  const fuse_ctx* c = fuse_req_ctx(req);
+  return Caller{c->uid, c->gid};
+}
+
+void reply_entry(fuse_req_t req, const struct stat& st) {
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof e);
+  e.ino = st.st_ino;
+  e.attr = st;
+  bool is_virtual = st.st_ino & kVirtualBit;
+  e.entry_timeout = is_virtual ? 0 : kEntryTimeout;
+  e.attr_timeout = (is_virtual || S_ISREG(st.st_mode)) ? 0 : kDirAttrTimeout;
+  fuse_reply_entry(req, &e);
+}
+
+void reply_attr(fuse_req_t req, const struct stat& st) {
+  bool is_virtual = st.st_ino & kVirtualBit;
+  fuse_reply_attr(req, &st, (is_virtual || S_ISREG(st.st_mode)) ? 0 : kDirAttrTimeout);
+}
+
+Handle* handle(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
+
+struct DirHandle {
+  std::vector<std::pair<std::string, struct stat>> entries;
+};
+
+void op_init(void*, fuse_conn_info* conn) {
+  conn->max_write = 1 << 20;
+  conn->max_read = 1 << 20;  // as the max_read mount option main() passes
+  conn->max_readahead = std::min<unsigned>(conn->max_readahead, 4u << 20);
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  conn->want &= ~unsigned(FUSE_CAP_WRITEBACK_CACHE);
+}
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  struct stat st;
+  if (int r = fsys(req).lookup(parent, name, &st)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  reply_entry(req, st);
+}
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  struct stat st;
+  if (int r = fsys(req).getattr(ino, &st)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  reply_attr(req, st);
+}
+
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  struct stat st;
+  if (int r = fsys(req).setattr(ino, *attr, to_set, caller(req), fi ? handle(fi) : nullptr, &st)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  reply_attr(req, st);
+}
+
+void op_readlink(fuse_req_t req, fuse_ino_t ino) {
+  std::string target;
+  if (int r = fsys(req).readlink(ino, &target)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  fuse_reply_readlink(req, target.c_str());
+}
+
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
+  if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISSOCK(mode)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
+  struct stat st;
+  if (int r = fsys(req).mknod(parent, name, mode, caller(req), &st)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  reply_entry(req, st);
+}
+
+void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  struct stat st;
+  if (int r = fsys(req).mkdir(parent, name, mode, caller(req), &st)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  reply_entry(req, st);
+}
+
+void op_symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
+  struct stat st;
+  if (int r = fsys(req).symlink(parent, name, target, caller(req), &st)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  reply_entry(req, st);
+}
+
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char* name) {
+  struct stat st;
+  if (int r = fsys(req).link(ino, parent, name, &st)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  reply_entry(req, st);
+}
+
+void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  fuse_reply_err(req, fsys(req).unlink(parent, name));
+}
+
+void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  fuse_reply_err(req, fsys(req).rmdir(parent, name));
+}
+
+void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+               unsigned flags) {
+  fuse_reply_err(req, fsys(req).rename(parent, name, newparent, newname, flags));
+}
+
+void op_statfs(fuse_req_t req, fuse_ino_t) {
+  struct statvfs st;
+  fsys(req).statfs(&st);
+  fuse_reply_statfs(req, &st);
+}
+
+void fill_open_flags(const Handle& h, fuse_file_info* fi) {
+  if (h.is_virtual_text) {
+    fi->direct_io = 1;  // generated text: its size may change between stat and read
+  } else if (h.view) {
+    fi->keep_cache = 0;  // a view's bytes change when the array is written
+  } else {
+    fi->keep_cache = 1;  // every write goes through the kernel: its cache stays coherent
+  }
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  std::unique_ptr<Handle> h;
+  if (int r = fsys(req).open(ino, fi->flags, &h)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  fill_open_flags(*h, fi);
+  fi->fh = reinterpret_cast<std::uint64_t>(h.get());
+  if (fuse_reply_open(req, fi) == 0) h.release();
+  else fsys(req).release(std::move(h));
+}
+
+void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  struct stat st;
+  Filesystem& f = fsys(req);
+  if (int r = f.mknod(parent, name, S_IFREG | (mode & 07777), caller(req), &st)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  std::unique_ptr<Handle> h;
+  if (int r = f.open(st.st_ino, fi->flags, &h)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  fill_open_flags(*h, fi);
+  fi->fh = reinterpret_cast<std::uint64_t>(h.get());
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof e);
+  e.ino = st.st_ino;
+  e.attr = st;
+  e.entry_timeout = kEntryTimeout;
+  e.attr_timeout = 0;
+  if (fuse_reply_create(req, &e, fi) == 0) h.release();
+  else f.release(std::move(h));
+}
+
+void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  std::vector<std::byte> buf;
+  if (int r = fsys(req).read(*handle(fi), std::uint64_t(off), size, &buf)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), buf.size());
+}
+
+void op_write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off, fuse_file_info* fi) {
+  if (int r = fsys(req).write(*handle(fi), std::uint64_t(off), reinterpret_cast<const std::byte*>(data), size)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  fuse_reply_write(req, size);
+}
+
+void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  std::unique_ptr<Handle> h(handle(fi));
+  fuse_reply_err(req, fsys(req).release(std::move(h)));
+}
+
+void op_fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) {
+  fuse_reply_err(req, fsys(req).fsync(fi ? handle(fi) : nullptr, ino));
+}
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto d = std::make_unique<DirHandle>();
+  if (int r = fsys(req).readdir(ino, &d->entries)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  fi->fh = reinterpret_cast<std::uint64_t>(d.get());
+  if (fuse_reply_open(req, fi) == 0) d.release();
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  auto* d = reinterpret_cast<DirHandle*>(fi->fh);
+  std::vector<char> buf(size);
+  std::size_t used = 0;
+  for (std::size_t i = std::size_t(off); i < d->entries.size(); ++i) {
+    const auto& [name, st] = d->entries[i];
+    std::size_t need = fuse_add_direntry(req, buf.data() + used, size - used, name.c_str(), &st, off_t(i + 1));
+    if (need > size - used) break;
+    used += need;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<DirHandle*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void op_fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, fsys(req).fsyncdir()); }
+
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+  fuse_reply_err(req, fsys(req).setxattr(ino, name, std::string(value, size), flags));
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  std::string value;
+  if (int r = fsys(req).getxattr(ino, name, &value)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  if (size == 0) fuse_reply_xattr(req, value.size());
+  else if (size < value.size()) fuse_reply_err(req, ERANGE);
+  else fuse_reply_buf(req, value.data(), value.size());
+}
+
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  std::vector<std::string> names;
+  if (int r = fsys(req).listxattr(ino, &names)) {
+    fuse_reply_err(req, r);
+    return;
+  }
+  std::string list;
+  for (const auto& n : names) list.append(n).push_back('\0');
+  if (size == 0) fuse_reply_xattr(req, list.size());
+  else if (size < list.size()) fuse_reply_err(req, ERANGE);
+  else fuse_reply_buf(req, list.data(), list.size());
+}
+
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  fuse_reply_err(req, fsys(req).removexattr(ino, name));
+}
+
+void op_fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
+  fuse_reply_err(req, fsys(req).fallocate(*handle(fi), mode, std::uint64_t(offset), std::uint64_t(length)));
+}
+
+fuse_lowlevel_ops make_ops() {
+  fuse_lowlevel_ops o;
+  std::memset(&o, 0, sizeof o);
+  o.init = op_init;
+  o.lookup = op_lookup;
+  o.getattr = op_getattr;
+  o.setattr = op_setattr;
+  o.readlink = op_readlink;
+  o.mknod = op_mknod;
+  o.mkdir = op_mkdir;
+  o.symlink = op_symlink;
+  o.link = op_link;
+  o.unlink = op_unlink;
+  o.rmdir = op_rmdir;
+  o.rename = op_rename;
+  o.statfs = op_statfs;
+  o.open = op_open;
+  o.create = op_create;
+  o.read = op_read;
+  o.write = op_write;
+  o.flush = op_flush;
+  o.release = op_release;
+  o.fsync = op_fsync;
+  o.opendir = op_opendir;
+  o.readdir = op_readdir;
+  o.releasedir = op_releasedir;
+  o.fsyncdir = op_fsyncdir;
+  o.setxattr = op_setxattr;
+  o.getxattr = op_getxattr;
+  o.listxattr = op_listxattr;
+  o.removexattr = op_removexattr;
+  o.fallocate = op_fallocate;
+  return o;
+}
+
+}  // namespace
+
+const fuse_lowlevel_ops& fuse_operations() {
+  static const fuse_lowlevel_ops ops = make_ops();
+  return ops;
+}
+
+}  // namespace mmfs::daemon

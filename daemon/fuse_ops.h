@@ -1,0 +1,16 @@
+// The FUSE low-level adapter: the only code that knows FUSE's types. Each
+// operation unpacks the request, calls daemon::Filesystem and replies.
+#pragma once
+
+#define FUSE_USE_VERSION 35
+#include <fuse_lowlevel.h>
+
+#include "daemon/filesystem.h"
+
+namespace mmfs::daemon {
+
+// The operations table. The session's userdata is a Filesystem** (the
+// Filesystem is created after the session, see daemon/main.cc).
+const fuse_lowlevel_ops& fuse_operations();
+
+}  // namespace mmfs::daemon

@@ -1,0 +1,185 @@
+// mmfs: the FUSE daemon (SPEC §3).
+//
+//   mmfs [-f] [-o OPT[,OPT...]] TARGET MOUNTPOINT
+//
+// The volume is checked before mounting (a bad target is refused with a
+// message and exit 1), the session is mounted, the daemon backgrounds unless
+// -f, and only then opens the device for good: io_uring rings do not survive
+// fork(). SIGTERM/SIGINT and fusermount3 -u end the loop; everything dirty is
+// written and synced before exit.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "daemon/filesystem.h"
+#include "daemon/fuse_ops.h"
+#include "fs/simulated_device.h"
+#include "geometry/load.h"
+
+namespace {
+
+struct Options {
+  bool foreground = false;
+  bool simulate = false;
+  bool read_only = false;
+  std::uint32_t iodepth = 32;
+  std::vector<std::string> fuse_opts;  // passed to libfuse
+};
+
+// Splits -o lists; mmfs's own options are consumed, the rest go to libfuse.
+bool parse_mount_options(const std::vector<std::string>& lists, Options* o, std::string* error) {
+  for (const auto& list : lists) {
+    std::size_t start = 0;
+    while (start <= list.size()) {
+      std::size_t comma = list.find(',', start);
+      std::string opt = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      start = comma == std::string::npos ? list.size() + 1 : comma + 1;
+      if (opt.empty()) continue;
+      if (opt == "simulate") {
+        o->simulate = true;
+      } else if (opt.rfind("iodepth=", 0) == 0) {
+        try {
+          unsigned long v = std::stoul(opt.substr(8));
+          if (v < 1 || v > 4096) throw std::out_of_range("iodepth");
+          o->iodepth = std::uint32_t(v);
+        } catch (const std::exception&) {
+          *error = fmt::format("iodepth: '{}' is not a queue depth (1..4096)", opt.substr(8));
+          return false;
+        }
+      } else if (opt == "ro") {
+        o->read_only = true;
+        o->fuse_opts.push_back(opt);
+      } else if (opt == "rw" || opt == "dev" || opt == "suid" || opt == "exec" || opt == "auto" || opt == "noauto" ||
+                 opt == "user" || opt == "nouser" || opt == "_netdev" || opt == "defaults") {
+        // mount(8) generic options that mean nothing to a FUSE filesystem.
+      } else {
+        o->fuse_opts.push_back(opt);
+      }
+    }
+  }
+  return true;
+}
+
+std::unique_ptr<mmfs::fs::BlockDevice> open_target(const std::string& target, const Options& o, int* err,
+                                                   std::string* msg) {
+  mmfs::fs::OpenOptions opt;
+  opt.read_only = o.read_only;
+  opt.iodepth = o.iodepth;
+  auto dev = mmfs::fs::open_device(target, opt, err, msg);
+  if (!dev && *err == EINVAL) {  // a filesystem without O_DIRECT (tmpfs): buffered I/O
+    opt.direct = false;
+    dev = mmfs::fs::open_device(target, opt, err, msg);
+  }
+  return dev;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mmfs: mount an mmfs volume (a FUSE daemon; backgrounds unless -f)"};
+  Options o;
+  std::vector<std::string> option_lists;
+  std::string target, mountpoint;
+  app.add_flag("-f,--foreground", o.foreground, "Stay in the foreground");
+  app.add_option("-o", option_lists,
+                 "Mount options, comma-separated: simulate (delay each request by the geometry model's service "
+                 "time), iodepth=N (device queue depth, default 32), ro, allow_other, default_permissions, and "
+                 "the other FUSE options")
+      ->take_all();
+  app.add_option("TARGET", target, "Block device or image file formatted by mkfs.mmfs")->required();
+  app.add_option("MOUNTPOINT", mountpoint, "Directory to mount on")->required();
+  app.footer(
+      "Unmount with: fusermount3 -u MOUNTPOINT\n"
+      "Also: mount -t fuse.mmfs TARGET MOUNTPOINT [-o ...] (fuse3's mount helper; needs mmfs on PATH)");
+  CLI11_PARSE(app, argc, argv);
+  // The daemon changes directory to / when it backgrounds.
+  std::error_code ec;
+  if (auto abs = std::filesystem::absolute(target, ec); !ec) target = abs.string();
+  if (auto abs = std::filesystem::absolute(mountpoint, ec); !ec) mountpoint = abs.string();
+  std::string error;
+  if (!parse_mount_options(option_lists, &o, &error)) {
+    fmt::print(stderr, "mmfs: {}\n", error);
+    return 1;
+  }
+
+  // Check the volume before mounting anything, so a bad target fails loudly.
+  std::string geometry_json;
+  {
+    int err = 0;
+    std::string msg;
+    auto dev = open_target(target, o, &err, &msg);
+    if (!dev) {
+      fmt::print(stderr, "mmfs: {}\n", msg);
+      return 1;
+    }
+    auto vol = mmfs::fs::Volume::open(std::move(dev), &err, &msg);
+    if (!vol) {
+      fmt::print(stderr, "mmfs: {}: {}\n", target, msg);
+      return 1;
+    }
+    geometry_json = vol->superblock().geometry_json;
+  }
+
+  std::vector<std::string> args = {argv[0], "-o",
+                                    fmt::format("default_permissions,fsname={},subtype=mmfs,max_read=1048576", target)};
+  for (const auto& f : o.fuse_opts) {
+    args.push_back("-o");
+    args.push_back(f);
+  }
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  fuse_args fargs = FUSE_ARGS_INIT(int(cargs.size()), cargs.data());
+
+  // The Filesystem exists only after the fork, but the session takes its
+  // userdata now: it gets the slot the Filesystem will be put in.
+  std::unique_ptr<mmfs::daemon::Filesystem> filesystem;
+  mmfs::daemon::Filesystem* slot = nullptr;
+  fuse_session* se = fuse_session_new(&fargs, &mmfs::daemon::fuse_operations(), sizeof(fuse_lowlevel_ops), &slot);
+  if (!se) {
+    fmt::print(stderr, "mmfs: bad FUSE options\n");
+    return 1;
+  }
+  if (fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, mountpoint.c_str()) != 0) {
+    fmt::print(stderr, "mmfs: cannot mount on {}\n", mountpoint);
+    fuse_session_destroy(se);
+    return 1;
+  }
+  fuse_daemonize(o.foreground ? 1 : 0);
+
+  int rc = 0;
+  {
+    int err = 0;
+    std::string msg;
+    auto dev = open_target(target, o, &err, &msg);
+    std::unique_ptr<mmfs::geom::Geometry> sim_geometry;
+    if (dev && o.simulate) {
+      sim_geometry = mmfs::geom::load_geometry(nlohmann::json::parse(geometry_json));
+      dev = std::make_unique<mmfs::fs::SimulatedDevice>(std::move(dev), *sim_geometry);
+    }
+    auto vol = dev ? mmfs::fs::Volume::open(std::move(dev), &err, &msg) : nullptr;
+    if (!vol) {
+      fmt::print(stderr, "mmfs: {}: {}\n", target, msg);
+      rc = 1;
+    } else {
+      filesystem = std::make_unique<mmfs::daemon::Filesystem>(std::move(vol), o.read_only);
+      slot = filesystem.get();
+      filesystem->start();
+      fuse_loop_config config;
+      std::memset(&config, 0, sizeof config);
+      config.clone_fd = 0;
+      config.max_idle_threads = 16;
+      rc = fuse_session_loop_mt(se, &config) != 0 ? 1 : 0;
+      if (filesystem->shutdown() != 0) rc = 1;
+    }
+  }
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  filesystem.reset();
+  return rc;
+}

@@ -1,0 +1,607 @@
+#include "fs/array_file.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+
+#include "layouts/multimap.h"
+
+namespace mmfs::fs {
+
+using layouts::CellGrid;
+using layouts::DimRange;
+using layouts::Selection;
+
+namespace {
+
+// Reads of the file and of views are served from decoded chunks of about this
+// size: large enough that a chunk's requests stream, small enough to cache a few.
+constexpr std::uint64_t kChunkBudget = 32ull << 20;
+constexpr std::size_t kCachedChunks = 4;
+// Relayout and conversion copy in slabs of about this size.
+constexpr std::uint64_t kCopyBudget = 64ull << 20;
+
+// The layouts this release places; the others of SPEC §4 are accepted names.
+bool layout_implemented(const std::string& name) {
+  return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap";
+}
+
+// A view's bytes cut into chunks, each a contiguous range of the result and
+// itself a selection: result dimensions 0..k-1 fixed, a range of `rows` along
+// result dimension k, everything after it whole.
+struct Chunking {
+  std::vector<std::size_t> result_dims;  // array dimension of each result dimension
+  std::size_t k = 0;
+  std::uint64_t rows = 1, chunks_k = 1, inner = 0, chunks = 1, row_span = 0;
+  bool scalar = false;
+
+  Chunking(const Selection& sel, const CellGrid& grid) {
+    const auto& dims = sel.dims();
+    for (std::size_t d = 0; d < dims.size(); ++d)
+      if (!dims[d].fixed) result_dims.push_back(d);
+    std::uint64_t I = grid.itemsize();
+    if (result_dims.empty()) {
+      scalar = true;
+      inner = I;
+      return;
+    }
+    // inner bytes of one index along result dimension j
+    std::vector<std::uint64_t> in(result_dims.size());
+    std::uint64_t s = I;
+    for (std::size_t j = result_dims.size(); j-- > 0;) {
+      in[j] = s;
+      s *= dims[result_dims[j]].count();
+    }
+    k = 0;
+    while (in[k] > kChunkBudget && k + 1 < result_dims.size()) ++k;
+    inner = in[k];
+    const DimRange& r = dims[result_dims[k]];
+    std::uint64_t n = r.count();
+    rows = std::max<std::uint64_t>(1, kChunkBudget / inner);
+    // Whole cells along that dimension, so neighbouring chunks do not read the same cells.
+    std::uint64_t per_cell = (grid.cell()[result_dims[k]] + r.step - 1) / r.step;
+    if (rows > per_cell) rows -= rows % per_cell;
+    rows = std::min(rows, n);
+    chunks_k = (n + rows - 1) / rows;
+    std::uint64_t prefix = 1;
+    for (std::size_t j = 0; j < k; ++j) prefix *= dims[result_dims[j]].count();
+    chunks = prefix * chunks_k;
+    row_span = n * inner;
+  }
+
+  // Byte offset of chunk `c` in the view, and its length.
+  std::uint64_t offset(std::uint64_t c) const {
+    if (scalar) return 0;
+    return (c / chunks_k) * row_span + (c % chunks_k) * rows * inner;
+  }
+  std::uint64_t index_at(std::uint64_t byte) const {
+    if (scalar) return 0;
+    return (byte / row_span) * chunks_k + (byte % row_span) / (rows * inner);
+  }
+  Selection selection(const Selection& sel, std::uint64_t c) const {
+    std::vector<DimRange> dims = sel.dims();
+    if (scalar) return Selection(dims);
+    std::uint64_t p = c / chunks_k, q = c % chunks_k;
+    for (std::size_t j = k; j-- > 0;) {
+      DimRange& r = dims[result_dims[j]];
+      std::uint64_t n = r.count();
+      std::uint64_t i = p % n;
+      p /= n;
+      std::uint64_t x = r.start + i * r.step;
+      r = DimRange{x, x + 1, 1, true};
+    }
+    DimRange& r = dims[result_dims[k]];
+    std::uint64_t start = r.start + q * rows * r.step;
+    std::uint64_t stop = std::min(r.stop, start + rows * r.step);
+    r = DimRange{start, stop, r.step, false};
+    return Selection(dims);
+  }
+};
+
+}  // namespace
+
+ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state)
+    : ctx_(ctx), ino_(ino), schema_(std::move(schema)), state_(std::move(state)), bytes_(state_ ? state_->bytes() : 0) {}
+
+int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
+                     std::unique_ptr<ArrayState>* out, std::string* message) {
+  if (!layout_implemented(schema.layout)) {
+    *message = fmt::format("user.mmfs.layout: '{}' is not implemented in this release (use naive, zorder, hilbert "
+                           "or multimap)", schema.layout);
+    return ENOTSUP;
+  }
+  if (schema.compress != "none") {
+    *message = "user.mmfs.compress: compression comes with the mloc layout, not implemented in this release";
+    return ENOTSUP;
+  }
+  if (schema.index != "none") {
+    *message = "user.mmfs.index: bitmap indexes are not implemented in this release (use none)";
+    return ENOTSUP;
+  }
+  std::unique_ptr<layouts::Layout> layout;
+  try {
+    std::vector<std::uint32_t> order = schema.order;
+    if (order.empty()) order = CellGrid::default_order(schema.shape.size());
+    std::vector<std::uint64_t> cell = schema.cell;
+    if (cell.empty())
+      cell = CellGrid::default_cell(schema.shape, schema.dtype.itemsize, ctx.geometry.sector_size(), order);
+    CellGrid grid(schema.shape, schema.dtype.itemsize, cell, order);
+    layout = layouts::make_layout(schema.layout, ctx.geometry, std::move(grid), schema.basic_cube);
+  } catch (const std::exception& e) {
+    *message = e.what();
+    return EINVAL;
+  }
+  std::vector<Extent> extents;
+  if (allocate) {
+    layouts::SpaceRequest req = layout->space();
+    if (int r = ctx.allocator.allocate(req, &extents)) {
+      *message = fmt::format("the array needs {} MiB of {} on the device; {} MiB are free",
+                             req.sectors * ctx.geometry.sector_size() >> 20,
+                             req.shape == layouts::SpaceShape::TrackGroups ? "track groups" : "whole tracks",
+                             ctx.allocator.free_sectors() * ctx.geometry.sector_size() >> 20);
+      return r;
+    }
+  } else {
+    extents = ctx.metadata.extents(ino);
+  }
+  try {
+    layout->place(extents);
+  } catch (const std::exception& e) {
+    if (allocate)
+      for (const Extent& x : extents) ctx.allocator.free(x);
+    *message = fmt::format("the stored placement does not fit the layout: {}", e.what());
+    return EUCLEAN;
+  }
+  std::uint64_t cells = layout->grid().cells();
+  CellChecksums sums = allocate ? CellChecksums::fresh(ino, cells) : CellChecksums(ctx.metadata.store(), ino, cells);
+  *out = std::make_unique<ArrayState>(std::move(layout), std::move(sums), ctx.io);
+  return 0;
+}
+
+int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, std::shared_ptr<ArrayFile>* out,
+                    std::string* message) {
+  std::unique_ptr<ArrayState> state;
+  if (int r = build(ctx, ino, schema, false, &state, message)) return r;
+  out->reset(new ArrayFile(ctx, ino, schema, std::move(state)));
+  return 0;
+}
+
+int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, std::vector<Extent> dropped,
+                                bool drop_old_sums, const Inode* inode, std::string* message) {
+  // The new cells must be on stable storage before the record that points at them.
+  if (int r = ctx_.io.flush()) {
+    *message = "device flush failed";
+    return r;
+  }
+  WriteBatch batch;
+  if (inode) batch.put(keys::inode(ino_), encode_inode(*inode));
+  batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(schema));
+  batch.put(keys::extents(ino_), encode_extents(state.layout().extents()));
+  if (drop_old_sums) CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
+  state.sums().stage(batch);
+  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+    *message = "metadata commit failed";
+    return r;
+  }
+  if (int r = ctx_.metadata.sync()) {
+    *message = "metadata sync failed";
+    return r;
+  }
+  return 0;
+}
+
+int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySchema& schema, PlainFile* source,
+                      std::shared_ptr<ArrayFile>* out, std::string* message) {
+  std::unique_ptr<ArrayState> state;
+  if (int r = build(ctx, inode.ino, schema, true, &state, message)) return r;
+  std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, inode.ino, schema, nullptr));
+  a->bytes_ = state->bytes();
+  auto release = [&] {
+    for (const Extent& e : state->layout().extents()) ctx.allocator.free(e);
+  };
+  if (source != nullptr && source->size() > 0) {
+    AlignedBuffer buf(kCopyBudget);
+    for (std::uint64_t off = 0; off < a->bytes_; off += kCopyBudget) {
+      std::size_t n = std::size_t(std::min<std::uint64_t>(kCopyBudget, a->bytes_ - off)), got = 0;
+      if (int r = source->read(off, n, buf.data(), &got); r || got != n) {
+        release();
+        *message = "reading the file's bytes failed";
+        return r ? r : EIO;
+      }
+      state->write_bytes(off, buf.data(), n);
+      if (state->dirty_bytes() >= kDirtyLimit) {
+        std::uint64_t bad = 0;
+        if (int r = state->write_back(&bad)) {
+          release();
+          *message = "writing the array's cells failed";
+          return r;
+        }
+      }
+    }
+    std::uint64_t bad = 0;
+    if (int r = state->write_back(&bad)) {
+      release();
+      *message = "writing the array's cells failed";
+      return r;
+    }
+  }
+  // The plain file's blocks and their checksums go with the same commit.
+  std::vector<Extent> dropped = ctx.metadata.extents(inode.ino);
+  Inode n = inode;
+  n.size = a->bytes_;
+  a->schema_ = schema;
+  a->state_ = std::move(state);
+  if (int r = a->commit_placement(schema, *a->state_, std::move(dropped), true, &n, message)) {
+    a->release_placement_on_failure();
+    return r;
+  }
+  *out = std::move(a);
+  return 0;
+}
+
+void ArrayFile::release_placement_on_failure() {
+  if (!state_) return;
+  for (const Extent& e : state_->layout().extents()) ctx_.allocator.free(e);
+  state_.reset();
+}
+
+ArraySchema ArrayFile::schema() const {
+  std::shared_lock lock(mu_);
+  return schema_;
+}
+
+std::uint64_t ArrayFile::device_bytes() const {
+  std::shared_lock lock(mu_);
+  std::uint64_t s = 0;
+  for (const Extent& e : state_->layout().extents()) s += e.sectors;
+  return s * ctx_.geometry.sector_size();
+}
+
+bool ArrayFile::holds_data() const {
+  std::shared_lock lock(mu_);
+  return state_->holds_data();
+}
+
+std::string ArrayFile::bad_cell_message(std::uint64_t cell) const {
+  return fmt::format("cell {} failed its checksum (the device returned other bytes than were written)", cell);
+}
+
+int ArrayFile::flush_locked(bool durable, std::string* message) {
+  if (state_->has_dirty()) {
+    std::uint64_t bad = 0;
+    if (int r = state_->write_back(&bad)) {
+      *message = r == EIO ? bad_cell_message(bad) : "writing cells failed";
+      return r;
+    }
+    // Data before the checksums that describe it.
+    if (int r = ctx_.io.flush()) {
+      *message = "device flush failed";
+      return r;
+    }
+    WriteBatch batch;
+    state_->sums().stage(batch);
+    if (int r = ctx_.metadata.apply(batch, {})) {
+      *message = "metadata commit failed";
+      return r;
+    }
+  }
+  if (durable)
+    if (int r = ctx_.metadata.sync()) {
+      *message = "metadata sync failed";
+      return r;
+    }
+  return 0;
+}
+
+int ArrayFile::flush(bool durable, std::string* message) {
+  std::unique_lock lock(mu_);
+  return flush_locked(durable, message);
+}
+
+int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message) {
+  std::unique_lock lock(mu_);
+  if (offset > bytes_ || length > bytes_ - offset) {
+    *message = fmt::format("write of {} bytes at offset {} passes the array's end ({} bytes: the shape fixes the size)",
+                           length, offset, bytes_);
+    return EFBIG;
+  }
+  if (length == 0) return 0;
+  state_->write_bytes(offset, data, length);
+  ++generation_;
+  if (state_->dirty_bytes() >= kDirtyLimit) return flush_locked(false, message);
+  return 0;
+}
+
+int ArrayFile::zero(std::string* message) {
+  std::unique_lock lock(mu_);
+  state_->clear();
+  ++generation_;
+  WriteBatch batch;
+  state_->sums().stage(batch);
+  if (int r = ctx_.metadata.apply(batch, {})) {
+    *message = "metadata commit failed";
+    return r;
+  }
+  return 0;
+}
+
+int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
+  std::unique_lock lock(mu_);
+  bool data = state_->holds_data();
+  if (data && (next.shape != schema_.shape || next.dtype != schema_.dtype)) {
+    *message = "shape and dtype are frozen once the array holds data (truncate it to 0 first, or make a new file)";
+    return EBUSY;
+  }
+  bool placement = next.shape != schema_.shape || next.dtype != schema_.dtype || next.layout != schema_.layout ||
+                   next.order != schema_.order || next.cell != schema_.cell || next.basic_cube != schema_.basic_cube;
+  if (!placement) {
+    if (next.compress != "none" || next.index != "none") {
+      std::unique_ptr<ArrayState> probe;
+      // build() explains what is not implemented; nothing is allocated.
+      if (int r = build(ctx_, ino_, next, false, &probe, message); r == ENOTSUP) return r;
+    }
+    WriteBatch batch;
+    batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(next));
+    if (int r = ctx_.metadata.apply(batch, {})) {
+      *message = "metadata commit failed";
+      return r;
+    }
+    if (int r = ctx_.metadata.sync()) {
+      *message = "metadata sync failed";
+      return r;
+    }
+    schema_ = next;
+    return 0;
+  }
+  if (int r = flush_locked(false, message)) return r;
+  std::unique_ptr<ArrayState> fresh;
+  if (int r = build(ctx_, ino_, next, true, &fresh, message)) return r;
+  auto release = [&] {
+    for (const Extent& e : fresh->layout().extents()) ctx_.allocator.free(e);
+  };
+  if (data) {
+    // Copy in slabs along dimension 0 aligned to both placements' cells, so
+    // every new cell is written whole (no read-back) exactly once.
+    const CellGrid& og = state_->grid();
+    const CellGrid& ng = fresh->grid();
+    std::uint64_t row = og.elements() / og.shape()[0] * og.itemsize();
+    std::uint64_t unit = std::lcm(og.cell()[0], ng.cell()[0]);
+    std::uint64_t rows = std::max<std::uint64_t>(1, kCopyBudget / std::max<std::uint64_t>(1, unit * row)) * unit;
+    std::uint64_t S0 = og.shape()[0];
+    AlignedBuffer buf(std::min(rows, S0) * row);
+    for (std::uint64_t r0 = 0; r0 < S0; r0 += rows) {
+      std::uint64_t r1 = std::min(S0, r0 + rows);
+      std::vector<DimRange> dims;
+      for (std::size_t d = 0; d < og.dims(); ++d) dims.push_back(DimRange{0, og.shape()[d], 1, false});
+      dims[0] = DimRange{r0, r1, 1, false};
+      std::uint64_t bad = 0;
+      if (int r = state_->read_selection(Selection(dims), buf.data(), &bad)) {
+        release();
+        *message = r == EIO ? bad_cell_message(bad) : "reading the old placement failed";
+        return r;
+      }
+      fresh->write_bytes(r0 * row, buf.data(), (r1 - r0) * row);
+      if (fresh->dirty_bytes() >= kDirtyLimit || r1 == S0) {
+        if (int r = fresh->write_back(&bad)) {
+          release();
+          *message = "writing the new placement failed";
+          return r;
+        }
+      }
+    }
+  }
+  std::vector<Extent> dropped = state_->layout().extents();
+  if (int r = commit_placement(next, *fresh, std::move(dropped), true, nullptr, message)) {
+    release();
+    return r;
+  }
+  schema_ = next;
+  state_ = std::move(fresh);
+  bytes_ = state_->bytes();
+  ++generation_;
+  return 0;
+}
+
+std::string ArrayFile::attr_text(std::string_view name) const {
+  std::shared_lock lock(mu_);
+  std::string text = schema_attr_text(schema_, name);
+  if (!text.empty()) return text;
+  if (name == "cell") return layouts::join(state_->grid().cell());
+  if (name == "basic_cube") {
+    if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
+      return layouts::join(mm->basic_cube());
+    return "none";
+  }
+  if (name == "chunk") return "none";
+  return text;
+}
+
+nlohmann::json ArrayFile::info() const {
+  std::shared_lock lock(mu_);
+  const CellGrid& g = state_->grid();
+  nlohmann::json j;
+  j["shape"] = g.shape();
+  j["dtype"] = schema_.dtype.name;
+  j["itemsize"] = g.itemsize();
+  j["layout"] = schema_.layout;
+  j["order"] = g.order();
+  j["cell"] = g.cell();
+  if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
+    j["basic_cube"] = mm->basic_cube();
+  j["priority"] = schema_.priority;
+  j["chunk"] = schema_.chunk.empty() ? nlohmann::json(nullptr) : nlohmann::json(schema_.chunk);
+  j["compress"] = schema_.compress;
+  j["index"] = schema_.index;
+  j["bins"] = schema_attr_text(schema_, "bins");
+  j["bytes"] = bytes_;
+  std::uint64_t sectors = 0;
+  for (const Extent& e : state_->layout().extents()) sectors += e.sectors;
+  j["device_bytes"] = {{"data", sectors * ctx_.geometry.sector_size()}, {"index", 0}};
+  j["extents"] = state_->layout().extents().size();
+  j["geometry"] = ctx_.geometry_name;
+  j["sectors_per_cell"] = state_->layout().sectors_per_cell();
+  j["cells"] = g.cells();
+  return j;
+}
+
+int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* message) const {
+  std::shared_lock lock(mu_);
+  try {
+    layouts::IoPlan p = layouts::plan_selection(state_->layout(), view.selection);
+    layouts::model_plan(p, ctx_.geometry);
+    *out = p.to_json();
+  } catch (const std::exception& e) {
+    *message = fmt::format("planning {} failed: {}", view.spelling, e.what());
+    return EINVAL;
+  }
+  return 0;
+}
+
+int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out) const {
+  std::shared_lock lock(mu_);
+  geom::Lbn lbn = 0;
+  std::uint32_t offset = 0;
+  state_->element_location(coords, &lbn, &offset);
+  *out = fmt::format("{} {}\n", lbn, offset);
+  return 0;
+}
+
+int ArrayFile::read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got,
+                    std::string* message) {
+  DataView all;
+  {
+    std::shared_lock lock(mu_);
+    all.selection = Selection::all(state_->grid().shape());
+  }
+  all.spelling = "";
+  return read_view(all, offset, length, out, got, message);
+}
+
+int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message) {
+  // Dirty cells first: a read sees every write before it.
+  {
+    std::shared_lock lock(mu_);
+    if (state_->has_dirty()) {
+      lock.unlock();
+      std::unique_lock ex(mu_);
+      if (int r = flush_locked(false, message)) return r;
+    }
+  }
+  std::shared_lock lock(mu_);
+  Chunking ch(view.selection, state_->grid());
+  Selection part = ch.selection(view.selection, index);
+  std::uint64_t bytes = part.elements() * state_->grid().itemsize();
+  *out = AlignedBuffer(std::max<std::uint64_t>(bytes, 1));
+  std::uint64_t bad = 0;
+  if (int r = state_->read_selection(part, out->data(), &bad)) {
+    *message = r == EIO ? bad_cell_message(bad) : "device read failed";
+    return r;
+  }
+  if (view.plod_bytes != 0)
+    apply_plod({out->data(), bytes}, state_->grid().itemsize(), schema_.dtype.name == "float64", view.plod_bytes);
+  return 0;
+}
+
+int ArrayFile::chunk(const DataView& view, std::uint64_t index, Chunk* out, std::string* message) {
+  std::string key;
+  {
+    std::shared_lock lock(mu_);
+    key = fmt::format("{}#{}#{}", view.spelling, generation_, index);
+  }
+  std::promise<Chunk> promise;
+  std::shared_future<Chunk> future;
+  bool loader = false;
+  {
+    std::lock_guard lock(cache_mu_);
+    auto it = std::find_if(cache_.begin(), cache_.end(), [&](const CacheEntry& e) { return e.key == key; });
+    if (it != cache_.end()) {
+      future = it->chunk;
+      cache_.splice(cache_.begin(), cache_, it);
+    } else {
+      future = promise.get_future().share();
+      cache_.push_front({key, future});
+      while (cache_.size() > kCachedChunks) cache_.pop_back();
+      loader = true;
+    }
+  }
+  if (loader) {
+    auto buf = std::make_shared<AlignedBuffer>();
+    int r = load_chunk(view, index, buf.get(), message);
+    if (r != 0) {
+      {
+        std::lock_guard lock(cache_mu_);
+        cache_.remove_if([&](const CacheEntry& e) { return e.key == key; });
+      }
+      promise.set_value(nullptr);
+      return r;
+    }
+    promise.set_value(std::move(buf));
+  }
+  *out = future.get();
+  if (!*out) {
+    if (message->empty()) *message = "reading the chunk failed in another request";
+    return EIO;
+  }
+  return 0;
+}
+
+void ArrayFile::prefetch(const DataView& view, std::uint64_t index) {
+  {
+    std::lock_guard lock(cache_mu_);
+    if (prefetching_) return;
+    prefetching_ = true;
+  }
+  std::weak_ptr<ArrayFile> weak = weak_from_this();
+  std::thread([weak, view, index] {
+    if (auto self = weak.lock()) {
+      Chunk c;
+      std::string ignored;
+      self->chunk(view, index, &c, &ignored);
+      std::lock_guard lock(self->cache_mu_);
+      self->prefetching_ = false;
+    }
+  }).detach();
+}
+
+int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,
+                         std::size_t* got, std::string* message) {
+  *got = 0;
+  std::uint64_t total;
+  std::uint64_t chunks;
+  std::unique_ptr<Chunking> ch;
+  {
+    std::shared_lock lock(mu_);
+    total = view.bytes(state_->grid().itemsize());
+    ch = std::make_unique<Chunking>(view.selection, state_->grid());
+    chunks = ch->chunks;
+  }
+  if (offset >= total) return 0;
+  length = std::size_t(std::min<std::uint64_t>(length, total - offset));
+  std::uint64_t pos = offset, end = offset + length;
+  std::uint64_t last = 0;
+  while (pos < end) {
+    std::uint64_t c = ch->index_at(pos);
+    Chunk data;
+    if (int r = chunk(view, c, &data, message)) return r;
+    std::uint64_t base = ch->offset(c);
+    std::uint64_t n = std::min<std::uint64_t>(end - pos, base + data->size() - pos);
+    if (data->size() == 0 || pos < base || n == 0) {
+      *message = "internal error: chunk does not cover the requested bytes";
+      return EIO;
+    }
+    std::memcpy(out + (pos - offset), data->data() + (pos - base), n);
+    pos += n;
+    last = c;
+  }
+  *got = length;
+  // Sequential readers: fetch the next chunk while this one is being consumed.
+  if (last + 1 < chunks) prefetch(view, last + 1);
+  return 0;
+}
+
+}  // namespace mmfs::fs

@@ -1,0 +1,343 @@
+#include "fs/array_state.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace mmfs::fs {
+
+using layouts::CellGrid;
+using layouts::Run;
+using layouts::Selection;
+
+ArrayState::ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, SectorIo& io)
+    : layout_(std::move(layout)), sums_(std::move(sums)), io_(io),
+      cell_storage_(std::uint64_t(layout_->sectors_per_cell()) * io.sector_size()) {}
+
+bool ArrayState::holds_data() const {
+  if (!dirty_.empty()) return true;
+  for (std::uint64_t c = 0; c < sums_.cells(); ++c)
+    if (sums_.get(c) != 0) return true;
+  return false;
+}
+
+void ArrayState::clear() {
+  dirty_.clear();
+  sums_.clear();
+}
+
+void ArrayState::coords_of(std::uint64_t linear, std::uint64_t* coords) const {
+  const auto& g = grid().grid();
+  for (std::size_t d = g.size(); d-- > 0;) {
+    coords[d] = linear % g[d];
+    linear /= g[d];
+  }
+}
+
+std::uint64_t ArrayState::in_array_bytes(std::span<const std::uint64_t> cc) const {
+  const CellGrid& g = grid();
+  std::uint64_t n = g.itemsize();
+  for (std::size_t d = 0; d < g.dims(); ++d)
+    n *= std::min(g.cell()[d], g.shape()[d] - cc[d] * g.cell()[d]);
+  return n;
+}
+
+ArrayState::DirtyCell& ArrayState::dirty_cell(std::uint64_t linear, std::span<const std::uint64_t> cc) {
+  auto [it, inserted] = dirty_.try_emplace(linear);
+  DirtyCell& dc = it->second;
+  if (inserted) {
+    dc.data.assign(cell_storage_, std::byte{0});
+    // A cell that never held data is all zeros: nothing to read back.
+    dc.complete = sums_.get(linear) == 0;
+    if (!dc.complete) {
+      dc.written.assign((grid().cell_bytes() + 63) / 64, 0);
+      dc.need = in_array_bytes(cc);
+    }
+  }
+  return dc;
+}
+
+void ArrayState::write_bytes(std::uint64_t offset, const std::byte* data, std::size_t length) {
+  const CellGrid& g = grid();
+  const std::size_t n = g.dims();
+  const std::uint64_t I = g.itemsize();
+  const auto& S = g.shape();
+  const auto& C = g.cell();
+  std::vector<std::uint64_t> x(n), cc(n);
+  std::uint64_t pos = offset, end = offset + length;
+  std::uint64_t last_linear = ~0ull;
+  DirtyCell* dc = nullptr;
+  while (pos < end) {
+    std::uint64_t e = pos / I, within = pos % I;
+    for (std::size_t d = n; d-- > 0;) {
+      x[d] = e % S[d];
+      e /= S[d];
+    }
+    // The run of bytes along the last dimension that stays inside one cell.
+    std::uint64_t cl = C[n - 1];
+    std::uint64_t seg_end = std::min(S[n - 1], (x[n - 1] / cl + 1) * cl);
+    std::uint64_t take = std::min<std::uint64_t>((seg_end - x[n - 1]) * I - within, end - pos);
+    std::uint64_t local = 0;
+    for (std::size_t d = 0; d < n; ++d) {
+      cc[d] = x[d] / C[d];
+      local = local * C[d] + x[d] % C[d];
+    }
+    std::uint64_t linear = g.linear(cc);
+    if (linear != last_linear) {
+      dc = &dirty_cell(linear, cc);
+      last_linear = linear;
+    }
+    std::uint64_t at = local * I + within;
+    std::memcpy(dc->data.data() + at, data + (pos - offset), take);
+    if (!dc->complete) {
+      for (std::uint64_t b = at; b < at + take; ++b) {
+        std::uint64_t& w = dc->written[b / 64];
+        std::uint64_t bit = 1ull << (b % 64);
+        if (!(w & bit)) {
+          w |= bit;
+          ++dc->known;
+        }
+      }
+      if (dc->known >= dc->need) {
+        dc->complete = true;
+        dc->written.clear();
+        dc->written.shrink_to_fit();
+      }
+    }
+    pos += take;
+  }
+}
+
+int ArrayState::write_back(std::uint64_t* bad_cell) {
+  if (dirty_.empty()) return 0;
+  const std::uint64_t brick = grid().cell_bytes();
+  const std::uint32_t ss = io_.sector_size();
+  std::vector<std::uint64_t> coords(grid().dims());
+  Run r[2];
+
+  // Cells written only in part that hold data: read them, keep the bytes not
+  // overwritten.
+  std::vector<std::uint64_t> partial;
+  for (auto& [linear, dc] : dirty_)
+    if (!dc.complete) partial.push_back(linear);
+  if (!partial.empty()) {
+    AlignedBuffer buf(partial.size() * cell_storage_);
+    std::vector<SectorRun> runs;
+    for (std::size_t i = 0; i < partial.size(); ++i) {
+      coords_of(partial[i], coords.data());
+      std::size_t k = layout_->cell_runs(coords, r);
+      std::byte* p = buf.data() + i * cell_storage_;
+      for (std::size_t j = 0; j < k; ++j) {
+        runs.push_back({r[j].lbn, r[j].sectors, p});
+        p += std::uint64_t(r[j].sectors) * ss;
+      }
+    }
+    if (int rc = io_.read(runs)) return rc;
+    for (std::size_t i = 0; i < partial.size(); ++i) {
+      const std::byte* old = buf.data() + i * cell_storage_;
+      if (!sums_.verify(partial[i], {old, brick})) {
+        *bad_cell = partial[i];
+        return EIO;
+      }
+      DirtyCell& dc = dirty_[partial[i]];
+      for (std::uint64_t b = 0; b < brick; ++b)
+        if (!(dc.written[b / 64] & (1ull << (b % 64)))) dc.data[b] = old[b];
+    }
+  }
+
+  // Write back in LBN order; neighbouring cells become one request.
+  std::vector<std::pair<geom::Lbn, std::uint64_t>> order;
+  order.reserve(dirty_.size());
+  for (auto& [linear, dc] : dirty_) {
+    coords_of(linear, coords.data());
+    layout_->cell_runs(coords, r);
+    order.push_back({r[0].lbn, linear});
+  }
+  std::sort(order.begin(), order.end());
+  AlignedBuffer staging(order.size() * cell_storage_);
+  std::vector<SectorRun> runs;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    std::uint64_t linear = order[i].second;
+    std::byte* slot = staging.data() + i * cell_storage_;
+    std::memcpy(slot, dirty_[linear].data.data(), cell_storage_);
+    coords_of(linear, coords.data());
+    std::size_t k = layout_->cell_runs(coords, r);
+    std::byte* p = slot;
+    for (std::size_t j = 0; j < k; ++j) {
+      if (!runs.empty() && runs.back().lbn + runs.back().sectors == r[j].lbn &&
+          runs.back().buffer + runs.back().sectors * ss == p)
+        runs.back().sectors += r[j].sectors;
+      else
+        runs.push_back({r[j].lbn, r[j].sectors, p});
+      p += std::uint64_t(r[j].sectors) * ss;
+    }
+  }
+  if (int rc = io_.write(runs)) return rc;
+  for (auto& [linear, dc] : dirty_) sums_.set(linear, {dc.data.data(), brick});
+  dirty_.clear();
+  return 0;
+}
+
+int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell) {
+  const CellGrid& g = grid();
+  const std::size_t n = g.dims();
+  const std::uint64_t I = g.itemsize();
+  const std::uint32_t ss = io_.sector_size();
+  const auto& C = g.cell();
+  const auto& dims = sel.dims();
+
+  layouts::PlanOptions options;
+  layouts::IoPlan plan = layouts::plan_selection(*layout_, sel, options);
+
+  // Every request of the plan, sorted by LBN, each with its place in one buffer.
+  struct Placed {
+    geom::Lbn lbn;
+    std::uint64_t sectors;
+    std::uint64_t offset;  // bytes into `buf`
+  };
+  std::vector<Placed> placed;
+  std::uint64_t total = 0;
+  for (const auto& b : plan.batches)
+    for (const auto& q : b.requests) {
+      placed.push_back({q.lbn, q.sectors, 0});
+      total += q.sectors;
+    }
+  std::sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) { return a.lbn < b.lbn; });
+  AlignedBuffer buf(std::max<std::uint64_t>(total, 1) * ss);
+  std::vector<SectorRun> runs;
+  runs.reserve(placed.size());
+  std::uint64_t at = 0;
+  for (Placed& p : placed) {
+    p.offset = at;
+    runs.push_back({p.lbn, p.sectors, buf.data() + at});
+    at += p.sectors * ss;
+  }
+  if (int rc = io_.read(runs)) return rc;
+  auto locate = [&](geom::Lbn lbn) -> const std::byte* {
+    auto it = std::upper_bound(placed.begin(), placed.end(), lbn,
+                               [](geom::Lbn l, const Placed& p) { return l < p.lbn; });
+    --it;
+    return buf.data() + it->offset + (lbn - it->lbn) * ss;
+  };
+
+  // Strides of the result (0 for fixed dimensions) and of a cell's brick.
+  std::vector<std::uint64_t> ostride(n, 0), cstride(n, 1);
+  {
+    std::uint64_t s = I;
+    for (std::size_t d = n; d-- > 0;) {
+      if (!dims[d].fixed) {
+        ostride[d] = s;
+        s *= dims[d].count();
+      }
+    }
+    for (std::size_t d = n - 1; d-- > 0;) cstride[d] = cstride[d + 1] * C[d + 1];
+  }
+
+  std::vector<std::vector<std::uint64_t>> touched(n);
+  for (std::size_t d = 0; d < n; ++d) touched[d] = layouts::cells_touched(dims[d], C[d]);
+  std::vector<std::size_t> idx(n, 0);
+  std::vector<std::uint64_t> cc(n), first(n), count(n), lx(n);
+  std::vector<std::byte> joined(cell_storage_);
+  const std::vector<std::byte> zeros(g.cell_bytes(), std::byte{0});
+  const std::uint64_t brick = g.cell_bytes();
+  Run r[2];
+  for (std::size_t d = 0; d < n; ++d)
+    if (touched[d].empty()) return 0;
+
+  for (;;) {
+    for (std::size_t d = 0; d < n; ++d) cc[d] = touched[d][idx[d]];
+    std::uint64_t linear = g.linear(cc);
+    const std::byte* cell;
+    if (sums_.get(linear) == 0) {
+      cell = zeros.data();
+    } else {
+      std::size_t k = layout_->cell_runs(cc, r);
+      cell = locate(r[0].lbn);
+      if (k == 2) {  // the cell wraps around its track's end: join its two pieces
+        std::memcpy(joined.data(), cell, std::uint64_t(r[0].sectors) * ss);
+        std::memcpy(joined.data() + std::uint64_t(r[0].sectors) * ss, locate(r[1].lbn),
+                    std::uint64_t(r[1].sectors) * ss);
+        cell = joined.data();
+      }
+      if (!sums_.verify(linear, {cell, brick})) {
+        *bad_cell = linear;
+        return EIO;
+      }
+    }
+    // The selected elements inside this cell, per dimension.
+    bool empty = false;
+    for (std::size_t d = 0; d < n; ++d) {
+      const auto& R = dims[d];
+      std::uint64_t lo = cc[d] * C[d], hi = std::min(lo + C[d], g.shape()[d]);
+      std::uint64_t f = std::max(lo, R.start);
+      if ((f - R.start) % R.step) f += R.step - (f - R.start) % R.step;
+      std::uint64_t stop = std::min(hi, R.stop);
+      if (f >= stop) {
+        empty = true;
+        break;
+      }
+      first[d] = f;
+      count[d] = (stop - f + R.step - 1) / R.step;
+    }
+    if (!empty) {
+      // Odometer over all dimensions but the last; the last is a run.
+      std::fill(lx.begin(), lx.end(), 0);
+      const std::size_t L = n - 1;
+      const std::uint64_t step_l = dims[L].step;
+      for (;;) {
+        std::uint64_t ooff = 0, coff = 0;
+        for (std::size_t d = 0; d < L; ++d) {
+          std::uint64_t x = first[d] + lx[d] * dims[d].step;
+          ooff += (x - dims[d].start) / dims[d].step * ostride[d];
+          coff += (x - cc[d] * C[d]) * cstride[d];
+        }
+        std::uint64_t x0 = first[L];
+        ooff += (x0 - dims[L].start) / step_l * ostride[L];
+        coff += (x0 - cc[L] * C[L]) * cstride[L];
+        const std::byte* src = cell + coff * I;
+        std::byte* dst = out + ooff;
+        if (step_l == 1) {
+          std::memcpy(dst, src, count[L] * I);
+        } else {
+          for (std::uint64_t i = 0; i < count[L]; ++i) std::memcpy(dst + i * I, src + i * step_l * I, I);
+        }
+        bool done = true;
+        for (std::size_t d = L; d-- > 0;) {
+          if (++lx[d] < count[d]) {
+            done = false;
+            break;
+          }
+          lx[d] = 0;
+        }
+        if (done) break;
+      }
+    }
+    std::size_t d = n;
+    while (d > 0) {
+      --d;
+      if (++idx[d] < touched[d].size()) break;
+      idx[d] = 0;
+      if (d == 0) return 0;
+    }
+  }
+}
+
+void ArrayState::element_location(std::span<const std::uint64_t> x, geom::Lbn* lbn, std::uint32_t* offset) const {
+  const CellGrid& g = grid();
+  std::vector<std::uint64_t> cc(g.dims());
+  std::uint64_t local = 0;
+  for (std::size_t d = 0; d < g.dims(); ++d) {
+    cc[d] = x[d] / g.cell()[d];
+    local = local * g.cell()[d] + x[d] % g.cell()[d];
+  }
+  std::uint64_t byte = local * g.itemsize();
+  const std::uint32_t ss = io_.sector_size();
+  Run r[2];
+  std::size_t k = layout_->cell_runs(cc, r);
+  std::uint64_t sector = byte / ss;
+  if (sector < r[0].sectors || k == 1) *lbn = r[0].lbn + sector;
+  else *lbn = r[1].lbn + (sector - r[0].sectors);
+  *offset = std::uint32_t(byte % ss);
+}
+
+}  // namespace mmfs::fs

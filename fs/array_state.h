@@ -1,0 +1,76 @@
+// One placement of an array's cells: grid, layout (with its extents), the
+// per-cell checksums and the dirty-cell cache. The write path scatters C-order
+// bytes into cells here and writes them back in LBN order; the read path
+// executes a selection's IoPlan and gathers the cells into C-order bytes.
+// A relayout builds a second ArrayState beside the current one, so both paths
+// also serve the copy.
+//
+// Not thread-safe: ArrayFile serialises access.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "fs/cell_checksums.h"
+#include "fs/sector_io.h"
+#include "layouts/io_plan.h"
+#include "layouts/layout.h"
+#include "layouts/selection.h"
+
+namespace mmfs::fs {
+
+class ArrayState {
+ public:
+  ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, SectorIo& io);
+
+  const layouts::Layout& layout() const { return *layout_; }
+  const layouts::CellGrid& grid() const { return layout_->grid(); }
+  CellChecksums& sums() { return sums_; }
+  std::uint64_t bytes() const { return grid().elements() * grid().itemsize(); }
+  std::uint64_t dirty_bytes() const { return dirty_.size() * cell_storage_; }
+  bool has_dirty() const { return !dirty_.empty(); }
+  // True when any cell holds data (written back or dirty).
+  bool holds_data() const;
+
+  // Scatters `length` C-order bytes at byte `offset` of the array into the
+  // dirty cache. REQUIRES offset + length <= bytes().
+  void write_bytes(std::uint64_t offset, const std::byte* data, std::size_t length);
+  // Writes every dirty cell to its sectors (reading the cells first whose
+  // bytes were only partly written and which hold data) and records their
+  // checksums in sums() (not staged). 0, or an errno with *bad_cell set for
+  // EIO from a checksum mismatch.
+  int write_back(std::uint64_t* bad_cell);
+  // Drops the dirty cache and marks every cell unwritten (reads as zeros).
+  void clear();
+
+  // Reads the selection into `out` (selection.elements() * itemsize bytes, C
+  // order of the selection), executing the layout's IoPlan. Dirty cells must
+  // have been written back. EIO with *bad_cell on a checksum mismatch.
+  int read_selection(const layouts::Selection& selection, std::byte* out, std::uint64_t* bad_cell);
+
+  // The sector and byte offset inside it of element `coords`.
+  void element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset) const;
+
+ private:
+  struct DirtyCell {
+    std::vector<std::byte> data;        // the cell's sectors (brick in C order, then padding)
+    std::vector<std::uint64_t> written;  // one bit per byte of the brick; empty when complete
+    std::uint64_t known = 0;             // distinct bytes written
+    std::uint64_t need = 0;              // bytes of the brick inside the array
+    bool complete = false;               // every byte is known: no read before write-back
+  };
+  DirtyCell& dirty_cell(std::uint64_t linear, std::span<const std::uint64_t> cell_coords);
+  std::uint64_t in_array_bytes(std::span<const std::uint64_t> cell_coords) const;
+  void coords_of(std::uint64_t linear, std::uint64_t* coords) const;
+
+  std::unique_ptr<layouts::Layout> layout_;
+  CellChecksums sums_;
+  SectorIo& io_;
+  std::uint64_t cell_storage_;  // sectors_per_cell * sector_size
+  std::unordered_map<std::uint64_t, DirtyCell> dirty_;
+};
+
+}  // namespace mmfs::fs

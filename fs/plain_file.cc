@@ -1,0 +1,225 @@
+#include "fs/plain_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace mmfs::fs {
+
+namespace {
+constexpr std::uint64_t kMaxGrowBytes = 64ull << 20;
+std::uint64_t div_up(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+PlainFile::PlainFile(Metadata& metadata, Allocator& allocator, SectorIo& io, const geom::Geometry& geometry,
+                     Ino ino, std::uint64_t size)
+    : metadata_(metadata), allocator_(allocator), io_(io), ino_(ino),
+      block_(std::max<std::uint64_t>(4096, io.sector_size())),
+      sectors_per_block_(block_ / io.sector_size()),
+      small_limit_sectors_(geometry.track_length(allocator.first())),
+      size_(size),
+      extents_(metadata.extents(ino)),
+      sums_(metadata.store(), ino, div_up(size, block_)) {
+  for (const Extent& e : extents_) {
+    starts_.push_back(capacity_sectors_);
+    capacity_sectors_ += e.sectors;
+  }
+}
+
+std::uint64_t PlainFile::size() const {
+  std::lock_guard lock(mu_);
+  return size_;
+}
+
+bool PlainFile::dirty() const {
+  std::lock_guard lock(mu_);
+  return dirty_;
+}
+
+std::uint64_t PlainFile::allocated_bytes() const {
+  std::lock_guard lock(mu_);
+  return capacity_sectors_ * io_.sector_size();
+}
+
+std::vector<Extent> PlainFile::extents() const {
+  std::lock_guard lock(mu_);
+  return extents_;
+}
+
+void PlainFile::map_locked(std::uint64_t first, std::uint64_t sectors, std::byte* buffer,
+                           std::vector<SectorRun>* runs) const {
+  auto it = std::upper_bound(starts_.begin(), starts_.end(), first);
+  std::size_t i = std::size_t(it - starts_.begin()) - 1;
+  while (sectors > 0) {
+    const Extent& e = extents_[i];
+    std::uint64_t within = first - starts_[i];
+    std::uint64_t n = std::min(sectors, e.sectors - within);
+    runs->push_back({e.start + within, n, buffer});
+    buffer += n * io_.sector_size();
+    first += n;
+    sectors -= n;
+    ++i;
+  }
+}
+
+int PlainFile::ensure_capacity_locked(std::uint64_t bytes) {
+  std::uint64_t need = div_up(div_up(bytes, block_) * block_, io_.sector_size());
+  if (need <= capacity_sectors_) return 0;
+  std::uint64_t grow = std::max(need - capacity_sectors_,
+                                std::min(capacity_sectors_, kMaxGrowBytes / io_.sector_size()));
+  grow = div_up(grow, sectors_per_block_) * sectors_per_block_;
+  std::vector<Extent> got;
+  int r = ENOSPC;
+  if (capacity_sectors_ + grow > small_limit_sectors_) r = allocator_.allocate({layouts::SpaceShape::Runs, grow}, &got);
+  if (r != 0) r = allocator_.allocate_small(grow, &got);
+  if (r != 0) r = allocator_.allocate_small(need - capacity_sectors_, &got);  // a nearly full volume
+  if (r != 0) return r;
+  for (const Extent& e : got) {
+    // Adjacent to the last extent: extend it, so streaming stays one run.
+    if (!extents_.empty() && extents_.back().start + extents_.back().sectors == e.start) {
+      extents_.back().sectors += e.sectors;
+    } else {
+      starts_.push_back(capacity_sectors_);
+      extents_.push_back(e);
+    }
+    capacity_sectors_ += e.sectors;
+  }
+  dirty_ = true;
+  return 0;
+}
+
+int PlainFile::read_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, std::byte* out, bool verify) {
+  std::memset(out, 0, blocks * block_);
+  std::vector<SectorRun> runs;
+  std::uint64_t capacity_blocks = capacity_sectors_ / sectors_per_block_;
+  // Only blocks that hold data are read: unwritten ones are zeros by definition.
+  std::uint64_t b = first_block;
+  while (b < first_block + blocks) {
+    if (b >= capacity_blocks || b >= sums_.cells() || sums_.get(b) == 0) {
+      ++b;
+      continue;
+    }
+    std::uint64_t e = b;
+    while (e < first_block + blocks && e < capacity_blocks && e < sums_.cells() && sums_.get(e) != 0) ++e;
+    map_locked(b * sectors_per_block_, (e - b) * sectors_per_block_, out + (b - first_block) * block_, &runs);
+    b = e;
+  }
+  if (int r = io_.read(runs)) return r;
+  if (!verify) return 0;
+  for (std::uint64_t i = 0; i < blocks; ++i) {
+    std::uint64_t blk = first_block + i;
+    if (blk >= sums_.cells() || sums_.get(blk) == 0) continue;
+    if (!sums_.verify(blk, {out + i * block_, block_})) return EIO;
+  }
+  return 0;
+}
+
+int PlainFile::write_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, const std::byte* data) {
+  std::vector<SectorRun> runs;
+  map_locked(first_block * sectors_per_block_, blocks * sectors_per_block_, const_cast<std::byte*>(data), &runs);
+  if (int r = io_.write(runs)) return r;
+  if (sums_.cells() < first_block + blocks) sums_.resize(first_block + blocks);
+  for (std::uint64_t i = 0; i < blocks; ++i) sums_.set(first_block + i, {data + i * block_, block_});
+  return 0;
+}
+
+int PlainFile::read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got) {
+  std::lock_guard lock(mu_);
+  *got = 0;
+  if (offset >= size_ || length == 0) return 0;
+  length = std::size_t(std::min<std::uint64_t>(length, size_ - offset));
+  std::uint64_t b0 = offset / block_, b1 = div_up(offset + length, block_);
+  AlignedBuffer buf((b1 - b0) * block_);
+  if (int r = read_blocks_locked(b0, b1 - b0, buf.data(), true)) return r;
+  std::memcpy(out, buf.data() + (offset - b0 * block_), length);
+  *got = length;
+  return 0;
+}
+
+int PlainFile::write(std::uint64_t offset, const std::byte* data, std::size_t length) {
+  std::lock_guard lock(mu_);
+  if (length == 0) return 0;
+  std::uint64_t end = offset + length;
+  if (end < offset) return EFBIG;
+  if (int r = ensure_capacity_locked(end)) return r;
+  std::uint64_t b0 = offset / block_, b1 = div_up(end, block_);
+  AlignedBuffer buf((b1 - b0) * block_);
+  // Read-modify-write of the partial blocks at either end.
+  if (offset % block_ != 0)
+    if (int r = read_blocks_locked(b0, 1, buf.data(), true)) return r;
+  if (end % block_ != 0 && (b1 - 1 != b0 || offset % block_ == 0))
+    if (int r = read_blocks_locked(b1 - 1, 1, buf.data() + (b1 - 1 - b0) * block_, true)) return r;
+  std::memcpy(buf.data() + (offset - b0 * block_), data, length);
+  if (int r = write_blocks_locked(b0, b1 - b0, buf.data())) return r;
+  size_ = std::max(size_, end);
+  dirty_ = true;
+  return 0;
+}
+
+int PlainFile::truncate(std::uint64_t size) {
+  std::lock_guard lock(mu_);
+  if (size == size_) return 0;
+  if (size > size_) {
+    // Growing needs no space: the new blocks read as zeros until written. The
+    // old last block's tail is already zeros (shrinking zeroes it).
+    size_ = size;
+    dirty_ = true;
+    return 0;
+  }
+  std::uint64_t keep_blocks = div_up(size, block_);
+  if (size % block_ != 0 && keep_blocks - 1 < sums_.cells() && sums_.get(keep_blocks - 1) != 0) {
+    AlignedBuffer buf(block_);
+    if (int r = read_blocks_locked(keep_blocks - 1, 1, buf.data(), true)) return r;
+    std::memset(buf.data() + size % block_, 0, block_ - size % block_);
+    if (int r = write_blocks_locked(keep_blocks - 1, 1, buf.data())) return r;
+  }
+  WriteBatch batch;
+  if (sums_.cells() > keep_blocks) {
+    sums_.resize(keep_blocks);
+    CellChecksums::stage_removal_from(metadata_.store(), ino_, div_up(keep_blocks, CellChecksums::kCellsPerRecord),
+                                      batch);
+  }
+  // Whole extents past the kept blocks go back to the allocator (after the sync).
+  std::vector<Extent> dropped;
+  std::uint64_t keep_sectors = keep_blocks * sectors_per_block_;
+  while (!extents_.empty() && starts_.back() >= keep_sectors) {
+    dropped.push_back(extents_.back());
+    capacity_sectors_ -= extents_.back().sectors;
+    extents_.pop_back();
+    starts_.pop_back();
+  }
+  size_ = size;
+  sums_.stage(batch);
+  if (extents_.empty()) batch.del(keys::extents(ino_));
+  else batch.put(keys::extents(ino_), encode_extents(extents_));
+  if (int r = metadata_.apply(batch, std::move(dropped))) return r;
+  dirty_ = true;  // the size still has to reach the inode
+  return 0;
+}
+
+int PlainFile::fallocate(std::uint64_t offset, std::uint64_t length, bool keep_size) {
+  std::lock_guard lock(mu_);
+  std::uint64_t end = offset + length;
+  if (end < offset) return EFBIG;
+  if (int r = ensure_capacity_locked(end)) return r;
+  if (!keep_size && end > size_) {
+    size_ = end;
+    dirty_ = true;
+  }
+  return 0;
+}
+
+int PlainFile::commit(Inode inode) {
+  std::lock_guard lock(mu_);
+  inode.size = size_;
+  WriteBatch batch;
+  batch.put(keys::inode(ino_), encode_inode(inode));
+  if (extents_.empty()) batch.del(keys::extents(ino_));
+  else batch.put(keys::extents(ino_), encode_extents(extents_));
+  sums_.stage(batch);
+  if (int r = metadata_.apply(batch, {})) return r;
+  dirty_ = false;
+  return 0;
+}
+
+}  // namespace mmfs::fs

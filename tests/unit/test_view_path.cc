@@ -1,0 +1,531 @@
+// View path resolution below A@ (fs/view_path.h, SPEC §5): every grammar
+// row, listings, errnos, box selectors against numpy's semantics, and PLoD's
+// byte fill.
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fs/view_path.h"
+
+using namespace mmfs;
+using namespace mmfs::fs;
+using layouts::DimRange;
+using layouts::Selection;
+
+namespace {
+
+const std::vector<std::uint64_t> kShape = {4, 5, 6};
+constexpr std::uint32_t kItem = 8;
+
+std::vector<std::string> split(const std::string& path) {
+  std::vector<std::string> out;
+  if (path.empty()) return out;
+  std::size_t start = 0;
+  for (;;) {
+    auto slash = path.find('/', start);
+    out.push_back(path.substr(start, slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return out;
+}
+
+ViewNode resolve(const std::string& path, const std::vector<std::uint64_t>& shape = kShape,
+                 std::uint32_t itemsize = kItem) {
+  INFO("path A@/" << path);
+  auto r = resolve_view(split(path), shape, itemsize);
+  if (auto* e = std::get_if<PathError>(&r)) FAIL("unexpected error " << e->error << ": " << e->message);
+  return std::get<ViewNode>(r);
+}
+
+PathError failure(const std::string& path, const std::vector<std::uint64_t>& shape = kShape,
+                  std::uint32_t itemsize = kItem) {
+  INFO("path A@/" << path);
+  auto r = resolve_view(split(path), shape, itemsize);
+  if (std::holds_alternative<ViewNode>(r)) FAIL("resolved, but an error was expected");
+  return std::get<PathError>(r);
+}
+
+int errno_of(const std::string& path, const std::vector<std::uint64_t>& shape = kShape,
+             std::uint32_t itemsize = kItem) {
+  return failure(path, shape, itemsize).error;
+}
+
+std::vector<std::string> L(std::initializer_list<const char*> names) {
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+std::vector<std::string> range_names(std::uint64_t first, std::uint64_t last, const char* suffix = "") {
+  std::vector<std::string> out;
+  for (std::uint64_t i = first; i <= last; ++i) out.push_back(std::to_string(i) + suffix);
+  return out;
+}
+
+Selection box(const std::string& sel, const std::vector<std::uint64_t>& shape) {
+  INFO("selector " << sel);
+  auto r = parse_box(sel, shape);
+  if (auto* e = std::get_if<PathError>(&r)) FAIL("unexpected error " << e->error << ": " << e->message);
+  return std::get<Selection>(r);
+}
+
+int box_errno(const std::string& sel, const std::vector<std::uint64_t>& shape) {
+  INFO("selector " << sel);
+  auto r = parse_box(sel, shape);
+  if (std::holds_alternative<Selection>(r)) FAIL("parsed, but an error was expected");
+  return std::get<PathError>(r).error;
+}
+
+using Shape = std::vector<std::uint64_t>;
+
+bool same_dims(const Selection& a, const Selection& b) {
+  if (a.dims().size() != b.dims().size()) return false;
+  for (std::size_t i = 0; i < a.dims().size(); ++i) {
+    const DimRange &x = a.dims()[i], &y = b.dims()[i];
+    if (x.start != y.start || x.stop != y.stop || x.step != y.step || x.fixed != y.fixed) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("A@ lists its views; info is a file", "[view_path]") {
+  auto top = resolve("");
+  CHECK(top.kind == ViewKind::Dir);
+  CHECK(top.listing == L({"info", "slice", "box", "plod", "query", "lbn", "plan"}));
+  CHECK_FALSE(top.data);
+
+  auto info = resolve("info");
+  CHECK(info.kind == ViewKind::Info);
+  CHECK(info.listing.empty());
+  CHECK(errno_of("info/x") == ENOTDIR);
+
+  CHECK(errno_of("foo") == ENOENT);
+  CHECK(errno_of("Info") == ENOENT);
+  auto e = failure("nonsense");
+  CHECK_THAT(e.message, Catch::Contains("nonsense") && Catch::Contains("slice"));
+}
+
+TEST_CASE("slice/D/I: listings, the hyperplane, canonical spelling, errors", "[view_path]") {
+  auto s = resolve("slice");
+  CHECK(s.kind == ViewKind::Dir);
+  CHECK(s.listing == L({"0", "1", "2"}));
+  CHECK(resolve("slice/1").listing == L({"0", "1", "2", "3", "4"}));
+  CHECK(resolve("slice/2").listing == range_names(0, 5));
+
+  auto f = resolve("slice/1/3");
+  REQUIRE(f.kind == ViewKind::Data);
+  REQUIRE(f.data);
+  CHECK(f.data->plod_bytes == 0);
+  CHECK(f.data->spelling == "slice/1/3");
+  CHECK(same_dims(f.data->selection, Selection::slice(kShape, 1, 3)));
+  CHECK(f.data->selection.result_shape() == Shape{4, 6});
+  CHECK(f.data->bytes(kItem) == 4 * 6 * 8);
+  CHECK(resolve("slice/01/003").data->spelling == "slice/1/3");
+  CHECK(resolve("slice/0/3").data->selection.result_shape() == Shape{5, 6});
+  CHECK(resolve("slice/2/5").data->selection.result_shape() == Shape{4, 5});
+
+  CHECK(errno_of("slice/3") == ERANGE);
+  CHECK(errno_of("slice/3/0") == ERANGE);
+  CHECK(errno_of("slice/99999999999999999999999") == ERANGE);  // overflows 64 bits
+  for (const char* bad : {"x", "-1", "+1", " 1", "1 ", "", "1x", "0x1", "1.0"}) {
+    INFO("dimension '" << bad << "'");
+    CHECK(errno_of(std::string("slice/") + bad) == EINVAL);
+  }
+  CHECK(errno_of("slice/1/5") == ERANGE);
+  CHECK(errno_of("slice/1/18446744073709551615") == ERANGE);
+  CHECK(errno_of("slice/1/18446744073709551616") == ERANGE);
+  CHECK(errno_of("slice/1/-3") == EINVAL);
+  CHECK(errno_of("slice/1/three") == EINVAL);
+  CHECK(errno_of("slice/1/3/x") == ENOTDIR);
+  CHECK(errno_of("slice/1/3/0/0") == ENOTDIR);
+
+  auto e = failure("slice/7");
+  CHECK_THAT(e.message, Catch::Contains("slice/7") && Catch::Contains("0..2"));
+  e = failure("slice/1/9");
+  CHECK_THAT(e.message, Catch::Contains("slice/1/9") && Catch::Contains("0..4"));
+  e = failure("slice/1/-3");
+  CHECK_THAT(e.message, Catch::Contains("negative"));
+  CHECK(e.message.find('\n') == std::string::npos);
+}
+
+TEST_CASE("box/SEL: files named by free-form selectors", "[view_path]") {
+  auto b = resolve("box");
+  CHECK(b.kind == ViewKind::Dir);
+  CHECK(b.listing.empty());
+
+  auto f = resolve("box/:,2,1:6:2");
+  REQUIRE(f.kind == ViewKind::Data);
+  CHECK(f.data->selection.result_shape() == Shape{4, 3});  // a[:, 2, 1:6:2]
+  CHECK(f.data->spelling == "box/0:4,2,1:6:2");
+  CHECK(f.data->plod_bytes == 0);
+  CHECK(f.data->bytes(kItem) == 12 * 8);
+
+  CHECK(errno_of("box/:,:") == EINVAL);
+  CHECK(errno_of("box/4,:,:") == ERANGE);
+  CHECK(errno_of("box/:,:,:/x") == ENOTDIR);
+  auto e = failure("box/0:9,:,:");
+  CHECK(e.error == ERANGE);
+  CHECK_THAT(e.message, Catch::Contains("box/0:9,:,:") && Catch::Contains("'0:9'") && Catch::Contains("size 4"));
+}
+
+TEST_CASE("plod/K is the whole array, plod/K@ holds its slices and boxes", "[view_path]") {
+  auto p = resolve("plod");
+  CHECK(p.kind == ViewKind::Dir);
+  auto expected = range_names(1, 8);
+  auto at = range_names(1, 8, "@");
+  expected.insert(expected.end(), at.begin(), at.end());
+  CHECK(p.listing == expected);
+  CHECK(resolve("plod", {10}, 2).listing == L({"1", "2", "1@", "2@"}));
+
+  auto whole = resolve("plod/3");
+  REQUIRE(whole.kind == ViewKind::Data);
+  CHECK(whole.data->plod_bytes == 3);
+  CHECK(whole.data->spelling == "plod/3");
+  CHECK(same_dims(whole.data->selection, Selection::all(kShape)));
+  CHECK(whole.data->bytes(kItem) == 120 * 8);
+  CHECK(resolve("plod/8").data->plod_bytes == 8);
+  CHECK(resolve("plod/1").data->plod_bytes == 1);
+  CHECK(resolve("plod/003").data->spelling == "plod/3");
+
+  auto views = resolve("plod/3@");
+  CHECK(views.kind == ViewKind::Dir);
+  CHECK(views.listing == L({"slice", "box"}));
+  CHECK(resolve("plod/3@/slice").listing == L({"0", "1", "2"}));
+  CHECK(resolve("plod/3@/slice/2").listing == range_names(0, 5));
+  CHECK(resolve("plod/3@/box").listing.empty());
+
+  auto sl = resolve("plod/3@/slice/1/2");
+  REQUIRE(sl.kind == ViewKind::Data);
+  CHECK(sl.data->plod_bytes == 3);
+  CHECK(sl.data->spelling == "plod/3@/slice/1/2");
+  CHECK(same_dims(sl.data->selection, Selection::slice(kShape, 1, 2)));
+  auto bx = resolve("plod/3@/box/0:4,2,:");
+  CHECK(bx.data->plod_bytes == 3);
+  CHECK(bx.data->spelling == "plod/3@/box/0:4,2,0:6");
+  CHECK(bx.data->selection.result_shape() == Shape{4, 6});
+
+  CHECK(errno_of("plod/0") == ERANGE);
+  CHECK(errno_of("plod/9") == ERANGE);
+  CHECK(errno_of("plod/9@") == ERANGE);
+  CHECK(errno_of("plod/0@/slice") == ERANGE);
+  CHECK(errno_of("plod/5", {10}, 4) == ERANGE);
+  CHECK(errno_of("plod/99999999999999999999") == ERANGE);
+  for (const char* bad : {"x", "@", "3@@", "-3", "+3", "3 ", "", "@3", "3@x"}) {
+    INFO("K '" << bad << "'");
+    CHECK(errno_of(std::string("plod/") + bad) == EINVAL);
+  }
+  CHECK(errno_of("plod/3/slice") == ENOTDIR);
+  CHECK(errno_of("plod/3/slice/1/42") == ENOTDIR);
+  CHECK(errno_of("plod/3@/plod") == ENOENT);
+  CHECK(errno_of("plod/3@/query") == ENOENT);
+  CHECK(errno_of("plod/3@/info") == ENOENT);
+  CHECK(errno_of("plod/3@/slice/3") == ERANGE);
+  CHECK(errno_of("plod/3@/slice/1/5") == ERANGE);
+  CHECK(errno_of("plod/3@/slice/1/2/x") == ENOTDIR);
+  CHECK(errno_of("plod/3@/box/:") == EINVAL);
+  CHECK(errno_of("plod/3@/box/:,:,:/x") == ENOTDIR);
+  CHECK_THAT(failure("plod/9").message, Catch::Contains("1 <= K <= 8"));
+}
+
+TEST_CASE("lbn/I0,I1,...: the element's coordinates", "[view_path]") {
+  auto d = resolve("lbn");
+  CHECK(d.kind == ViewKind::Dir);
+  CHECK(d.listing.empty());
+
+  auto f = resolve("lbn/3,4,5");
+  CHECK(f.kind == ViewKind::Lbn);
+  CHECK(f.coords == Shape{3, 4, 5});
+  CHECK_FALSE(f.data);
+  CHECK(resolve("lbn/0,0,0").coords == Shape{0, 0, 0});
+  CHECK(resolve("lbn/7", {10}).coords == Shape{7});
+
+  CHECK(errno_of("lbn/1,2") == EINVAL);
+  CHECK(errno_of("lbn/1,2,3,4") == EINVAL);
+  CHECK(errno_of("lbn/4,0,0") == ERANGE);
+  CHECK(errno_of("lbn/0,5,0") == ERANGE);
+  CHECK(errno_of("lbn/0,0,6") == ERANGE);
+  CHECK(errno_of("lbn/0,0,99999999999999999999") == ERANGE);
+  CHECK(errno_of("lbn/1,x,3") == EINVAL);
+  CHECK(errno_of("lbn/1,,3") == EINVAL);
+  CHECK(errno_of("lbn/1,-2,3") == EINVAL);
+  CHECK(errno_of("lbn/1,2,3,") == EINVAL);
+  CHECK(errno_of("lbn/") == EINVAL);
+  CHECK(errno_of("lbn/1, 2,3") == EINVAL);
+  CHECK(errno_of("lbn/1,2,3/x") == ENOTDIR);
+  CHECK_THAT(failure("lbn/1,2").message, Catch::Contains("2 coordinates") && Catch::Contains("3 dimensions"));
+}
+
+TEST_CASE("plan/VIEW mirrors the data views; its files are plans", "[view_path]") {
+  auto p = resolve("plan");
+  CHECK(p.kind == ViewKind::Dir);
+  CHECK(p.listing == L({"slice", "box", "plod"}));
+  CHECK(resolve("plan/slice").listing == L({"0", "1", "2"}));
+  CHECK(resolve("plan/slice/1").listing == range_names(0, 4));
+  CHECK(resolve("plan/box").listing.empty());
+  CHECK(resolve("plan/plod").listing == resolve("plod").listing);
+  CHECK(resolve("plan/plod/2@").listing == L({"slice", "box"}));
+
+  auto sl = resolve("plan/slice/1/3");
+  REQUIRE(sl.kind == ViewKind::Plan);
+  REQUIRE(sl.data);
+  CHECK(sl.data->spelling == "slice/1/3");
+  CHECK(same_dims(sl.data->selection, Selection::slice(kShape, 1, 3)));
+  auto bx = resolve("plan/box/0:3,:,5");
+  CHECK(bx.kind == ViewKind::Plan);
+  CHECK(bx.data->spelling == "box/0:3,0:5,5");
+  CHECK(bx.data->selection.result_shape() == Shape{3, 5});
+  auto pl = resolve("plan/plod/2");
+  CHECK(pl.kind == ViewKind::Plan);
+  CHECK(pl.data->plod_bytes == 2);
+  CHECK(pl.data->spelling == "plod/2");
+  auto pls = resolve("plan/plod/2@/box/1,1,1:2");
+  CHECK(pls.kind == ViewKind::Plan);
+  CHECK(pls.data->plod_bytes == 2);
+  CHECK(pls.data->spelling == "plod/2@/box/1,1,1:2");
+  CHECK(pls.data->selection.result_shape() == Shape{1});
+
+  CHECK(errno_of("plan/info") == ENOENT);
+  CHECK(errno_of("plan/lbn") == ENOENT);
+  CHECK(errno_of("plan/plan") == ENOENT);
+  CHECK(errno_of("plan/foo") == ENOENT);
+  CHECK(errno_of("plan/slice/9") == ERANGE);
+  CHECK(errno_of("plan/slice/x") == EINVAL);
+  CHECK(errno_of("plan/slice/1/3/x") == ENOTDIR);
+  CHECK(errno_of("plan/box/1:1,:,:") == EINVAL);
+  CHECK(errno_of("plan/plod/9") == ERANGE);
+  CHECK(errno_of("plan/plod/2/x") == ENOTDIR);
+  CHECK(resolve("plan/query").kind == ViewKind::Dir);
+  CHECK(errno_of("plan/query/>3/values") == ENOTSUP);
+}
+
+TEST_CASE("query: a directory, but queries are not implemented yet", "[view_path]") {
+  auto q = resolve("query");
+  CHECK(q.kind == ViewKind::Dir);
+  CHECK(q.listing.empty());
+  CHECK(errno_of("query/>3") == ENOTSUP);
+  CHECK(errno_of("query/>3/count") == ENOTSUP);
+  CHECK_THAT(failure("query/>3").message, Catch::Contains("not implemented"));
+}
+
+TEST_CASE("resolve_view without listings", "[view_path]") {
+  auto r = resolve_view(split("slice/2"), kShape, kItem, false);
+  REQUIRE(std::holds_alternative<ViewNode>(r));
+  CHECK(std::get<ViewNode>(r).kind == ViewKind::Dir);
+  CHECK(std::get<ViewNode>(r).listing.empty());
+  auto f = resolve_view(split("slice/2/1"), kShape, kItem, false);
+  REQUIRE(std::holds_alternative<ViewNode>(f));
+  CHECK(std::get<ViewNode>(f).data->spelling == "slice/2/1");
+  // A dimension of 10^12: no listing is built (it would not fit in memory).
+  const Shape huge = {1000000000000ull, 2};
+  auto h = resolve_view(split("slice/0"), huge, kItem, false);
+  REQUIRE(std::holds_alternative<ViewNode>(h));
+  CHECK(std::get<ViewNode>(h).listing.empty());
+  CHECK(resolve("slice/0/999999999999", huge).data->selection.result_shape() == Shape{2});
+  CHECK(resolve("box/999999999990::3,:", huge).data->selection.result_shape() == Shape{4, 2});
+}
+
+TEST_CASE("parse_box: numpy basic indexing, hand-computed result shapes", "[view_path]") {
+  const Shape s = {10, 20, 30};
+  // np.empty((10, 20, 30))[SEL].shape
+  CHECK(box(":,:,:", s).result_shape() == Shape{10, 20, 30});
+  CHECK(box("5,:,:", s).result_shape() == Shape{20, 30});
+  CHECK(box("5,6,7", s).result_shape() == Shape{});
+  CHECK(box("5,6,7", s).elements() == 1);
+  CHECK(box("2:8,3,::4", s).result_shape() == Shape{6, 8});      // 0,4,...,28
+  CHECK(box("1:9:3,0:20:7,29", s).result_shape() == Shape{3, 3});  // 1,4,7 / 0,7,14
+  CHECK(box("7:,:5,10::10", s).result_shape() == Shape{3, 5, 2});  // 7..9 / 0..4 / 10,20
+  CHECK(box("::3,::,:", s).result_shape() == Shape{4, 20, 30});     // 0,3,6,9
+  CHECK(box("0:10:100,19:20,0:1", s).result_shape() == Shape{1, 1, 1});
+  CHECK(box("9:10,19,29", s).result_shape() == Shape{1});
+  CHECK(box("1:10:2,2:19:,3:30:9", s).result_shape() == Shape{5, 17, 3});  // 1..9 odd / 2..18 / 3,12,21
+  CHECK(box("0:18446744073709551615:18446744073709551615,0,0", Shape{18446744073709551615ull, 1, 1})
+            .result_shape() == Shape{1});
+
+  // The DimRanges, normalized: stop one past the last element.
+  auto sel = box("1:9:3,0:20:7,29", s);
+  REQUIRE(sel.dims().size() == 3);
+  CHECK(sel.dims()[0].start == 1);
+  CHECK(sel.dims()[0].stop == 8);
+  CHECK(sel.dims()[0].step == 3);
+  CHECK_FALSE(sel.dims()[0].fixed);
+  CHECK(sel.dims()[1].start == 0);
+  CHECK(sel.dims()[1].stop == 15);
+  CHECK(sel.dims()[1].step == 7);
+  CHECK(sel.dims()[2].start == 29);
+  CHECK(sel.dims()[2].stop == 30);
+  CHECK(sel.dims()[2].fixed);
+  CHECK(box_spelling(sel) == "1:8:3,0:15:7,29");
+  CHECK(same_dims(box(box_spelling(sel), s), sel));
+  CHECK(box_spelling(box(":,::1,5:6:4", s)) == "0:10,0:20,5:6");
+  CHECK(box_spelling(box("007,:,:", s)) == "7,0:20,0:30");
+}
+
+TEST_CASE("parse_box: every start/stop/step of a small dimension selects numpy's elements", "[view_path]") {
+  const Shape s = {7};
+  for (std::uint64_t a = 0; a < 7; ++a)
+    for (std::uint64_t b = a + 1; b <= 7; ++b)
+      for (std::uint64_t step = 1; step <= 8; ++step) {
+        std::vector<std::uint64_t> expected;  // list(range(a, b, step))
+        for (std::uint64_t i = a; i < b; i += step) expected.push_back(i);
+        const std::string text = std::to_string(a) + ":" + std::to_string(b) + ":" + std::to_string(step);
+        INFO(text);
+        auto sel = box(text, s);
+        const DimRange& r = sel.dims()[0];
+        std::vector<std::uint64_t> got;
+        for (std::uint64_t i = r.start; i < r.stop; i += r.step) got.push_back(i);
+        CHECK(got == expected);
+        CHECK(r.count() == expected.size());
+        CHECK(sel.result_shape() == Shape{expected.size()});
+        CHECK(same_dims(box(box_spelling(sel), s), sel));
+      }
+}
+
+TEST_CASE("parse_box: errors", "[view_path]") {
+  const Shape s = {10, 20, 30};
+  // Out of range.
+  CHECK(box_errno("10,:,:", s) == ERANGE);
+  CHECK(box_errno("10:,:,:", s) == ERANGE);
+  CHECK(box_errno("10:11,:,:", s) == ERANGE);
+  CHECK(box_errno(":11,:,:", s) == ERANGE);
+  CHECK(box_errno(":,:,0:31", s) == ERANGE);
+  CHECK(box_errno(":,:,99999999999999999999", s) == ERANGE);
+  // Empty selections, zero steps.
+  CHECK(box_errno("5:5,:,:", s) == EINVAL);
+  CHECK(box_errno("6:5,:,:", s) == EINVAL);
+  CHECK(box_errno(":0,:,:", s) == EINVAL);
+  CHECK(box_errno("::0,:,:", s) == EINVAL);
+  CHECK(box_errno("1:5:0,:,:", s) == EINVAL);
+  // Item counts.
+  CHECK(box_errno(":,:", s) == EINVAL);
+  CHECK(box_errno(":,:,:,:", s) == EINVAL);
+  CHECK(box_errno("", s) == EINVAL);
+  CHECK(box_errno(",:,:", s) == EINVAL);
+  CHECK(box_errno(":,:,", s) == EINVAL);
+  // Malformed numbers and items.
+  for (const char* bad : {"-1,:,:", "-1:,:,:", ":-1,:,:", "::-1,:,:", "+1,:,:", "1:2:+1,:,:", " 1,:,:", "1 ,:,:",
+                          "a,:,:", "1:2:3:4,:,:", ":::,:,:", "1.5,:,:", "0x1,:,:", "1;2,:,:"}) {
+    INFO(bad);
+    CHECK(box_errno(bad, s) == EINVAL);
+  }
+  auto r = parse_box("0:10,5:5,:", s);
+  REQUIRE(std::holds_alternative<PathError>(r));
+  const std::string msg = std::get<PathError>(r).message;
+  CHECK_THAT(msg, Catch::Contains("dimension 1") && Catch::Contains("'5:5'") && Catch::Contains("empty") &&
+                      Catch::Contains("A:B:STEP"));
+  CHECK(msg.find('\n') == std::string::npos);
+  r = parse_box("::0,:,:", s);
+  CHECK_THAT(std::get<PathError>(r).message, Catch::Contains("step"));
+}
+
+TEST_CASE("parse_number is strict", "[view_path]") {
+  std::uint64_t v = 7;
+  CHECK(parse_number("0", v) == NumberStatus::Ok);
+  CHECK(v == 0);
+  CHECK(parse_number("18446744073709551615", v) == NumberStatus::Ok);
+  CHECK(v == 18446744073709551615ull);
+  CHECK(parse_number("18446744073709551616", v) == NumberStatus::TooLarge);
+  for (const char* bad : {"", "-0", "+1", " 1", "1 ", "1a", "0x10", "1e3", "١"}) {
+    INFO(bad);
+    CHECK(parse_number(bad, v) == NumberStatus::Malformed);
+  }
+}
+
+namespace {
+
+std::vector<std::byte> bytes_of(std::initializer_list<unsigned> list) {
+  std::vector<std::byte> out;
+  for (unsigned b : list) out.push_back(std::byte(b));
+  return out;
+}
+
+std::vector<std::byte> f64_bytes(std::initializer_list<double> values) {
+  std::vector<std::byte> out(values.size() * 8);
+  std::memcpy(out.data(), values.begin(), out.size());
+  return out;
+}
+
+std::uint64_t bits_of(double d) {
+  std::uint64_t u;
+  std::memcpy(&u, &d, 8);
+  return u;
+}
+
+}  // namespace
+
+TEST_CASE("apply_plod: float64 keeps the top bytes and fills 0x7F then 0xFF", "[view_path]") {
+  // 1.0 = 0x3FF0000000000000: little-endian 00 00 00 00 00 00 F0 3F.
+  auto one = f64_bytes({1.0});
+  REQUIRE(one == bytes_of({0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xF0, 0x3F}));
+  apply_plod(one, 8, true, 2);
+  CHECK(one == bytes_of({0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F, 0xF0, 0x3F}));
+
+  auto k1 = f64_bytes({1.0});
+  apply_plod(k1, 8, true, 1);
+  CHECK(k1 == bytes_of({0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F, 0x3F}));
+
+  auto k7 = f64_bytes({1.0});
+  apply_plod(k7, 8, true, 7);
+  CHECK(k7 == bytes_of({0x7F, 0x00, 0x00, 0x00, 0x00, 0x00, 0xF0, 0x3F}));
+
+  // Several elements, K = 3: (bits & top 3 bytes) | 0x0000007FFFFFFFFF.
+  const double values[] = {1.0, -2.5, 3.141592653589793, 1e300, -0.0};
+  auto many = f64_bytes({values[0], values[1], values[2], values[3], values[4]});
+  apply_plod(many, 8, true, 3);
+  for (std::size_t i = 0; i < 5; ++i) {
+    std::uint64_t got;
+    std::memcpy(&got, many.data() + 8 * i, 8);
+    CHECK(got == ((bits_of(values[i]) & 0xFFFFFF0000000000ull) | 0x0000007FFFFFFFFFull));
+  }
+  // The filled value lies inside the interval the kept bytes define: 12
+  // mantissa bits are kept, so pi is off by less than pi * 2^-12.
+  double pi3;
+  std::memcpy(&pi3, many.data() + 16, 8);
+  CHECK(pi3 != values[2]);
+  CHECK(std::abs(pi3 - values[2]) < values[2] * std::ldexp(1.0, -12));
+
+  // K = itemsize and K = 0: unchanged.
+  auto same = f64_bytes({3.141592653589793, -2.5});
+  const auto before = same;
+  apply_plod(same, 8, true, 8);
+  CHECK(same == before);
+  apply_plod(same, 8, true, 0);
+  CHECK(same == before);
+}
+
+TEST_CASE("apply_plod: other dtypes fill zeros", "[view_path]") {
+  // int32 0x12345678 and 0x0A0B0C0D, little-endian, K = 2.
+  auto i32 = bytes_of({0x78, 0x56, 0x34, 0x12, 0x0D, 0x0C, 0x0B, 0x0A});
+  apply_plod(i32, 4, false, 2);
+  CHECK(i32 == bytes_of({0x00, 0x00, 0x34, 0x12, 0x00, 0x00, 0x0B, 0x0A}));
+  auto i32k3 = bytes_of({0x78, 0x56, 0x34, 0x12});
+  apply_plod(i32k3, 4, false, 3);
+  CHECK(i32k3 == bytes_of({0x00, 0x56, 0x34, 0x12}));
+  // float32 is not float64: zeros too.
+  auto f32 = bytes_of({0xDB, 0x0F, 0x49, 0x40});
+  apply_plod(f32, 4, false, 1);
+  CHECK(f32 == bytes_of({0x00, 0x00, 0x00, 0x40}));
+  // int64 (not float64) with K = 2.
+  auto i64 = bytes_of({1, 2, 3, 4, 5, 6, 7, 8});
+  apply_plod(i64, 8, false, 2);
+  CHECK(i64 == bytes_of({0, 0, 0, 0, 0, 0, 7, 8}));
+  // int8: K = 1 = itemsize.
+  auto i8 = bytes_of({1, 2, 3});
+  apply_plod(i8, 1, false, 1);
+  CHECK(i8 == bytes_of({1, 2, 3}));
+  auto i16 = bytes_of({0x34, 0x12});
+  apply_plod(i16, 2, false, 2);
+  CHECK(i16 == bytes_of({0x34, 0x12}));
+
+  std::vector<std::byte> empty;
+  apply_plod(empty, 4, false, 2);
+  CHECK(empty.empty());
+
+  auto bad = bytes_of({1, 2, 3});
+  CHECK_THROWS_AS(apply_plod(bad, 2, false, 1), std::invalid_argument);  // not whole elements
+  CHECK_THROWS_AS(apply_plod(i32, 4, false, 5), std::invalid_argument);
+  CHECK_THROWS_AS(apply_plod(i32, 0, false, 0), std::invalid_argument);
+}
