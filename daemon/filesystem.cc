@@ -132,29 +132,37 @@ int Filesystem::flush_all(bool durable) {
   return first;
 }
 
+void Filesystem::remember(Ino ino, Ino parent, const std::string& name) {
+  std::lock_guard lock(names_mu_);
+  names_[ino] = {parent, name};
+}
+
 std::string Filesystem::path_of(Ino ino) const {
   if (ino == fs::kRootIno) return "/";
-  if (ino & kVirtualBit) return fmt::format("<view {}>", ino & ~kVirtualBit);
-  // Directories know their parent; files are named by inode number.
-  const fs::Metadata& md = volume_->metadata();
-  auto n = md.inode(ino);
-  if (!n) return fmt::format("<inode {}>", ino);
-  if (!S_ISDIR(n->mode)) return fmt::format("<inode {}>", ino);
+  if (ino & kVirtualBit) {
+    VNode v;
+    {
+      std::lock_guard lock(vmu_);
+      std::uint64_t i = ino & ~kVirtualBit;
+      if (i == 0 || i >= vnodes_.size()) return "<view>";
+      v = vnodes_[i];
+    }
+    std::string p = v.array ? path_of(v.array) + "@" : std::string("/.mmfs");
+    for (const auto& c : v.components) p += "/" + c;
+    return p;
+  }
+  // Names come from the lookups and creates that led the kernel here (a
+  // hard-linked file shows the name it was last reached by).
   std::vector<std::string> parts;
   Ino cur = ino;
-  for (int depth = 0; cur != fs::kRootIno && depth < 64; ++depth) {
-    auto c = md.inode(cur);
-    if (!c) break;
-    std::string name;
-    md.readdir(c->parent, [&](std::string_view nm, Ino child) {
-      if (child == cur) {
-        name = nm;
-        return false;
-      }
-      return true;
-    });
-    parts.push_back(name);
-    cur = c->parent;
+  {
+    std::lock_guard lock(names_mu_);
+    for (int depth = 0; cur != fs::kRootIno && depth < 256; ++depth) {
+      auto it = names_.find(cur);
+      if (it == names_.end()) return fmt::format("<inode {}>", ino);
+      parts.push_back(it->second.second);
+      cur = it->second.first;
+    }
   }
   std::string p;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) p += "/" + *it;
@@ -162,13 +170,6 @@ std::string Filesystem::path_of(Ino ino) const {
 }
 
 std::string Filesystem::child_path(Ino parent, const std::string& name) const {
-  if (parent & kVirtualBit) {
-    std::lock_guard lock(const_cast<std::mutex&>(vmu_));
-    const VNode& v = vnodes_[parent & ~kVirtualBit];
-    std::string p = v.array ? fmt::format("<inode {}>@", v.array) : "/.mmfs";
-    for (const auto& c : v.components) p += "/" + c;
-    return p + "/" + name;
-  }
   std::string dir = path_of(parent);
   return (dir == "/" ? "" : dir) + "/" + name;
 }
@@ -245,10 +246,18 @@ Ino Filesystem::intern_vnode(Ino parent_vino, const std::string& name, VNode nod
   return vino;
 }
 
+void Filesystem::touch_locked(const std::shared_ptr<ArrayFile>& array) {
+  auto it = std::find(recent_.begin(), recent_.end(), array);
+  if (it != recent_.end()) recent_.erase(it);
+  recent_.insert(recent_.begin(), array);
+  if (recent_.size() > kRecentArrays) recent_.pop_back();
+}
+
 int Filesystem::array_for(Ino ino, std::shared_ptr<ArrayFile>* out, std::string* message) {
   std::lock_guard lock(mu_);
   if (auto it = arrays_.find(ino); it != arrays_.end())
     if (auto a = it->second.lock()) {
+      touch_locked(a);
       *out = a;
       return 0;
     }
@@ -259,6 +268,7 @@ int Filesystem::array_for(Ino ino, std::shared_ptr<ArrayFile>* out, std::string*
   }
   if (int r = ArrayFile::open(array_ctx_, ino, *schema, out, message)) return r;
   arrays_[ino] = *out;
+  touch_locked(*out);
   return 0;
 }
 
@@ -372,6 +382,7 @@ int Filesystem::lookup(Ino parent, const std::string& name, struct stat* st) {
   if (!child) return ENOENT;
   auto n = md.inode(*child);
   if (!n) return ENOENT;
+  remember(*child, parent, name);
   return fill_stat(*n, st);
 }
 
@@ -438,15 +449,10 @@ int Filesystem::readdir(Ino ino, std::vector<std::pair<std::string, struct stat>
 int Filesystem::mknod(Ino parent, const std::string& name, std::uint32_t mode, const Caller& who, struct stat* st) {
   if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
   if (read_only_) return EROFS;
-  if (name.size() > 1 && name.back() == '@') {
-    auto base = volume_->metadata().lookup(parent, name.substr(0, name.size() - 1));
-    if (base) {
-      auto s = stored_schema(*base);
-      if (s && !s->shape.empty()) return record_at(EROFS, parent, name, "the view directory of an array is read-only");
-    }
-  }
+  if (is_virtual_name(parent, name)) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
   Inode n;
   if (int r = volume_->metadata().create(parent, name, mode, who.uid, who.gid, "", &n)) return r;
+  remember(n.ino, parent, name);
   return fill_stat(n, st);
 }
 
@@ -477,6 +483,7 @@ int Filesystem::link(Ino ino, Ino parent, const std::string& name, struct stat* 
   if (read_only_) return EROFS;
   Inode n;
   if (int r = volume_->metadata().link(ino, parent, name, &n)) return r;
+  remember(ino, parent, name);
   return fill_stat(n, st);
 }
 
@@ -495,27 +502,39 @@ int Filesystem::orphan_if_open(Ino parent, const std::string& name) {
   return 0;
 }
 
+bool Filesystem::is_virtual_name(Ino parent, const std::string& name) {
+  if (parent == fs::kRootIno && name == ".mmfs") return true;
+  if (name.size() < 2 || name.back() != '@') return false;
+  auto base = volume_->metadata().lookup(parent, name.substr(0, name.size() - 1));
+  if (!base) return false;
+  auto s = stored_schema(*base);
+  return s && !s->shape.empty();
+}
+
 int Filesystem::unlink(Ino parent, const std::string& name) {
-  if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
+  if ((parent & kVirtualBit) || is_virtual_name(parent, name))
+    return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
   if (read_only_) return EROFS;
   std::lock_guard lock(mu_);
   int r = orphan_if_open(parent, name);
   if (r >= 0) return r;
   auto child = volume_->metadata().lookup(parent, name);
   r = volume_->metadata().unlink(parent, name);
-  if (r == 0 && child && !volume_->metadata().inode(*child)) arrays_.erase(*child);
+  if (r == 0 && child && !volume_->metadata().inode(*child)) forget_array_locked(*child);
   return r;
 }
 
 int Filesystem::rmdir(Ino parent, const std::string& name) {
-  if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
+  if ((parent & kVirtualBit) || is_virtual_name(parent, name))
+    return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
   if (read_only_) return EROFS;
   return volume_->metadata().rmdir(parent, name);
 }
 
 int Filesystem::rename(Ino parent, const std::string& name, Ino new_parent, const std::string& new_name,
                        unsigned flags) {
-  if ((parent | new_parent) & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
+  if (((parent | new_parent) & kVirtualBit) || is_virtual_name(parent, name) || is_virtual_name(new_parent, new_name))
+    return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
   if (read_only_) return EROFS;
   if (flags & ~unsigned(fs::Metadata::kNoReplace | fs::Metadata::kExchange)) return EINVAL;
   std::lock_guard lock(mu_);
@@ -527,7 +546,11 @@ int Filesystem::rename(Ino parent, const std::string& name, Ino new_parent, cons
       if (r > 0) return r;
     }
   }
-  return md.rename(parent, name, new_parent, new_name, flags);
+  auto src = md.lookup(parent, name), dst = md.lookup(new_parent, new_name);
+  int r = md.rename(parent, name, new_parent, new_name, flags);
+  if (r == 0 && src) remember(*src, new_parent, new_name);
+  if (r == 0 && dst && (flags & fs::Metadata::kExchange)) remember(*dst, parent, name);
+  return r;
 }
 
 int Filesystem::statfs(struct statvfs* st) {
@@ -552,8 +575,14 @@ std::shared_ptr<fs::PlainFile> Filesystem::plain_for_locked(Ino ino, const Inode
   return of.plain;
 }
 
+void Filesystem::forget_array_locked(Ino ino) {
+  arrays_.erase(ino);
+  recent_.erase(std::remove_if(recent_.begin(), recent_.end(), [&](const auto& a) { return a->ino() == ino; }),
+                recent_.end());
+}
+
 int Filesystem::commit_open_file(Ino ino, OpenFile& of) {
-  if (!of.plain) return 0;
+  if (!of.plain || (!of.plain->dirty() && !of.times_dirty)) return 0;
   auto n = volume_->metadata().inode(ino);
   if (!n) return 0;
   if (of.times_dirty) {
@@ -605,22 +634,22 @@ int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
   else plain_for_locked(ino, *n);
   ++of.opens;
   h->writable = wants_write;
+  h->is_array = array != nullptr;
   *out = std::move(h);
   return 0;
 }
 
-int Filesystem::read(Handle& h, std::uint64_t offset, std::size_t size, std::vector<std::byte>* out) {
-  out->resize(size);
+int Filesystem::read(Handle& h, std::uint64_t offset, std::size_t size, std::byte* out, std::size_t* got_out) {
   std::size_t got = 0;
   std::string msg;
   int r = 0;
   if (h.is_virtual_text) {
     if (offset < h.content.size()) {
       got = std::min<std::size_t>(size, h.content.size() - offset);
-      std::memcpy(out->data(), h.content.data() + offset, got);
+      std::memcpy(out, h.content.data() + offset, got);
     }
   } else if (h.view) {
-    r = h.array->read_view(*h.view, offset, size, out->data(), &got, &msg);
+    r = h.array->read_view(*h.view, offset, size, out, &got, &msg);
   } else {
     std::shared_ptr<fs::PlainFile> plain;
     std::shared_ptr<ArrayFile> array;
@@ -631,12 +660,12 @@ int Filesystem::read(Handle& h, std::uint64_t offset, std::size_t size, std::vec
       plain = it->second.plain;
       array = it->second.array;
     }
-    if (array) r = array->read(offset, size, out->data(), &got, &msg);
-    else r = plain->read(offset, size, out->data(), &got);
+    if (array) r = array->read(offset, size, out, &got, &msg);
+    else r = plain->read(offset, size, out, &got);
     if (r == EIO && msg.empty()) msg = "a block failed its checksum";
   }
   if (r) return record(r, h.ino, msg);
-  out->resize(got);
+  *got_out = got;
   return 0;
 }
 
@@ -710,7 +739,7 @@ int Filesystem::release(std::unique_ptr<Handle> h) {
     open_.erase(it);
     if (orphaned) {
       volume_->metadata().unlink(orphans_, std::to_string(h->ino));
-      arrays_.erase(h->ino);
+      forget_array_locked(h->ino);
       return r;
     }
   }

@@ -47,6 +47,7 @@ struct Handle {
   std::optional<fs::DataView> view;  // a data view of `array`
   std::string content;               // text/JSON virtual files: fixed at open
   bool is_virtual_text = false;
+  bool is_array = false;
   bool writable = false;
 };
 
@@ -79,7 +80,7 @@ class Filesystem {
 
   // Files.
   int open(Ino ino, int flags, std::unique_ptr<Handle>* out);
-  int read(Handle& h, std::uint64_t offset, std::size_t size, std::vector<std::byte>* out);
+  int read(Handle& h, std::uint64_t offset, std::size_t size, std::byte* out, std::size_t* got);
   int write(Handle& h, std::uint64_t offset, const std::byte* data, std::size_t size);
   int fallocate(Handle& h, int mode, std::uint64_t offset, std::uint64_t length);
   int fsync(Handle* h, Ino ino);
@@ -108,6 +109,8 @@ class Filesystem {
   };
 
   std::string path_of(Ino ino) const;
+  void remember(Ino ino, Ino parent, const std::string& name);
+  bool is_virtual_name(Ino parent, const std::string& name);
   std::string child_path(Ino parent, const std::string& name) const;
   int fill_stat(const fs::Inode& inode, struct stat* st);
   int vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message);
@@ -133,8 +136,17 @@ class Filesystem {
   std::mutex mu_;  // the registry and namespace changes
   std::unordered_map<Ino, OpenFile> open_;
   std::unordered_map<Ino, std::weak_ptr<fs::ArrayFile>> arrays_;  // loaded arrays (views keep them alive)
+  // The most recently used arrays stay loaded when nothing holds them open:
+  // loading one reads its checksum table and rebuilds its layout.
+  std::vector<std::shared_ptr<fs::ArrayFile>> recent_;
+  static constexpr std::size_t kRecentArrays = 16;
+  void touch_locked(const std::shared_ptr<fs::ArrayFile>& array);
+  void forget_array_locked(Ino ino);
 
-  std::mutex vmu_;
+  mutable std::mutex names_mu_;
+  std::unordered_map<Ino, std::pair<Ino, std::string>> names_;  // ino -> (parent, name), for messages
+
+  mutable std::mutex vmu_;
   std::vector<VNode> vnodes_;
   std::map<std::pair<Ino, std::string>, Ino> vindex_;
 

@@ -10,11 +10,12 @@ namespace mmfs::daemon {
 
 namespace {
 
-// Real nodes: the kernel may cache names and directory attributes for a
-// second (every change goes through this daemon). Regular files' attributes
-// are not cached, because a setxattr of user.mmfs.shape changes st_size.
+// Real nodes: the kernel may cache names and attributes for a second (every
+// change goes through this daemon, and the kernel drops a file's cached
+// attributes itself after a setxattr, which can change an array's st_size).
+// Virtual nodes are generated: never cached.
 constexpr double kEntryTimeout = 1.0;
-constexpr double kDirAttrTimeout = 1.0;
+constexpr double kAttrTimeout = 1.0;
 
 Filesystem& fsys(fuse_req_t req) { return **static_cast<Filesystem**>(fuse_req_userdata(req)); }
 
@@ -30,13 +31,13 @@ void reply_entry(fuse_req_t req, const struct stat& st) {
   e.attr = st;
   bool is_virtual = st.st_ino & kVirtualBit;
   e.entry_timeout = is_virtual ? 0 : kEntryTimeout;
-  e.attr_timeout = (is_virtual || S_ISREG(st.st_mode)) ? 0 : kDirAttrTimeout;
+  e.attr_timeout = is_virtual ? 0 : kAttrTimeout;
   fuse_reply_entry(req, &e);
 }
 
 void reply_attr(fuse_req_t req, const struct stat& st) {
   bool is_virtual = st.st_ino & kVirtualBit;
-  fuse_reply_attr(req, &st, (is_virtual || S_ISREG(st.st_mode)) ? 0 : kDirAttrTimeout);
+  fuse_reply_attr(req, &st, is_virtual ? 0 : kAttrTimeout);
 }
 
 Handle* handle(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
@@ -54,11 +55,21 @@ void op_init(void*, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   conn->want &= ~unsigned(FUSE_CAP_WRITEBACK_CACHE);
+  // O_TRUNC arrives as a setattr of the size, the one truncate path there is.
+  conn->want &= ~unsigned(FUSE_CAP_ATOMIC_O_TRUNC);
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   struct stat st;
   if (int r = fsys(req).lookup(parent, name, &st)) {
+    if (r == ENOENT && !(parent & kVirtualBit)) {
+      // A negative entry the kernel may cache: every create goes through it.
+      fuse_entry_param e;
+      std::memset(&e, 0, sizeof e);
+      e.entry_timeout = kEntryTimeout;
+      fuse_reply_entry(req, &e);
+      return;
+    }
     fuse_reply_err(req, r);
     return;
   }
@@ -154,8 +165,10 @@ void op_statfs(fuse_req_t req, fuse_ino_t) {
 void fill_open_flags(const Handle& h, fuse_file_info* fi) {
   if (h.is_virtual_text) {
     fi->direct_io = 1;  // generated text: its size may change between stat and read
-  } else if (h.view) {
-    fi->keep_cache = 0;  // a view's bytes change when the array is written
+  } else if (h.view || h.is_array) {
+    // A view's bytes change when the array is written; an array's when it is
+    // truncated to 0 (its size does not change, so the kernel keeps its pages).
+    fi->keep_cache = 0;
   } else {
     fi->keep_cache = 1;  // every write goes through the kernel: its cache stays coherent
   }
@@ -192,18 +205,25 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   e.ino = st.st_ino;
   e.attr = st;
   e.entry_timeout = kEntryTimeout;
-  e.attr_timeout = 0;
+  e.attr_timeout = kAttrTimeout;
   if (fuse_reply_create(req, &e, fi) == 0) h.release();
   else f.release(std::move(h));
 }
 
 void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
-  std::vector<std::byte> buf;
-  if (int r = fsys(req).read(*handle(fi), std::uint64_t(off), size, &buf)) {
+  // One buffer per FUSE worker thread, reused: no allocation or page faults per read.
+  thread_local std::unique_ptr<std::byte[]> buf;
+  thread_local std::size_t capacity = 0;
+  if (capacity < size) {
+    buf = std::make_unique_for_overwrite<std::byte[]>(size);
+    capacity = size;
+  }
+  std::size_t got = 0;
+  if (int r = fsys(req).read(*handle(fi), std::uint64_t(off), size, buf.get(), &got)) {
     fuse_reply_err(req, r);
     return;
   }
-  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), buf.size());
+  fuse_reply_buf(req, reinterpret_cast<const char*>(buf.get()), got);
 }
 
 void op_write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off, fuse_file_info* fi) {

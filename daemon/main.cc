@@ -10,7 +10,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <malloc.h>
+
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -81,6 +84,10 @@ std::unique_ptr<mmfs::fs::BlockDevice> open_target(const std::string& target, co
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Chunks of tens of MiB come and go with every view read: keep freed memory
+  // in the heap for reuse instead of returning it (and faulting it back in).
+  mallopt(M_MMAP_THRESHOLD, 512 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"mmfs: mount an mmfs volume (a FUSE daemon; backgrounds unless -f)"};
   Options o;
   std::vector<std::string> option_lists;
@@ -95,7 +102,8 @@ int main(int argc, char** argv) {
   app.add_option("MOUNTPOINT", mountpoint, "Directory to mount on")->required();
   app.footer(
       "Unmount with: fusermount3 -u MOUNTPOINT\n"
-      "Also: mount -t fuse.mmfs TARGET MOUNTPOINT [-o ...] (fuse3's mount helper; needs mmfs on PATH)");
+      "Also: mount -t fuse.mmfs TARGET MOUNTPOINT [-o ...] (fuse3's mount helper runs 'mmfs', which must be\n"
+      "installed in a directory of mount's own PATH, e.g. /usr/local/bin)");
   CLI11_PARSE(app, argc, argv);
   // The daemon changes directory to / when it backgrounds.
   std::error_code ec;
@@ -173,7 +181,12 @@ int main(int argc, char** argv) {
       std::memset(&config, 0, sizeof config);
       config.clone_fd = 0;
       config.max_idle_threads = 16;
-      rc = fuse_session_loop_mt(se, &config) != 0 ? 1 : 0;
+      // The loop reports the signal that ended it (SIGTERM, SIGINT): a clean exit.
+      int loop = fuse_session_loop_mt(se, &config);
+      if (loop != 0 && loop != SIGTERM && loop != SIGINT && loop != SIGHUP && loop != -EINTR) {
+        fmt::print(stderr, "mmfs: the FUSE session ended with error {}\n", loop);
+        rc = 1;
+      }
       if (filesystem->shutdown() != 0) rc = 1;
     }
   }

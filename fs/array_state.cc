@@ -154,7 +154,7 @@ int ArrayState::write_back(std::uint64_t* bad_cell) {
     order.push_back({r[0].lbn, linear});
   }
   std::sort(order.begin(), order.end());
-  AlignedBuffer staging(order.size() * cell_storage_);
+  AlignedBuffer staging(order.size() * cell_storage_, AlignedBuffer::Uninitialized{});
   std::vector<SectorRun> runs;
   for (std::size_t i = 0; i < order.size(); ++i) {
     std::uint64_t linear = order[i].second;
@@ -203,7 +203,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
       total += q.sectors;
     }
   std::sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) { return a.lbn < b.lbn; });
-  AlignedBuffer buf(std::max<std::uint64_t>(total, 1) * ss);
+  AlignedBuffer buf(std::max<std::uint64_t>(total, 1) * ss, AlignedBuffer::Uninitialized{});
   std::vector<SectorRun> runs;
   runs.reserve(placed.size());
   std::uint64_t at = 0;

@@ -60,6 +60,13 @@ AlignedBuffer::AlignedBuffer(std::size_t size) : size_(size) {
   std::memset(data_, 0, alloc);
 }
 
+AlignedBuffer::AlignedBuffer(std::size_t size, Uninitialized) : size_(size) {
+  if (size == 0) return;
+  const std::size_t alloc = (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  data_ = static_cast<std::byte*>(std::aligned_alloc(kBufferAlignment, alloc));
+  if (data_ == nullptr) throw std::bad_alloc();
+}
+
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }
 
 AlignedBuffer::AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), size_(o.size_) {

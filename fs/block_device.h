@@ -68,6 +68,11 @@ class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   explicit AlignedBuffer(std::size_t size);
+  // Without the zero fill: for buffers every byte of which is about to be
+  // overwritten (device reads, gathered views), where clearing would cost as
+  // much as the copy.
+  struct Uninitialized {};
+  AlignedBuffer(std::size_t size, Uninitialized);
   ~AlignedBuffer();
   AlignedBuffer(AlignedBuffer&& o) noexcept;
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;

@@ -75,3 +75,9 @@ def toy_disk_definition():
 def toy_disk(geometry_file):
     """Path of a file holding the toy disk."""
     return geometry_file(TOY_DISK, "toy-disk.json")
+
+
+# --- the mmfs FUSE daemon (tests/integration/test_daemon_*.py) ----------------
+# Fixtures `volume`, `module_volume` and `volume_factory`: mounted volumes on
+# image files under /var/tmp; see mmfs_mount.py.
+from mmfs_mount import module_volume, volume, volume_factory  # noqa: E402,F401
