@@ -669,6 +669,24 @@ int Filesystem::read(Handle& h, std::uint64_t offset, std::size_t size, std::byt
   return 0;
 }
 
+int Filesystem::read_span(Handle& h, std::uint64_t offset, std::size_t size,
+                          std::shared_ptr<const fs::AlignedBuffer>* keep, const std::byte** data, std::size_t* got) {
+  *data = nullptr;
+  if (h.is_virtual_text) return 0;
+  std::shared_ptr<ArrayFile> array = h.array;
+  std::optional<fs::DataView> view = h.view;
+  if (!view) {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(h.ino);
+    if (it == open_.end() || !it->second.array) return 0;
+    array = it->second.array;
+  }
+  std::string msg;
+  int r = view ? array->view_span(*view, offset, size, keep, data, got, &msg)
+               : array->view_span(array->whole(), offset, size, keep, data, got, &msg);
+  return r ? record(r, h.ino, msg) : 0;
+}
+
 int Filesystem::write(Handle& h, std::uint64_t offset, const std::byte* data, std::size_t size) {
   if (h.ino & kVirtualBit) return record(EROFS, h.ino, "views are read-only");
   std::shared_ptr<fs::PlainFile> plain;

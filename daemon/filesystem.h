@@ -81,6 +81,10 @@ class Filesystem {
   // Files.
   int open(Ino ino, int flags, std::unique_ptr<Handle>* out);
   int read(Handle& h, std::uint64_t offset, std::size_t size, std::byte* out, std::size_t* got);
+  // Array files and data views: the bytes without a copy when they lie in one
+  // decoded chunk (*data null otherwise: use read()).
+  int read_span(Handle& h, std::uint64_t offset, std::size_t size, std::shared_ptr<const fs::AlignedBuffer>* keep,
+                const std::byte** data, std::size_t* got);
   int write(Handle& h, std::uint64_t offset, const std::byte* data, std::size_t size);
   int fallocate(Handle& h, int mode, std::uint64_t offset, std::uint64_t length);
   int fsync(Handle* h, Ino ino);

@@ -211,6 +211,23 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 }
 
 void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  Filesystem& f = fsys(req);
+  {
+    // Arrays and views: straight from the decoded chunk to the kernel.
+    std::shared_ptr<const fs::AlignedBuffer> keep;
+    const std::byte* data = nullptr;
+    std::size_t got = 0;
+    if (int r = f.read_span(*handle(fi), std::uint64_t(off), size, &keep, &data, &got)) {
+      fuse_reply_err(req, r);
+      return;
+    }
+    if (data != nullptr) {
+      fuse_bufvec bv = FUSE_BUFVEC_INIT(got);
+      bv.buf[0].mem = const_cast<std::byte*>(data);
+      fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
+      return;
+    }
+  }
   // One buffer per FUSE worker thread, reused: no allocation or page faults per read.
   thread_local std::unique_ptr<std::byte[]> buf;
   thread_local std::size_t capacity = 0;
@@ -219,7 +236,7 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
     capacity = size;
   }
   std::size_t got = 0;
-  if (int r = fsys(req).read(*handle(fi), std::uint64_t(off), size, buf.get(), &got)) {
+  if (int r = f.read(*handle(fi), std::uint64_t(off), size, buf.get(), &got)) {
     fuse_reply_err(req, r);
     return;
   }

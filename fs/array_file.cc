@@ -480,15 +480,45 @@ int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out)
   return 0;
 }
 
+DataView ArrayFile::whole() const {
+  DataView all;
+  std::shared_lock lock(mu_);
+  all.selection = Selection::all(state_->grid().shape());
+  all.spelling = "";
+  return all;
+}
+
 int ArrayFile::read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got,
                     std::string* message) {
-  DataView all;
+  return read_view(whole(), offset, length, out, got, message);
+}
+
+int ArrayFile::view_span(const DataView& view, std::uint64_t offset, std::size_t length,
+                         std::shared_ptr<const AlignedBuffer>* keep, const std::byte** data, std::size_t* got,
+                         std::string* message) {
+  *data = nullptr;
+  *got = 0;
+  std::uint64_t total, chunks;
+  std::unique_ptr<Chunking> ch;
   {
     std::shared_lock lock(mu_);
-    all.selection = Selection::all(state_->grid().shape());
+    total = view.bytes(state_->grid().itemsize());
+    ch = std::make_unique<Chunking>(view.selection, state_->grid());
+    chunks = ch->chunks;
   }
-  all.spelling = "";
-  return read_view(all, offset, length, out, got, message);
+  if (offset >= total) return 0;
+  length = std::size_t(std::min<std::uint64_t>(length, total - offset));
+  std::uint64_t c = ch->index_at(offset);
+  if (ch->index_at(offset + length - 1) != c) return 0;
+  Chunk chunk_data;
+  if (int r = chunk(view, c, &chunk_data, message)) return r;
+  std::uint64_t base = ch->offset(c);
+  if (offset < base || offset + length > base + chunk_data->size()) return 0;
+  *data = chunk_data->data() + (offset - base);
+  *got = length;
+  *keep = std::move(chunk_data);
+  for (std::uint64_t k = 1; k <= kPrefetchDepth && c + k < chunks; ++k) prefetch(view, c + k);
+  return 0;
 }
 
 int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message) {
@@ -520,7 +550,7 @@ int ArrayFile::chunk(const DataView& view, std::uint64_t index, Chunk* out, std:
   std::string key;
   {
     std::shared_lock lock(mu_);
-    key = fmt::format("{}#{}#{}", view.spelling, generation_, index);
+    key = fmt::format("{}#{}#{}", view.spelling, generation_.load(), index);
   }
   std::promise<Chunk> promise;
   std::shared_future<Chunk> future;
@@ -562,8 +592,11 @@ int ArrayFile::chunk(const DataView& view, std::uint64_t index, Chunk* out, std:
 void ArrayFile::prefetch(const DataView& view, std::uint64_t index) {
   {
     std::lock_guard lock(cache_mu_);
-    if (prefetching_) return;
-    prefetching_ = true;
+    if (prefetching_ >= kPrefetchDepth) return;
+    std::string prefix = view.spelling + "#" + std::to_string(generation_.load()) + "#" + std::to_string(index);
+    for (const auto& e : cache_)
+      if (e.key == prefix) return;  // cached or being loaded
+    ++prefetching_;
   }
   std::weak_ptr<ArrayFile> weak = weak_from_this();
   std::thread([weak, view, index] {
@@ -572,7 +605,7 @@ void ArrayFile::prefetch(const DataView& view, std::uint64_t index) {
       std::string ignored;
       self->chunk(view, index, &c, &ignored);
       std::lock_guard lock(self->cache_mu_);
-      self->prefetching_ = false;
+      --self->prefetching_;
     }
   }).detach();
 }
@@ -608,8 +641,8 @@ int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t
     last = c;
   }
   *got = length;
-  // Sequential readers: fetch the next chunk while this one is being consumed.
-  if (last + 1 < chunks) prefetch(view, last + 1);
+  // Sequential readers: fetch the next chunks while this one is being consumed.
+  for (std::uint64_t k = 1; k <= kPrefetchDepth && last + k < chunks; ++k) prefetch(view, last + k);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 // changes take it exclusively.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <list>
@@ -76,6 +77,14 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // Views.
   int read_view(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got,
                 std::string* message);
+  // The same bytes without a copy when they lie inside one chunk: *data
+  // points into *keep, which must outlive the use. Returns 0 with *data null
+  // when the range crosses chunks (use read_view).
+  int view_span(const DataView& view, std::uint64_t offset, std::size_t length,
+                std::shared_ptr<const AlignedBuffer>* keep, const std::byte** data, std::size_t* got,
+                std::string* message);
+  // The DataView of the whole array (what read() serves).
+  DataView whole() const;
   nlohmann::json info() const;
   int plan(const DataView& view, nlohmann::json* out, std::string* message) const;
   int lbn_text(std::span<const std::uint64_t> coords, std::string* out) const;
@@ -101,7 +110,7 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   ArraySchema schema_;
   std::unique_ptr<ArrayState> state_;
   std::uint64_t bytes_;
-  std::uint64_t generation_ = 0;  // bumped by every change of the contents
+  std::atomic<std::uint64_t> generation_{0};  // bumped by every change of the contents
 
   // Decoded chunks of recent reads (the file and its views), most recent first.
   struct CacheEntry {
@@ -110,7 +119,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   };
   std::mutex cache_mu_;
   std::list<CacheEntry> cache_;
-  bool prefetching_ = false;
+  int prefetching_ = 0;  // loads running ahead of sequential readers
+  static constexpr int kPrefetchDepth = 2;
 };
 
 }  // namespace mmfs::fs
