@@ -163,6 +163,7 @@ void op_statfs(fuse_req_t req, fuse_ino_t) {
 }
 
 void fill_open_flags(const Handle& h, fuse_file_info* fi) {
+  fi->noflush = 1;  // close() has nothing to flush: release commits, fsync makes durable
   if (h.is_virtual_text) {
     fi->direct_io = 1;  // generated text: its size may change between stat and read
   } else if (h.view || h.is_array) {

@@ -236,7 +236,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
   std::vector<std::vector<std::uint64_t>> touched(n);
   for (std::size_t d = 0; d < n; ++d) touched[d] = layouts::cells_touched(dims[d], C[d]);
   std::vector<std::size_t> idx(n, 0);
-  std::vector<std::uint64_t> cc(n), first(n), count(n), lx(n);
+  std::vector<std::uint64_t> cc(n), first(n), count(n), lx(n), inc_c(n);
   std::vector<std::byte> joined(cell_storage_);
   const std::vector<std::byte> zeros(g.cell_bytes(), std::byte{0});
   const std::uint64_t brick = g.cell_bytes();
@@ -280,33 +280,36 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
       count[d] = (stop - f + R.step - 1) / R.step;
     }
     if (!empty) {
-      // Odometer over all dimensions but the last; the last is a run.
-      std::fill(lx.begin(), lx.end(), 0);
+      // Odometer over all dimensions but the last (the last is a run), moving
+      // both cursors by additions: this loop runs once per row of every cell.
       const std::size_t L = n - 1;
       const std::uint64_t step_l = dims[L].step;
+      std::uint64_t ooff = 0, coff = 0;
+      for (std::size_t d = 0; d < n; ++d) {
+        ooff += (first[d] - dims[d].start) / dims[d].step * ostride[d];
+        coff += (first[d] - cc[d] * C[d]) * cstride[d] * I;
+        inc_c[d] = cstride[d] * dims[d].step * I;
+      }
+      const std::uint64_t run = count[L] * I;
+      std::fill(lx.begin(), lx.end(), 0);
       for (;;) {
-        std::uint64_t ooff = 0, coff = 0;
-        for (std::size_t d = 0; d < L; ++d) {
-          std::uint64_t x = first[d] + lx[d] * dims[d].step;
-          ooff += (x - dims[d].start) / dims[d].step * ostride[d];
-          coff += (x - cc[d] * C[d]) * cstride[d];
-        }
-        std::uint64_t x0 = first[L];
-        ooff += (x0 - dims[L].start) / step_l * ostride[L];
-        coff += (x0 - cc[L] * C[L]) * cstride[L];
-        const std::byte* src = cell + coff * I;
+        const std::byte* src = cell + coff;
         std::byte* dst = out + ooff;
         if (step_l == 1) {
-          std::memcpy(dst, src, count[L] * I);
+          std::memcpy(dst, src, run);
         } else {
-          for (std::uint64_t i = 0; i < count[L]; ++i) std::memcpy(dst + i * I, src + i * step_l * I, I);
+          for (std::uint64_t i = 0; i < count[L]; ++i) std::memcpy(dst + i * I, src + i * inc_c[L], I);
         }
         bool done = true;
         for (std::size_t d = L; d-- > 0;) {
+          ooff += ostride[d];
+          coff += inc_c[d];
           if (++lx[d] < count[d]) {
             done = false;
             break;
           }
+          ooff -= ostride[d] * count[d];
+          coff -= inc_c[d] * count[d];
           lx[d] = 0;
         }
         if (done) break;

@@ -1,91 +1,90 @@
 #!/usr/bin/env bash
-# The main job: builds mmfs and walks through what exists today, the geometry
-# engine, through mmfs-geom (SPEC §7). The FUSE daemon does not exist yet;
-# when it does, this demo will format and mount a volume.
+# The main job: installs what is missing, builds, formats an image file with
+# the atlas10k3 geometry, mounts it with the mmfs daemon, creates an array
+# through xattrs, writes it, reads slices along every dimension with cat,
+# shows the I/O plan of one slice under naive and multimap with the modeled
+# times, and unmounts (always, even on failure).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
 
 bash scripts/install-deps.sh
 echo "Building (the first build takes a few minutes)..."
 bash scripts/build.sh >/dev/null   # its errors still reach the terminal
-BUILD=build
-GEOM=$BUILD/tools/mmfs-geom
+BUILD=$root/build
+
+work=$(mktemp -d /var/tmp/mmfs-demo.XXXXXX)
+mnt=$work/mnt
+mkdir -p "$mnt"
+daemon_pid=
+cleanup() {
+  if mountpoint -q "$mnt"; then fusermount3 -u "$mnt" || fusermount3 -uz "$mnt" || true; fi
+  if [[ -n $daemon_pid ]]; then wait "$daemon_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 header() { printf '\n=== %s\n' "$*"; }
-note() { printf '    %s\n' "$@"; }
-# Shows the command, then runs it.
-run() {
-  printf '$ mmfs-geom %s\n' "$*"
-  "$GEOM" "$@"
-}
+show() { printf '$ %s\n' "$*"; eval "$@"; }
 
-header "The Maxtor Atlas 10K III (the disk of the MultiMap and Atropos papers)"
-note "Capacity, sector size, zones, settle time and the derived depth D and skew:"
-run atlas10k3 info
+header "Format a 1 GiB image with the modeled Maxtor Atlas 10K III"
+show "$BUILD/mkfs/mkfs.mmfs -s 1G -g atlas10k3 $work/vol.img"
 
-header "Track boundaries: the first and last LBN of the track holding LBN 0"
-run atlas10k3 boundaries 0
+header "Mount it"
+"$BUILD/daemon/mmfs" -f "$work/vol.img" "$mnt" 2>"$work/daemon.log" &
+daemon_pid=$!
+for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
+mountpoint -q "$mnt" || { cat "$work/daemon.log"; exit 1; }
+show "mount | grep fuse.mmfs"
+cd "$mnt"
 
-header "Adjacent blocks (MultiMap GETADJACENT): reachable with no rotational latency"
-note "The block 1 track away from LBN 0:"
-run atlas10k3 adjacent 0 1
-note "and 128 tracks away (any step from 1 to D, the depth shown by info, is allowed):"
-run atlas10k3 adjacent 0 128 || true
+header "Make two float64 arrays of shape 256x128x64 through xattrs (one naive, one multimap)"
+show "touch naive.f8 mm.f8"
+show "setfattr -n user.mmfs.layout -v naive naive.f8"
+show "setfattr -n user.mmfs.shape -v 256,128,64 naive.f8"
+show "setfattr -n user.mmfs.shape -v 256,128,64 mm.f8      # layout defaults to multimap"
+show "getfattr -d -m user.mmfs mm.f8"
+show "ls -l naive.f8 mm.f8"
 
-header "Atropos quadrangle parameters for the zone of LBN 0 (block size 1)"
-run atlas10k3 quadrangle
+header "Write the same data into both (x[i,j,k] = i*10000 + j*100 + k, C order)"
+python3 - <<'PY'
+import numpy as np
+i, j, k = np.meshgrid(np.arange(256), np.arange(128), np.arange(64), indexing="ij")
+data = (i * 10000 + j * 100 + k).astype(np.float64)
+for name in ("naive.f8", "mm.f8"):
+    with open(name, "r+b") as f:
+        f.write(data.tobytes())
+print("wrote", data.nbytes, "bytes into each")
+PY
 
-header "MEMS equivalence classes: LBNs the G2 MEMStore can read in parallel"
-printf '$ mmfs-geom mems-g2 equivalent 0 | head\n'
-class=$("$GEOM" mems-g2 equivalent 0)
-printf '%s\n' "$class" | head
-note "... $(printf '%s\n' "$class" | wc -l) LBNs in the class"
+header "Read slices along every dimension with cat (views are plain files)"
+for view in slice/0/100 slice/1/7 slice/2/42; do
+  printf '$ cat mm.f8@/%s | od -A d -t f8 -N 32    (%s bytes)\n' "$view" "$(stat -c %s "mm.f8@/$view")"
+  cat "mm.f8@/$view" | od -A d -t f8 -N 32
+done
+show "cat 'mm.f8@/box/3,4:6,10:12' | od -A n -t f8"
+show "cat mm.f8@/lbn/1,2,3"
+show "head -c 300 mm.f8@/info; echo ..."
 
-header "Modeled service time: an adjacent pair vs. a pair half a track apart"
-lbn=0
-adj=$("$GEOM" atlas10k3 adjacent "$lbn" 1)
-read -r low high < <("$GEOM" atlas10k3 boundaries "$adj")
-n=$((high - low + 1))
-far=$((low + (adj - low + n / 2) % n))
-note "Both pairs read LBN $lbn, then a sector one track further, from an idle disk:" \
-     "$adj is adjacent to $lbn; $far is on the same track as $adj, half a revolution away."
-printf '$ echo "%s" | mmfs-geom atlas10k3 time\n' "$lbn:1 $adj:1"
-echo "$lbn:1 $adj:1" | "$GEOM" atlas10k3 time
-printf '$ echo "%s" | mmfs-geom atlas10k3 time\n' "$lbn:1 $far:1"
-echo "$lbn:1 $far:1" | "$GEOM" atlas10k3 time
+header "The same slice under both layouts: device requests and modeled time on the Atlas 10K III"
+for name in naive.f8 mm.f8; do
+  for view in slice/0/100 slice/1/7 slice/2/42; do
+    python3 - "$name" "$view" <<'PY'
+import json, sys
+name, view = sys.argv[1], sys.argv[2]
+p = json.load(open(f"{name}@/plan/{view}"))
+print(f"{name:9s} {view:12s} requests {p['requests']:5d}  bytes read/useful {p['bytes_read']:8d}/{p['bytes_useful']:7d}"
+      f"  modeled {p['modeled_ms']:8.1f} ms")
+PY
+  done
+done
+show "head -8 .mmfs/stats"
 
-header "A geometry file: the uniform toy disk of SPEC §7"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-toy=$tmp/toy-disk.json
-cat >"$toy" <<'JSON'
-{"kind": "disk", "sector_size": 512, "cylinders": 1000, "surfaces": 1,
- "sectors_per_track": 8, "rpm": 10000, "track_skew_sectors": 0,
- "settle_ms": 0, "settle_cylinders": 4, "conservatism_deg": 0}
-JSON
-cat "$toy"
-note "No skew and a zero settle angle, D = 4: adjacent(L, s) = L + 8*s (MultiMap §4.2)."
-run "$toy" adjacent 0 1
-run "$toy" adjacent 0 4
-note "A step beyond D is refused:"
-run "$toy" adjacent 0 5 || true
-
-header "Layouts on the modeled disk: the MultiMap paper's experiments, small"
-note "Naive, Hilbert and MultiMap plans of beams and cubes, costed by the service-time model:"
-echo '$ mmfs-bench model --profile atlas10k3 --quick --runs 3'
-"$BUILD/tools/mmfs-bench" model --profile atlas10k3 --quick --runs 3 | sed -n '1,20p'
-
-header "A volume: mkfs.mmfs and mmfsck on an image file"
-img=$tmp/demo.img
-echo "\$ mkfs.mmfs -s 1G -g atlas10k3 -L demo $img"
-"$BUILD/mkfs/mkfs.mmfs" -s 1G -g atlas10k3 -L demo "$img"
-echo "\$ mmfsck -n $img"
-"$BUILD/tools/mmfsck" -n "$img"
-note "A damaged superblock copy is found and repaired from the other one:"
-printf '\x00' | dd of="$img" bs=1 seek=200 conv=notrunc status=none
-"$BUILD/tools/mmfsck" -n "$img" || true
-"$BUILD/tools/mmfsck" -y "$img" || true
-"$BUILD/tools/mmfsck" -n "$img"
-
-header "Done"
-note "See README.md for more; 'mmfs-geom --help', 'mmfs-bench --help', 'mkfs.mmfs --help' and 'mmfsck --help' describe every option."
+header "Unmount (flushes everything) and check the volume"
+cd "$root"
+fusermount3 -u "$mnt"
+wait "$daemon_pid"
+daemon_pid=
+show "$BUILD/tools/mmfsck -n $work/vol.img"
+echo
+echo "Demo finished."
