@@ -17,6 +17,17 @@ namespace {
 constexpr double kEntryTimeout = 1.0;
 constexpr double kAttrTimeout = 1.0;
 
+fuse_session* notify_session = nullptr;
+
+// A schema xattr can change st_size (setting the shape, a new dtype): the
+// kernel's cached attributes of the file must go. Invalidating attributes
+// only (offset < 0) takes no lock the setxattr caller holds, so it is safe
+// before the reply.
+void invalidate_attributes(fuse_ino_t ino, const char* name) {
+  if (notify_session && std::strncmp(name, "user.mmfs.", 10) == 0)
+    fuse_lowlevel_notify_inval_inode(notify_session, ino, -1, 0);
+}
+
 Filesystem& fsys(fuse_req_t req) { return **static_cast<Filesystem**>(fuse_req_userdata(req)); }
 
 Caller caller(fuse_req_t req) {
@@ -294,7 +305,9 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 void op_fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, fsys(req).fsyncdir()); }
 
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
-  fuse_reply_err(req, fsys(req).setxattr(ino, name, std::string(value, size), flags));
+  int r = fsys(req).setxattr(ino, name, std::string(value, size), flags);
+  if (r == 0) invalidate_attributes(ino, name);
+  fuse_reply_err(req, r);
 }
 
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
@@ -322,7 +335,9 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  fuse_reply_err(req, fsys(req).removexattr(ino, name));
+  int r = fsys(req).removexattr(ino, name);
+  if (r == 0) invalidate_attributes(ino, name);
+  fuse_reply_err(req, r);
 }
 
 void op_fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t length, fuse_file_info* fi) {
@@ -365,6 +380,8 @@ fuse_lowlevel_ops make_ops() {
 }
 
 }  // namespace
+
+void set_notify_session(fuse_session* session) { notify_session = session; }
 
 const fuse_lowlevel_ops& fuse_operations() {
   static const fuse_lowlevel_ops ops = make_ops();

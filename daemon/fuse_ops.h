@@ -13,4 +13,7 @@ namespace mmfs::daemon {
 // Filesystem is created after the session, see daemon/main.cc).
 const fuse_lowlevel_ops& fuse_operations();
 
+// The session the operations may send notifications on (main sets it).
+void set_notify_session(fuse_session* session);
+
 }  // namespace mmfs::daemon

@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
     } else {
       filesystem = std::make_unique<mmfs::daemon::Filesystem>(std::move(vol), o.read_only);
       slot = filesystem.get();
+      mmfs::daemon::set_notify_session(se);
       filesystem->start();
       fuse_loop_config config;
       std::memset(&config, 0, sizeof config);

@@ -165,7 +165,9 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
   }
   std::uint64_t cells = layout->grid().cells();
   CellChecksums sums = allocate ? CellChecksums::fresh(ino, cells) : CellChecksums(ctx.metadata.store(), ino, cells);
-  *out = std::make_unique<ArrayState>(std::move(layout), std::move(sums), ctx.io);
+  CellChecksums alt =
+      allocate ? CellChecksums::fresh(ino, cells, 'a') : CellChecksums(ctx.metadata.store(), ino, cells, 'a');
+  *out = std::make_unique<ArrayState>(std::move(layout), std::move(sums), std::move(alt), ctx.io);
   return 0;
 }
 
@@ -188,15 +190,20 @@ int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, st
   if (inode) batch.put(keys::inode(ino_), encode_inode(*inode));
   batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(schema));
   batch.put(keys::extents(ino_), encode_extents(state.layout().extents()));
-  if (drop_old_sums) CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
+  if (drop_old_sums) {
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
+  }
   state.sums().stage(batch);
   if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
     *message = "metadata commit failed";
     return r;
   }
+  // From here the store points at the new placement: a failing sync is
+  // reported, but the switch stands (the caller must not free the new extents).
   if (int r = ctx_.metadata.sync()) {
     *message = "metadata sync failed";
-    return r;
+    return -r;
   }
   return 0;
 }
@@ -222,7 +229,7 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
       state->write_bytes(off, buf.data(), n);
       if (state->dirty_bytes() >= kDirtyLimit) {
         std::uint64_t bad = 0;
-        if (int r = state->write_back(&bad)) {
+        if (int r = state->write_back(&bad, nullptr)) {
           release();
           *message = "writing the array's cells failed";
           return r;
@@ -230,7 +237,7 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
       }
     }
     std::uint64_t bad = 0;
-    if (int r = state->write_back(&bad)) {
+    if (int r = state->write_back(&bad, nullptr)) {
       release();
       *message = "writing the array's cells failed";
       return r;
@@ -242,12 +249,13 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
   n.size = a->bytes_;
   a->schema_ = schema;
   a->state_ = std::move(state);
-  if (int r = a->commit_placement(schema, *a->state_, std::move(dropped), true, &n, message)) {
+  int r = a->commit_placement(schema, *a->state_, std::move(dropped), true, &n, message);
+  if (r > 0) {  // not applied: the new extents are nobody's
     a->release_placement_on_failure();
     return r;
   }
   *out = std::move(a);
-  return 0;
+  return -r;  // applied; a failed sync is still an error for the caller
 }
 
 void ArrayFile::release_placement_on_failure() {
@@ -280,7 +288,11 @@ std::string ArrayFile::bad_cell_message(std::uint64_t cell) const {
 int ArrayFile::flush_locked(bool durable, std::string* message) {
   if (state_->has_dirty()) {
     std::uint64_t bad = 0;
-    if (int r = state_->write_back(&bad)) {
+    auto make_durable = [&](WriteBatch& alternatives) {
+      if (int r = ctx_.metadata.apply(alternatives, {})) return r;
+      return ctx_.metadata.sync();
+    };
+    if (int r = state_->write_back(&bad, make_durable)) {
       *message = r == EIO ? bad_cell_message(bad) : "writing cells failed";
       return r;
     }
@@ -291,6 +303,7 @@ int ArrayFile::flush_locked(bool durable, std::string* message) {
     }
     WriteBatch batch;
     state_->sums().stage(batch);
+    state_->alternatives().stage(batch);
     if (int r = ctx_.metadata.apply(batch, {})) {
       *message = "metadata commit failed";
       return r;
@@ -329,6 +342,7 @@ int ArrayFile::zero(std::string* message) {
   ++generation_;
   WriteBatch batch;
   state_->sums().stage(batch);
+  state_->alternatives().stage(batch);
   if (int r = ctx_.metadata.apply(batch, {})) {
     *message = "metadata commit failed";
     return r;
@@ -393,7 +407,7 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
       }
       fresh->write_bytes(r0 * row, buf.data(), (r1 - r0) * row);
       if (fresh->dirty_bytes() >= kDirtyLimit || r1 == S0) {
-        if (int r = fresh->write_back(&bad)) {
+        if (int r = fresh->write_back(&bad, nullptr)) {
           release();
           *message = "writing the new placement failed";
           return r;
@@ -405,7 +419,8 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
   // A new shape or dtype (before any data) changes st_size with the placement.
   std::optional<Inode> inode = ctx_.metadata.inode(ino_);
   if (inode) inode->size = fresh->bytes();
-  if (int r = commit_placement(next, *fresh, std::move(dropped), true, inode ? &*inode : nullptr, message)) {
+  int r = commit_placement(next, *fresh, std::move(dropped), true, inode ? &*inode : nullptr, message);
+  if (r > 0) {  // not applied: the old placement stands
     release();
     return r;
   }
@@ -413,7 +428,7 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
   state_ = std::move(fresh);
   bytes_ = state_->bytes();
   ++generation_;
-  return 0;
+  return -r;
 }
 
 std::string ArrayFile::attr_text(std::string_view name) const {

@@ -10,20 +10,27 @@ using layouts::CellGrid;
 using layouts::Run;
 using layouts::Selection;
 
-ArrayState::ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, SectorIo& io)
-    : layout_(std::move(layout)), sums_(std::move(sums)), io_(io),
+ArrayState::ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, CellChecksums alternatives,
+                       SectorIo& io)
+    : layout_(std::move(layout)), sums_(std::move(sums)), alt_(std::move(alternatives)), io_(io),
       cell_storage_(std::uint64_t(layout_->sectors_per_cell()) * io.sector_size()) {}
 
 bool ArrayState::holds_data() const {
   if (!dirty_.empty()) return true;
   for (std::uint64_t c = 0; c < sums_.cells(); ++c)
-    if (sums_.get(c) != 0) return true;
+    if (may_hold_data(c)) return true;
   return false;
+}
+
+bool ArrayState::cell_valid(std::uint64_t cell, std::span<const std::byte> contents) const {
+  if (sums_.verify(cell, contents)) return true;
+  return alt_.get(cell) != 0 && cell_checksum(contents) == alt_.get(cell);
 }
 
 void ArrayState::clear() {
   dirty_.clear();
   sums_.clear();
+  alt_.clear();
 }
 
 void ArrayState::coords_of(std::uint64_t linear, std::uint64_t* coords) const {
@@ -48,7 +55,7 @@ ArrayState::DirtyCell& ArrayState::dirty_cell(std::uint64_t linear, std::span<co
   if (inserted) {
     dc.data.assign(cell_storage_, std::byte{0});
     // A cell that never held data is all zeros: nothing to read back.
-    dc.complete = sums_.get(linear) == 0;
+    dc.complete = !may_hold_data(linear);
     if (!dc.complete) {
       dc.written.assign((grid().cell_bytes() + 63) / 64, 0);
       dc.need = in_array_bytes(cc);
@@ -108,7 +115,7 @@ void ArrayState::write_bytes(std::uint64_t offset, const std::byte* data, std::s
   }
 }
 
-int ArrayState::write_back(std::uint64_t* bad_cell) {
+int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(WriteBatch&)>& make_durable) {
   if (dirty_.empty()) return 0;
   const std::uint64_t brick = grid().cell_bytes();
   const std::uint32_t ss = io_.sector_size();
@@ -135,7 +142,7 @@ int ArrayState::write_back(std::uint64_t* bad_cell) {
     if (int rc = io_.read(runs)) return rc;
     for (std::size_t i = 0; i < partial.size(); ++i) {
       const std::byte* old = buf.data() + i * cell_storage_;
-      if (!sums_.verify(partial[i], {old, brick})) {
+      if (!cell_valid(partial[i], {old, brick})) {
         *bad_cell = partial[i];
         return EIO;
       }
@@ -143,6 +150,14 @@ int ArrayState::write_back(std::uint64_t* bad_cell) {
       for (std::uint64_t b = 0; b < brick; ++b)
         if (!(dc.written[b / 64] & (1ull << (b % 64)))) dc.data[b] = old[b];
     }
+  }
+
+  // The new contents' checksums become durable alternatives first.
+  if (make_durable) {
+    for (auto& [linear, dc] : dirty_) alt_.set_raw(linear, cell_checksum({dc.data.data(), brick}));
+    WriteBatch batch;
+    alt_.stage(batch);
+    if (int rc = make_durable(batch)) return rc;
   }
 
   // Write back in LBN order; neighbouring cells become one request.
@@ -173,7 +188,10 @@ int ArrayState::write_back(std::uint64_t* bad_cell) {
     }
   }
   if (int rc = io_.write(runs)) return rc;
-  for (auto& [linear, dc] : dirty_) sums_.set(linear, {dc.data.data(), brick});
+  for (auto& [linear, dc] : dirty_) {
+    sums_.set(linear, {dc.data.data(), brick});
+    alt_.set_raw(linear, 0);  // dropped when the caller commits the checksums
+  }
   dirty_.clear();
   return 0;
 }
@@ -248,7 +266,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
     for (std::size_t d = 0; d < n; ++d) cc[d] = touched[d][idx[d]];
     std::uint64_t linear = g.linear(cc);
     const std::byte* cell;
-    if (sums_.get(linear) == 0) {
+    if (!may_hold_data(linear)) {
       cell = zeros.data();
     } else {
       std::size_t k = layout_->cell_runs(cc, r);
@@ -259,7 +277,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
                     std::uint64_t(r[1].sectors) * ss);
         cell = joined.data();
       }
-      if (!sums_.verify(linear, {cell, brick})) {
+      if (!cell_valid(linear, {cell, brick})) {
         *bad_cell = linear;
         return EIO;
       }

@@ -5,10 +5,17 @@
 // A relayout builds a second ArrayState beside the current one, so both paths
 // also serve the copy.
 //
+// Cells are rewritten in place, so a crash between a cell's new bytes and its
+// new checksum must not make it unreadable: before rewriting, write_back()
+// makes the new checksum durable as an *alternative* (table 'a'); a cell then
+// reads as valid when it matches its checksum or its alternative, and the
+// alternative is dropped when the new checksum commits.
+//
 // Not thread-safe: ArrayFile serialises access.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -24,11 +31,12 @@ namespace mmfs::fs {
 
 class ArrayState {
  public:
-  ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, SectorIo& io);
+  ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, CellChecksums alternatives, SectorIo& io);
 
   const layouts::Layout& layout() const { return *layout_; }
   const layouts::CellGrid& grid() const { return layout_->grid(); }
   CellChecksums& sums() { return sums_; }
+  CellChecksums& alternatives() { return alt_; }
   std::uint64_t bytes() const { return grid().elements() * grid().itemsize(); }
   std::uint64_t dirty_bytes() const { return dirty_.size() * cell_storage_; }
   bool has_dirty() const { return !dirty_.empty(); }
@@ -40,9 +48,11 @@ class ArrayState {
   void write_bytes(std::uint64_t offset, const std::byte* data, std::size_t length);
   // Writes every dirty cell to its sectors (reading the cells first whose
   // bytes were only partly written and which hold data) and records their
-  // checksums in sums() (not staged). 0, or an errno with *bad_cell set for
+  // checksums in sums() (not staged). Before the first byte is written,
+  // `make_durable` (unless null: a placement nothing points at yet) receives
+  // the alternatives to commit durably. 0, or an errno with *bad_cell set for
   // EIO from a checksum mismatch.
-  int write_back(std::uint64_t* bad_cell);
+  int write_back(std::uint64_t* bad_cell, const std::function<int(WriteBatch&)>& make_durable);
   // Drops the dirty cache and marks every cell unwritten (reads as zeros).
   void clear();
 
@@ -62,12 +72,15 @@ class ArrayState {
     std::uint64_t need = 0;              // bytes of the brick inside the array
     bool complete = false;               // every byte is known: no read before write-back
   };
+  bool may_hold_data(std::uint64_t cell) const { return sums_.get(cell) != 0 || alt_.get(cell) != 0; }
+  bool cell_valid(std::uint64_t cell, std::span<const std::byte> contents) const;
   DirtyCell& dirty_cell(std::uint64_t linear, std::span<const std::uint64_t> cell_coords);
   std::uint64_t in_array_bytes(std::span<const std::uint64_t> cell_coords) const;
   void coords_of(std::uint64_t linear, std::uint64_t* coords) const;
 
   std::unique_ptr<layouts::Layout> layout_;
   CellChecksums sums_;
+  CellChecksums alt_;
   SectorIo& io_;
   std::uint64_t cell_storage_;  // sectors_per_cell * sector_size
   std::unordered_map<std::uint64_t, DirtyCell> dirty_;

@@ -12,17 +12,17 @@ std::uint32_t cell_checksum(std::span<const std::byte> cell) {
   return s ? s : 1;
 }
 
-std::string CellChecksums::key(Ino ino, std::uint64_t record) {
-  std::string k = "c/";
+std::string CellChecksums::key(Ino ino, std::uint64_t record, char tag) {
+  std::string k{tag, '/'};
   for (int i = 7; i >= 0; --i) k.push_back(char((ino >> (8 * i)) & 0xff));
   for (int i = 7; i >= 0; --i) k.push_back(char((record >> (8 * i)) & 0xff));
   return k;
 }
 
-CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells)
-    : ino_(ino), sums_(cells, 0), dirty_((cells + kCellsPerRecord - 1) / kCellsPerRecord, false) {
+CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells, char tag)
+    : ino_(ino), tag_(tag), sums_(cells, 0), dirty_((cells + kCellsPerRecord - 1) / kCellsPerRecord, false) {
   for (std::uint64_t r = 0; r < dirty_.size(); ++r) {
-    auto v = store.get(key(ino, r));
+    auto v = store.get(key(ino, r, tag));
     if (!v) continue;
     std::uint64_t first = r * kCellsPerRecord;
     std::uint64_t n = std::min<std::uint64_t>(v->size() / 4, cells - first);
@@ -40,6 +40,12 @@ void CellChecksums::set(std::uint64_t cell, std::span<const std::byte> contents)
   dirty_[cell / kCellsPerRecord] = true;
 }
 
+void CellChecksums::set_raw(std::uint64_t cell, std::uint32_t value) {
+  if (sums_[cell] == value) return;
+  sums_[cell] = value;
+  dirty_[cell / kCellsPerRecord] = true;
+}
+
 bool CellChecksums::verify(std::uint64_t cell, std::span<const std::byte> contents) const {
   if (sums_[cell] == 0)
     return std::all_of(contents.begin(), contents.end(), [](std::byte b) { return b == std::byte{0}; });
@@ -54,20 +60,21 @@ void CellChecksums::stage(WriteBatch& batch) {
     std::string v(4 * n, '\0');
     for (std::uint64_t i = 0; i < n; ++i)
       for (int b = 0; b < 4; ++b) v[4 * i + b] = char((sums_[first + i] >> (8 * b)) & 0xff);
-    batch.put(key(ino_, r), std::move(v));
+    batch.put(key(ino_, r, tag_), std::move(v));
     dirty_[r] = false;
   }
 }
 
-void CellChecksums::stage_removal(const MetaStore& store, Ino ino, WriteBatch& batch) {
-  store.scan(keys::checksum_prefix(ino), [&](std::string_view k, std::string_view) {
+void CellChecksums::stage_removal(const MetaStore& store, Ino ino, WriteBatch& batch, char tag) {
+  std::string prefix = key(ino, 0, tag).substr(0, 10);
+  store.scan(prefix, [&](std::string_view k, std::string_view) {
     batch.del(std::string(k));
     return true;
   });
 }
 
-CellChecksums CellChecksums::fresh(Ino ino, std::uint64_t cells) {
-  CellChecksums t(ino);
+CellChecksums CellChecksums::fresh(Ino ino, std::uint64_t cells, char tag) {
+  CellChecksums t(ino, tag);
   t.sums_.assign(cells, 0);
   t.dirty_.assign((cells + kCellsPerRecord - 1) / kCellsPerRecord, true);
   return t;
@@ -85,9 +92,9 @@ void CellChecksums::resize(std::uint64_t cells) {
 }
 
 void CellChecksums::stage_removal_from(const MetaStore& store, Ino ino, std::uint64_t first_record,
-                                       WriteBatch& batch) {
-  std::string from = key(ino, first_record);
-  store.scan(keys::checksum_prefix(ino), [&](std::string_view k, std::string_view) {
+                                       WriteBatch& batch, char tag) {
+  std::string from = key(ino, first_record, tag);
+  store.scan(from.substr(0, 10), [&](std::string_view k, std::string_view) {
     if (k >= from) batch.del(std::string(k));
     return true;
   });

@@ -46,7 +46,7 @@ FsckReport check_volume(Volume& vol, bool repair) {
   // 3. Every record.
   std::map<Ino, Inode> inodes;
   std::vector<Dirent> dirents;
-  std::set<Ino> xattr_owners, extent_owners, checksum_owners;
+  std::set<Ino> xattr_owners, extent_owners, checksum_owners, alt_owners;
   std::uint64_t next_ino = 0;
   store.scan("", [&](std::string_view key, std::string_view value) {
     std::string k(key);
@@ -73,6 +73,9 @@ FsckReport check_volume(Volume& vol, bool repair) {
       if (!decode_extents(value)) {
         problem(fmt::format("the extent map of inode {} does not decode", be64(key.substr(2))), false);
       }
+    } else if (key.size() == 18 && key.substr(0, 2) == "a/") {
+      alt_owners.insert(be64(key.substr(2)));
+      if (value.empty() || value.size() % 4) problem(fmt::format("an alternative-checksum record of inode {} is malformed", be64(key.substr(2))), false);
     } else if (key.size() == 18 && key.substr(0, 2) == "c/") {
       checksum_owners.insert(be64(key.substr(2)));
       if (value.empty() || value.size() % 4) problem(fmt::format("a checksum record of inode {} is malformed", be64(key.substr(2))), false);
@@ -179,6 +182,7 @@ FsckReport check_volume(Volume& vol, bool repair) {
   };
   drop_stray(xattr_owners, keys::xattr_prefix, "extended attributes");
   drop_stray(checksum_owners, keys::checksum_prefix, "cell checksums");
+  drop_stray(alt_owners, keys::alt_checksum_prefix, "alternative cell checksums");
   for (Ino ino : extent_owners)
     if (!inodes.count(ino) && !removed.count(ino)) {
       problem(fmt::format("extent map of missing inode {}", ino), true);

@@ -125,6 +125,11 @@ std::string checksum_prefix(Ino ino) {
   put_be64(k, ino);
   return k;
 }
+std::string alt_checksum_prefix(Ino ino) {
+  std::string k = "a/";
+  put_be64(k, ino);
+  return k;
+}
 std::string next_ino() { return "n"; }
 }  // namespace keys
 
@@ -265,10 +270,11 @@ int Metadata::remove_inode(Ino ino, WriteBatch& b, std::vector<Extent>& dropped)
     b.del(std::string(k));
     return true;
   });
-  store_.scan(keys::checksum_prefix(ino), [&](std::string_view k, std::string_view) {
-    b.del(std::string(k));
-    return true;
-  });
+  for (const std::string& prefix : {keys::checksum_prefix(ino), keys::alt_checksum_prefix(ino)})
+    store_.scan(prefix, [&](std::string_view k, std::string_view) {
+      b.del(std::string(k));
+      return true;
+    });
   return 0;
 }
 

@@ -50,6 +50,7 @@ std::string xattr(Ino ino, std::string_view name);
 std::string xattr_prefix(Ino ino);
 std::string extents(Ino ino);
 std::string checksum_prefix(Ino ino);  // cell checksum records (fs/cell_checksums.h)
+std::string alt_checksum_prefix(Ino ino);  // checksums of cells being rewritten in place
 std::string next_ino();
 }  // namespace keys
 

@@ -19,7 +19,9 @@ PlainFile::PlainFile(Metadata& metadata, Allocator& allocator, SectorIo& io, con
       small_limit_sectors_(geometry.track_length(allocator.first())),
       size_(size),
       extents_(metadata.extents(ino)),
-      sums_(metadata.store(), ino, div_up(size, block_)) {
+      sums_(metadata.store(), ino, div_up(size, block_)),
+      alt_(metadata.store(), ino, div_up(size, block_), 'a'),
+      committed_size_(size) {
   for (const Extent& e : extents_) {
     starts_.push_back(capacity_sectors_);
     capacity_sectors_ += e.sectors;
@@ -88,6 +90,15 @@ int PlainFile::ensure_capacity_locked(std::uint64_t bytes) {
   return 0;
 }
 
+bool PlainFile::block_stored(std::uint64_t b) const {
+  return b < sums_.cells() && (sums_.get(b) != 0 || alt_.get(b) != 0);
+}
+
+bool PlainFile::block_valid(std::uint64_t b, std::span<const std::byte> contents) const {
+  if (sums_.verify(b, contents)) return true;
+  return alt_.get(b) != 0 && cell_checksum(contents) == alt_.get(b);
+}
+
 int PlainFile::read_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, std::byte* out, bool verify) {
   std::memset(out, 0, blocks * block_);
   std::vector<SectorRun> runs;
@@ -95,12 +106,12 @@ int PlainFile::read_blocks_locked(std::uint64_t first_block, std::uint64_t block
   // Only blocks that hold data are read: unwritten ones are zeros by definition.
   std::uint64_t b = first_block;
   while (b < first_block + blocks) {
-    if (b >= capacity_blocks || b >= sums_.cells() || sums_.get(b) == 0) {
+    if (b >= capacity_blocks || !block_stored(b)) {
       ++b;
       continue;
     }
     std::uint64_t e = b;
-    while (e < first_block + blocks && e < capacity_blocks && e < sums_.cells() && sums_.get(e) != 0) ++e;
+    while (e < first_block + blocks && e < capacity_blocks && block_stored(e)) ++e;
     map_locked(b * sectors_per_block_, (e - b) * sectors_per_block_, out + (b - first_block) * block_, &runs);
     b = e;
   }
@@ -108,18 +119,36 @@ int PlainFile::read_blocks_locked(std::uint64_t first_block, std::uint64_t block
   if (!verify) return 0;
   for (std::uint64_t i = 0; i < blocks; ++i) {
     std::uint64_t blk = first_block + i;
-    if (blk >= sums_.cells() || sums_.get(blk) == 0) continue;
-    if (!sums_.verify(blk, {out + i * block_, block_})) return EIO;
+    if (!block_stored(blk)) continue;
+    if (!block_valid(blk, {out + i * block_, block_})) return EIO;
   }
   return 0;
 }
 
 int PlainFile::write_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, const std::byte* data) {
+  if (sums_.cells() < first_block + blocks) {
+    sums_.resize(first_block + blocks);
+    alt_.resize(first_block + blocks);
+  }
+  // Blocks a crash could bring back (inside the committed size): their new
+  // checksums become durable alternatives before the bytes change.
+  std::uint64_t committed_blocks = div_up(committed_size_, block_);
+  if (first_block < committed_blocks) {
+    std::uint64_t end = std::min(first_block + blocks, committed_blocks);
+    for (std::uint64_t b = first_block; b < end; ++b)
+      alt_.set_raw(b, cell_checksum({data + (b - first_block) * block_, block_}));
+    WriteBatch batch;
+    alt_.stage(batch);
+    if (int r = metadata_.apply(batch, {})) return r;
+    if (int r = metadata_.sync()) return r;
+  }
   std::vector<SectorRun> runs;
   map_locked(first_block * sectors_per_block_, blocks * sectors_per_block_, const_cast<std::byte*>(data), &runs);
   if (int r = io_.write(runs)) return r;
-  if (sums_.cells() < first_block + blocks) sums_.resize(first_block + blocks);
-  for (std::uint64_t i = 0; i < blocks; ++i) sums_.set(first_block + i, {data + i * block_, block_});
+  for (std::uint64_t i = 0; i < blocks; ++i) {
+    sums_.set(first_block + i, {data + i * block_, block_});
+    alt_.set_raw(first_block + i, 0);
+  }
   return 0;
 }
 
@@ -176,8 +205,10 @@ int PlainFile::truncate(std::uint64_t size) {
   WriteBatch batch;
   if (sums_.cells() > keep_blocks) {
     sums_.resize(keep_blocks);
-    CellChecksums::stage_removal_from(metadata_.store(), ino_, div_up(keep_blocks, CellChecksums::kCellsPerRecord),
-                                      batch);
+    alt_.resize(keep_blocks);
+    for (char tag : {'c', 'a'})
+      CellChecksums::stage_removal_from(metadata_.store(), ino_,
+                                        div_up(keep_blocks, CellChecksums::kCellsPerRecord), batch, tag);
   }
   // Whole extents past the kept blocks go back to the allocator (after the sync).
   std::vector<Extent> dropped;
@@ -190,6 +221,7 @@ int PlainFile::truncate(std::uint64_t size) {
   }
   size_ = size;
   sums_.stage(batch);
+  alt_.stage(batch);
   if (extents_.empty()) batch.del(keys::extents(ino_));
   else batch.put(keys::extents(ino_), encode_extents(extents_));
   if (int r = metadata_.apply(batch, std::move(dropped))) return r;
@@ -217,7 +249,9 @@ int PlainFile::commit(Inode inode) {
   if (extents_.empty()) batch.del(keys::extents(ino_));
   else batch.put(keys::extents(ino_), encode_extents(extents_));
   sums_.stage(batch);
+  alt_.stage(batch);
   if (int r = metadata_.apply(batch, {})) return r;
+  committed_size_ = size_;
   dirty_ = false;
   return 0;
 }

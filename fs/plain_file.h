@@ -9,7 +9,10 @@
 //
 // Writes go to the device at once (write-through); the size, extent map and
 // checksums reach the metadata store at commit() (fsync, release, the
-// periodic flusher), in one batch.
+// periodic flusher), in one batch. A block inside the committed size is
+// rewritten in place only after its new checksum is durable as an
+// alternative (as array cells are, see fs/array_state.h), so a crash leaves
+// it readable as old or new bytes; appends need no such step.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +50,8 @@ class PlainFile {
   int ensure_capacity_locked(std::uint64_t bytes);
   int read_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, std::byte* out, bool verify);
   int write_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, const std::byte* data);
+  bool block_stored(std::uint64_t block) const;
+  bool block_valid(std::uint64_t block, std::span<const std::byte> contents) const;
   void map_locked(std::uint64_t first_sector, std::uint64_t sectors, std::byte* buffer,
                   std::vector<SectorRun>* runs) const;
 
@@ -63,6 +68,8 @@ class PlainFile {
   std::vector<std::uint64_t> starts_;  // file sector where each extent begins
   std::uint64_t capacity_sectors_ = 0;
   CellChecksums sums_;
+  CellChecksums alt_;
+  std::uint64_t committed_size_;
   bool dirty_ = false;
 };
 

@@ -18,6 +18,7 @@ mnt=$work/mnt
 mkdir -p "$mnt"
 daemon_pid=
 cleanup() {
+  cd "$root"
   if mountpoint -q "$mnt"; then fusermount3 -u "$mnt" || fusermount3 -uz "$mnt" || true; fi
   if [[ -n $daemon_pid ]]; then wait "$daemon_pid" 2>/dev/null || true; fi
   rm -rf "$work"
@@ -59,8 +60,8 @@ PY
 
 header "Read slices along every dimension with cat (views are plain files)"
 for view in slice/0/100 slice/1/7 slice/2/42; do
-  printf '$ cat mm.f8@/%s | od -A d -t f8 -N 32    (%s bytes)\n' "$view" "$(stat -c %s "mm.f8@/$view")"
-  cat "mm.f8@/$view" | od -A d -t f8 -N 32
+  printf '$ head -c 32 mm.f8@/%s | od -A d -t f8    (the view holds %s bytes)\n' "$view" "$(stat -c %s "mm.f8@/$view")"
+  head -c 32 "mm.f8@/$view" | od -A d -t f8
 done
 show "cat 'mm.f8@/box/3,4:6,10:12' | od -A n -t f8"
 show "cat mm.f8@/lbn/1,2,3"
