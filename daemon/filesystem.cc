@@ -103,7 +103,15 @@ int Filesystem::shutdown() {
   }
   flusher_cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();
-  return read_only_ ? 0 : flush_all(true);
+  int r = read_only_ ? 0 : flush_all(true);
+  std::vector<std::shared_ptr<ArrayFile>> loaded;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [ino, weak] : arrays_)
+      if (auto a = weak.lock()) loaded.push_back(a);
+  }
+  for (auto& a : loaded) a->quiesce();
+  return r;
 }
 
 int Filesystem::flush_all(bool durable) {

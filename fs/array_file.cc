@@ -607,7 +607,7 @@ int ArrayFile::chunk(const DataView& view, std::uint64_t index, Chunk* out, std:
 void ArrayFile::prefetch(const DataView& view, std::uint64_t index) {
   {
     std::lock_guard lock(cache_mu_);
-    if (prefetching_ >= kPrefetchDepth) return;
+    if (quiesced_ || prefetching_ >= kPrefetchDepth) return;
     std::string prefix = view.spelling + "#" + std::to_string(generation_.load()) + "#" + std::to_string(index);
     for (const auto& e : cache_)
       if (e.key == prefix) return;  // cached or being loaded
@@ -621,8 +621,15 @@ void ArrayFile::prefetch(const DataView& view, std::uint64_t index) {
       self->chunk(view, index, &c, &ignored);
       std::lock_guard lock(self->cache_mu_);
       --self->prefetching_;
+      self->prefetch_done_.notify_all();
     }
   }).detach();
+}
+
+void ArrayFile::quiesce() {
+  std::unique_lock lock(cache_mu_);
+  quiesced_ = true;
+  prefetch_done_.wait(lock, [&] { return prefetching_ == 0; });
 }
 
 int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,

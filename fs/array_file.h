@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <future>
 #include <list>
@@ -74,6 +75,10 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // Effective value of a schema attribute (getfattr), layout choices filled in.
   std::string attr_text(std::string_view name) const;
 
+  // Stops prefetching and waits for the loads in flight (before the volume
+  // goes away at unmount: they use its device).
+  void quiesce();
+
   // Views.
   int read_view(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got,
                 std::string* message);
@@ -120,6 +125,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   std::mutex cache_mu_;
   std::list<CacheEntry> cache_;
   int prefetching_ = 0;  // loads running ahead of sequential readers
+  bool quiesced_ = false;
+  std::condition_variable prefetch_done_;
   static constexpr int kPrefetchDepth = 2;
 };
 
