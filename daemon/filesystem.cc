@@ -218,6 +218,18 @@ int Filesystem::fill_stat(const Inode& inode, struct stat* st) {
       sectors = it->second.plain->allocated_bytes() / volume_->geometry().sector_size();
       if (it->second.times_dirty) st->st_mtim = st->st_ctim = to_timespec(it->second.mtime_ns);
     } else {
+      // Read again under the registry lock: a release may have committed a
+      // newer size and mtime since the caller read `inode`.
+      if (auto fresh = volume_->metadata().inode(inode.ino)) {
+        st->st_size = std::int64_t(fresh->size);
+        st->st_mtim = to_timespec(fresh->mtime_ns);
+        st->st_ctim = to_timespec(fresh->ctime_ns);
+        st->st_atim = to_timespec(fresh->atime_ns);
+        st->st_mode = fresh->mode;
+        st->st_nlink = fresh->nlink;
+        st->st_uid = fresh->uid;
+        st->st_gid = fresh->gid;
+      }
       for (const auto& e : volume_->metadata().extents(inode.ino)) sectors += e.sectors;
     }
   }
@@ -577,9 +589,13 @@ int Filesystem::statfs(struct statvfs* st) {
 
 std::shared_ptr<fs::PlainFile> Filesystem::plain_for_locked(Ino ino, const Inode& inode) {
   OpenFile& of = open_[ino];
-  if (!of.plain)
+  if (!of.plain) {
+    // The size as of now, under the registry lock: `inode` may predate the
+    // commit of a release that ran in between.
+    auto fresh = volume_->metadata().inode(ino);
     of.plain = std::make_shared<fs::PlainFile>(volume_->metadata(), volume_->allocator(), io_, volume_->geometry(),
-                                               ino, inode.size);
+                                               ino, fresh ? fresh->size : inode.size);
+  }
   return of.plain;
 }
 
@@ -591,13 +607,15 @@ void Filesystem::forget_array_locked(Ino ino) {
 
 int Filesystem::commit_open_file(Ino ino, OpenFile& of) {
   if (!of.plain || (!of.plain->dirty() && !of.times_dirty)) return 0;
-  auto n = volume_->metadata().inode(ino);
-  if (!n) return 0;
-  if (of.times_dirty) {
-    n->mtime_ns = n->ctime_ns = of.mtime_ns;
-    of.times_dirty = false;
-  }
-  return of.plain->commit(*n);
+  (void)ino;
+  bool times = of.times_dirty;
+  std::int64_t mtime = of.mtime_ns;
+  int r = of.plain->commit([&](Inode& n) {
+    if (times) n.mtime_ns = n.ctime_ns = mtime;
+  });
+  if (r == ENOENT) r = 0;  // removed meanwhile: nothing left to commit
+  if (r == 0) of.times_dirty = false;
+  return r;
 }
 
 int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
@@ -815,27 +833,34 @@ int Filesystem::setattr(Ino ino, const struct stat& attr, int to_set, const Call
       if (r) return r;
     }
   }
-  auto n = md.inode(ino);
-  if (!n) return ENOENT;
   std::int64_t now = now_ns();
-  if (to_set & kSetMode) n->mode = (n->mode & S_IFMT) | (attr.st_mode & 07777);
-  if (to_set & kSetUid) n->uid = attr.st_uid;
-  if (to_set & kSetGid) n->gid = attr.st_gid;
-  if (to_set & kSetAtimeNow) n->atime_ns = now;
-  else if (to_set & kSetAtime) n->atime_ns = attr.st_atim.tv_sec * 1000000000ll + attr.st_atim.tv_nsec;
-  if (to_set & kSetMtimeNow) n->mtime_ns = now;
-  else if (to_set & kSetMtime) n->mtime_ns = attr.st_mtim.tv_sec * 1000000000ll + attr.st_mtim.tv_nsec;
-  if (to_set & kSetCtime) n->ctime_ns = attr.st_ctim.tv_sec * 1000000000ll + attr.st_ctim.tv_nsec;
-  else n->ctime_ns = now;
+  auto edit = [&](Inode& n) {
+    if (to_set & kSetMode) n.mode = (n.mode & S_IFMT) | (attr.st_mode & 07777);
+    if (to_set & kSetUid) n.uid = attr.st_uid;
+    if (to_set & kSetGid) n.gid = attr.st_gid;
+    if (to_set & kSetAtimeNow) n.atime_ns = now;
+    else if (to_set & kSetAtime) n.atime_ns = attr.st_atim.tv_sec * 1000000000ll + attr.st_atim.tv_nsec;
+    if (to_set & kSetMtimeNow) n.mtime_ns = now;
+    else if (to_set & kSetMtime) n.mtime_ns = attr.st_mtim.tv_sec * 1000000000ll + attr.st_mtim.tv_nsec;
+    if (to_set & kSetCtime) n.ctime_ns = attr.st_ctim.tv_sec * 1000000000ll + attr.st_ctim.tv_nsec;
+    else n.ctime_ns = now;
+  };
   {
+    // Under the registry lock: an open plain file commits its size and times
+    // through the same edit, so neither can undo the other.
     std::lock_guard lock(mu_);
     auto it = open_.find(ino);
+    int r;
     if (it != open_.end() && it->second.plain) {
-      n->size = it->second.plain->size();
       if (to_set & (kSetMtime | kSetMtimeNow)) it->second.times_dirty = false;
+      r = it->second.plain->commit(edit);
+    } else {
+      r = md.apply_with_inode(ino, edit, fs::WriteBatch{}, {});
     }
-    if (int r = md.set_inode(*n)) return r;
+    if (r) return r;
   }
+  auto n = md.inode(ino);
+  if (!n) return ENOENT;
   return fill_stat(*n, out);
 }
 
@@ -873,6 +898,8 @@ int Filesystem::setxattr(Ino ino, const std::string& name, const std::string& va
     }
     // Setting the shape makes the file an array.
     std::lock_guard lock(mu_);
+    n = md.inode(ino);  // again, under the registry lock (a release may have just committed)
+    if (!n) return ENOENT;
     auto it = open_.find(ino);
     std::shared_ptr<fs::PlainFile> plain;
     if (it != open_.end() && it->second.plain) plain = it->second.plain;

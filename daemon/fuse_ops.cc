@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <unordered_set>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,20 @@ Handle* handle(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
 struct DirHandle {
   std::vector<std::pair<std::string, struct stat>> entries;
 };
+
+// Handles given to the kernel and not yet released.
+std::mutex live_mu;
+std::unordered_set<Handle*> live_files;
+std::unordered_set<DirHandle*> live_dirs;
+
+void track(Handle* h) {
+  std::lock_guard lock(live_mu);
+  live_files.insert(h);
+}
+void untrack(Handle* h) {
+  std::lock_guard lock(live_mu);
+  live_files.erase(h);
+}
 
 void op_init(void*, fuse_conn_info* conn) {
   conn->max_write = 1 << 20;
@@ -194,8 +210,13 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   fill_open_flags(*h, fi);
   fi->fh = reinterpret_cast<std::uint64_t>(h.get());
-  if (fuse_reply_open(req, fi) == 0) h.release();
-  else fsys(req).release(std::move(h));
+  track(h.get());
+  if (fuse_reply_open(req, fi) == 0) {
+    h.release();
+  } else {
+    untrack(h.get());
+    fsys(req).release(std::move(h));
+  }
 }
 
 void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
@@ -218,8 +239,13 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   e.attr = st;
   e.entry_timeout = kEntryTimeout;
   e.attr_timeout = kAttrTimeout;
-  if (fuse_reply_create(req, &e, fi) == 0) h.release();
-  else f.release(std::move(h));
+  track(h.get());
+  if (fuse_reply_create(req, &e, fi) == 0) {
+    h.release();
+  } else {
+    untrack(h.get());
+    f.release(std::move(h));
+  }
 }
 
 void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
@@ -267,6 +293,7 @@ void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req,
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   std::unique_ptr<Handle> h(handle(fi));
+  untrack(h.get());
   fuse_reply_err(req, fsys(req).release(std::move(h)));
 }
 
@@ -281,7 +308,16 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     return;
   }
   fi->fh = reinterpret_cast<std::uint64_t>(d.get());
-  if (fuse_reply_open(req, fi) == 0) d.release();
+  {
+    std::lock_guard lock(live_mu);
+    live_dirs.insert(d.get());
+  }
+  if (fuse_reply_open(req, fi) == 0) {
+    d.release();
+  } else {
+    std::lock_guard lock(live_mu);
+    live_dirs.erase(d.get());
+  }
 }
 
 void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
@@ -298,7 +334,12 @@ void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_in
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<DirHandle*>(fi->fh);
+  auto* d = reinterpret_cast<DirHandle*>(fi->fh);
+  {
+    std::lock_guard lock(live_mu);
+    live_dirs.erase(d);
+  }
+  delete d;
   fuse_reply_err(req, 0);
 }
 
@@ -382,6 +423,18 @@ fuse_lowlevel_ops make_ops() {
 }  // namespace
 
 void set_notify_session(fuse_session* session) { notify_session = session; }
+
+void release_open_handles(Filesystem& fs) {
+  std::unordered_set<Handle*> files;
+  std::unordered_set<DirHandle*> dirs;
+  {
+    std::lock_guard lock(live_mu);
+    files.swap(live_files);
+    dirs.swap(live_dirs);
+  }
+  for (Handle* h : files) fs.release(std::unique_ptr<Handle>(h));
+  for (DirHandle* d : dirs) delete d;
+}
 
 const fuse_lowlevel_ops& fuse_operations() {
   static const fuse_lowlevel_ops ops = make_ops();

@@ -13,6 +13,10 @@ namespace mmfs::daemon {
 // Filesystem is created after the session, see daemon/main.cc).
 const fuse_lowlevel_ops& fuse_operations();
 
+// Releases the file and directory handles the kernel never released (the
+// session ended with files open: SIGTERM), committing what they hold.
+void release_open_handles(Filesystem& fs);
+
 // The session the operations may send notifications on (main sets it).
 void set_notify_session(fuse_session* session);
 

@@ -150,11 +150,13 @@ int main(int argc, char** argv) {
   fuse_session* se = fuse_session_new(&fargs, &mmfs::daemon::fuse_operations(), sizeof(fuse_lowlevel_ops), &slot);
   if (!se) {
     fmt::print(stderr, "mmfs: bad FUSE options\n");
+    fuse_opt_free_args(&fargs);
     return 1;
   }
   if (fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, mountpoint.c_str()) != 0) {
     fmt::print(stderr, "mmfs: cannot mount on {}\n", mountpoint);
     fuse_session_destroy(se);
+    fuse_opt_free_args(&fargs);
     return 1;
   }
   fuse_daemonize(o.foreground ? 1 : 0);
@@ -188,12 +190,14 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "mmfs: the FUSE session ended with error {}\n", loop);
         rc = 1;
       }
+      mmfs::daemon::release_open_handles(*filesystem);
       if (filesystem->shutdown() != 0) rc = 1;
     }
   }
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
+  fuse_opt_free_args(&fargs);  // libfuse may have copied them into its own storage
   filesystem.reset();
   return rc;
 }

@@ -187,7 +187,6 @@ int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, st
     return r;
   }
   WriteBatch batch;
-  if (inode) batch.put(keys::inode(ino_), encode_inode(*inode));
   batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(schema));
   batch.put(keys::extents(ino_), encode_extents(state.layout().extents()));
   if (drop_old_sums) {
@@ -195,7 +194,10 @@ int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, st
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
   }
   state.sums().stage(batch);
-  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+  int r = inode ? ctx_.metadata.apply_with_inode(
+                      ino_, [&](Inode& n) { n.size = inode->size; }, std::move(batch), std::move(dropped))
+                : ctx_.metadata.apply(batch, std::move(dropped));
+  if (r) {
     *message = "metadata commit failed";
     return r;
   }

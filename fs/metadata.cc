@@ -202,6 +202,16 @@ int Metadata::apply(const WriteBatch& batch, std::vector<Extent> dropped) {
   return commit(batch, std::move(dropped));
 }
 
+int Metadata::apply_with_inode(Ino ino, const std::function<void(Inode&)>& edit, WriteBatch batch,
+                               std::vector<Extent> dropped) {
+  std::lock_guard lock(mu_);
+  auto n = inode(ino);
+  if (!n) return ENOENT;
+  edit(*n);
+  batch.put(keys::inode(ino), encode_inode(*n));
+  return commit(batch, std::move(dropped));
+}
+
 int Metadata::create(Ino parent, std::string_view name, std::uint32_t mode, std::uint32_t uid, std::uint32_t gid,
                      std::string_view symlink_target, Inode* out) {
   if (int r = check_name(name)) return r;

@@ -93,6 +93,11 @@ class Metadata {
   // schema and checksums in one batch), atomic like every other operation.
   // `dropped` extents return to the allocator after the next sync.
   int apply(const WriteBatch& batch, std::vector<Extent> dropped);
+  // The same with `ino`'s inode read, edited and written inside the
+  // namespace lock, so a concurrent link/rename/unlink cannot be undone by a
+  // stale copy (ENOENT when the inode is gone).
+  int apply_with_inode(Ino ino, const std::function<void(Inode&)>& edit, WriteBatch batch,
+                       std::vector<Extent> dropped);
   MetaStore& store() { return store_; }
 
   // Durability point: every operation before it is durable afterwards, and

@@ -241,16 +241,19 @@ int PlainFile::fallocate(std::uint64_t offset, std::uint64_t length, bool keep_s
   return 0;
 }
 
-int PlainFile::commit(Inode inode) {
+int PlainFile::commit(const std::function<void(Inode&)>& edit) {
   std::lock_guard lock(mu_);
-  inode.size = size_;
   WriteBatch batch;
-  batch.put(keys::inode(ino_), encode_inode(inode));
   if (extents_.empty()) batch.del(keys::extents(ino_));
   else batch.put(keys::extents(ino_), encode_extents(extents_));
   sums_.stage(batch);
   alt_.stage(batch);
-  if (int r = metadata_.apply(batch, {})) return r;
+  std::uint64_t size = size_;
+  auto set_size = [&](Inode& n) {
+    if (edit) edit(n);
+    n.size = size;
+  };
+  if (int r = metadata_.apply_with_inode(ino_, set_size, std::move(batch), {})) return r;
   committed_size_ = size_;
   dirty_ = false;
   return 0;

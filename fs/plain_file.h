@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -39,9 +40,9 @@ class PlainFile {
   int truncate(std::uint64_t size);
   // Reserves space for [offset, offset+length) and, unless keep_size, extends the size.
   int fallocate(std::uint64_t offset, std::uint64_t length, bool keep_size);
-  // Writes the inode (with this file's size), extent map and checksums into
-  // the store in one batch (not synced).
-  int commit(Inode inode);
+  // Writes the inode (with this file's size, after `edit`), extent map and
+  // checksums into the store in one batch (not synced).
+  int commit(const std::function<void(Inode&)>& edit = {});
   bool dirty() const;
   std::uint64_t allocated_bytes() const;
   std::vector<Extent> extents() const;

@@ -918,7 +918,7 @@ TEST_CASE("array file: a plain file of prod(shape)*itemsize bytes converts into 
       REQUIRE(p.write(N - 1, reinterpret_cast<const std::byte*>(tail.data()), 1) == 0);
       model[N - 1] = 0x42;
       REQUIRE(p.size() == N);
-      REQUIRE(p.commit(*m.md().inode(ino)) == 0);
+      REQUIRE(p.commit() == 0);
       REQUIRE(m.md().sync() == 0);
       CHECK(m.vol->allocator().free_sectors() < free0);
       auto fresh = m.md().inode(ino);
@@ -1128,7 +1128,7 @@ TEST_CASE("array file: a conversion failing with EIO leaves metadata and allocat
     ino = new_file(m.md(), "p");
     PlainFile p(m.md(), m.vol->allocator(), *m.io, m.vol->geometry(), ino, 0);
     REQUIRE(p.write(0, reinterpret_cast<const std::byte*>(model.data()), N) == 0);
-    REQUIRE(p.commit(*m.md().inode(ino)) == 0);
+    REQUIRE(p.commit() == 0);
     REQUIRE(m.md().sync() == 0);
   }
   auto convert = [&](const Mount& m, int* r, std::string* msg) {

@@ -221,13 +221,13 @@ TEST_CASE("plain file: random writes, holes, truncate, fallocate and reads match
           INFO("read " << len << " at " << off);
           CHECK(bytes_diff(pread(p, off, len), expect_read(model, off, len)) == "");
         } else if (kind == 10) {  // commit; reopen from the stored inode
-          REQUIRE(p.commit(*m.md().inode(inos[f])) == 0);
+          REQUIRE(p.commit() == 0);
           CHECK_FALSE(p.dirty());
           CHECK(m.md().inode(inos[f])->size == model.size());
           ps[f] = m.plain(inos[f]);
           CHECK(ps[f]->size() == model.size());
         } else {  // make everything durable; the space accounting adds up
-          for (std::size_t k = 0; k < files; ++k) REQUIRE(ps[k]->commit(*m.md().inode(inos[k])) == 0);
+          for (std::size_t k = 0; k < files; ++k) REQUIRE(ps[k]->commit() == 0);
           REQUIRE(m.md().sync() == 0);
           CHECK(m.alloc().free_sectors() + allocated() == free0);
           CHECK(sectors_of(m.md().extents(inos[f])) * 512 == ps[f]->allocated_bytes());
@@ -236,7 +236,7 @@ TEST_CASE("plain file: random writes, holes, truncate, fallocate and reads match
       }
       for (std::size_t f = 0; f < files; ++f) {
         CHECK(bytes_diff(pread(*ps[f], 0, models[f].size() + 10), models[f]) == "");
-        REQUIRE(ps[f]->commit(*m.md().inode(inos[f])) == 0);
+        REQUIRE(ps[f]->commit() == 0);
       }
       REQUIRE(m.md().sync() == 0);
       CHECK(m.alloc().free_sectors() + allocated() == free0);
@@ -296,7 +296,7 @@ TEST_CASE("plain file: truncate zeroes the cut tail; holes and fallocated space 
   CHECK(p->fallocate(UINT64_MAX - 5, 10, false) == EFBIG);
   CHECK(p->size() == 105003);
   // Commit, reopen: the same.
-  REQUIRE(p->commit(*m.md().inode(ino)) == 0);
+  REQUIRE(p->commit() == 0);
   p = m.plain(ino);
   CHECK(bytes_diff(pread(*p, 0, 200000), expect) == "");
 }
@@ -337,7 +337,7 @@ TEST_CASE("plain file: a large file grows in whole-track extents (atlas10k3)", "
   CHECK(p->allocated_bytes() >= total);
   CHECK(p->allocated_bytes() <= 2 * total + small_limit * 512);
   CHECK(bytes_diff(pread(*p, 0, total), model) == "");
-  REQUIRE(p->commit(*m.md().inode(ino)) == 0);
+  REQUIRE(p->commit() == 0);
   REQUIRE(m.md().sync() == 0);
   p = m.plain(ino);
   CHECK(p->extents() == ex);
@@ -354,7 +354,7 @@ TEST_CASE("plain file: a large file grows in whole-track extents (atlas10k3)", "
   REQUIRE(pwrite(*p, (6ull << 20) + 77, d) == 0);
   std::copy(d.begin(), d.end(), model.begin() + std::ptrdiff_t((6ull << 20) + 77));
   CHECK(bytes_diff(pread(*p, 0, model.size()), model) == "");
-  REQUIRE(p->commit(*m.md().inode(ino)) == 0);
+  REQUIRE(p->commit() == 0);
   REQUIRE(m.md().sync() == 0);
   p = m.plain(ino);
   CHECK(p->size() == model.size());
@@ -372,7 +372,7 @@ TEST_CASE("plain file: a damaged block reads as EIO, never as wrong bytes", "[pl
   std::mt19937_64 rng(21);
   Bytes model = random_bytes(rng, 3 * 4096 + 100);
   REQUIRE(pwrite(*p, 0, model) == 0);
-  REQUIRE(p->commit(*m.md().inode(ino)) == 0);
+  REQUIRE(p->commit() == 0);
   REQUIRE(m.md().sync() == 0);
   // Flip a bit of block 1 on the device.
   std::uint64_t at = device_byte(p->extents(), 4096 + 777);
@@ -398,7 +398,7 @@ TEST_CASE("plain file: a damaged block reads as EIO, never as wrong bytes", "[pl
   std::copy(fresh.begin(), fresh.end(), model.begin() + 4096);
   CHECK(bytes_diff(pread(*p, 0, model.size()), model) == "");
   // Flips injected on reads: EIO or the right bytes, never others.
-  REQUIRE(p->commit(*m.md().inode(ino)) == 0);
+  REQUIRE(p->commit() == 0);
   REQUIRE(m.md().sync() == 0);
   auto base = std::make_unique<MemoryDevice>(dev->size_bytes(), 512);
   base->bytes() = dev->bytes();
@@ -449,14 +449,14 @@ TEST_CASE("plain file: space accounting follows growth and truncation", "[plain_
   CHECK(p->size() == size);
   CHECK(m.alloc().free_sectors() < last_free);
   CHECK(m.alloc().free_sectors() + p->allocated_bytes() / 512 == free0);
-  REQUIRE(p->commit(*m.md().inode(ino)) == 0);
+  REQUIRE(p->commit() == 0);
   REQUIRE(m.md().sync() == 0);
   CHECK(check_volume(*m.vol, false).problems.empty());
   // Truncate to 0: the blocks go back once the drop is durable.
   REQUIRE(p->truncate(0) == 0);
   CHECK(p->allocated_bytes() == 0);
   CHECK(m.alloc().free_sectors() < free0);
-  REQUIRE(p->commit(*m.md().inode(ino)) == 0);
+  REQUIRE(p->commit() == 0);
   REQUIRE(m.md().sync() == 0);
   CHECK(m.alloc().free_sectors() == free0);
   CHECK(m.md().extents(ino).empty());
@@ -465,7 +465,7 @@ TEST_CASE("plain file: space accounting follows growth and truncation", "[plain_
   Bytes d = random_bytes(rng, 9000);
   REQUIRE(pwrite(*p, 0, d) == 0);
   CHECK(bytes_diff(pread(*p, 0, 9000), d) == "");
-  REQUIRE(p->commit(*m.md().inode(ino)) == 0);
+  REQUIRE(p->commit() == 0);
   REQUIRE(m.md().sync() == 0);
   CHECK(m.alloc().free_sectors() + p->allocated_bytes() / 512 == free0);
   auto report = check_volume(*m.vol, false);
@@ -501,12 +501,12 @@ TEST_CASE("plain file: a full volume gives ENOSPC, and the file uses nearly all 
   REQUIRE(pwrite(*p, 5000, d) == 0);
   std::copy(d.begin(), d.end(), model.begin() + 5000);
   CHECK(bytes_diff(pread(*p, 0, model.size()), model) == "");
-  REQUIRE(p->commit(*m.md().inode(ino)) == 0);
+  REQUIRE(p->commit() == 0);
   REQUIRE(m.md().sync() == 0);
   CHECK(m.alloc().free_sectors() + p->allocated_bytes() / 512 == free0);
   CHECK(check_volume(*m.vol, false).problems.empty());
   REQUIRE(p->truncate(0) == 0);
-  REQUIRE(p->commit(*m.md().inode(ino)) == 0);
+  REQUIRE(p->commit() == 0);
   REQUIRE(m.md().sync() == 0);
   CHECK(m.alloc().free_sectors() == free0);
 }
@@ -535,11 +535,11 @@ TEST_CASE("plain file: fsynced bytes survive a crash after a later uncommitted w
     PlainFile a(vol->metadata(), vol->allocator(), io, vol->geometry(), a_ino, 0);
     PlainFile b(vol->metadata(), vol->allocator(), io, vol->geometry(), b_ino, 0);
     REQUIRE(pwrite(a, 0, model) == 0);
-    REQUIRE(a.commit(*vol->metadata().inode(a_ino)) == 0);
+    REQUIRE(a.commit() == 0);
     REQUIRE(vol->metadata().sync() == 0);  // fsync(a)
     REQUIRE(pwrite(a, 100, Bytes(4, 0x77)) == 0);  // not fsynced
     REQUIRE(pwrite(b, 0, Bytes(5000, 1)) == 0);
-    REQUIRE(b.commit(*vol->metadata().inode(b_ino)) == 0);
+    REQUIRE(b.commit() == 0);
     REQUIRE(vol->metadata().sync() == 0);  // fsync(b)
     image = fault->crash_image();
   }
