@@ -665,6 +665,22 @@ int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
   return 0;
 }
 
+bool Filesystem::open_data(Ino ino, std::shared_ptr<fs::PlainFile>* plain, std::shared_ptr<ArrayFile>* array,
+                           bool modifying) {
+  // The registry entry, not the handle, says what the file is now: setting
+  // user.mmfs.shape turns an open plain file into an array.
+  std::lock_guard lock(mu_);
+  auto it = open_.find(ino);
+  if (it == open_.end()) return false;
+  *plain = it->second.plain;
+  *array = it->second.array;
+  if (modifying) {
+    it->second.mtime_ns = now_ns();
+    it->second.times_dirty = *plain != nullptr;
+  }
+  return true;
+}
+
 int Filesystem::read(Handle& h, std::uint64_t offset, std::size_t size, std::byte* out, std::size_t* got_out) {
   std::size_t got = 0;
   std::string msg;
@@ -679,13 +695,7 @@ int Filesystem::read(Handle& h, std::uint64_t offset, std::size_t size, std::byt
   } else {
     std::shared_ptr<fs::PlainFile> plain;
     std::shared_ptr<ArrayFile> array;
-    {
-      std::lock_guard lock(mu_);
-      auto it = open_.find(h.ino);
-      if (it == open_.end()) return EBADF;
-      plain = it->second.plain;
-      array = it->second.array;
-    }
+    if (!open_data(h.ino, &plain, &array, false)) return EBADF;
     if (array) r = array->read(offset, size, out, &got, &msg);
     else r = plain->read(offset, size, out, &got);
     if (r == EIO && msg.empty()) msg = "a block failed its checksum";
@@ -717,15 +727,7 @@ int Filesystem::write(Handle& h, std::uint64_t offset, const std::byte* data, st
   if (h.ino & kVirtualBit) return record(EROFS, h.ino, "views are read-only");
   std::shared_ptr<fs::PlainFile> plain;
   std::shared_ptr<ArrayFile> array;
-  {
-    std::lock_guard lock(mu_);
-    auto it = open_.find(h.ino);
-    if (it == open_.end()) return EBADF;
-    plain = it->second.plain;
-    array = it->second.array;
-    it->second.mtime_ns = now_ns();
-    it->second.times_dirty = plain != nullptr;
-  }
+  if (!open_data(h.ino, &plain, &array, true)) return EBADF;
   std::string msg;
   int r = array ? array->write(offset, data, size, &msg) : plain->write(offset, data, size);
   if (r) return record(r, h.ino, msg.empty() ? fmt::format("write of {} bytes at {} failed", size, offset) : msg);

@@ -123,6 +123,9 @@ class Filesystem {
   std::optional<fs::ArraySchema> stored_schema(Ino ino) const;
   int array_for(Ino ino, std::shared_ptr<fs::ArrayFile>* out, std::string* message);
   std::shared_ptr<fs::PlainFile> plain_for_locked(Ino ino, const fs::Inode& inode);
+  // What an open file is now (plain or array); `modifying` stamps its mtime.
+  bool open_data(Ino ino, std::shared_ptr<fs::PlainFile>* plain, std::shared_ptr<fs::ArrayFile>* array,
+                 bool modifying);
   int commit_open_file(Ino ino, OpenFile& of);
   int flush_all(bool durable);
   int orphan_if_open(Ino parent, const std::string& name);

@@ -33,6 +33,8 @@ bool layout_implemented(const std::string& name) {
   return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap";
 }
 
+}  // namespace
+
 // A view's bytes cut into chunks, each a contiguous range of the result and
 // itself a selection: result dimensions 0..k-1 fixed, a range of `rows` along
 // result dimension k, everything after it whole.
@@ -104,8 +106,6 @@ struct Chunking {
     return Selection(dims);
   }
 };
-
-}  // namespace
 
 ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state)
     : ctx_(ctx), ino_(ino), schema_(std::move(schema)), state_(std::move(state)), bytes_(state_ ? state_->bytes() : 0) {}
@@ -497,6 +497,12 @@ int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out)
   return 0;
 }
 
+std::uint64_t ArrayFile::view_chunking(const DataView& view, std::unique_ptr<Chunking>* out) const {
+  std::shared_lock lock(mu_);
+  *out = std::make_unique<Chunking>(view.selection, state_->grid());
+  return view.bytes(state_->grid().itemsize());
+}
+
 DataView ArrayFile::whole() const {
   DataView all;
   std::shared_lock lock(mu_);
@@ -515,14 +521,9 @@ int ArrayFile::view_span(const DataView& view, std::uint64_t offset, std::size_t
                          std::string* message) {
   *data = nullptr;
   *got = 0;
-  std::uint64_t total, chunks;
   std::unique_ptr<Chunking> ch;
-  {
-    std::shared_lock lock(mu_);
-    total = view.bytes(state_->grid().itemsize());
-    ch = std::make_unique<Chunking>(view.selection, state_->grid());
-    chunks = ch->chunks;
-  }
+  std::uint64_t total = view_chunking(view, &ch);
+  std::uint64_t chunks = ch->chunks;
   if (offset >= total) return 0;
   length = std::size_t(std::min<std::uint64_t>(length, total - offset));
   std::uint64_t c = ch->index_at(offset);
@@ -637,15 +638,9 @@ void ArrayFile::quiesce() {
 int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,
                          std::size_t* got, std::string* message) {
   *got = 0;
-  std::uint64_t total;
-  std::uint64_t chunks;
   std::unique_ptr<Chunking> ch;
-  {
-    std::shared_lock lock(mu_);
-    total = view.bytes(state_->grid().itemsize());
-    ch = std::make_unique<Chunking>(view.selection, state_->grid());
-    chunks = ch->chunks;
-  }
+  std::uint64_t total = view_chunking(view, &ch);
+  std::uint64_t chunks = ch->chunks;
   if (offset >= total) return 0;
   length = std::size_t(std::min<std::uint64_t>(length, total - offset));
   std::uint64_t pos = offset, end = offset + length;

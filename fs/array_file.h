@@ -34,6 +34,8 @@ struct ArrayContext {
   std::string geometry_name;
 };
 
+struct Chunking;  // how a view's bytes are cut into chunks (array_file.cc)
+
 class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
  public:
   // The xattr record holding the schema (outside the user namespace, so no
@@ -104,6 +106,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   void release_placement_on_failure();
   std::string bad_cell_message(std::uint64_t cell) const;
 
+  // The view's size, and its chunking, under the placement lock.
+  std::uint64_t view_chunking(const DataView& view, std::unique_ptr<Chunking>* out) const;
   using Chunk = std::shared_ptr<const AlignedBuffer>;
   int chunk(const DataView& view, std::uint64_t index, Chunk* out, std::string* message);
   int load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message);
