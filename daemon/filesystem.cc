@@ -58,6 +58,7 @@ Filesystem::Filesystem(std::unique_ptr<fs::Volume> volume, bool read_only)
     : volume_(std::move(volume)), read_only_(read_only), io_(volume_->device(), volume_->geometry()),
       array_ctx_{volume_->metadata(), volume_->allocator(), io_, volume_->geometry(), geometry_name(*volume_)} {
   vnodes_.push_back({});  // index 0 unused: a virtual inode number is never just the top bit
+  vnodes_[0].live = false;
   fs::Metadata& md = volume_->metadata();
   if (auto o = md.lookup(fs::kRootIno, kOrphanDir)) {
     orphans_ = *o;
@@ -149,12 +150,7 @@ std::string Filesystem::path_of(Ino ino) const {
   if (ino == fs::kRootIno) return "/";
   if (ino & kVirtualBit) {
     VNode v;
-    {
-      std::lock_guard lock(vmu_);
-      std::uint64_t i = ino & ~kVirtualBit;
-      if (i == 0 || i >= vnodes_.size()) return "<view>";
-      v = vnodes_[i];
-    }
+    if (!vnode(ino, &v)) return "<view>";
     std::string p = v.array ? path_of(v.array) + "@" : std::string("/.mmfs");
     for (const auto& c : v.components) p += "/" + c;
     return p;
@@ -249,6 +245,14 @@ int Filesystem::getattr(Ino ino, struct stat* st) {
   return fill_stat(*n, st);
 }
 
+bool Filesystem::vnode(Ino vino, VNode* out) const {
+  std::lock_guard lock(vmu_);
+  std::uint64_t i = vino & ~kVirtualBit;
+  if (!(vino & kVirtualBit) || i == 0 || i >= vnodes_.size() || !vnodes_[i].live) return false;
+  *out = vnodes_[i];
+  return true;
+}
+
 Ino Filesystem::intern_vnode(Ino parent_vino, const std::string& name, VNode node) {
   std::lock_guard lock(vmu_);
   auto key = std::make_pair(parent_vino, name);
@@ -257,13 +261,40 @@ Ino Filesystem::intern_vnode(Ino parent_vino, const std::string& name, VNode nod
     VNode& v = vnodes_[it->second & ~kVirtualBit];
     if (v.array == node.array && v.components == node.components) {
       v.dir = node.dir;
+      ++v.lookups;
       return it->second;
     }
   }
-  Ino vino = kVirtualBit | vnodes_.size();
-  vnodes_.push_back(std::move(node));
+  node.lookups = 1;
+  node.live = true;
+  node.key = key;
+  std::uint64_t slot;
+  if (!free_vnodes_.empty()) {
+    slot = free_vnodes_.back();
+    free_vnodes_.pop_back();
+    vnodes_[slot] = std::move(node);
+  } else {
+    slot = vnodes_.size();
+    vnodes_.push_back(std::move(node));
+  }
+  Ino vino = kVirtualBit | slot;
   vindex_[key] = vino;
   return vino;
+}
+
+void Filesystem::forget(Ino ino, std::uint64_t nlookup) {
+  if (!(ino & kVirtualBit)) return;
+  std::lock_guard lock(vmu_);
+  std::uint64_t i = ino & ~kVirtualBit;
+  if (i == 0 || i >= vnodes_.size() || !vnodes_[i].live) return;
+  VNode& v = vnodes_[i];
+  v.lookups -= std::min(v.lookups, nlookup);
+  if (v.lookups > 0) return;
+  // The kernel holds no reference any more: the slot can serve another path.
+  auto it = vindex_.find(v.key);
+  if (it != vindex_.end() && it->second == ino) vindex_.erase(it);
+  v = VNode{};
+  free_vnodes_.push_back(i);
 }
 
 void Filesystem::touch_locked(const std::shared_ptr<ArrayFile>& array) {
@@ -294,12 +325,7 @@ int Filesystem::array_for(Ino ino, std::shared_ptr<ArrayFile>* out, std::string*
 
 int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message) {
   VNode v;
-  {
-    std::lock_guard lock(vmu_);
-    std::uint64_t i = vino & ~kVirtualBit;
-    if (i == 0 || i >= vnodes_.size()) return ENOENT;
-    v = vnodes_[i];
-  }
+  if (!vnode(vino, &v)) return ENOENT;
   std::memset(st, 0, sizeof *st);
   st->st_ino = vino;
   st->st_nlink = 1;
@@ -364,16 +390,14 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
 
 int Filesystem::lookup_virtual(Ino parent, const std::string& name, struct stat* st) {
   VNode v;
-  {
-    std::lock_guard lock(vmu_);
-    std::uint64_t i = parent & ~kVirtualBit;
-    if (i == 0 || i >= vnodes_.size()) return ENOENT;
-    v = vnodes_[i];
-  }
+  if (!vnode(parent, &v)) return ENOENT;
   v.components.push_back(name);
   Ino vino = intern_vnode(parent, name, v);
   std::string content, msg;
-  if (int r = vnode_stat(vino, st, &content, &msg)) return record_at(r, parent, name, msg);
+  if (int r = vnode_stat(vino, st, &content, &msg)) {
+    forget(vino, 1);  // the kernel gets no entry for it
+    return record_at(r, parent, name, msg);
+  }
   return 0;
 }
 
@@ -381,9 +405,11 @@ int Filesystem::lookup(Ino parent, const std::string& name, struct stat* st) {
   if (parent & kVirtualBit) return lookup_virtual(parent, name, st);
   fs::Metadata& md = volume_->metadata();
   if (parent == fs::kRootIno && name == ".mmfs") {
-    Ino vino = intern_vnode(parent, name, VNode{0, {}, true});
+    Ino vino = intern_vnode(parent, name, VNode{0, {}, true, false, 0, {}});
     std::string content, msg;
-    return vnode_stat(vino, st, &content, &msg);
+    int r = vnode_stat(vino, st, &content, &msg);
+    if (r) forget(vino, 1);
+    return r;
   }
   if (parent == fs::kRootIno && name == kOrphanDir) return ENOENT;
   if (name.size() > 1 && name.back() == '@') {
@@ -391,9 +417,12 @@ int Filesystem::lookup(Ino parent, const std::string& name, struct stat* st) {
     if (auto child = md.lookup(parent, base)) {
       auto schema = stored_schema(*child);
       if (schema && !schema->shape.empty()) {
-        Ino vino = intern_vnode(parent, name, VNode{*child, {}, true});
+        Ino vino = intern_vnode(parent, name, VNode{*child, {}, true, false, 0, {}});
         std::string content, msg;
-        if (int r = vnode_stat(vino, st, &content, &msg)) return record_at(r, parent, name, msg);
+        if (int r = vnode_stat(vino, st, &content, &msg)) {
+          forget(vino, 1);
+          return record_at(r, parent, name, msg);
+        }
         return 0;
       }
     }
@@ -410,10 +439,7 @@ int Filesystem::readdir(Ino ino, std::vector<std::pair<std::string, struct stat>
   struct stat st;
   if (ino & kVirtualBit) {
     VNode v;
-    {
-      std::lock_guard lock(vmu_);
-      v = vnodes_[ino & ~kVirtualBit];
-    }
+    if (!vnode(ino, &v)) return ENOENT;
     std::vector<std::string> listing;
     if (v.array == 0) {
       auto res = fs::resolve_control(v.components, volume_->geometry());
@@ -434,10 +460,10 @@ int Filesystem::readdir(Ino ino, std::vector<std::pair<std::string, struct stat>
     entries->push_back({".", st});
     entries->push_back({"..", st});
     for (const auto& name : listing) {
-      VNode child = v;
-      child.components.push_back(name);
       std::memset(&st, 0, sizeof st);
-      st.st_ino = intern_vnode(ino, name, child);
+      // Only a hint for readdir callers: the node gets its number when looked up
+      // (interning every listed name would keep all of them alive).
+      st.st_ino = kVirtualBit | (std::hash<std::string>{}(name) ^ ino) >> 2;
       // Names ending in '@' and every name below a directory level are dirs
       // or files; the type is only a hint to readdir callers.
       st.st_mode = S_IFREG;
@@ -625,10 +651,7 @@ int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
   if (ino & kVirtualBit) {
     if (wants_write) return record(EROFS, ino, "views and /.mmfs are read-only");
     VNode v;
-    {
-      std::lock_guard lock(vmu_);
-      v = vnodes_[ino & ~kVirtualBit];
-    }
+    if (!vnode(ino, &v)) return ENOENT;
     struct stat st;
     std::string msg;
     if (int r = vnode_stat(ino, &st, &h->content, &msg)) return record(r, ino, msg);

@@ -77,6 +77,9 @@ class Filesystem {
   int rmdir(Ino parent, const std::string& name);
   int rename(Ino parent, const std::string& name, Ino new_parent, const std::string& new_name, unsigned flags);
   int statfs(struct statvfs* st);
+  // The kernel dropped `nlookup` references to an inode (virtual nodes are
+  // freed when none is left).
+  void forget(Ino ino, std::uint64_t nlookup);
 
   // Files.
   int open(Ino ino, int flags, std::unique_ptr<Handle>* out);
@@ -110,7 +113,11 @@ class Filesystem {
     Ino array = 0;                        // 0 for the control directory
     std::vector<std::string> components;  // after A@ or /.mmfs
     bool dir = true;
+    bool live = false;                    // a free slot when false
+    std::uint64_t lookups = 0;            // entries given to the kernel, not yet forgotten
+    std::pair<Ino, std::string> key;      // (parent, name) in vindex_
   };
+  bool vnode(Ino vino, VNode* out) const;
 
   std::string path_of(Ino ino) const;
   void remember(Ino ino, Ino parent, const std::string& name);
@@ -156,6 +163,7 @@ class Filesystem {
   mutable std::mutex vmu_;
   std::vector<VNode> vnodes_;
   std::map<std::pair<Ino, std::string>, Ino> vindex_;
+  std::vector<std::uint64_t> free_vnodes_;
 
   std::mutex flusher_mu_;
   std::condition_variable flusher_cv_;

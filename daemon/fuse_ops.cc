@@ -103,6 +103,16 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   reply_entry(req, st);
 }
 
+void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  fsys(req).forget(ino, nlookup);
+  fuse_reply_none(req);
+}
+
+void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) fsys(req).forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
+
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   struct stat st;
   if (int r = fsys(req).getattr(ino, &st)) {
@@ -385,38 +395,60 @@ void op_fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t leng
   fuse_reply_err(req, fsys(req).fallocate(*handle(fi), mode, std::uint64_t(offset), std::uint64_t(length)));
 }
 
+// Every operation runs inside this guard: an exception (memory exhausted by a
+// huge listing, a bug) becomes an errno and a line in /.mmfs/errors instead
+// of taking the daemon down. Operations reply last, so none has replied yet.
+template <auto Op>
+struct Guard;
+template <class... Args, void (*Op)(fuse_req_t, Args...)>
+struct Guard<Op> {
+  static void call(fuse_req_t req, Args... args) {
+    try {
+      Op(req, args...);
+    } catch (const std::bad_alloc&) {
+      fsys(req).errors().record(ENOMEM, "<request>", "out of memory serving the request");
+      fuse_reply_err(req, ENOMEM);
+    } catch (const std::exception& e) {
+      fsys(req).errors().record(EIO, "<request>", std::string("internal error: ") + e.what());
+      fuse_reply_err(req, EIO);
+    }
+  }
+};
+
 fuse_lowlevel_ops make_ops() {
   fuse_lowlevel_ops o;
   std::memset(&o, 0, sizeof o);
   o.init = op_init;
-  o.lookup = op_lookup;
-  o.getattr = op_getattr;
-  o.setattr = op_setattr;
-  o.readlink = op_readlink;
-  o.mknod = op_mknod;
-  o.mkdir = op_mkdir;
-  o.symlink = op_symlink;
-  o.link = op_link;
-  o.unlink = op_unlink;
-  o.rmdir = op_rmdir;
-  o.rename = op_rename;
-  o.statfs = op_statfs;
-  o.open = op_open;
-  o.create = op_create;
-  o.read = op_read;
-  o.write = op_write;
-  o.flush = op_flush;
-  o.release = op_release;
-  o.fsync = op_fsync;
-  o.opendir = op_opendir;
-  o.readdir = op_readdir;
-  o.releasedir = op_releasedir;
-  o.fsyncdir = op_fsyncdir;
-  o.setxattr = op_setxattr;
-  o.getxattr = op_getxattr;
-  o.listxattr = op_listxattr;
-  o.removexattr = op_removexattr;
-  o.fallocate = op_fallocate;
+  o.lookup = &Guard<op_lookup>::call;
+  o.getattr = &Guard<op_getattr>::call;
+  o.forget = op_forget;  // no reply to fail: unguarded
+  o.forget_multi = op_forget_multi;
+  o.setattr = &Guard<op_setattr>::call;
+  o.readlink = &Guard<op_readlink>::call;
+  o.mknod = &Guard<op_mknod>::call;
+  o.mkdir = &Guard<op_mkdir>::call;
+  o.symlink = &Guard<op_symlink>::call;
+  o.link = &Guard<op_link>::call;
+  o.unlink = &Guard<op_unlink>::call;
+  o.rmdir = &Guard<op_rmdir>::call;
+  o.rename = &Guard<op_rename>::call;
+  o.statfs = &Guard<op_statfs>::call;
+  o.open = &Guard<op_open>::call;
+  o.create = &Guard<op_create>::call;
+  o.read = &Guard<op_read>::call;
+  o.write = &Guard<op_write>::call;
+  o.flush = &Guard<op_flush>::call;
+  o.release = &Guard<op_release>::call;
+  o.fsync = &Guard<op_fsync>::call;
+  o.opendir = &Guard<op_opendir>::call;
+  o.readdir = &Guard<op_readdir>::call;
+  o.releasedir = &Guard<op_releasedir>::call;
+  o.fsyncdir = &Guard<op_fsyncdir>::call;
+  o.setxattr = &Guard<op_setxattr>::call;
+  o.getxattr = &Guard<op_getxattr>::call;
+  o.listxattr = &Guard<op_listxattr>::call;
+  o.removexattr = &Guard<op_removexattr>::call;
+  o.fallocate = &Guard<op_fallocate>::call;
   return o;
 }
 

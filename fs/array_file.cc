@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "layouts/multimap.h"
@@ -588,7 +589,16 @@ int ArrayFile::chunk(const DataView& view, std::uint64_t index, Chunk* out, std:
   }
   if (loader) {
     auto buf = std::make_shared<AlignedBuffer>();
-    int r = load_chunk(view, index, buf.get(), message);
+    int r;
+    try {
+      r = load_chunk(view, index, buf.get(), message);
+    } catch (const std::bad_alloc&) {
+      *message = "out of memory loading a chunk";
+      r = ENOMEM;
+    } catch (const std::exception& e) {
+      *message = fmt::format("loading a chunk failed: {}", e.what());
+      r = EIO;
+    }
     if (r != 0) {
       {
         std::lock_guard lock(cache_mu_);
@@ -617,16 +627,29 @@ void ArrayFile::prefetch(const DataView& view, std::uint64_t index) {
     ++prefetching_;
   }
   std::weak_ptr<ArrayFile> weak = weak_from_this();
-  std::thread([weak, view, index] {
-    if (auto self = weak.lock()) {
-      Chunk c;
-      std::string ignored;
-      self->chunk(view, index, &c, &ignored);
+  auto done = [this] {
+    std::lock_guard lock(cache_mu_);
+    --prefetching_;
+    prefetch_done_.notify_all();
+  };
+  try {
+    std::thread([weak, view, index] {
+      auto self = weak.lock();
+      if (!self) return;
+      try {
+        Chunk c;
+        std::string ignored;
+        self->chunk(view, index, &c, &ignored);
+      } catch (const std::exception&) {
+        // A prefetch is an optimisation: the reader loads the chunk itself.
+      }
       std::lock_guard lock(self->cache_mu_);
       --self->prefetching_;
       self->prefetch_done_.notify_all();
-    }
-  }).detach();
+    }).detach();
+  } catch (const std::system_error&) {
+    done();  // no thread to spare: the reader will load the chunk when it needs it
+  }
 }
 
 void ArrayFile::quiesce() {
