@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "layouts/multimap.h"
+#include "layouts/selection_chunks.h"
 
 namespace mmfs::fs {
 
@@ -36,77 +37,6 @@ bool layout_implemented(const std::string& name) {
 
 }  // namespace
 
-// A view's bytes cut into chunks, each a contiguous range of the result and
-// itself a selection: result dimensions 0..k-1 fixed, a range of `rows` along
-// result dimension k, everything after it whole.
-struct Chunking {
-  std::vector<std::size_t> result_dims;  // array dimension of each result dimension
-  std::size_t k = 0;
-  std::uint64_t rows = 1, chunks_k = 1, inner = 0, chunks = 1, row_span = 0;
-  bool scalar = false;
-
-  Chunking(const Selection& sel, const CellGrid& grid) {
-    const auto& dims = sel.dims();
-    for (std::size_t d = 0; d < dims.size(); ++d)
-      if (!dims[d].fixed) result_dims.push_back(d);
-    std::uint64_t I = grid.itemsize();
-    if (result_dims.empty()) {
-      scalar = true;
-      inner = I;
-      return;
-    }
-    // inner bytes of one index along result dimension j
-    std::vector<std::uint64_t> in(result_dims.size());
-    std::uint64_t s = I;
-    for (std::size_t j = result_dims.size(); j-- > 0;) {
-      in[j] = s;
-      s *= dims[result_dims[j]].count();
-    }
-    k = 0;
-    while (in[k] > kChunkBudget && k + 1 < result_dims.size()) ++k;
-    inner = in[k];
-    const DimRange& r = dims[result_dims[k]];
-    std::uint64_t n = r.count();
-    rows = std::max<std::uint64_t>(1, kChunkBudget / inner);
-    // Whole cells along that dimension, so neighbouring chunks do not read the same cells.
-    std::uint64_t per_cell = (grid.cell()[result_dims[k]] + r.step - 1) / r.step;
-    if (rows > per_cell) rows -= rows % per_cell;
-    rows = std::min(rows, n);
-    chunks_k = (n + rows - 1) / rows;
-    std::uint64_t prefix = 1;
-    for (std::size_t j = 0; j < k; ++j) prefix *= dims[result_dims[j]].count();
-    chunks = prefix * chunks_k;
-    row_span = n * inner;
-  }
-
-  // Byte offset of chunk `c` in the view, and its length.
-  std::uint64_t offset(std::uint64_t c) const {
-    if (scalar) return 0;
-    return (c / chunks_k) * row_span + (c % chunks_k) * rows * inner;
-  }
-  std::uint64_t index_at(std::uint64_t byte) const {
-    if (scalar) return 0;
-    return (byte / row_span) * chunks_k + (byte % row_span) / (rows * inner);
-  }
-  Selection selection(const Selection& sel, std::uint64_t c) const {
-    std::vector<DimRange> dims = sel.dims();
-    if (scalar) return Selection(dims);
-    std::uint64_t p = c / chunks_k, q = c % chunks_k;
-    for (std::size_t j = k; j-- > 0;) {
-      DimRange& r = dims[result_dims[j]];
-      std::uint64_t n = r.count();
-      std::uint64_t i = p % n;
-      p /= n;
-      std::uint64_t x = r.start + i * r.step;
-      r = DimRange{x, x + 1, 1, true};
-    }
-    DimRange& r = dims[result_dims[k]];
-    std::uint64_t start = r.start + q * rows * r.step;
-    std::uint64_t stop = std::min(r.stop, start + rows * r.step);
-    r = DimRange{start, stop, r.step, false};
-    return Selection(dims);
-  }
-};
 
 ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state)
     : ctx_(ctx), ino_(ino), schema_(std::move(schema)), state_(std::move(state)), bytes_(state_ ? state_->bytes() : 0) {}
@@ -498,9 +428,9 @@ int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out)
   return 0;
 }
 
-std::uint64_t ArrayFile::view_chunking(const DataView& view, std::unique_ptr<Chunking>* out) const {
+std::uint64_t ArrayFile::view_chunking(const DataView& view, std::unique_ptr<layouts::SelectionChunks>* out) const {
   std::shared_lock lock(mu_);
-  *out = std::make_unique<Chunking>(view.selection, state_->grid());
+  *out = std::make_unique<layouts::SelectionChunks>(view.selection, state_->grid(), kChunkBudget);
   return view.bytes(state_->grid().itemsize());
 }
 
@@ -522,9 +452,9 @@ int ArrayFile::view_span(const DataView& view, std::uint64_t offset, std::size_t
                          std::string* message) {
   *data = nullptr;
   *got = 0;
-  std::unique_ptr<Chunking> ch;
+  std::unique_ptr<layouts::SelectionChunks> ch;
   std::uint64_t total = view_chunking(view, &ch);
-  std::uint64_t chunks = ch->chunks;
+  std::uint64_t chunks = ch->count();
   if (offset >= total) return 0;
   length = std::size_t(std::min<std::uint64_t>(length, total - offset));
   std::uint64_t c = ch->index_at(offset);
@@ -551,8 +481,8 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
     }
   }
   std::shared_lock lock(mu_);
-  Chunking ch(view.selection, state_->grid());
-  Selection part = ch.selection(view.selection, index);
+  layouts::SelectionChunks ch(view.selection, state_->grid(), kChunkBudget);
+  Selection part = ch.selection(index);
   std::uint64_t bytes = part.elements() * state_->grid().itemsize();
   *out = AlignedBuffer(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
   std::uint64_t bad = 0;
@@ -661,9 +591,9 @@ void ArrayFile::quiesce() {
 int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,
                          std::size_t* got, std::string* message) {
   *got = 0;
-  std::unique_ptr<Chunking> ch;
+  std::unique_ptr<layouts::SelectionChunks> ch;
   std::uint64_t total = view_chunking(view, &ch);
-  std::uint64_t chunks = ch->chunks;
+  std::uint64_t chunks = ch->count();
   if (offset >= total) return 0;
   length = std::size_t(std::min<std::uint64_t>(length, total - offset));
   std::uint64_t pos = offset, end = offset + length;

@@ -23,6 +23,10 @@
 #include "fs/sector_io.h"
 #include "fs/view_path.h"
 
+namespace mmfs::layouts {
+class SelectionChunks;
+}
+
 namespace mmfs::fs {
 
 // What an array needs of the mounted volume.
@@ -34,7 +38,6 @@ struct ArrayContext {
   std::string geometry_name;
 };
 
-struct Chunking;  // how a view's bytes are cut into chunks (array_file.cc)
 
 class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
  public:
@@ -107,7 +110,7 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   std::string bad_cell_message(std::uint64_t cell) const;
 
   // The view's size, and its chunking, under the placement lock.
-  std::uint64_t view_chunking(const DataView& view, std::unique_ptr<Chunking>* out) const;
+  std::uint64_t view_chunking(const DataView& view, std::unique_ptr<layouts::SelectionChunks>* out) const;
   using Chunk = std::shared_ptr<const AlignedBuffer>;
   int chunk(const DataView& view, std::uint64_t index, Chunk* out, std::string* message);
   int load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message);

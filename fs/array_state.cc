@@ -1,5 +1,7 @@
 #include "fs/array_state.h"
 
+#include "layouts/cell_copy.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -65,54 +67,31 @@ ArrayState::DirtyCell& ArrayState::dirty_cell(std::uint64_t linear, std::span<co
 }
 
 void ArrayState::write_bytes(std::uint64_t offset, const std::byte* data, std::size_t length) {
-  const CellGrid& g = grid();
-  const std::size_t n = g.dims();
-  const std::uint64_t I = g.itemsize();
-  const auto& S = g.shape();
-  const auto& C = g.cell();
-  std::vector<std::uint64_t> x(n), cc(n);
-  std::uint64_t pos = offset, end = offset + length;
   std::uint64_t last_linear = ~0ull;
   DirtyCell* dc = nullptr;
-  while (pos < end) {
-    std::uint64_t e = pos / I, within = pos % I;
-    for (std::size_t d = n; d-- > 0;) {
-      x[d] = e % S[d];
-      e /= S[d];
-    }
-    // The run of bytes along the last dimension that stays inside one cell.
-    std::uint64_t cl = C[n - 1];
-    std::uint64_t seg_end = std::min(S[n - 1], (x[n - 1] / cl + 1) * cl);
-    std::uint64_t take = std::min<std::uint64_t>((seg_end - x[n - 1]) * I - within, end - pos);
-    std::uint64_t local = 0;
-    for (std::size_t d = 0; d < n; ++d) {
-      cc[d] = x[d] / C[d];
-      local = local * C[d] + x[d] % C[d];
-    }
-    std::uint64_t linear = g.linear(cc);
+  layouts::for_each_cell_segment(grid(), offset, length,
+                                 [&](std::uint64_t linear, std::span<const std::uint64_t> cc, std::uint64_t at,
+                                     std::uint64_t from, std::uint64_t take) {
     if (linear != last_linear) {
       dc = &dirty_cell(linear, cc);
       last_linear = linear;
     }
-    std::uint64_t at = local * I + within;
-    std::memcpy(dc->data.data() + at, data + (pos - offset), take);
-    if (!dc->complete) {
-      for (std::uint64_t b = at; b < at + take; ++b) {
-        std::uint64_t& w = dc->written[b / 64];
-        std::uint64_t bit = 1ull << (b % 64);
-        if (!(w & bit)) {
-          w |= bit;
-          ++dc->known;
-        }
-      }
-      if (dc->known >= dc->need) {
-        dc->complete = true;
-        dc->written.clear();
-        dc->written.shrink_to_fit();
+    std::memcpy(dc->data.data() + at, data + from, take);
+    if (dc->complete) return;
+    for (std::uint64_t b = at; b < at + take; ++b) {
+      std::uint64_t& w = dc->written[b / 64];
+      std::uint64_t bit = 1ull << (b % 64);
+      if (!(w & bit)) {
+        w |= bit;
+        ++dc->known;
       }
     }
-    pos += take;
-  }
+    if (dc->known >= dc->need) {
+      dc->complete = true;
+      dc->written.clear();
+      dc->written.shrink_to_fit();
+    }
+  });
 }
 
 int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(WriteBatch&)>& make_durable) {
@@ -199,10 +178,7 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
 int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell) {
   const CellGrid& g = grid();
   const std::size_t n = g.dims();
-  const std::uint64_t I = g.itemsize();
   const std::uint32_t ss = io_.sector_size();
-  const auto& C = g.cell();
-  const auto& dims = sel.dims();
 
   layouts::PlanOptions options;
   layouts::IoPlan plan = layouts::plan_selection(*layout_, sel, options);
@@ -238,23 +214,10 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
     return buf.data() + it->offset + (lbn - it->lbn) * ss;
   };
 
-  // Strides of the result (0 for fixed dimensions) and of a cell's brick.
-  std::vector<std::uint64_t> ostride(n, 0), cstride(n, 1);
-  {
-    std::uint64_t s = I;
-    for (std::size_t d = n; d-- > 0;) {
-      if (!dims[d].fixed) {
-        ostride[d] = s;
-        s *= dims[d].count();
-      }
-    }
-    for (std::size_t d = n - 1; d-- > 0;) cstride[d] = cstride[d + 1] * C[d + 1];
-  }
-
-  std::vector<std::vector<std::uint64_t>> touched(n);
-  for (std::size_t d = 0; d < n; ++d) touched[d] = layouts::cells_touched(dims[d], C[d]);
+  layouts::SelectionGather gather(g, sel);
+  const auto& touched = gather.touched();
   std::vector<std::size_t> idx(n, 0);
-  std::vector<std::uint64_t> cc(n), first(n), count(n), lx(n), inc_c(n);
+  std::vector<std::uint64_t> cc(n);
   std::vector<std::byte> joined(cell_storage_);
   const std::vector<std::byte> zeros(g.cell_bytes(), std::byte{0});
   const std::uint64_t brick = g.cell_bytes();
@@ -282,57 +245,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
         return EIO;
       }
     }
-    // The selected elements inside this cell, per dimension.
-    bool empty = false;
-    for (std::size_t d = 0; d < n; ++d) {
-      const auto& R = dims[d];
-      std::uint64_t lo = cc[d] * C[d], hi = std::min(lo + C[d], g.shape()[d]);
-      std::uint64_t f = std::max(lo, R.start);
-      if ((f - R.start) % R.step) f += R.step - (f - R.start) % R.step;
-      std::uint64_t stop = std::min(hi, R.stop);
-      if (f >= stop) {
-        empty = true;
-        break;
-      }
-      first[d] = f;
-      count[d] = (stop - f + R.step - 1) / R.step;
-    }
-    if (!empty) {
-      // Odometer over all dimensions but the last (the last is a run), moving
-      // both cursors by additions: this loop runs once per row of every cell.
-      const std::size_t L = n - 1;
-      const std::uint64_t step_l = dims[L].step;
-      std::uint64_t ooff = 0, coff = 0;
-      for (std::size_t d = 0; d < n; ++d) {
-        ooff += (first[d] - dims[d].start) / dims[d].step * ostride[d];
-        coff += (first[d] - cc[d] * C[d]) * cstride[d] * I;
-        inc_c[d] = cstride[d] * dims[d].step * I;
-      }
-      const std::uint64_t run = count[L] * I;
-      std::fill(lx.begin(), lx.end(), 0);
-      for (;;) {
-        const std::byte* src = cell + coff;
-        std::byte* dst = out + ooff;
-        if (step_l == 1) {
-          std::memcpy(dst, src, run);
-        } else {
-          for (std::uint64_t i = 0; i < count[L]; ++i) std::memcpy(dst + i * I, src + i * inc_c[L], I);
-        }
-        bool done = true;
-        for (std::size_t d = L; d-- > 0;) {
-          ooff += ostride[d];
-          coff += inc_c[d];
-          if (++lx[d] < count[d]) {
-            done = false;
-            break;
-          }
-          ooff -= ostride[d] * count[d];
-          coff -= inc_c[d] * count[d];
-          lx[d] = 0;
-        }
-        if (done) break;
-      }
-    }
+    gather.copy(cc, cell, out);
     std::size_t d = n;
     while (d > 0) {
       --d;
@@ -344,14 +257,8 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
 }
 
 void ArrayState::element_location(std::span<const std::uint64_t> x, geom::Lbn* lbn, std::uint32_t* offset) const {
-  const CellGrid& g = grid();
-  std::vector<std::uint64_t> cc(g.dims());
-  std::uint64_t local = 0;
-  for (std::size_t d = 0; d < g.dims(); ++d) {
-    cc[d] = x[d] / g.cell()[d];
-    local = local * g.cell()[d] + x[d] % g.cell()[d];
-  }
-  std::uint64_t byte = local * g.itemsize();
+  std::vector<std::uint64_t> cc;
+  std::uint64_t byte = layouts::byte_in_cell(grid(), x, &cc);
   const std::uint32_t ss = io_.sector_size();
   Run r[2];
   std::size_t k = layout_->cell_runs(cc, r);

@@ -1,0 +1,93 @@
+#include "layouts/cell_copy.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace mmfs::layouts {
+
+SelectionGather::SelectionGather(const CellGrid& grid, const Selection& selection)
+    : grid_(grid), sel_(selection) {
+  const std::size_t n = grid.dims();
+  const auto& dims = selection.dims();
+  ostride_.assign(n, 0);
+  cstride_.assign(n, 1);
+  std::uint64_t s = grid.itemsize();
+  for (std::size_t d = n; d-- > 0;) {
+    if (!dims[d].fixed) {
+      ostride_[d] = s;
+      s *= dims[d].count();
+    }
+  }
+  for (std::size_t d = n - 1; d-- > 0;) cstride_[d] = cstride_[d + 1] * grid.cell()[d + 1];
+  touched_.resize(n);
+  for (std::size_t d = 0; d < n; ++d) touched_[d] = cells_touched(dims[d], grid.cell()[d]);
+  first_.resize(n);
+  count_.resize(n);
+  lx_.resize(n);
+  inc_c_.resize(n);
+}
+
+void SelectionGather::copy(std::span<const std::uint64_t> cc, const std::byte* cell, std::byte* out) {
+  const std::size_t n = grid_.dims();
+  const std::uint64_t I = grid_.itemsize();
+  const auto& C = grid_.cell();
+  const auto& dims = sel_.dims();
+  // The selected elements inside this cell, per dimension.
+  for (std::size_t d = 0; d < n; ++d) {
+    const DimRange& R = dims[d];
+    std::uint64_t lo = cc[d] * C[d], hi = std::min(lo + C[d], grid_.shape()[d]);
+    std::uint64_t f = std::max(lo, R.start);
+    if ((f - R.start) % R.step) f += R.step - (f - R.start) % R.step;
+    std::uint64_t stop = std::min(hi, R.stop);
+    if (f >= stop) return;
+    first_[d] = f;
+    count_[d] = (stop - f + R.step - 1) / R.step;
+  }
+  // Odometer over all dimensions but the last (the last is a run), moving
+  // both cursors by additions: this loop runs once per row of every cell.
+  const std::size_t L = n - 1;
+  const std::uint64_t step_l = dims[L].step;
+  std::uint64_t ooff = 0, coff = 0;
+  for (std::size_t d = 0; d < n; ++d) {
+    ooff += (first_[d] - dims[d].start) / dims[d].step * ostride_[d];
+    coff += (first_[d] - cc[d] * C[d]) * cstride_[d] * I;
+    inc_c_[d] = cstride_[d] * dims[d].step * I;
+  }
+  const std::uint64_t run = count_[L] * I;
+  std::fill(lx_.begin(), lx_.end(), 0);
+  for (;;) {
+    const std::byte* src = cell + coff;
+    std::byte* dst = out + ooff;
+    if (step_l == 1) {
+      std::memcpy(dst, src, run);
+    } else {
+      for (std::uint64_t i = 0; i < count_[L]; ++i) std::memcpy(dst + i * I, src + i * inc_c_[L], I);
+    }
+    bool done = true;
+    for (std::size_t d = L; d-- > 0;) {
+      ooff += ostride_[d];
+      coff += inc_c_[d];
+      if (++lx_[d] < count_[d]) {
+        done = false;
+        break;
+      }
+      ooff -= ostride_[d] * count_[d];
+      coff -= inc_c_[d] * count_[d];
+      lx_[d] = 0;
+    }
+    if (done) return;
+  }
+}
+
+std::uint64_t byte_in_cell(const CellGrid& grid, std::span<const std::uint64_t> x,
+                           std::vector<std::uint64_t>* cc) {
+  cc->resize(grid.dims());
+  std::uint64_t local = 0;
+  for (std::size_t d = 0; d < grid.dims(); ++d) {
+    (*cc)[d] = x[d] / grid.cell()[d];
+    local = local * grid.cell()[d] + x[d] % grid.cell()[d];
+  }
+  return local * grid.itemsize();
+}
+
+}  // namespace mmfs::layouts

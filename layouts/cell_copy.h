@@ -1,0 +1,73 @@
+// Moving elements between C order and cells (the bricks a CellGrid cuts an
+// array into; a cell's elements are stored as its brick in C order, padding
+// included). Pure index math: the daemon's write path scatters with
+// for_each_cell_segment, its read path gathers with SelectionGather.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "layouts/cell_grid.h"
+#include "layouts/selection.h"
+
+namespace mmfs::layouts {
+
+// Splits the C-order byte range [offset, offset + length) of the array into
+// pieces that each stay inside one cell and are contiguous in it (a run along
+// the last dimension, possibly cutting elements at either end), and calls
+//   visit(cell_linear, cell_coords, byte_in_cell, byte_in_range, bytes)
+// for each, in order. REQUIRES offset + length <= the array's bytes.
+template <class Visit>
+void for_each_cell_segment(const CellGrid& g, std::uint64_t offset, std::uint64_t length, Visit&& visit) {
+  const std::size_t n = g.dims();
+  const std::uint64_t I = g.itemsize();
+  const auto& S = g.shape();
+  const auto& C = g.cell();
+  std::vector<std::uint64_t> x(n), cc(n);
+  std::uint64_t pos = offset;
+  const std::uint64_t end = offset + length;
+  while (pos < end) {
+    std::uint64_t e = pos / I, within = pos % I;
+    for (std::size_t d = n; d-- > 0;) {
+      x[d] = e % S[d];
+      e /= S[d];
+    }
+    const std::uint64_t cl = C[n - 1];
+    const std::uint64_t seg_end = std::min(S[n - 1], (x[n - 1] / cl + 1) * cl);
+    const std::uint64_t take = std::min<std::uint64_t>((seg_end - x[n - 1]) * I - within, end - pos);
+    std::uint64_t local = 0;
+    for (std::size_t d = 0; d < n; ++d) {
+      cc[d] = x[d] / C[d];
+      local = local * C[d] + x[d] % C[d];
+    }
+    visit(g.linear(cc), std::span<const std::uint64_t>(cc), local * I + within, pos - offset, take);
+    pos += take;
+  }
+}
+
+// Copies the elements a selection takes from one cell into the selection's
+// C-order result. Built once per selection; copy() is called per cell.
+class SelectionGather {
+ public:
+  SelectionGather(const CellGrid& grid, const Selection& selection);
+  // The cells the selection touches, per dimension (their product is every
+  // cell to copy from).
+  const std::vector<std::vector<std::uint64_t>>& touched() const { return touched_; }
+  // `cell` holds the brick of the cell at `coords`; `out` is the result.
+  void copy(std::span<const std::uint64_t> coords, const std::byte* cell, std::byte* out);
+
+ private:
+  const CellGrid& grid_;
+  const Selection& sel_;
+  std::vector<std::uint64_t> ostride_, cstride_;
+  std::vector<std::vector<std::uint64_t>> touched_;
+  std::vector<std::uint64_t> first_, count_, lx_, inc_c_;  // scratch
+};
+
+// The byte of element `coords` inside its cell's brick.
+std::uint64_t byte_in_cell(const CellGrid& grid, std::span<const std::uint64_t> coords,
+                           std::vector<std::uint64_t>* cell_coords);
+
+}  // namespace mmfs::layouts

@@ -1,0 +1,37 @@
+// A selection's C-order result cut into chunks of about `budget` bytes, each
+// a contiguous byte range of the result and itself a selection (result
+// dimensions 0..k-1 fixed, a range of whole cells along result dimension k,
+// everything after it whole), so a large view can be produced piece by piece
+// with every piece read as one IoPlan.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "layouts/cell_grid.h"
+#include "layouts/selection.h"
+
+namespace mmfs::layouts {
+
+class SelectionChunks {
+ public:
+  SelectionChunks(const Selection& selection, const CellGrid& grid, std::uint64_t budget);
+
+  std::uint64_t count() const { return chunks_; }
+  // Byte offset of chunk `c` in the result.
+  std::uint64_t offset(std::uint64_t c) const;
+  // The chunk holding result byte `byte`.
+  std::uint64_t index_at(std::uint64_t byte) const;
+  // Chunk `c` as a selection of the array (its result is the chunk's bytes).
+  Selection selection(std::uint64_t c) const;
+
+ private:
+  Selection sel_;
+  std::vector<std::size_t> result_dims_;  // array dimension of each result dimension
+  std::size_t k_ = 0;
+  std::uint64_t rows_ = 1, chunks_k_ = 1, inner_ = 0, chunks_ = 1, row_span_ = 0;
+  bool scalar_ = false;
+};
+
+}  // namespace mmfs::layouts

@@ -1,0 +1,141 @@
+// C order <-> cells (layouts/cell_copy.h) and view chunking
+// (layouts/selection_chunks.h) against brute force, without a device.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+
+#include "layouts/cell_copy.h"
+#include "layouts/selection_chunks.h"
+
+using namespace mmfs::layouts;
+
+namespace {
+
+// Cells of `g` as bricks (C order inside), filled from a C-order array by scattering.
+std::vector<std::byte> to_cells(const CellGrid& g, const std::vector<std::byte>& array, std::mt19937_64& rng) {
+  std::vector<std::byte> cells(g.cells() * g.cell_bytes(), std::byte{0});
+  // Random piece sizes, cutting elements and cells.
+  std::uint64_t pos = 0, total = array.size();
+  while (pos < total) {
+    std::uint64_t n = std::min<std::uint64_t>(total - pos, 1 + rng() % 97);
+    for_each_cell_segment(g, pos, n,
+                          [&](std::uint64_t linear, std::span<const std::uint64_t>, std::uint64_t at,
+                              std::uint64_t from, std::uint64_t take) {
+                            std::memcpy(cells.data() + linear * g.cell_bytes() + at, array.data() + pos + from, take);
+                          });
+    pos += n;
+  }
+  return cells;
+}
+
+// The elements of `sel` in C order, straight from the C-order array.
+std::vector<std::byte> brute(const CellGrid& g, const std::vector<std::byte>& array, const Selection& sel) {
+  std::vector<std::byte> out;
+  const auto& dims = sel.dims();
+  std::size_t n = dims.size();
+  std::vector<std::uint64_t> i(n, 0);
+  for (std::size_t d = 0; d < n; ++d)
+    if (dims[d].count() == 0) return out;
+  for (;;) {
+    std::uint64_t lin = 0;
+    for (std::size_t d = 0; d < n; ++d) lin = lin * g.shape()[d] + dims[d].start + i[d] * dims[d].step;
+    for (std::uint32_t b = 0; b < g.itemsize(); ++b) out.push_back(array[lin * g.itemsize() + b]);
+    std::size_t d = n;
+    while (d-- > 0) {
+      if (++i[d] < dims[d].count()) break;
+      i[d] = 0;
+      if (d == 0) return out;
+    }
+  }
+}
+
+std::vector<std::byte> gathered(const CellGrid& g, const std::vector<std::byte>& cells, const Selection& sel) {
+  std::vector<std::byte> out(sel.elements() * g.itemsize(), std::byte{0x5a});
+  SelectionGather gather(g, sel);
+  const auto& t = gather.touched();
+  std::size_t n = g.dims();
+  std::vector<std::size_t> idx(n, 0);
+  std::vector<std::uint64_t> cc(n);
+  for (;;) {
+    for (std::size_t d = 0; d < n; ++d) cc[d] = t[d][idx[d]];
+    gather.copy(cc, cells.data() + g.linear(cc) * g.cell_bytes(), out.data());
+    std::size_t d = n;
+    while (d-- > 0) {
+      if (++idx[d] < t[d].size()) break;
+      idx[d] = 0;
+      if (d == 0) return out;
+    }
+  }
+}
+
+Selection random_selection(const CellGrid& g, std::mt19937_64& rng) {
+  std::vector<DimRange> dims;
+  for (std::uint64_t s : g.shape()) {
+    std::uint64_t a = rng() % s;
+    if (rng() % 4 == 0) {
+      dims.push_back({a, a + 1, 1, true});
+    } else {
+      std::uint64_t b = a + 1 + rng() % (s - a);
+      dims.push_back({a, b, 1 + rng() % 3, false});
+    }
+  }
+  return Selection(dims);
+}
+
+}  // namespace
+
+TEST_CASE("cell copy: scatter then gather equals numpy-style indexing of the C-order array", "[cell_copy]") {
+  std::mt19937_64 rng(7);
+  struct Case {
+    std::vector<std::uint64_t> shape, cell;
+    std::uint32_t itemsize;
+  };
+  std::vector<Case> cases = {{{37}, {8}, 8},           {{9, 10, 11}, {4, 4, 4}, 8}, {{3, 5, 4, 6}, {2, 3, 1, 4}, 2},
+                             {{1, 7, 1}, {1, 2, 1}, 4}, {{5, 6}, {5, 6}, 1},        {{2, 3, 1, 4, 5}, {1, 2, 1, 2, 3}, 4}};
+  for (const auto& c : cases) {
+    std::vector<std::uint32_t> order(c.shape.size());
+    for (std::size_t d = 0; d < order.size(); ++d) order[d] = std::uint32_t(order.size() - 1 - d);
+    CellGrid g(c.shape, c.itemsize, c.cell, order);
+    std::vector<std::byte> array(g.elements() * c.itemsize);
+    for (auto& b : array) b = std::byte(rng());
+    auto cells = to_cells(g, array, rng);
+    CHECK(gathered(g, cells, Selection::all(g.shape())) == array);
+    for (int k = 0; k < 30; ++k) {
+      Selection sel = random_selection(g, rng);
+      CHECK(gathered(g, cells, sel) == brute(g, array, sel));
+    }
+    // byte_in_cell agrees with the scatter.
+    std::vector<std::uint64_t> x(g.dims()), cc;
+    for (std::size_t d = 0; d < g.dims(); ++d) x[d] = rng() % g.shape()[d];
+    std::uint64_t lin = 0;
+    for (std::size_t d = 0; d < g.dims(); ++d) lin = lin * g.shape()[d] + x[d];
+    std::uint64_t at = byte_in_cell(g, x, &cc);
+    CHECK(std::memcmp(cells.data() + g.linear(cc) * g.cell_bytes() + at, array.data() + lin * c.itemsize,
+                      c.itemsize) == 0);
+  }
+}
+
+TEST_CASE("selection chunks tile the result in order, each a selection of its bytes", "[cell_copy]") {
+  std::mt19937_64 rng(11);
+  CellGrid g({40, 30, 20}, 8, {4, 4, 4}, {2, 1, 0});
+  std::vector<std::byte> array(g.elements() * 8);
+  for (auto& b : array) b = std::byte(rng());
+  for (std::uint64_t budget : {8ull, 64ull, 1000ull, 5000ull, 1ull << 20}) {
+    for (int k = 0; k < 20; ++k) {
+      Selection sel = k == 0 ? Selection::all(g.shape()) : random_selection(g, rng);
+      SelectionChunks ch(sel, g, budget);
+      std::vector<std::byte> joined;
+      for (std::uint64_t c = 0; c < ch.count(); ++c) {
+        REQUIRE(ch.offset(c) == joined.size());
+        auto part = brute(g, array, ch.selection(c));
+        if (!part.empty()) {
+          CHECK(ch.index_at(ch.offset(c)) == c);
+          CHECK(ch.index_at(ch.offset(c) + part.size() - 1) == c);
+        }
+        joined.insert(joined.end(), part.begin(), part.end());
+      }
+      CHECK(joined == brute(g, array, sel));
+    }
+  }
+}
