@@ -95,10 +95,20 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
     return EUCLEAN;
   }
   std::uint64_t cells = layout->grid().cells();
-  CellChecksums sums = allocate ? CellChecksums::fresh(ino, cells) : CellChecksums(ctx.metadata.store(), ino, cells);
-  CellChecksums alt =
-      allocate ? CellChecksums::fresh(ino, cells, 'a') : CellChecksums(ctx.metadata.store(), ino, cells, 'a');
-  *out = std::make_unique<ArrayState>(std::move(layout), std::move(sums), std::move(alt), ctx.io);
+  try {
+    CellChecksums sums =
+        allocate ? CellChecksums::fresh(ino, cells) : CellChecksums(ctx.metadata.store(), ino, cells);
+    CellChecksums alt =
+        allocate ? CellChecksums::fresh(ino, cells, 'a') : CellChecksums(ctx.metadata.store(), ino, cells, 'a');
+    *out = std::make_unique<ArrayState>(std::move(layout), std::move(sums), std::move(alt), ctx.io);
+  } catch (const std::bad_alloc&) {
+    // The checksum tables (8 bytes per cell in memory) do not fit: give the space back.
+    if (allocate)
+      for (const Extent& x : extents) ctx.allocator.free(x);
+    *message = fmt::format("the array's {} cells need {} MiB of checksum tables in memory, more than is available",
+                           cells, cells * 8 >> 20);
+    return ENOMEM;
+  }
   return 0;
 }
 

@@ -28,40 +28,19 @@
 #include "fs/view_path.h"
 #include "fs/volume.h"
 #include "geometry/load.h"
+#include "fs_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;
 
 namespace {
 
+using testing::RefDevice;
+using testing::toy_disk;
+
 using Bytes = std::vector<std::uint8_t>;
 
-// SPEC §7's toy disk (uniform, 8 sectors a track), with enough cylinders for
-// a 4 MiB metadata region and ~4 MiB of data.
-std::unique_ptr<geom::Geometry> toy_disk() {
-  return geom::load_geometry(nlohmann::json{{"kind", "disk"},          {"sector_size", 512},
-                                            {"cylinders", 2000},       {"surfaces", 1},
-                                            {"sectors_per_track", 8},  {"rpm", 10000},
-                                            {"track_skew_sectors", 0}, {"settle_ms", 0},
-                                            {"settle_cylinders", 4},   {"conservatism_deg", 0},
-                                            {"name", "toy"}});
-}
-
 constexpr std::uint64_t kToyDeviceBytes = 8ull << 20;
-
-// A device that forwards to a MemoryDevice the test owns, so a volume can be
-// closed and the same device opened again.
-class RefDevice final : public BlockDevice {
- public:
-  explicit RefDevice(BlockDevice& d) : d_(d) {}
-  std::uint64_t size_bytes() const override { return d_.size_bytes(); }
-  std::uint32_t block_size() const override { return d_.block_size(); }
-  int submit(std::span<IoRequest> batch) override { return d_.submit(batch); }
-  int flush() override { return d_.flush(); }
-
- private:
-  BlockDevice& d_;
-};
 
 std::unique_ptr<MemoryDevice> formatted(const geom::Geometry& g, std::uint64_t bytes = kToyDeviceBytes) {
   auto dev = std::make_unique<MemoryDevice>(bytes, 512);
@@ -978,7 +957,6 @@ TEST_CASE("array file on atlas10k3: multimap array, views and a relayout", "[arr
   CHECK(bytes_diff(read_all(*b), model) == "");
   CHECK(check_volume(*m.vol, false).problems.empty());
 }
-
 
 TEST_CASE("array file: relayout between every pair of layouts, every shape", "[array_file]") {
   auto g = toy_disk();

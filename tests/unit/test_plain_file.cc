@@ -16,38 +16,17 @@
 #include "fs/sector_io.h"
 #include "fs/volume.h"
 #include "geometry/load.h"
+#include "fs_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;
 
 namespace {
 
+using testing::RefDevice;
+using testing::toy_disk;
+
 using Bytes = std::vector<std::uint8_t>;
-
-// SPEC §7's toy disk (uniform, 8 sectors a track), with enough cylinders for
-// a 4 MiB metadata region and ~4 MiB of data.
-std::unique_ptr<geom::Geometry> toy_disk() {
-  return geom::load_geometry(nlohmann::json{{"kind", "disk"},          {"sector_size", 512},
-                                            {"cylinders", 2000},       {"surfaces", 1},
-                                            {"sectors_per_track", 8},  {"rpm", 10000},
-                                            {"track_skew_sectors", 0}, {"settle_ms", 0},
-                                            {"settle_cylinders", 4},   {"conservatism_deg", 0},
-                                            {"name", "toy"}});
-}
-
-// Forwards to a MemoryDevice the test owns (so the test can damage it and
-// open it again after the volume is gone).
-class RefDevice final : public BlockDevice {
- public:
-  explicit RefDevice(BlockDevice& d) : d_(d) {}
-  std::uint64_t size_bytes() const override { return d_.size_bytes(); }
-  std::uint32_t block_size() const override { return d_.block_size(); }
-  int submit(std::span<IoRequest> batch) override { return d_.submit(batch); }
-  int flush() override { return d_.flush(); }
-
- private:
-  BlockDevice& d_;
-};
 
 std::unique_ptr<MemoryDevice> formatted(const geom::Geometry& g, std::uint64_t bytes = 8ull << 20) {
   auto dev = std::make_unique<MemoryDevice>(bytes, 512);

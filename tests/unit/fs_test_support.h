@@ -1,0 +1,40 @@
+// Shared by the unit tests of fs/ data paths (test_array_file.cc,
+// test_plain_file.cc): a small disk geometry and a device adapter.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+
+#include "fs/block_device.h"
+#include "geometry/geometry.h"
+#include "geometry/load.h"
+
+namespace mmfs::fs::testing {
+
+// SPEC §7's toy disk (uniform, 8 sectors a track), with enough cylinders for
+// a 4 MiB metadata region and ~4 MiB of data.
+inline std::unique_ptr<geom::Geometry> toy_disk() {
+  return geom::load_geometry(nlohmann::json{{"kind", "disk"},          {"sector_size", 512},
+                                            {"cylinders", 2000},       {"surfaces", 1},
+                                            {"sectors_per_track", 8},  {"rpm", 10000},
+                                            {"track_skew_sectors", 0}, {"settle_ms", 0},
+                                            {"settle_cylinders", 4},   {"conservatism_deg", 0},
+                                            {"name", "toy"}});
+}
+
+// Forwards to a device the test owns, so a volume can be closed (or the
+// device damaged) and the same device opened again.
+class RefDevice final : public BlockDevice {
+ public:
+  explicit RefDevice(BlockDevice& d) : d_(d) {}
+  std::uint64_t size_bytes() const override { return d_.size_bytes(); }
+  std::uint32_t block_size() const override { return d_.block_size(); }
+  int submit(std::span<IoRequest> batch) override { return d_.submit(batch); }
+  int flush() override { return d_.flush(); }
+
+ private:
+  BlockDevice& d_;
+};
+
+}  // namespace mmfs::fs::testing
