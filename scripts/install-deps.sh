@@ -11,7 +11,7 @@ APT_PACKAGES=(
   attr fio
   python3 python3-pip
 )
-PIP_PACKAGES=(numpy h5py pytest matplotlib)
+PIP_PACKAGES=(numpy h5py pytest matplotlib zarr)
 
 log() { printf 'install-deps: %s\n' "$*"; }
 
@@ -53,13 +53,13 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   quiet as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-if ! python3 -c 'import numpy, h5py, pytest, matplotlib' >/dev/null 2>&1; then
+if ! python3 -c 'import numpy, h5py, pytest, matplotlib, zarr' >/dev/null 2>&1; then
   log "installing Python packages: ${PIP_PACKAGES[*]}"
   # Debian 12's python3 is "externally managed" (PEP 668); this tells pip to
   # install anyway (older pips ignore the variable).
   quiet env PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
     python3 -m pip install -q "${PIP_PACKAGES[@]}"
-  python3 -c 'import numpy, h5py, pytest, matplotlib' || {
+  python3 -c 'import numpy, h5py, pytest, matplotlib, zarr' || {
     log "Python packages still not importable after pip install" >&2
     exit 1
   }
