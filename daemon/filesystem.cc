@@ -565,8 +565,27 @@ int Filesystem::unlink(Ino parent, const std::string& name) {
   int r = orphan_if_open(parent, name);
   if (r >= 0) return r;
   auto child = volume_->metadata().lookup(parent, name);
-  r = volume_->metadata().unlink(parent, name);
-  if (r == 0 && child && !volume_->metadata().inode(*child)) forget_array_locked(*child);
+  if (!child) return ENOENT;
+  return remove_locked(*child, [&] { return volume_->metadata().unlink(parent, name); });
+}
+
+int Filesystem::remove_locked(Ino ino, const std::function<int()>& op) {
+  // A loaded array may still hold dirty cells (its last handle is closed, but
+  // the RELEASE's write-back can run concurrently on another thread, as can the
+  // flusher): the removal runs inside the array's retirement so that no
+  // write-back lands in the extents it frees.
+  std::shared_ptr<ArrayFile> array;
+  if (auto it = arrays_.find(ino); it != arrays_.end()) array = it->second.lock();
+  int r = 0;
+  auto remove = [&] {
+    r = op();
+    return r == 0 && !volume_->metadata().inode(ino);
+  };
+  if (array)
+    array->retire_if(remove);
+  else
+    remove();
+  if (r == 0 && !volume_->metadata().inode(ino)) forget_array_locked(ino);
   return r;
 }
 
@@ -593,7 +612,9 @@ int Filesystem::rename(Ino parent, const std::string& name, Ino new_parent, cons
     }
   }
   auto src = md.lookup(parent, name), dst = md.lookup(new_parent, new_name);
-  int r = md.rename(parent, name, new_parent, new_name, flags);
+  auto do_rename = [&] { return md.rename(parent, name, new_parent, new_name, flags); };
+  // A rename over another file may free it.
+  int r = dst && src && *dst != *src ? remove_locked(*dst, do_rename) : do_rename();
   if (r == 0 && src) remember(*src, new_parent, new_name);
   if (r == 0 && dst && (flags & fs::Metadata::kExchange)) remember(*dst, parent, name);
   return r;
@@ -807,8 +828,7 @@ int Filesystem::release(std::unique_ptr<Handle> h) {
     bool orphaned = of.orphaned;
     open_.erase(it);
     if (orphaned) {
-      volume_->metadata().unlink(orphans_, std::to_string(h->ino));
-      forget_array_locked(h->ino);
+      remove_locked(h->ino, [&] { return volume_->metadata().unlink(orphans_, std::to_string(h->ino)); });
       return r;
     }
   }

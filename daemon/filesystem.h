@@ -156,6 +156,9 @@ class Filesystem {
   static constexpr std::size_t kRecentArrays = 16;
   void touch_locked(const std::shared_ptr<fs::ArrayFile>& array);
   void forget_array_locked(Ino ino);
+  // Runs `op` (a metadata change that may drop the last link of `ino`) with
+  // mu_ held; when the inode is gone, its loaded array is retired and forgotten.
+  int remove_locked(Ino ino, const std::function<int()>& op);
 
   mutable std::mutex names_mu_;
   std::unordered_map<Ino, std::pair<Ino, std::string>> names_;  // ino -> (parent, name), for messages

@@ -229,6 +229,7 @@ std::string ArrayFile::bad_cell_message(std::uint64_t cell) const {
 }
 
 int ArrayFile::flush_locked(bool durable, std::string* message) {
+  if (retired_) return 0;
   if (state_->has_dirty()) {
     std::uint64_t bad = 0;
     auto make_durable = [&](WriteBatch& alternatives) {
@@ -271,6 +272,10 @@ int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
     *message = fmt::format("write of {} bytes at offset {} passes the array's end ({} bytes: the shape fixes the size)",
                            length, offset, bytes_);
     return EFBIG;
+  }
+  if (retired_) {
+    *message = "the array file was removed";
+    return ESTALE;
   }
   if (length == 0) return 0;
   state_->write_bytes(offset, data, length);
@@ -462,6 +467,10 @@ int ArrayFile::view_span(const DataView& view, std::uint64_t offset, std::size_t
                          std::string* message) {
   *data = nullptr;
   *got = 0;
+  if (retired()) {
+    *message = "the array file was removed";
+    return ESTALE;
+  }
   std::unique_ptr<layouts::SelectionChunks> ch;
   std::uint64_t total = view_chunking(view, &ch);
   std::uint64_t chunks = ch->count();
@@ -592,6 +601,21 @@ void ArrayFile::prefetch(const DataView& view, std::uint64_t index) {
   }
 }
 
+void ArrayFile::retire_if(const std::function<bool()>& remove) {
+  std::unique_lock lock(mu_);
+  if (retired_ || !remove()) return;
+  retired_ = true;
+  state_->clear();
+  ++generation_;
+  std::lock_guard cache_lock(cache_mu_);
+  cache_.clear();
+}
+
+bool ArrayFile::retired() const {
+  std::shared_lock lock(mu_);
+  return retired_;
+}
+
 void ArrayFile::quiesce() {
   std::unique_lock lock(cache_mu_);
   quiesced_ = true;
@@ -601,6 +625,10 @@ void ArrayFile::quiesce() {
 int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,
                          std::size_t* got, std::string* message) {
   *got = 0;
+  if (retired()) {
+    *message = "the array file was removed";
+    return ESTALE;
+  }
   std::unique_ptr<layouts::SelectionChunks> ch;
   std::uint64_t total = view_chunking(view, &ch);
   std::uint64_t chunks = ch->count();

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <list>
 #include <memory>
@@ -80,6 +81,16 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // Effective value of a schema attribute (getfattr), layout choices filled in.
   std::string attr_text(std::string_view name) const;
 
+  // The inode is being removed. `remove` performs the metadata change that
+  // may free the array (the last unlink, a rename over it, the last close of
+  // an orphan) and says whether the inode is gone; it runs with every write
+  // and flush of this array excluded, so no write-back can land in extents
+  // the removal frees, nor checksums outlive their inode. When it reports the
+  // inode gone, the dirty cells and cached chunks are dropped and the file is
+  // retired: flushes do nothing, reads and writes answer ESTALE.
+  void retire_if(const std::function<bool()>& remove);
+  bool retired() const;
+
   // Stops prefetching and waits for the loads in flight (before the volume
   // goes away at unmount: they use its device).
   void quiesce();
@@ -122,6 +133,7 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   ArraySchema schema_;
   std::unique_ptr<ArrayState> state_;
   std::uint64_t bytes_;
+  bool retired_ = false;  // guarded by mu_; see retire_if
   std::atomic<std::uint64_t> generation_{0};  // bumped by every change of the contents
 
   // Decoded chunks of recent reads (the file and its views), most recent first.
