@@ -529,3 +529,26 @@ TEST_CASE("apply_plod: other dtypes fill zeros", "[view_path]") {
   CHECK_THROWS_AS(apply_plod(i32, 4, false, 5), std::invalid_argument);
   CHECK_THROWS_AS(apply_plod(i32, 0, false, 0), std::invalid_argument);
 }
+
+TEST_CASE("apply_plod: word-at-a-time equals the byte-by-byte definition", "[view_path]") {
+  // Every itemsize, every K and both fills, on bytes that are not a multiple
+  // of any word boundary's pattern.
+  std::vector<std::byte> src(8 * 257);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = std::byte((i * 131 + 7) & 0xFF);
+  for (std::uint32_t itemsize : {1u, 2u, 4u, 8u})
+    for (std::uint32_t keep = 0; keep <= itemsize; ++keep)
+      for (bool f64 : {false, true}) {
+        if (f64 && itemsize != 8) continue;
+        std::vector<std::byte> got(src.begin(), src.begin() + itemsize * 257);
+        apply_plod(got, itemsize, f64, keep);
+        for (std::size_t e = 0; e < 257; ++e)
+          for (std::uint32_t b = 0; b < itemsize; ++b) {
+            std::byte want = src[e * itemsize + b];
+            std::uint32_t dropped = itemsize - keep;
+            if (keep != 0 && b < dropped)
+              want = f64 ? (b == dropped - 1 ? std::byte{0x7F} : std::byte{0xFF}) : std::byte{0};
+            INFO("itemsize " << itemsize << " keep " << keep << " f64 " << f64 << " element " << e << " byte " << b);
+            REQUIRE(got[e * itemsize + b] == want);
+          }
+      }
+}
