@@ -492,6 +492,17 @@ int Filesystem::readdir(Ino ino, std::vector<std::pair<std::string, struct stat>
   return 0;
 }
 
+namespace {
+
+// An xattr failure's explanation, naming the attribute once (the array's own
+// messages about a schema attribute already start with its name).
+std::string attr_message(const std::string& name, const std::string& msg) {
+  if (msg.starts_with(name + ":")) return msg;
+  return fmt::format("{}: {}", name, msg);
+}
+
+}  // namespace
+
 int Filesystem::mknod(Ino parent, const std::string& name, std::uint32_t mode, const Caller& who, struct stat* st) {
   if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
   if (read_only_) return EROFS;
@@ -934,7 +945,7 @@ int Filesystem::setxattr(Ino ino, const std::string& name, const std::string& va
     if (!current.shape.empty()) {
       std::shared_ptr<ArrayFile> array;
       if (int r = array_for(ino, &array, &msg)) return record(r, ino, msg);
-      if (int r = array->change_schema(next, &msg)) return record(r, ino, fmt::format("{}: {}", name, msg));
+      if (int r = array->change_schema(next, &msg)) return record(r, ino, attr_message(name, msg));
       return 0;
     }
     if (next.shape.empty()) {  // an attribute set ahead of the shape
@@ -958,7 +969,7 @@ int Filesystem::setxattr(Ino ino, const std::string& name, const std::string& va
     auto fresh = md.inode(ino);
     std::shared_ptr<ArrayFile> array;
     if (int r = ArrayFile::create(array_ctx_, *fresh, next, plain->size() ? plain.get() : nullptr, &array, &msg))
-      return record(r, ino, fmt::format("{}: {}", name, msg));
+      return record(r, ino, attr_message(name, msg));
     arrays_[ino] = array;
     if (it != open_.end()) {
       it->second.plain.reset();
@@ -1019,7 +1030,7 @@ int Filesystem::removexattr(Ino ino, const std::string& name) {
   std::shared_ptr<ArrayFile> array;
   std::string msg;
   if (int r = array_for(ino, &array, &msg)) return record(r, ino, msg);
-  if (int r = array->change_schema(next, &msg)) return record(r, ino, fmt::format("{}: {}", name, msg));
+  if (int r = array->change_schema(next, &msg)) return record(r, ino, attr_message(name, msg));
   return 0;
 }
 

@@ -287,3 +287,12 @@ def test_many_errors_most_recent_last_and_the_daemon_survives(vol, target):
     text = vol.errors()
     assert str(100000 + 1999) in text.splitlines()[-1], "most recent last"
     assert_unchanged(target)
+
+
+def test_unimplemented_layout_on_an_array_names_the_attribute_once(vol, target):
+    path, _ = target
+    before = vol.errors()
+    expect_errno(errno.ENOTSUP, os.setxattr, path, "user.mmfs.layout", b"mloc")
+    [line] = [line for line in new_lines(before, vol.errors()) if path.name in line]
+    assert "'mloc'" in line and line.count("user.mmfs.layout") == 1, line
+    assert_unchanged(target)
