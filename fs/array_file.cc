@@ -28,8 +28,6 @@ constexpr std::size_t kCachedChunks = 4;
 // Relayout and conversion copy in slabs of about this size.
 constexpr std::uint64_t kCopyBudget = 64ull << 20;
 
-std::uint32_t kDefaultCellBytes(const geom::Geometry& g) { return std::max<std::uint32_t>(4096, g.sector_size()); }
-
 // The layouts this release places; the others of SPEC §4 are accepted names.
 bool layout_implemented(const std::string& name) {
   return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap";
@@ -61,12 +59,9 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
     std::vector<std::uint32_t> order = schema.order;
     if (order.empty()) order = CellGrid::default_order(schema.shape.size());
     std::vector<std::uint64_t> cell = schema.cell;
-    // The default cell fills a 4 KiB device unit (or one sector, when larger):
-    // the unit real devices and the page cache move at the same cost as 512
-    // bytes, so a slice reads a quarter as many requests as with one-sector
-    // cells of the modeled disk.
     if (cell.empty())
-      cell = CellGrid::default_cell(schema.shape, schema.dtype.itemsize, kDefaultCellBytes(ctx.geometry), order);
+      cell = CellGrid::default_cell(schema.shape, schema.dtype.itemsize,
+                                    CellGrid::default_cell_bytes(ctx.geometry.sector_size()), order);
     CellGrid grid(schema.shape, schema.dtype.itemsize, cell, order);
     layout = layouts::make_layout(schema.layout, ctx.geometry, std::move(grid), schema.basic_cube);
   } catch (const std::exception& e) {

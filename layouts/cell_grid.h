@@ -26,6 +26,12 @@ class CellGrid {
   // along every dimension with the same read amplification.
   static std::vector<std::uint64_t> default_cell(std::span<const std::uint64_t> shape, std::uint32_t itemsize,
                                                  std::uint32_t sector_size, std::span<const std::uint32_t> order);
+  // How many bytes the default cell fills on a device of `sector_size`: a 4 KiB
+  // unit (or one sector, when larger). Real devices and the page cache move 4
+  // KiB at the cost of 512 bytes, so a slice needs a quarter of the requests
+  // one-sector cells of a modeled disk would. The daemon and the modeled
+  // benchmarks both ask this.
+  static std::uint32_t default_cell_bytes(std::uint32_t sector_size) { return sector_size > 4096 ? sector_size : 4096; }
   // The default order: n-1, ..., 1, 0 (the C-order fastest dimension streams).
   static std::vector<std::uint32_t> default_order(std::size_t dims);
 

@@ -1,14 +1,19 @@
-// mmfs-bench: benchmark workloads (SPEC §8). Today: the modeled mode, which
-// reruns the MultiMap paper's §5 experiments on modeled disks.
+// mmfs-bench: benchmark workloads (SPEC §8). `modeled`: the workloads of
+// issue 6 on every layout and on library baselines in modeled time; `real`:
+// the same on the real clock (tools/mmfs_bench_real.py); `model`: the MultiMap
+// paper's §5 experiments on modeled disks; `amplification`, `volume`.
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <iostream>
 
 #include "geometry/types.h"
 #include "tools/bench/amplification.h"
 #include "tools/bench/modeled.h"
+#include "tools/bench/modeled_command.h"
+#include "tools/bench/python_scripts.h"
 #include "tools/bench/volume_bench.h"
 
 int main(int argc, char** argv) {
@@ -51,8 +56,74 @@ int main(int argc, char** argv) {
   volume->add_option("--operations", vb.operations, "Metadata operations")->default_val(100000);
   volume->add_option("--batch", vb.batch, "Operations per durable commit")->default_val(1000)->check(CLI::Range(1u, 1000000u));
 
+  mmfs::bench::ModeledCommand mc;
+  auto* modeled = app.add_subcommand(
+      "modeled",
+      "The benchmark workloads (beams and middle slices along every dimension, p%-length cubes, the full scan, "
+      "PLoD reads) on every mmfs layout and on models of h5py/zarr/numpy files on the same disk, in modeled time: "
+      "each view planned as the daemon plans it (the modeled_ms of A@/plan/VIEW) and costed by the geometry's "
+      "service-time model. Markdown to stdout; with --out DIR also DIR/mmfs-bench-modeled.{md,json} and PNG plots");
+  auto& mb = mc.bench;
+  modeled->add_option("--profile", mb.profiles, "Geometry profiles or JSON files (repeatable)")
+      ->default_str("atlas10k3 cheetah36es");
+  auto* shape_opt = modeled->add_option("--shape", mb.shape, "Array shape in elements")->delimiter(',')
+      ->default_str("1024,1024,256 (--quick: 512,512,128)");
+  modeled->add_option("--dtype", mb.dtype, "Element type (SPEC §1)")->default_val("float64");
+  modeled->add_option("--layout", mb.layouts, "mmfs layouts (repeatable)")->default_str("naive zorder hilbert multimap");
+  modeled->add_option("--cell", mb.cell, "Cell shape in elements for every layout (default: the daemon's choice, a "
+                                         "brick of max(4096, sector) bytes)")->delimiter(',');
+  auto* runs_opt = modeled->add_option("--runs", mb.runs, "Random queries per beam dimension and per cube size")
+      ->default_str("15 (--quick: 5)")->check(CLI::Range(1u, 100000u));
+  modeled->add_option("--seed", mb.seed, "Random seed of the beam positions and cube corners")->default_val(2005);
+  modeled->add_option("--cubes", mb.cubes, "p of the p%-length cubes (edge = p % of each dimension)")
+      ->delimiter(',')->default_str("1,5,10");
+  modeled->add_option("--plod", mb.plod, "Bytes kept per element by the PLoD reads (at most the itemsize; 0: none)")->default_val(2);
+  modeled->add_option("--chunk", mb.chunk_edge, "Chunk edge of the chunked baseline, in elements")->default_val(64)
+      ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 20));
+  bool no_baselines = false;
+  modeled->add_flag("--no-baselines", no_baselines, "Leave out the contiguous and chunked baselines");
+  modeled->add_option("--first-lbn", mb.first_lbn, "LBN where every target's space starts (to reproduce a mounted "
+                                                   "array, the LBN of its A@/lbn/0,...,0)")->default_val(0);
+  modeled->add_flag("--quick", mb.quick, "Small array, 5 runs, no Table 3 (for tests; seconds)");
+  auto* t3_opt = modeled->add_flag("--with-table3,!--no-table3", mc.with_table3,
+                                   "Append the MultiMap Table 3 reproduction (default: on, off with --quick)");
+  modeled->add_option("--out", mc.out_dir, "Directory for mmfs-bench-modeled.md, .json and the PNG plots");
+  bool no_plot = false;
+  modeled->add_flag("--no-plot", no_plot, "Do not run tools/bench/plot_workloads.py");
+
+  // Everything after `real` goes to the script untouched, --help included.
+  auto* real = app.add_subcommand(
+      "real", "The same workloads on the real clock with cold caches, on a mounted mmfs and on h5py, zarr and "
+              "numpy.memmap files: runs tools/mmfs_bench_real.py with every argument passed through (see "
+              "`mmfs-bench real --help`)");
+  real->set_help_flag();
+  real->prefix_command();
+  real->allow_extras();
+
   CLI11_PARSE(app, argc, argv);
   try {
+    if (real->parsed()) {
+      std::vector<std::string> looked;
+      std::string script = mmfs::bench::find_script("tools/mmfs_bench_real.py", &looked);
+      if (script.empty()) {
+        fmt::print(stderr, "mmfs-bench: the real-clock script is not there (looked in {})\n", fmt::join(looked, ", "));
+        return 1;
+      }
+      std::string err = mmfs::bench::exec_python(script, real->remaining());
+      fmt::print(stderr, "mmfs-bench: cannot run python3 {}: {}\n", script, err);
+      return 1;
+    }
+    if (modeled->parsed()) {
+      if (mb.quick && shape_opt->count() == 0) mb.shape = {512, 512, 128};
+      if (runs_opt->count() == 0) mb.runs = mb.quick ? 5 : 15;
+      if (t3_opt->count() == 0) mc.with_table3 = !mb.quick;
+      mb.baselines = !no_baselines;
+      mc.plot = !no_plot;
+      std::vector<std::string> args(argv, argv + argc);
+      args[0] = "mmfs-bench";
+      mb.command = fmt::format("{}", fmt::join(args, " "));
+      return mmfs::bench::run_modeled_command(mc);
+    }
     if (volume->parsed()) {
       std::cout << mmfs::bench::run_volume_bench(vb);
       return 0;

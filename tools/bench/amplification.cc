@@ -12,10 +12,15 @@ std::string run_amplification(const AmplificationOptions& opt) {
   const std::size_t n = opt.shape.size();
   auto order = layouts::CellGrid::default_order(n);
   std::uint64_t per_sector = std::max<std::uint64_t>(1, g->sector_size() / opt.itemsize);
-  // The two ends of the trade-off: the default brick, and a run along the primary dimension.
+  // The two ends of the trade-off: bricks (the daemon's default fills 4 KiB;
+  // one sector is the papers' cell), and a run along the primary dimension.
+  const std::uint32_t default_bytes = layouts::CellGrid::default_cell_bytes(g->sector_size());
   std::vector<std::pair<std::string, std::vector<std::uint64_t>>> cells = {
-      {"brick (default)", layouts::CellGrid::default_cell(opt.shape, opt.itemsize, g->sector_size(), order)},
+      {fmt::format("brick of {} B (daemon default)", default_bytes),
+       layouts::CellGrid::default_cell(opt.shape, opt.itemsize, default_bytes, order)},
   };
+  if (default_bytes != g->sector_size())
+    cells.push_back({"brick of one sector", layouts::CellGrid::default_cell(opt.shape, opt.itemsize, g->sector_size(), order)});
   std::vector<std::uint64_t> run(n, 1);
   run[order[0]] = std::min<std::uint64_t>(per_sector, opt.shape[order[0]]);
   cells.push_back({"run along primary", run});
