@@ -7,6 +7,7 @@
 #include <cstring>
 #include <variant>
 
+#include "fs/array_schema.h"
 #include "fs/view_path.h"
 #include "tools/h5/dataset_info.h"
 #include "tools/h5/file_io.h"
@@ -29,21 +30,6 @@ ToolError not_data(const std::string& src, const std::string& what) {
                                        "(A@/slice/D/I, A@/box/SEL, A@/plod/K, A@/plod/K@/slice/D/I, "
                                        "A@/plod/K@/box/SEL)",
                                        src, std::strerror(EINVAL), what));
-}
-
-std::vector<std::uint64_t> parse_shape(const std::string& array, const std::string& text) {
-  std::vector<std::uint64_t> shape;
-  std::string_view rest = text;
-  if (!rest.empty() && rest.back() == '\n') rest.remove_suffix(1);
-  for (;;) {
-    auto comma = rest.find(',');
-    std::uint64_t v = 0;
-    if (fs::parse_number(rest.substr(0, comma), v) != fs::NumberStatus::Ok || v == 0)
-      throw ToolError(EINVAL, fmt::format("{}: user.mmfs.shape '{}' is not a shape", array, text));
-    shape.push_back(v);
-    if (comma == std::string_view::npos) return shape;
-    rest.remove_prefix(comma + 1);
-  }
 }
 
 }  // namespace
@@ -114,11 +100,13 @@ ArraySource resolve_source(const std::string& src) {
   std::string shape_value, dtype_text;
   if (auto r = get_xattr(out.array, "user.mmfs.shape", &shape_value)) throw ToolError(r.error, out.array + ": " + r.message);
   if (auto r = get_xattr(out.array, "user.mmfs.dtype", &dtype_text)) throw ToolError(r.error, out.array + ": " + r.message);
-  out.array_shape = parse_shape(out.array, shape_value);
-  if (!dtype_text.empty() && dtype_text.back() == '\n') dtype_text.pop_back();
-  auto dtype = fs::parse_dtype(dtype_text);
-  if (!dtype) throw ToolError(EINVAL, fmt::format("{}: user.mmfs.dtype '{}' is not an mmfs dtype", out.array, dtype_text));
-  out.dtype = *dtype;
+  // The daemon shows the values in the syntax it accepts: its own parser reads them back.
+  fs::ArraySchema schema;
+  for (auto [name, value] : {std::pair{"dtype", &dtype_text}, std::pair{"shape", &shape_value}})
+    if (auto r = fs::set_schema_attr(schema, name, *value))
+      throw ToolError(r.error, fmt::format("{}: {}", out.array, r.message));
+  out.array_shape = schema.shape;
+  out.dtype = schema.dtype;
 
   if (!out.is_view) {
     out.shape = out.array_shape;
