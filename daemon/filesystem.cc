@@ -356,6 +356,7 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
         auto ms = volume_->store().stats();
         j["metadata_batches"] = ms.batches_applied;
         j["metadata_flushes"] = ms.flushes;
+        if (transport_stats_) j["fuse"] = transport_stats_();
         *content = j.dump(2) + "\n";
         break;
       }

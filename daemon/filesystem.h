@@ -62,6 +62,11 @@ class Filesystem {
 
   fs::ErrorLog& errors() { return errors_; }
   bool read_only() const { return read_only_; }
+  // Counters of the FUSE transport (see daemon/request_poller.h), shown under
+  // "fuse" in /.mmfs/stats. Set once, before the session loop starts.
+  void set_transport_stats(std::function<std::map<std::string, std::uint64_t>()> stats) {
+    transport_stats_ = std::move(stats);
+  }
 
   // Namespace. `path` arguments are only for error messages.
   int lookup(Ino parent, const std::string& name, struct stat* st);
@@ -145,6 +150,7 @@ class Filesystem {
   fs::SectorIo io_;
   fs::ArrayContext array_ctx_;
   fs::ErrorLog errors_;
+  std::function<std::map<std::string, std::uint64_t>()> transport_stats_;
   Ino orphans_ = 0;
 
   std::mutex mu_;  // the registry and namespace changes

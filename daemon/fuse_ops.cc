@@ -84,6 +84,9 @@ void op_init(void*, fuse_conn_info* conn) {
   conn->want &= ~unsigned(FUSE_CAP_WRITEBACK_CACHE);
   // O_TRUNC arrives as a setattr of the size, the one truncate path there is.
   conn->want &= ~unsigned(FUSE_CAP_ATOMIC_O_TRUNC);
+  // Requests and replies pass through read()/writev(), where the request
+  // poller routes them (daemon/request_poller.h); no splicing around it.
+  conn->want &= ~unsigned(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {

@@ -11,16 +11,21 @@
 #include <fmt/format.h>
 
 #include <malloc.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "daemon/filesystem.h"
 #include "daemon/fuse_ops.h"
+#include "daemon/request_poller.h"
 #include "fs/simulated_device.h"
 #include "geometry/load.h"
 
@@ -31,8 +36,25 @@ struct Options {
   bool simulate = false;
   bool read_only = false;
   std::uint32_t iodepth = 32;
-  std::vector<std::string> fuse_opts;  // passed to libfuse
+  std::chrono::microseconds busy_poll{50};  // see daemon/request_poller.h
+  std::vector<std::string> fuse_opts;       // passed to libfuse
 };
+
+bool has_option(const Options& o, std::string_view name) {
+  return std::find(o.fuse_opts.begin(), o.fuse_opts.end(), name) != o.fuse_opts.end();
+}
+
+// The kernel checks permissions against the inodes' modes (default_permissions)
+// whenever anyone but root can reach the mount, and whenever asked to. A mount
+// root made without allow_other/allow_root is reachable by root alone, whose
+// capabilities pass those checks anyway; there the checks are left off, because
+// with them on the kernel must fetch a directory's attributes again after every
+// entry created or removed in it (a GETATTR round trip per create, a third of
+// its cost). The kernel still refuses to execute a file without an x bit.
+bool kernel_permission_checks(const Options& o) {
+  return has_option(o, "default_permissions") || has_option(o, "allow_other") || has_option(o, "allow_root") ||
+         geteuid() != 0;
+}
 
 // Splits -o lists; mmfs's own options are consumed, the rest go to libfuse.
 bool parse_mount_options(const std::vector<std::string>& lists, Options* o, std::string* error) {
@@ -52,6 +74,16 @@ bool parse_mount_options(const std::vector<std::string>& lists, Options* o, std:
           o->iodepth = std::uint32_t(v);
         } catch (const std::exception&) {
           *error = fmt::format("iodepth: '{}' is not a queue depth (1..4096)", opt.substr(8));
+          return false;
+        }
+      } else if (opt.rfind("busy_poll=", 0) == 0) {
+        try {
+          std::size_t used = 0;
+          unsigned long v = std::stoul(opt.substr(10), &used);
+          if (used != opt.size() - 10 || v > 100000) throw std::out_of_range("busy_poll");
+          o->busy_poll = std::chrono::microseconds(v);
+        } catch (const std::exception&) {
+          *error = fmt::format("busy_poll: '{}' is not a time in microseconds (0..100000)", opt.substr(10));
           return false;
         }
       } else if (opt == "ro") {
@@ -95,8 +127,9 @@ int main(int argc, char** argv) {
   app.add_flag("-f,--foreground", o.foreground, "Stay in the foreground");
   app.add_option("-o", option_lists,
                  "Mount options, comma-separated: simulate (delay each request by the geometry model's service "
-                 "time), iodepth=N (device queue depth, default 32), ro, allow_other, default_permissions, and "
-                 "the other FUSE options")
+                 "time), iodepth=N (device queue depth, default 32), busy_poll=USEC (a worker polls for the next "
+                 "request this long before sleeping; default 50, 0 = off), ro, allow_other, default_permissions "
+                 "(on unless root mounts without allow_other/allow_root), and the other FUSE options")
       ->take_all();
   app.add_option("TARGET", target, "Block device or image file formatted by mkfs.mmfs")->required();
   app.add_option("MOUNTPOINT", mountpoint, "Directory to mount on")->required();
@@ -133,8 +166,11 @@ int main(int argc, char** argv) {
     geometry_json = vol->superblock().geometry_json;
   }
 
-  std::vector<std::string> args = {argv[0], "-o",
-                                    fmt::format("default_permissions,fsname={},subtype=mmfs,max_read=1048576", target)};
+  std::vector<std::string> args = {argv[0], "-o", fmt::format("fsname={},subtype=mmfs,max_read=1048576", target)};
+  if (kernel_permission_checks(o) && !has_option(o, "default_permissions")) {
+    args.push_back("-o");
+    args.push_back("default_permissions");
+  }
   for (const auto& f : o.fuse_opts) {
     args.push_back("-o");
     args.push_back(f);
@@ -160,6 +196,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   fuse_daemonize(o.foreground ? 1 : 0);
+  // After the fork: the poller's clone of the device belongs to the daemon.
+  std::unique_ptr<mmfs::daemon::RequestPoller> poller;
+  if (o.busy_poll.count() > 0) {
+    std::string why;
+    poller = mmfs::daemon::RequestPoller::install(se, o.busy_poll, &why);
+    if (!poller) fmt::print(stderr, "mmfs: busy polling is off: {}\n", why);
+  }
 
   int rc = 0;
   {
@@ -178,6 +221,16 @@ int main(int argc, char** argv) {
     } else {
       filesystem = std::make_unique<mmfs::daemon::Filesystem>(std::move(vol), o.read_only);
       slot = filesystem.get();
+      if (poller) {
+        filesystem->set_transport_stats([p = poller.get()] {
+          auto c = p->counters();
+          return std::map<std::string, std::uint64_t>{
+              {"requests_polled", c.polled},
+              {"requests_slept", c.slept},
+              {"interrupts", c.interrupts},
+              {"replies_owed_on_clone", c.owed}};
+        });
+      }
       mmfs::daemon::set_notify_session(se);
       filesystem->start();
       fuse_loop_config config;
@@ -198,6 +251,7 @@ int main(int argc, char** argv) {
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
   fuse_opt_free_args(&fargs);  // libfuse may have copied them into its own storage
+  poller.reset();              // the session, which wrote through it, is gone
   filesystem.reset();
   return rc;
 }

@@ -1,0 +1,175 @@
+"""The FUSE transport: busy polling of /dev/fuse (daemon/request_poller.h) and
+when the kernel checks permissions (default_permissions)."""
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from mmfs_mount import (build_dir, expect_errno, is_mounted, make_array, mkfs, random_array, read_bytes, read_json,
+                        unmount, view)
+
+
+def fuse_stats(vol):
+    return read_json(vol.mnt / ".mmfs" / "stats").get("fuse")
+
+
+def mount_options(mnt):
+    """The options /proc/self/mountinfo shows for the FUSE mount at `mnt` (super options included)."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == str(mnt):
+                sep = fields.index("-")
+                return set(fields[5].split(",")) | set(fields[sep + 3].split(","))
+    raise AssertionError(f"{mnt} is not in /proc/self/mountinfo")
+
+
+# The READ of /.mmfs/stats is itself owed a reply while the daemon writes the
+# numbers, when polling found it: one reply owed is the reader's own.
+OWN_READ = 1
+
+
+def wait_for_settled_replies(vol, timeout=10.0):
+    """Asynchronous requests (RELEASE, FORGET) may still be in flight just after a loop."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = fuse_stats(vol)
+        if stats["replies_owed_on_clone"] <= OWN_READ or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.05)
+
+
+def create_files(directory, n):
+    os.mkdir(directory)
+    for i in range(n):
+        os.close(os.open(directory / f"f{i:05d}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+
+
+def test_polling_is_on_by_default(volume_factory):
+    vol = volume_factory()
+    stats = fuse_stats(vol)
+    assert stats is not None, "busy polling is on by default; /.mmfs/stats must show its counters"
+    create_files(vol.mnt / "some", 50)
+    assert fuse_stats(vol)["requests_polled"] + fuse_stats(vol)["requests_slept"] > 150
+
+
+def test_a_create_loop_is_served_by_polling(volume_factory):
+    # A 100 ms window: on a loaded machine a caller may take longer than the
+    # default 50 us between requests, and this test is about the mechanism.
+    vol = volume_factory(options=("busy_poll=100000",))
+    before = fuse_stats(vol)
+    create_files(vol.mnt / "many", 400)
+    for i in range(400):
+        os.stat(vol.mnt / "many" / f"f{i:05d}")
+    assert sorted(os.listdir(vol.mnt / "many")) == [f"f{i:05d}" for i in range(400)]
+    after = wait_for_settled_replies(vol)
+    # Every request of a synchronous loop arrives within the window of the
+    # one before it: most must have been found by polling, not by a sleeper.
+    polled = after["requests_polled"] - before["requests_polled"]
+    slept = after["requests_slept"] - before["requests_slept"]
+    assert polled >= 800 and polled > 2 * slept, (polled, slept)
+    assert after["replies_owed_on_clone"] <= OWN_READ, after
+
+
+def test_busy_poll_zero_turns_polling_off(volume_factory):
+    vol = volume_factory(options=("busy_poll=0",))
+    assert fuse_stats(vol) is None
+    create_files(vol.mnt / "few", 50)
+    assert len(os.listdir(vol.mnt / "few")) == 50
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "100001", "", "5x", "1e3"])
+def test_a_bad_busy_poll_is_refused(tmp_path, value):
+    image, mnt = tmp_path / "vol.img", tmp_path / "mnt"
+    mkfs(image, "64M")
+    mnt.mkdir()
+    try:
+        proc = subprocess.run([str(build_dir() / "daemon" / "mmfs"), "-f", "-o", f"busy_poll={value}", str(image),
+                               str(mnt)], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1
+        assert "busy_poll" in proc.stderr and repr(value) in proc.stderr.replace('"', "'"), proc.stderr
+        assert not is_mounted(mnt)
+    finally:
+        unmount(mnt)
+
+
+# A reader of a slow view (simulate: every device request takes the modelled
+# disk's time) is signalled again and again. Each signal makes the kernel send
+# an INTERRUPT for the READ in flight; libfuse answers those it cannot match
+# with EAGAIN, on the device the READ came from. A misrouted reply would leave
+# the reader waiting for ever (the timeout below) or the daemon owing replies.
+READER = r"""
+import hashlib, signal, sys
+signal.signal(signal.SIGUSR1, lambda *_: None)
+print("ready", flush=True)
+digests = []
+for path in sys.argv[1:]:
+    with open(path, "rb", buffering=0) as f:
+        digests.append(hashlib.sha256(f.read()).hexdigest())
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # none may land once the handler is gone at exit
+print(" ".join(digests), flush=True)
+"""
+
+
+def test_interrupted_reads_are_answered_and_nothing_is_owed(volume_factory):
+    import hashlib
+    vol = volume_factory()
+    arr = random_array(np.random.default_rng(11), (128, 128, 128), "float64")
+    path = make_array(vol.mnt / "slow", arr.shape, arr.dtype, "naive", arr)
+    vol.remount(("simulate",))  # cold, and every device request takes the modelled disk's time
+    before = fuse_stats(vol)
+    # Slices across the cells: each read is thousands of scattered device
+    # requests, and the kernel interrupts a request in flight at most once.
+    planes = range(3, 123, 15)
+    targets = [view(path, "slice", 2, k) for k in planes]
+    proc = subprocess.Popen([sys.executable, "-c", READER, *map(str, targets)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        signals = 0
+        while proc.poll() is None and signals < 20000:
+            proc.send_signal(signal.SIGUSR1)
+            signals += 1
+            time.sleep(0.002)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    expected = [hashlib.sha256(np.ascontiguousarray(arr[:, :, k]).tobytes()).hexdigest() for k in planes]
+    assert out.split() == expected
+    after = wait_for_settled_replies(vol)
+    assert after["interrupts"] - before["interrupts"] >= len(planes) // 2, (signals, before, after)
+    assert after["replies_owed_on_clone"] <= OWN_READ, after
+    assert read_bytes(targets[0]) == np.ascontiguousarray(arr[:, :, planes[0]]).tobytes()
+
+
+# --- default_permissions --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("options, kernel_checks", [
+    ((), False),
+    (("default_permissions",), True),
+    (("allow_other",), True),
+])
+def test_when_the_kernel_checks_permissions(volume_factory, options, kernel_checks):
+    if os.geteuid() != 0:
+        pytest.skip("the policy differs only for mounts made by root")
+    vol = volume_factory(options=options)
+    assert ("default_permissions" in mount_options(vol.mnt)) == kernel_checks, mount_options(vol.mnt)
+    # Root gets what root gets on any local filesystem, either way.
+    secret = vol.mnt / "secret"
+    secret.write_bytes(b"s")
+    os.chmod(secret, 0o000)
+    assert read_bytes(secret) == b"s"
+    script = vol.mnt / "script"
+    script.write_text("#!/bin/sh\necho ran\n")
+    os.chmod(script, 0o644)
+    expect_errno(errno.EACCES, subprocess.run, [str(script)])
+    os.chmod(script, 0o744)
+    assert subprocess.run([str(script)], capture_output=True, text=True).stdout == "ran\n"
