@@ -36,7 +36,7 @@ struct Options {
   bool simulate = false;
   bool read_only = false;
   std::uint32_t iodepth = 32;
-  std::chrono::microseconds busy_poll{50};  // see daemon/request_poller.h
+  std::chrono::microseconds busy_poll{200};  // see daemon/request_poller.h
   std::vector<std::string> fuse_opts;       // passed to libfuse
 };
 
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
   app.add_option("-o", option_lists,
                  "Mount options, comma-separated: simulate (delay each request by the geometry model's service "
                  "time), iodepth=N (device queue depth, default 32), busy_poll=USEC (a worker polls for the next "
-                 "request this long before sleeping; default 50, 0 = off), ro, allow_other, default_permissions "
+                 "request this long before sleeping; default 200, 0 = off), ro, allow_other, default_permissions "
                  "(on unless root mounts without allow_other/allow_root), and the other FUSE options")
       ->take_all();
   app.add_option("TARGET", target, "Block device or image file formatted by mkfs.mmfs")->required();
@@ -200,7 +200,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<mmfs::daemon::RequestPoller> poller;
   if (o.busy_poll.count() > 0) {
     std::string why;
-    poller = mmfs::daemon::RequestPoller::install(se, o.busy_poll, &why);
+    mmfs::daemon::RequestPoller::Options popt;
+    popt.window = o.busy_poll;
+    poller = mmfs::daemon::RequestPoller::install(se, popt, &why);
     if (!poller) fmt::print(stderr, "mmfs: busy polling is off: {}\n", why);
   }
 
@@ -225,10 +227,9 @@ int main(int argc, char** argv) {
         filesystem->set_transport_stats([p = poller.get()] {
           auto c = p->counters();
           return std::map<std::string, std::uint64_t>{
-              {"requests_polled", c.polled},
-              {"requests_slept", c.slept},
-              {"interrupts", c.interrupts},
-              {"replies_owed_on_clone", c.owed}};
+              {"requests_polled", c.polled},   {"requests_slept", c.slept},
+              {"requests_handed_off", c.handed_off}, {"reader_rescues", c.rescued},
+              {"interrupts", c.interrupts},   {"replies_owed_on_clone", c.owed}};
         });
       }
       mmfs::daemon::set_notify_session(se);

@@ -22,14 +22,45 @@ constexpr std::uint64_t kInterruptBit = 1;
 // session per daemon, so one poller.
 RequestPoller* installed = nullptr;
 
+// Tickets are unique across pollers (tests make several in one process); a
+// worker thread remembers the one it last held (see reader_ticket_).
+std::atomic<std::uint64_t> next_ticket{0};
+thread_local std::uint64_t my_ticket = 0;
+
 ssize_t read_hook(int fd, void* buf, std::size_t len, void*) { return installed->read_request(fd, buf, len); }
 
 ssize_t writev_hook(int fd, iovec* iov, int count, void*) { return installed->write_reply(fd, iov, count); }
 
+// Requests whose handling may block for long (device I/O, a relayout): the
+// reader passes its role on before serving them.
+bool may_take_long(std::uint32_t opcode) {
+  switch (opcode) {
+    case FUSE_READ:
+    case FUSE_WRITE:
+    case FUSE_FSYNC:
+    case FUSE_FSYNCDIR:
+    case FUSE_SETXATTR:
+    case FUSE_REMOVEXATTR:
+    case FUSE_FALLOCATE:
+    case FUSE_COPY_FILE_RANGE:
+    case FUSE_LSEEK:
+    case FUSE_IOCTL:
+    case FUSE_POLL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool header_of(const void* request, std::size_t len, fuse_in_header* in) {
+  if (len < sizeof *in) return false;  // libfuse rejects a short read itself
+  std::memcpy(in, request, sizeof *in);
+  return true;
+}
+
 }  // namespace
 
-std::unique_ptr<RequestPoller> RequestPoller::install(fuse_session* session, std::chrono::microseconds window,
-                                                      std::string* error) {
+std::unique_ptr<RequestPoller> RequestPoller::install(fuse_session* session, Options options, std::string* error) {
   if (installed) {
     *error = "a request poller is already installed";
     return nullptr;
@@ -46,14 +77,14 @@ std::unique_ptr<RequestPoller> RequestPoller::install(fuse_session* session, std
     ::close(clone_fd);
     return nullptr;
   }
-  std::unique_ptr<RequestPoller> poller(new RequestPoller(clone_fd, window));
+  std::unique_ptr<RequestPoller> poller(new RequestPoller(clone_fd, options));
   installed = poller.get();
   fuse_custom_io io{};
   io.read = &read_hook;
   io.writev = &writev_hook;
-  // No splice hooks: libfuse then neither splices replies (it only offers
-  // FUSE_CAP_SPLICE_WRITE with a splice_send hook) nor, as the daemon wants no
-  // FUSE_CAP_SPLICE_READ, requests, so every byte passes through the hooks.
+  // No splice hooks: libfuse then never splices replies (it offers
+  // FUSE_CAP_SPLICE_WRITE only with a splice_send hook), and the daemon wants
+  // no FUSE_CAP_SPLICE_READ, so every request and reply passes the hooks.
   if (int r = fuse_session_custom_io(session, &io, session_fd); r != 0) {
     *error = std::string("fuse_session_custom_io: ") + std::strerror(-r);
     installed = nullptr;
@@ -62,7 +93,7 @@ std::unique_ptr<RequestPoller> RequestPoller::install(fuse_session* session, std
   return poller;
 }
 
-RequestPoller::RequestPoller(int clone_fd, std::chrono::microseconds window) : clone_fd_(clone_fd), window_(window) {}
+RequestPoller::RequestPoller(int clone_fd, Options options) : clone_fd_(clone_fd), options_(options) {}
 
 RequestPoller::~RequestPoller() {
   if (installed == this) installed = nullptr;
@@ -73,27 +104,93 @@ RequestPoller::Counters RequestPoller::counters() const {
   Counters c;
   c.polled = polled_.load(std::memory_order_relaxed);
   c.slept = slept_.load(std::memory_order_relaxed);
+  c.handed_off = handed_off_.load(std::memory_order_relaxed);
+  c.rescued = rescued_.load(std::memory_order_relaxed);
   c.interrupts = interrupts_.load(std::memory_order_relaxed);
   std::lock_guard lock(owed_mu_);
   c.owed = owed_.size();
   return c;
 }
 
-ssize_t RequestPoller::read_request(int session_fd, void* buf, std::size_t len) {
-  if (window_.count() > 0 && !polling_.exchange(true, std::memory_order_acquire)) {
-    ssize_t n = poll_clone(buf, len);
-    int err = errno;
-    polling_.store(false, std::memory_order_release);
-    if (n >= 0 || err != EAGAIN) {
-      errno = err;
-      return n;
+void RequestPoller::become_reader(std::unique_lock<std::mutex>&) {
+  reader_ = Reader::kPolling;
+  reader_ticket_ = my_ticket = ++next_ticket;
+  // This worker may have been the watcher: another waiting one takes over.
+  waiting_cv_.notify_one();
+}
+
+// Waits until this worker may be the reader: when there is none, or when the
+// reader has been serving one request for longer than rescue_after. One
+// waiting worker (the watcher) wakes on that deadline while the reader is
+// active; while it sleeps on the device, all wait without a timeout.
+void RequestPoller::wait_to_read(std::unique_lock<std::mutex>& lock) {
+  for (;;) {
+    if (reader_ == Reader::kNone) return become_reader(lock);
+    if (reader_ == Reader::kServing && Clock::now() - serving_since_ >= options_.rescue_after) {
+      rescued_.fetch_add(1, std::memory_order_relaxed);
+      return become_reader(lock);
+    }
+    if (!watcher_ && reader_ != Reader::kSleeping) {
+      watcher_ = true;
+      auto from = reader_ == Reader::kServing ? serving_since_ : Clock::now();
+      waiting_cv_.wait_until(lock, from + options_.rescue_after);
+      watcher_ = false;
+    } else {
+      waiting_cv_.wait(lock);
     }
   }
-  ssize_t n = ::read(session_fd, buf, len);
-  if (n > 0) {
-    slept_.fetch_add(1, std::memory_order_relaxed);
-    count_interrupt(buf, std::size_t(n));
+}
+
+ssize_t RequestPoller::read_request(int session_fd, void* buf, std::size_t len) {
+  {
+    std::unique_lock lock(mu_);
+    // A reader that served its last request itself stays the reader.
+    if (reader_ == Reader::kServing && reader_ticket_ == my_ticket) {
+      reader_ = Reader::kPolling;
+    } else {
+      wait_to_read(lock);
+    }
   }
+  ssize_t n = take_request(session_fd, buf, len);
+  int err = errno;
+
+  fuse_in_header in;
+  bool request = n > 0 && header_of(buf, std::size_t(n), &in);
+  {
+    std::lock_guard lock(mu_);
+    if (reader_ticket_ == my_ticket) {
+      if (request && !may_take_long(in.opcode)) {
+        // Serve it here and come back; wake a watcher if there was none
+        // while this reader slept on the device.
+        if (reader_ == Reader::kSleeping) waiting_cv_.notify_one();
+        reader_ = Reader::kServing;
+        serving_since_ = Clock::now();
+      } else {
+        // A long request, or an error for libfuse to handle (EINTR, ENOENT:
+        // retry; ENODEV: unmounted): the role passes on.
+        if (request) handed_off_.fetch_add(1, std::memory_order_relaxed);
+        reader_ = Reader::kNone;
+        waiting_cv_.notify_one();
+      }
+    }
+  }
+  errno = err;
+  return n;
+}
+
+// The reader's read: poll the clone for the window, then sleep on the device.
+ssize_t RequestPoller::take_request(int session_fd, void* buf, std::size_t len) {
+  if (options_.window.count() > 0) {
+    ssize_t n = poll_clone(buf, len);
+    if (n > 0) note_request(buf, std::size_t(n), true);
+    if (n >= 0 || errno != EAGAIN) return n;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (reader_ticket_ == my_ticket) reader_ = Reader::kSleeping;
+  }
+  ssize_t n = ::read(session_fd, buf, len);
+  if (n > 0) note_request(buf, std::size_t(n), false);
   return n;
 }
 
@@ -101,17 +198,11 @@ ssize_t RequestPoller::read_request(int session_fd, void* buf, std::size_t len) 
 // device says (ENODEV at unmount, ENOENT for a request interrupted while
 // being read, EINTR) goes back to libfuse as a read of the session would.
 ssize_t RequestPoller::poll_clone(void* buf, std::size_t len) {
-  const auto deadline = std::chrono::steady_clock::now() + window_;
+  const auto deadline = Clock::now() + options_.window;
   for (;;) {
     ssize_t n = ::read(clone_fd_, buf, len);
-    if (n > 0) {
-      count_interrupt(buf, std::size_t(n));
-      owe_reply(buf, std::size_t(n));
-      polled_.fetch_add(1, std::memory_order_relaxed);
-      return n;
-    }
-    if (n == 0 || errno != EAGAIN) return n;
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (n >= 0 || errno != EAGAIN) return n;
+    if (Clock::now() >= deadline) {
       errno = EAGAIN;
       return -1;
     }
@@ -120,17 +211,12 @@ ssize_t RequestPoller::poll_clone(void* buf, std::size_t len) {
   }
 }
 
-void RequestPoller::count_interrupt(const void* request, std::size_t len) {
+void RequestPoller::note_request(const void* request, std::size_t len, bool from_clone) {
+  (from_clone ? polled_ : slept_).fetch_add(1, std::memory_order_relaxed);
   fuse_in_header in;
-  if (len < sizeof in) return;
-  std::memcpy(&in, request, sizeof in);
+  if (!header_of(request, len, &in)) return;
   if (in.opcode == FUSE_INTERRUPT) interrupts_.fetch_add(1, std::memory_order_relaxed);
-}
-
-void RequestPoller::owe_reply(const void* request, std::size_t len) {
-  fuse_in_header in;
-  if (len < sizeof in) return;  // libfuse rejects a short read itself
-  std::memcpy(&in, request, sizeof in);
+  if (!from_clone) return;
   // Interrupts, forgets and retrieve answers get no reply of their own.
   if (in.unique & kInterruptBit) return;
   if (in.opcode == FUSE_FORGET || in.opcode == FUSE_BATCH_FORGET || in.opcode == FUSE_NOTIFY_REPLY) return;

@@ -1,20 +1,28 @@
-// Busy-polls /dev/fuse for a short window before a libfuse worker sleeps.
+// How the daemon's workers take requests from /dev/fuse: one reader at a
+// time, polling for a short window before it sleeps, serving short requests
+// itself.
 //
-// A FUSE operation is a round trip: the caller queues a request and sleeps,
-// a daemon worker wakes, answers, and wakes the caller. When the worker sleeps
-// in read(2) between requests, each request also pays that worker's wake-up,
-// and on a VM whose idle vCPUs halt (guest halt-polling off, as on this
-// project's 2-vCPU machine) waking a thread on the other CPU costs tens of
-// microseconds: more than the daemon's own work on a lookup or a create. A
-// create is three synchronous requests (GETATTR of the directory, LOOKUP,
-// CREATE), so a create loop spent most of its time in those wake-ups.
+// A FUSE operation is a round trip: the caller queues a request and sleeps, a
+// daemon worker wakes, answers, and wakes the caller. With libfuse's own loop
+// every idle worker sleeps in read(2) on the device, so every request wakes
+// one (sometimes two) of them, and the worker that answers is rarely the one
+// that answered the request before. On a VM whose idle vCPUs halt (guest
+// halt-polling off, as on this project's 2-vCPU machine) each such wake-up on
+// another CPU costs tens of microseconds: more than the daemon's own work on a
+// lookup or a create (two synchronous requests, LOOKUP and CREATE, plus an
+// asynchronous RELEASE). A create loop spent most of its time in them.
 //
-// With the poller installed, one worker at a time keeps reading a
-// non-blocking clone of the session's device for `window` after it last
-// looked, so a stream of requests finds the daemon awake. The other workers
-// sleep in read(2) exactly as libfuse's loop has them, and once the window
-// passes without a request the poller sleeps too: an idle mount burns no CPU,
-// a busy one at most one CPU for the window after each request.
+// Here exactly one worker, the reader, takes requests; the others wait in the
+// poller until they are needed. The reader reads a non-blocking clone of the
+// session's device in a loop (with sched_yield between tries) for `window`
+// after its last request, then sleeps in read(2) on the device itself; an idle
+// mount burns no CPU. A request that may take long (READ, WRITE, FSYNC,
+// SETXATTR, ...) is handed off: the reader role passes to a waiting worker
+// before the request is served. Any other request the reader serves itself
+// and comes straight back, so a stream of metadata requests is served by one
+// awake thread with no hand-offs. If an inline request takes longer than
+// `rescue_after` after all (it waited for a lock held by a long operation),
+// a waiting worker takes the role over, so other callers wait at most that.
 //
 // The clone (FUSE_DEV_IOC_CLONE) is a second device on the same connection:
 // it sees every queued request, but the kernel accepts a reply only on the
@@ -27,6 +35,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -39,23 +48,34 @@ namespace mmfs::daemon {
 
 class RequestPoller {
  public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Options {
+    std::chrono::microseconds window{200};
+    std::chrono::microseconds rescue_after{2000};
+  };
+
   // Makes the clone and installs the poller as the session's I/O
   // (fuse_session_custom_io); call after fuse_session_mount (and after
   // fuse_daemonize) and before the loop. One per process. Null with *error
   // set when it cannot be installed; the session is then unchanged.
-  static std::unique_ptr<RequestPoller> install(fuse_session* session, std::chrono::microseconds window,
-                                                std::string* error);
+  static std::unique_ptr<RequestPoller> install(fuse_session* session, Options options, std::string* error);
+  // A poller reading requests from `clone_fd` (non-blocking; owned from now
+  // on) and from the session descriptor the hooks are given. install() makes
+  // one from a clone of the session; tests from socket pairs.
+  RequestPoller(int clone_fd, Options options);
   ~RequestPoller();
   RequestPoller(const RequestPoller&) = delete;
   RequestPoller& operator=(const RequestPoller&) = delete;
 
-  // Requests found by polling and requests a worker slept for, INTERRUPTs
-  // among them, replies still owed on the clone. For tests and /.mmfs/stats.
+  // For tests and /.mmfs/stats.
   struct Counters {
-    std::uint64_t polled = 0;
-    std::uint64_t slept = 0;
-    std::uint64_t interrupts = 0;
-    std::size_t owed = 0;
+    std::uint64_t polled = 0;      // requests the reader found while polling
+    std::uint64_t slept = 0;       // requests the reader slept in read(2) for
+    std::uint64_t handed_off = 0;  // requests served after passing the reader role on
+    std::uint64_t rescued = 0;     // times a waiting worker took over from a stuck reader
+    std::uint64_t interrupts = 0;  // INTERRUPT requests among them
+    std::size_t owed = 0;          // replies still owed on the clone
   };
   Counters counters() const;
 
@@ -64,17 +84,30 @@ class RequestPoller {
   ssize_t write_reply(int session_fd, iovec* iov, int count);
 
  private:
-  RequestPoller(int clone_fd, std::chrono::microseconds window);
+  // What the reader is doing.
+  enum class Reader { kNone, kPolling, kSleeping, kServing };
+
+  void become_reader(std::unique_lock<std::mutex>& lock);
+  void wait_to_read(std::unique_lock<std::mutex>& lock);
+  ssize_t take_request(int session_fd, void* buf, std::size_t len);
   ssize_t poll_clone(void* buf, std::size_t len);
-  void count_interrupt(const void* request, std::size_t len);
-  void owe_reply(const void* request, std::size_t len);
+  void note_request(const void* request, std::size_t len, bool from_clone);
   bool owed_on_clone(std::uint64_t unique);
 
   const int clone_fd_;
-  const std::chrono::microseconds window_;
-  std::atomic<bool> polling_{false};  // one poller at a time
+  const Options options_;
+
+  std::mutex mu_;
+  std::condition_variable waiting_cv_;
+  Reader reader_ = Reader::kNone;
+  std::uint64_t reader_ticket_ = 0;  // changes whenever a worker becomes the reader
+  Clock::time_point serving_since_;
+  bool watcher_ = false;  // one waiting worker watches an active reader
+
   std::atomic<std::uint64_t> polled_{0};
   std::atomic<std::uint64_t> slept_{0};
+  std::atomic<std::uint64_t> handed_off_{0};
+  std::atomic<std::uint64_t> rescued_{0};
   std::atomic<std::uint64_t> interrupts_{0};
   mutable std::mutex owed_mu_;
   std::unordered_set<std::uint64_t> owed_;  // uniques read from the clone, not yet answered

@@ -60,7 +60,7 @@ def test_polling_is_on_by_default(volume_factory):
 
 def test_a_create_loop_is_served_by_polling(volume_factory):
     # A 100 ms window: on a loaded machine a caller may take longer than the
-    # default 50 us between requests, and this test is about the mechanism.
+    # default 200 us between requests, and this test is about the mechanism.
     vol = volume_factory(options=("busy_poll=100000",))
     before = fuse_stats(vol)
     create_files(vol.mnt / "many", 400)
@@ -98,40 +98,33 @@ def test_a_bad_busy_poll_is_refused(tmp_path, value):
         unmount(mnt)
 
 
-# A reader of a slow view (simulate: every device request takes the modelled
-# disk's time) is signalled again and again. Each signal makes the kernel send
-# an INTERRUPT for the READ in flight; libfuse answers those it cannot match
-# with EAGAIN, on the device the READ came from. A misrouted reply would leave
-# the reader waiting for ever (the timeout below) or the daemon owing replies.
-READER = r"""
-import hashlib, signal, sys
+# A relayout under `simulate` (every device request takes the modelled disk's
+# time) is a SETXATTR that takes seconds, and its caller is signalled again
+# and again. A signal makes the kernel send an INTERRUPT for the request in
+# flight; libfuse matches it with the SETXATTR, or answers EAGAIN on the
+# device the SETXATTR came from. A misrouted reply would leave the caller
+# waiting for ever (the timeout below) or the daemon owing replies.
+RELAYOUT = r"""
+import os, signal, sys
 signal.signal(signal.SIGUSR1, lambda *_: None)
 print("ready", flush=True)
-digests = []
-for path in sys.argv[1:]:
-    with open(path, "rb", buffering=0) as f:
-        digests.append(hashlib.sha256(f.read()).hexdigest())
+os.setxattr(sys.argv[1], "user.mmfs.layout", b"zorder")
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})  # none may land once the handler is gone at exit
-print(" ".join(digests), flush=True)
+print("done", flush=True)
 """
 
 
-def test_interrupted_reads_are_answered_and_nothing_is_owed(volume_factory):
-    import hashlib
+def test_interrupted_requests_are_answered_and_nothing_is_owed(volume_factory):
     vol = volume_factory()
-    arr = random_array(np.random.default_rng(11), (128, 128, 128), "float64")
+    arr = random_array(np.random.default_rng(11), (96, 96, 96), "float64")
     path = make_array(vol.mnt / "slow", arr.shape, arr.dtype, "naive", arr)
-    vol.remount(("simulate",))  # cold, and every device request takes the modelled disk's time
+    vol.remount(("simulate",))
     before = fuse_stats(vol)
-    # Slices across the cells: each read is thousands of scattered device
-    # requests, and the kernel interrupts a request in flight at most once.
-    planes = range(3, 123, 15)
-    targets = [view(path, "slice", 2, k) for k in planes]
-    proc = subprocess.Popen([sys.executable, "-c", READER, *map(str, targets)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", RELAYOUT, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
         signals = 0
-        while proc.poll() is None and signals < 20000:
+        while proc.poll() is None and signals < 50000:
             proc.send_signal(signal.SIGUSR1)
             signals += 1
             time.sleep(0.002)
@@ -140,13 +133,14 @@ def test_interrupted_reads_are_answered_and_nothing_is_owed(volume_factory):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0
-    expected = [hashlib.sha256(np.ascontiguousarray(arr[:, :, k]).tobytes()).hexdigest() for k in planes]
-    assert out.split() == expected
+    assert proc.returncode == 0 and out.strip() == "done"
     after = wait_for_settled_replies(vol)
-    assert after["interrupts"] - before["interrupts"] >= len(planes) // 2, (signals, before, after)
+    assert after["interrupts"] > before["interrupts"], (signals, before, after)
     assert after["replies_owed_on_clone"] <= OWN_READ, after
-    assert read_bytes(targets[0]) == np.ascontiguousarray(arr[:, :, planes[0]]).tobytes()
+    assert os.getxattr(path, "user.mmfs.layout") == b"zorder"
+    assert read_bytes(view(path, "slice", 2, 7)) == np.ascontiguousarray(arr[:, :, 7]).tobytes()
+    vol.remount(())
+    assert read_bytes(path) == arr.tobytes()
 
 
 # --- default_permissions --------------------------------------------------------------

@@ -1,0 +1,255 @@
+// daemon/request_poller: who reads which request, and where replies go,
+// without a mount. Sequenced-packet socket pairs stand in for /dev/fuse and
+// its clone: like the device, they hand out one whole message per read.
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "daemon/request_poller.h"
+
+namespace {
+
+using mmfs::daemon::RequestPoller;
+using namespace std::chrono_literals;
+
+struct Pair {
+  int daemon = -1;  // the end the poller reads and replies on
+  int kernel = -1;  // the end the test writes requests to and reads replies from
+  ~Pair() {
+    if (daemon >= 0) ::close(daemon);
+    if (kernel >= 0) ::close(kernel);
+  }
+};
+
+void make_pair(Pair* p, bool nonblocking_daemon_end) {
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) == 0);
+  p->daemon = fds[0];
+  p->kernel = fds[1];
+  if (nonblocking_daemon_end) REQUIRE(::fcntl(p->daemon, F_SETFL, ::fcntl(p->daemon, F_GETFL) | O_NONBLOCK) == 0);
+}
+
+void send_request(int fd, std::uint32_t opcode, std::uint64_t unique, std::uint64_t nodeid = 1) {
+  fuse_in_header in{};
+  in.len = sizeof in;
+  in.opcode = opcode;
+  in.unique = unique;
+  in.nodeid = nodeid;
+  REQUIRE(::write(fd, &in, sizeof in) == ssize_t(sizeof in));
+}
+
+fuse_in_header header(const char* buf) {
+  fuse_in_header in;
+  std::memcpy(&in, buf, sizeof in);
+  return in;
+}
+
+ssize_t reply(RequestPoller& p, int session_fd, std::uint64_t unique) {
+  fuse_out_header out{};
+  out.len = sizeof out;
+  out.unique = unique;
+  iovec iov{&out, sizeof out};
+  return p.write_reply(session_fd, &iov, 1);
+}
+
+// The unique of the next reply waiting at `fd`, if there is one.
+std::optional<std::uint64_t> pending_reply(int fd) {
+  fuse_out_header out{};
+  ssize_t n = ::recv(fd, &out, sizeof out, MSG_DONTWAIT);
+  if (n != ssize_t(sizeof out)) return std::nullopt;
+  return out.unique;
+}
+
+// Worker threads calling read_request as libfuse's loop would, logging which
+// worker took which request. A request on node kBlockNode (or a READ) keeps
+// its worker until the test lets it go; DESTROY ends a worker.
+constexpr std::uint64_t kBlockNode = 999;
+
+class Workers {
+ public:
+  Workers(RequestPoller& p, int session_fd, int n) : p_(p), session_fd_(session_fd) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this, i] { run(i); });
+  }
+  ~Workers() {
+    release();
+    for (auto& t : threads_) t.join();
+  }
+
+  struct Entry {
+    int worker;
+    std::uint64_t unique;
+  };
+  // Waits until `count` requests are logged; returns the log.
+  std::vector<Entry> wait_for(std::size_t count) {
+    std::unique_lock lock(mu_);
+    bool ok = cv_.wait_for(lock, 10s, [&] { return log_.size() >= count; });
+    REQUIRE(ok);
+    return log_;
+  }
+  // Lets every held worker go on.
+  void release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  void run(int me) {
+    char buf[256];
+    for (;;) {
+      ssize_t n = p_.read_request(session_fd_, buf, sizeof buf);
+      if (n <= 0) continue;
+      fuse_in_header in = header(buf);
+      std::unique_lock lock(mu_);
+      log_.push_back({me, in.unique});
+      cv_.notify_all();
+      if (in.opcode == FUSE_DESTROY) return;
+      if (in.opcode == FUSE_READ || in.nodeid == kBlockNode) cv_.wait(lock, [&] { return released_; });
+    }
+  }
+
+  RequestPoller& p_;
+  int session_fd_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Entry> log_;
+  bool released_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+TEST_CASE("one reader serves short requests itself, hands long ones off, and is rescued when stuck", "[poller]") {
+  Pair clone, session;
+  make_pair(&clone, true);
+  make_pair(&session, false);
+  RequestPoller::Options opt;
+  opt.window = 1s;            // the reader never sleeps in this test
+  opt.rescue_after = 200ms;   // far longer than serving a logged request takes
+  RequestPoller poller(dup(clone.daemon), opt);
+  constexpr int kWorkers = 3;
+  std::vector<Workers::Entry> log;
+  {
+    Workers workers(poller, session.daemon, kWorkers);
+    // A stream of lookups, each sent after the last was taken: one worker
+    // takes them all, none is handed off.
+    for (std::uint64_t u = 2; u <= 20; u += 2) {
+      send_request(clone.kernel, FUSE_LOOKUP, u);
+      log = workers.wait_for(u / 2);
+    }
+    for (const auto& e : log) CHECK(e.worker == log.front().worker);
+    CHECK(poller.counters().handed_off == 0);
+    CHECK(poller.counters().polled == 10);
+
+    // A READ is handed off: while its worker is held, the next lookup is
+    // taken by another.
+    send_request(clone.kernel, FUSE_READ, 22);
+    log = workers.wait_for(11);
+    int reading = log.back().worker;
+    send_request(clone.kernel, FUSE_LOOKUP, 24);
+    log = workers.wait_for(12);
+    CHECK(log.back().worker != reading);
+    CHECK(poller.counters().handed_off == 1);
+
+    // A lookup that gets stuck (its worker is held): another worker takes
+    // the reader role over after rescue_after and takes the next request.
+    send_request(clone.kernel, FUSE_LOOKUP, 26, kBlockNode);
+    log = workers.wait_for(13);
+    int stuck = log.back().worker;
+    CHECK(stuck != reading);
+    send_request(clone.kernel, FUSE_LOOKUP, 28);
+    log = workers.wait_for(14);
+    CHECK(log.back().worker != stuck);
+    CHECK(log.back().worker != reading);
+    CHECK(poller.counters().rescued == 1);
+
+    workers.release();
+    for (int i = 0; i < kWorkers; ++i) send_request(clone.kernel, FUSE_DESTROY, 100 + 2 * std::uint64_t(i));
+    workers.wait_for(14 + kWorkers);
+  }
+  CHECK(poller.counters().polled == 14 + kWorkers);
+  CHECK(poller.counters().slept == 0);
+}
+
+TEST_CASE("after its window the reader sleeps on the session descriptor", "[poller]") {
+  Pair clone, session;
+  make_pair(&clone, true);
+  make_pair(&session, false);
+  RequestPoller::Options opt;
+  opt.window = 1ms;
+  RequestPoller poller(dup(clone.daemon), opt);
+  auto got = std::async(std::launch::async, [&] {
+    char buf[256];
+    ssize_t n = poller.read_request(session.daemon, buf, sizeof buf);
+    return n > 0 ? header(buf).unique : 0;
+  });
+  std::this_thread::sleep_for(20ms);  // far past the window: the reader is asleep in read(2)
+  send_request(session.kernel, FUSE_GETATTR, 42);
+  REQUIRE(got.wait_for(10s) == std::future_status::ready);
+  CHECK(got.get() == 42);
+  CHECK(poller.counters().slept == 1);
+  CHECK(poller.counters().polled == 0);
+  // Its reply goes back on the session descriptor.
+  CHECK(reply(poller, session.daemon, 42) == ssize_t(sizeof(fuse_out_header)));
+  CHECK(pending_reply(session.kernel) == std::uint64_t(42));
+  CHECK_FALSE(pending_reply(clone.kernel));
+}
+
+TEST_CASE("replies go back to the descriptor their request came from", "[poller]") {
+  Pair clone, session;
+  make_pair(&clone, true);
+  make_pair(&session, false);
+  RequestPoller::Options opt;
+  opt.window = 1s;
+  RequestPoller poller(dup(clone.daemon), opt);
+  char buf[256];
+  auto take = [&](std::uint32_t opcode, std::uint64_t unique) {
+    send_request(clone.kernel, opcode, unique);
+    REQUIRE(poller.read_request(session.daemon, buf, sizeof buf) == ssize_t(sizeof(fuse_in_header)));
+    REQUIRE(header(buf).unique == unique);
+  };
+
+  take(FUSE_LOOKUP, 10);
+  CHECK(poller.counters().owed == 1);
+  CHECK(reply(poller, session.daemon, 10) > 0);
+  CHECK(pending_reply(clone.kernel) == std::uint64_t(10));
+  CHECK_FALSE(pending_reply(session.kernel));
+  CHECK(poller.counters().owed == 0);
+
+  // An INTERRUPT of request 12 (unique 13) is owed nothing itself; libfuse's
+  // EAGAIN for it goes where request 12 lives and leaves 12 owed.
+  take(FUSE_READ, 12);
+  take(FUSE_INTERRUPT, 13);
+  CHECK(poller.counters().interrupts == 1);
+  CHECK(poller.counters().owed == 1);
+  CHECK(reply(poller, session.daemon, 13) > 0);
+  CHECK(pending_reply(clone.kernel) == std::uint64_t(13));
+  CHECK(poller.counters().owed == 1);
+  CHECK(reply(poller, session.daemon, 12) > 0);
+  CHECK(pending_reply(clone.kernel) == std::uint64_t(12));
+  CHECK(poller.counters().owed == 0);
+
+  // Forgets get no reply and are owed none.
+  take(FUSE_FORGET, 14);
+  take(FUSE_BATCH_FORGET, 16);
+  CHECK(poller.counters().owed == 0);
+
+  // A request the clone never handed out, and notifications (unique 0), go
+  // to the session descriptor.
+  CHECK(reply(poller, session.daemon, 18) > 0);
+  CHECK(pending_reply(session.kernel) == std::uint64_t(18));
+  CHECK(reply(poller, session.daemon, 0) > 0);
+  CHECK(pending_reply(session.kernel) == std::uint64_t(0));
+  CHECK_FALSE(pending_reply(clone.kernel));
+}
