@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -39,6 +40,21 @@ void make_pair(Pair* p, bool nonblocking_daemon_end) {
   p->kernel = fds[1];
   if (nonblocking_daemon_end) REQUIRE(::fcntl(p->daemon, F_SETFL, ::fcntl(p->daemon, F_GETFL) | O_NONBLOCK) == 0);
 }
+
+// The device and its clone as socket pairs, and a poller reading them.
+struct Rig {
+  Pair clone, session;
+  std::unique_ptr<RequestPoller> poller;
+  explicit Rig(std::chrono::microseconds window,
+               std::chrono::microseconds rescue_after = RequestPoller::Options{}.rescue_after) {
+    make_pair(&clone, true);
+    make_pair(&session, false);
+    RequestPoller::Options opt;
+    opt.window = window;
+    opt.rescue_after = rescue_after;
+    poller = std::make_unique<RequestPoller>(::dup(clone.daemon), opt);
+  }
+};
 
 void send_request(int fd, std::uint32_t opcode, std::uint64_t unique, std::uint64_t nodeid = 1) {
   fuse_in_header in{};
@@ -131,13 +147,11 @@ class Workers {
 }  // namespace
 
 TEST_CASE("one reader serves short requests itself, hands long ones off, and is rescued when stuck", "[poller]") {
-  Pair clone, session;
-  make_pair(&clone, true);
-  make_pair(&session, false);
-  RequestPoller::Options opt;
-  opt.window = 1s;            // the reader never sleeps in this test
-  opt.rescue_after = 200ms;   // far longer than serving a logged request takes
-  RequestPoller poller(dup(clone.daemon), opt);
+  // The reader never sleeps in this test; serving a logged request takes far
+  // less than the rescue time.
+  Rig rig(1s, 200ms);
+  auto& [clone, session, owned] = rig;
+  RequestPoller& poller = *owned;
   constexpr int kWorkers = 3;
   std::vector<Workers::Entry> log;
   {
@@ -183,12 +197,9 @@ TEST_CASE("one reader serves short requests itself, hands long ones off, and is 
 }
 
 TEST_CASE("after its window the reader sleeps on the session descriptor", "[poller]") {
-  Pair clone, session;
-  make_pair(&clone, true);
-  make_pair(&session, false);
-  RequestPoller::Options opt;
-  opt.window = 1ms;
-  RequestPoller poller(dup(clone.daemon), opt);
+  Rig rig(1ms);
+  auto& [clone, session, owned] = rig;
+  RequestPoller& poller = *owned;
   auto got = std::async(std::launch::async, [&] {
     char buf[256];
     ssize_t n = poller.read_request(session.daemon, buf, sizeof buf);
@@ -207,12 +218,9 @@ TEST_CASE("after its window the reader sleeps on the session descriptor", "[poll
 }
 
 TEST_CASE("replies go back to the descriptor their request came from", "[poller]") {
-  Pair clone, session;
-  make_pair(&clone, true);
-  make_pair(&session, false);
-  RequestPoller::Options opt;
-  opt.window = 1s;
-  RequestPoller poller(dup(clone.daemon), opt);
+  Rig rig(1s);
+  auto& [clone, session, owned] = rig;
+  RequestPoller& poller = *owned;
   char buf[256];
   auto take = [&](std::uint32_t opcode, std::uint64_t unique) {
     send_request(clone.kernel, opcode, unique);
