@@ -26,10 +26,15 @@
 #include "daemon/filesystem.h"
 #include "daemon/fuse_ops.h"
 #include "daemon/request_poller.h"
+#include "daemon/session_loop.h"
 #include "fs/simulated_device.h"
 #include "geometry/load.h"
 
 namespace {
+
+// Worker threads serving FUSE requests: a long request (a view read, a
+// relayout) holds one; metadata requests need one between them.
+constexpr unsigned kMaxWorkers = 16;
 
 struct Options {
   bool foreground = false;
@@ -234,12 +239,17 @@ int main(int argc, char** argv) {
       }
       mmfs::daemon::set_notify_session(se);
       filesystem->start();
-      fuse_loop_config config;
-      std::memset(&config, 0, sizeof config);
-      config.clone_fd = 0;
-      config.max_idle_threads = 16;
-      // The loop reports the signal that ended it (SIGTERM, SIGINT): a clean exit.
-      int loop = fuse_session_loop_mt(se, &config);
+      int loop = 0;
+      if (poller) {
+        loop = mmfs::daemon::run_session(se, *poller, kMaxWorkers);
+      } else {
+        fuse_loop_config config;
+        std::memset(&config, 0, sizeof config);
+        config.clone_fd = 0;
+        config.max_idle_threads = kMaxWorkers;
+        // The loop reports the signal that ended it (SIGTERM, SIGINT): a clean exit.
+        loop = fuse_session_loop_mt(se, &config);
+      }
       if (loop != 0 && loop != SIGTERM && loop != SIGINT && loop != SIGHUP && loop != -EINTR) {
         fmt::print(stderr, "mmfs: the FUSE session ended with error {}\n", loop);
         rc = 1;

@@ -4,12 +4,15 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 namespace mmfs::daemon {
 namespace {
@@ -77,7 +80,13 @@ std::unique_ptr<RequestPoller> RequestPoller::install(fuse_session* session, Opt
     ::close(clone_fd);
     return nullptr;
   }
-  std::unique_ptr<RequestPoller> poller(new RequestPoller(clone_fd, options));
+  std::unique_ptr<RequestPoller> poller;
+  try {
+    poller = std::make_unique<RequestPoller>(clone_fd, options);
+  } catch (const std::system_error& e) {
+    *error = e.what();
+    return nullptr;
+  }
   installed = poller.get();
   fuse_custom_io io{};
   io.read = &read_hook;
@@ -93,11 +102,33 @@ std::unique_ptr<RequestPoller> RequestPoller::install(fuse_session* session, Opt
   return poller;
 }
 
-RequestPoller::RequestPoller(int clone_fd, Options options) : clone_fd_(clone_fd), options_(options) {}
+namespace {
+int make_stop_fd(int clone_fd) {
+  int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fd < 0) {
+    int err = errno;
+    ::close(clone_fd);
+    throw std::system_error(err, std::generic_category(), "eventfd");
+  }
+  return fd;
+}
+}  // namespace
+
+RequestPoller::RequestPoller(int clone_fd, Options options)
+    : clone_fd_(clone_fd), stop_fd_(make_stop_fd(clone_fd)), options_(options) {}
 
 RequestPoller::~RequestPoller() {
   if (installed == this) installed = nullptr;
   ::close(clone_fd_);
+  ::close(stop_fd_);
+}
+
+void RequestPoller::stop() {
+  std::lock_guard lock(mu_);
+  stopping_ = true;
+  waiting_cv_.notify_all();
+  std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(stop_fd_, &one, sizeof one);  // wakes the reader's poll
 }
 
 RequestPoller::Counters RequestPoller::counters() const {
@@ -119,16 +150,22 @@ void RequestPoller::become_reader(std::unique_lock<std::mutex>&) {
   waiting_cv_.notify_one();
 }
 
-// Waits until this worker may be the reader: when there is none, or when the
-// reader has been serving one request for longer than rescue_after. One
-// waiting worker (the watcher) wakes on that deadline while the reader is
-// active; while it sleeps on the device, all wait without a timeout.
-void RequestPoller::wait_to_read(std::unique_lock<std::mutex>& lock) {
+// Waits until this worker may be the reader (true): when there is none, or
+// when the reader has been serving one request for longer than rescue_after.
+// One waiting worker (the watcher) wakes on that deadline while the reader is
+// active; while it sleeps on the device, all wait without a timeout. False
+// once the poller stops.
+bool RequestPoller::wait_to_read(std::unique_lock<std::mutex>& lock) {
   for (;;) {
-    if (reader_ == Reader::kNone) return become_reader(lock);
+    if (stopping_) return false;
+    if (reader_ == Reader::kNone) {
+      become_reader(lock);
+      return true;
+    }
     if (reader_ == Reader::kServing && Clock::now() - serving_since_ >= options_.rescue_after) {
       rescued_.fetch_add(1, std::memory_order_relaxed);
-      return become_reader(lock);
+      become_reader(lock);
+      return true;
     }
     if (!watcher_ && reader_ != Reader::kSleeping) {
       watcher_ = true;
@@ -141,17 +178,18 @@ void RequestPoller::wait_to_read(std::unique_lock<std::mutex>& lock) {
   }
 }
 
-ssize_t RequestPoller::read_request(int session_fd, void* buf, std::size_t len) {
+ssize_t RequestPoller::read_request(int, void* buf, std::size_t len) {
   {
     std::unique_lock lock(mu_);
     // A reader that served its last request itself stays the reader.
-    if (reader_ == Reader::kServing && reader_ticket_ == my_ticket) {
+    if (reader_ == Reader::kServing && reader_ticket_ == my_ticket && !stopping_) {
       reader_ = Reader::kPolling;
-    } else {
-      wait_to_read(lock);
+    } else if (!wait_to_read(lock)) {
+      errno = EINTR;
+      return -1;
     }
   }
-  ssize_t n = take_request(session_fd, buf, len);
+  ssize_t n = take_request(buf, len);
   int err = errno;
 
   fuse_in_header in;
@@ -178,8 +216,8 @@ ssize_t RequestPoller::read_request(int session_fd, void* buf, std::size_t len) 
   return n;
 }
 
-// The reader's read: poll the clone for the window, then sleep on the device.
-ssize_t RequestPoller::take_request(int session_fd, void* buf, std::size_t len) {
+// The reader's read: poll the clone for the window, then sleep in poll(2).
+ssize_t RequestPoller::take_request(void* buf, std::size_t len) {
   if (options_.window.count() > 0) {
     ssize_t n = poll_clone(buf, len);
     if (n > 0) note_request(buf, std::size_t(n), true);
@@ -189,9 +227,27 @@ ssize_t RequestPoller::take_request(int session_fd, void* buf, std::size_t len) 
     std::lock_guard lock(mu_);
     if (reader_ticket_ == my_ticket) reader_ = Reader::kSleeping;
   }
-  ssize_t n = ::read(session_fd, buf, len);
+  ssize_t n = sleep_on_clone(buf, len);
   if (n > 0) note_request(buf, std::size_t(n), false);
   return n;
+}
+
+// Sleeps until the clone has a request (or an error: ENODEV at unmount) or
+// the poller stops (EINTR).
+ssize_t RequestPoller::sleep_on_clone(void* buf, std::size_t len) {
+  for (;;) {
+    pollfd fds[2] = {{clone_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (fds[1].revents) {
+      errno = EINTR;
+      return -1;
+    }
+    ssize_t n = ::read(clone_fd_, buf, len);
+    if (n >= 0 || errno != EAGAIN) return n;
+  }
 }
 
 // EAGAIN when the window passed with nothing to read. Anything else the
@@ -211,12 +267,11 @@ ssize_t RequestPoller::poll_clone(void* buf, std::size_t len) {
   }
 }
 
-void RequestPoller::note_request(const void* request, std::size_t len, bool from_clone) {
-  (from_clone ? polled_ : slept_).fetch_add(1, std::memory_order_relaxed);
+void RequestPoller::note_request(const void* request, std::size_t len, bool polled) {
+  (polled ? polled_ : slept_).fetch_add(1, std::memory_order_relaxed);
   fuse_in_header in;
   if (!header_of(request, len, &in)) return;
   if (in.opcode == FUSE_INTERRUPT) interrupts_.fetch_add(1, std::memory_order_relaxed);
-  if (!from_clone) return;
   // Interrupts, forgets and retrieve answers get no reply of their own.
   if (in.unique & kInterruptBit) return;
   if (in.opcode == FUSE_FORGET || in.opcode == FUSE_BATCH_FORGET || in.opcode == FUSE_NOTIFY_REPLY) return;

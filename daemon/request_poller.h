@@ -15,19 +15,24 @@
 // Here exactly one worker, the reader, takes requests; the others wait in the
 // poller until they are needed. The reader reads a non-blocking clone of the
 // session's device in a loop (with sched_yield between tries) for `window`
-// after its last request, then sleeps in read(2) on the device itself; an idle
-// mount burns no CPU. A request that may take long (READ, WRITE, FSYNC,
-// SETXATTR, ...) is handed off: the reader role passes to a waiting worker
-// before the request is served. Any other request the reader serves itself
-// and comes straight back, so a stream of metadata requests is served by one
-// awake thread with no hand-offs. If an inline request takes longer than
-// `rescue_after` after all (it waited for a lock held by a long operation),
-// a waiting worker takes the role over, so other callers wait at most that.
+// after its last request, then sleeps in poll(2) on it; an idle mount burns
+// no CPU. A request that may take long (READ, WRITE, FSYNC, SETXATTR, ...) is
+// handed off: the reader role passes to a waiting worker before the request
+// is served. Any other request the reader serves itself and comes straight
+// back, so a stream of metadata requests is served by one awake thread with
+// no hand-offs. If an inline request takes longer than `rescue_after` after
+// all (it waited for a lock held by a long operation), a waiting worker takes
+// the role over, so other callers wait at most that.
 //
 // The clone (FUSE_DEV_IOC_CLONE) is a second device on the same connection:
 // it sees every queued request, but the kernel accepts a reply only on the
-// device that handed the request out. Replies to requests read from the clone
-// are therefore routed back to it by their unique id.
+// device that handed the request out. Every request is read from the clone,
+// so replies are routed to it by their unique id; notifications (unique 0)
+// go to the session's own descriptor.
+//
+// Workers are never cancelled inside the poller: stop() wakes every waiting
+// worker and the sleeping reader, and read_request then returns EINTR
+// (daemon/session_loop.h runs the workers and calls it at shutdown).
 #pragma once
 
 #include <sys/types.h>
@@ -61,17 +66,21 @@ class RequestPoller {
   // set when it cannot be installed; the session is then unchanged.
   static std::unique_ptr<RequestPoller> install(fuse_session* session, Options options, std::string* error);
   // A poller reading requests from `clone_fd` (non-blocking; owned from now
-  // on) and from the session descriptor the hooks are given. install() makes
-  // one from a clone of the session; tests from socket pairs.
+  // on). install() makes one from a clone of the session; tests from socket
+  // pairs. Throws std::system_error when it cannot make its eventfd.
   RequestPoller(int clone_fd, Options options);
   ~RequestPoller();
+
+  // Ends every read_request in progress and to come with EINTR. Call once
+  // the session has exited; async-signal-unsafe (takes a lock).
+  void stop();
   RequestPoller(const RequestPoller&) = delete;
   RequestPoller& operator=(const RequestPoller&) = delete;
 
   // For tests and /.mmfs/stats.
   struct Counters {
     std::uint64_t polled = 0;      // requests the reader found while polling
-    std::uint64_t slept = 0;       // requests the reader slept in read(2) for
+    std::uint64_t slept = 0;       // requests the reader slept in poll(2) for
     std::uint64_t handed_off = 0;  // requests served after passing the reader role on
     std::uint64_t rescued = 0;     // times a waiting worker took over from a stuck reader
     std::uint64_t interrupts = 0;  // INTERRUPT requests among them
@@ -80,6 +89,7 @@ class RequestPoller {
   Counters counters() const;
 
   // The hooks libfuse calls (fuse_custom_io); public for the C callbacks.
+  // Requests are read from the clone whatever descriptor libfuse names.
   ssize_t read_request(int session_fd, void* buf, std::size_t len);
   ssize_t write_reply(int session_fd, iovec* iov, int count);
 
@@ -88,13 +98,15 @@ class RequestPoller {
   enum class Reader { kNone, kPolling, kSleeping, kServing };
 
   void become_reader(std::unique_lock<std::mutex>& lock);
-  void wait_to_read(std::unique_lock<std::mutex>& lock);
-  ssize_t take_request(int session_fd, void* buf, std::size_t len);
+  bool wait_to_read(std::unique_lock<std::mutex>& lock);
+  ssize_t take_request(void* buf, std::size_t len);
   ssize_t poll_clone(void* buf, std::size_t len);
-  void note_request(const void* request, std::size_t len, bool from_clone);
+  ssize_t sleep_on_clone(void* buf, std::size_t len);
+  void note_request(const void* request, std::size_t len, bool polled);
   bool owed_on_clone(std::uint64_t unique);
 
   const int clone_fd_;
+  const int stop_fd_;  // an eventfd: readable once stop() was called
   const Options options_;
 
   std::mutex mu_;
@@ -103,6 +115,7 @@ class RequestPoller {
   std::uint64_t reader_ticket_ = 0;  // changes whenever a worker becomes the reader
   Clock::time_point serving_since_;
   bool watcher_ = false;  // one waiting worker watches an active reader
+  bool stopping_ = false;
 
   std::atomic<std::uint64_t> polled_{0};
   std::atomic<std::uint64_t> slept_{0};

@@ -89,7 +89,7 @@ std::optional<std::uint64_t> pending_reply(int fd) {
 
 // Worker threads calling read_request as libfuse's loop would, logging which
 // worker took which request. A request on node kBlockNode (or a READ) keeps
-// its worker until the test lets it go; DESTROY ends a worker.
+// its worker until the test lets it go; a stopped poller ends them.
 constexpr std::uint64_t kBlockNode = 999;
 
 class Workers {
@@ -99,6 +99,7 @@ class Workers {
   }
   ~Workers() {
     release();
+    p_.stop();  // also when a REQUIRE failed: no worker may be left waiting
     for (auto& t : threads_) t.join();
   }
 
@@ -125,12 +126,12 @@ class Workers {
     char buf[256];
     for (;;) {
       ssize_t n = p_.read_request(session_fd_, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) return;  // stopped
       if (n <= 0) continue;
       fuse_in_header in = header(buf);
       std::unique_lock lock(mu_);
       log_.push_back({me, in.unique});
       cv_.notify_all();
-      if (in.opcode == FUSE_DESTROY) return;
       if (in.opcode == FUSE_READ || in.nodeid == kBlockNode) cv_.wait(lock, [&] { return released_; });
     }
   }
@@ -187,16 +188,15 @@ TEST_CASE("one reader serves short requests itself, hands long ones off, and is 
     CHECK(log.back().worker != stuck);
     CHECK(log.back().worker != reading);
     CHECK(poller.counters().rescued == 1);
+    CHECK(poller.counters().polled == 14);
+    CHECK(poller.counters().slept == 0);
 
     workers.release();
-    for (int i = 0; i < kWorkers; ++i) send_request(clone.kernel, FUSE_DESTROY, 100 + 2 * std::uint64_t(i));
-    workers.wait_for(14 + kWorkers);
+    poller.stop();  // every worker's next read_request ends with EINTR
   }
-  CHECK(poller.counters().polled == 14 + kWorkers);
-  CHECK(poller.counters().slept == 0);
 }
 
-TEST_CASE("after its window the reader sleeps on the session descriptor", "[poller]") {
+TEST_CASE("after its window the reader sleeps in poll(2) until a request comes", "[poller]") {
   Rig rig(1ms);
   auto& [clone, session, owned] = rig;
   RequestPoller& poller = *owned;
@@ -205,16 +205,40 @@ TEST_CASE("after its window the reader sleeps on the session descriptor", "[poll
     ssize_t n = poller.read_request(session.daemon, buf, sizeof buf);
     return n > 0 ? header(buf).unique : 0;
   });
-  std::this_thread::sleep_for(20ms);  // far past the window: the reader is asleep in read(2)
-  send_request(session.kernel, FUSE_GETATTR, 42);
+  std::this_thread::sleep_for(20ms);  // far past the window: the reader is asleep
+  send_request(clone.kernel, FUSE_GETATTR, 42);
   REQUIRE(got.wait_for(10s) == std::future_status::ready);
   CHECK(got.get() == 42);
   CHECK(poller.counters().slept == 1);
   CHECK(poller.counters().polled == 0);
-  // Its reply goes back on the session descriptor.
   CHECK(reply(poller, session.daemon, 42) == ssize_t(sizeof(fuse_out_header)));
-  CHECK(pending_reply(session.kernel) == std::uint64_t(42));
-  CHECK_FALSE(pending_reply(clone.kernel));
+  CHECK(pending_reply(clone.kernel) == std::uint64_t(42));
+  CHECK_FALSE(pending_reply(session.kernel));
+}
+
+TEST_CASE("stop() ends the sleeping reader and every waiting worker with EINTR", "[poller]") {
+  Rig rig(1ms);
+  auto& [clone, session, owned] = rig;
+  RequestPoller& poller = *owned;
+  std::vector<std::future<int>> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(std::async(std::launch::async, [&] {
+      char buf[256];
+      ssize_t n = poller.read_request(session.daemon, buf, sizeof buf);
+      return n < 0 ? errno : 0;
+    }));
+  }
+  std::this_thread::sleep_for(20ms);  // one reader asleep in poll(2), two workers waiting
+  for (auto& w : workers) CHECK(w.wait_for(0s) == std::future_status::timeout);
+  poller.stop();
+  for (auto& w : workers) {
+    REQUIRE(w.wait_for(10s) == std::future_status::ready);
+    CHECK(w.get() == EINTR);
+  }
+  // And any read after it.
+  char buf[256];
+  CHECK(poller.read_request(session.daemon, buf, sizeof buf) == -1);
+  CHECK(errno == EINTR);
 }
 
 TEST_CASE("replies go back to the descriptor their request came from", "[poller]") {
