@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
           auto c = p->counters();
           return std::map<std::string, std::uint64_t>{
               {"requests_polled", c.polled},   {"requests_slept", c.slept},
-              {"requests_handed_off", c.handed_off}, {"reader_rescues", c.rescued},
+              {"long_requests", c.long_requests}, {"reader_rescues", c.rescued},
               {"interrupts", c.interrupts},   {"replies_owed_on_clone", c.owed}};
         });
       }

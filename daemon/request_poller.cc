@@ -6,6 +6,7 @@
 #include <linux/fuse.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@ RequestPoller* installed = nullptr;
 // Tickets are unique across pollers (tests make several in one process); a
 // worker thread remembers the one it last held (see reader_ticket_).
 std::atomic<std::uint64_t> next_ticket{0};
+std::atomic<std::uint64_t> next_poller_id{0};
 thread_local std::uint64_t my_ticket = 0;
 
 ssize_t read_hook(int fd, void* buf, std::size_t len, void*) { return installed->read_request(fd, buf, len); }
@@ -115,7 +117,7 @@ int make_stop_fd(int clone_fd) {
 }  // namespace
 
 RequestPoller::RequestPoller(int clone_fd, Options options)
-    : clone_fd_(clone_fd), stop_fd_(make_stop_fd(clone_fd)), options_(options) {}
+    : id_(++next_poller_id), clone_fd_(clone_fd), stop_fd_(make_stop_fd(clone_fd)), options_(options) {}
 
 RequestPoller::~RequestPoller() {
   if (installed == this) installed = nullptr;
@@ -135,7 +137,7 @@ RequestPoller::Counters RequestPoller::counters() const {
   Counters c;
   c.polled = polled_.load(std::memory_order_relaxed);
   c.slept = slept_.load(std::memory_order_relaxed);
-  c.handed_off = handed_off_.load(std::memory_order_relaxed);
+  c.long_requests = long_requests_.load(std::memory_order_relaxed);
   c.rescued = rescued_.load(std::memory_order_relaxed);
   c.interrupts = interrupts_.load(std::memory_order_relaxed);
   std::lock_guard lock(owed_mu_);
@@ -150,22 +152,24 @@ void RequestPoller::become_reader(std::unique_lock<std::mutex>&) {
   waiting_cv_.notify_one();
 }
 
-// Waits until this worker may be the reader (true): when there is none, or
-// when the reader has been serving one request for longer than rescue_after.
-// One waiting worker (the watcher) wakes on that deadline while the reader is
-// active; while it sleeps on the device, all wait without a timeout. False
-// once the poller stops.
-bool RequestPoller::wait_to_read(std::unique_lock<std::mutex>& lock) {
+// Waits, in one-reader mode, until this worker may be the reader (kRead):
+// when there is none, or when the reader has been serving one request for
+// longer than rescue_after. One waiting worker (the watcher) wakes on that
+// deadline while the reader is active; while it sleeps on the device, all
+// wait without a timeout. kDevice when the poller switches to device mode,
+// kStop once it stops.
+RequestPoller::Turn RequestPoller::wait_for_turn(std::unique_lock<std::mutex>& lock) {
   for (;;) {
-    if (stopping_) return false;
+    if (stopping_) return Turn::kStop;
+    if (!one_reader_.load(std::memory_order_relaxed)) return Turn::kDevice;
     if (reader_ == Reader::kNone) {
       become_reader(lock);
-      return true;
+      return Turn::kRead;
     }
     if (reader_ == Reader::kServing && Clock::now() - serving_since_ >= options_.rescue_after) {
       rescued_.fetch_add(1, std::memory_order_relaxed);
       become_reader(lock);
-      return true;
+      return Turn::kRead;
     }
     if (!watcher_ && reader_ != Reader::kSleeping) {
       watcher_ = true;
@@ -179,41 +183,134 @@ bool RequestPoller::wait_to_read(std::unique_lock<std::mutex>& lock) {
 }
 
 ssize_t RequestPoller::read_request(int, void* buf, std::size_t len) {
-  {
-    std::unique_lock lock(mu_);
-    // A reader that served its last request itself stays the reader.
-    if (reader_ == Reader::kServing && reader_ticket_ == my_ticket && !stopping_) {
-      reader_ = Reader::kPolling;
-    } else if (!wait_to_read(lock)) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    if (stopping_) {
       errno = EINTR;
       return -1;
     }
-  }
-  ssize_t n = take_request(buf, len);
-  int err = errno;
+    if (reader_ == Reader::kServing && reader_ticket_ == my_ticket) {
+      // A reader that served its last request itself stays the reader.
+      reader_ = Reader::kPolling;
+    } else if (!one_reader_.load(std::memory_order_relaxed)) {
+      lock.unlock();
+      ssize_t n = wait_on_device(buf, len);
+      if (n == kModeChanged) {
+        lock.lock();
+        continue;
+      }
+      return n;
+    } else {
+      Turn turn = wait_for_turn(lock);
+      if (turn == Turn::kStop) {
+        errno = EINTR;
+        return -1;
+      }
+      if (turn == Turn::kDevice) continue;
+    }
 
-  fuse_in_header in;
-  bool request = n > 0 && header_of(buf, std::size_t(n), &in);
-  {
-    std::lock_guard lock(mu_);
-    if (reader_ticket_ == my_ticket) {
-      if (request && !may_take_long(in.opcode)) {
-        // Serve it here and come back; wake a watcher if there was none
-        // while this reader slept on the device.
-        if (reader_ == Reader::kSleeping) waiting_cv_.notify_one();
-        reader_ = Reader::kServing;
-        serving_since_ = Clock::now();
-      } else {
-        // A long request, or an error for libfuse to handle (EINTR, ENOENT:
-        // retry; ENODEV: unmounted): the role passes on.
-        if (request) handed_off_.fetch_add(1, std::memory_order_relaxed);
-        reader_ = Reader::kNone;
-        waiting_cv_.notify_one();
+    lock.unlock();
+    ssize_t n = take_request(buf, len);
+    int err = errno;
+    fuse_in_header in;
+    bool request = n > 0 && header_of(buf, std::size_t(n), &in);
+    lock.lock();
+    if (request && !may_take_long(in.opcode)) {
+      // Serve it here and come back; wake a watcher if there was none while
+      // this reader slept on the device.
+      if (reader_ == Reader::kSleeping) waiting_cv_.notify_one();
+      reader_ = Reader::kServing;
+      serving_since_ = Clock::now();
+      return n;
+    }
+    // A long request, or an error for libfuse to handle (EINTR, ENOENT:
+    // retry; ENODEV: unmounted): the role is given up. After a long request
+    // every waiting worker goes to wait on the device itself, as libfuse's
+    // workers do, so that a stream of long requests (a large read) is taken
+    // in parallel, each request by the worker the kernel wakes for it.
+    if (request) {
+      long_requests_.fetch_add(1, std::memory_order_relaxed);
+      one_reader_.store(false, std::memory_order_relaxed);
+      waiting_cv_.notify_all();
+    } else {
+      waiting_cv_.notify_one();
+    }
+    reader_ = Reader::kNone;
+    errno = err;
+    return n;
+  }
+}
+
+// Device mode: wait on the clone with every other idle worker (the kernel
+// wakes one per request: EPOLLEXCLUSIVE) and take what comes. A short
+// request switches back to one-reader mode; a worker that finds nothing to
+// read once that happened returns kModeChanged to wait for its turn instead.
+ssize_t RequestPoller::wait_on_device(void* buf, std::size_t len) {
+  int ep = device_epoll();
+  if (ep < 0) return -1;
+  for (;;) {
+    epoll_event events[2];
+    int k = ::epoll_wait(ep, events, 2, -1);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    for (int i = 0; i < k; ++i) {
+      if (events[i].data.fd == stop_fd_) {
+        errno = EINTR;
+        return -1;
       }
     }
+    ssize_t n = ::read(clone_fd_, buf, len);
+    if (n > 0) {
+      note_request(buf, std::size_t(n), false);
+      fuse_in_header in;
+      if (header_of(buf, std::size_t(n), &in)) {
+        if (may_take_long(in.opcode)) {
+          long_requests_.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          one_reader_.store(true, std::memory_order_relaxed);
+        }
+      }
+      return n;
+    }
+    if (n == 0 || errno != EAGAIN) return n;
+    if (one_reader_.load(std::memory_order_relaxed)) return kModeChanged;
   }
-  errno = err;
-  return n;
+}
+
+// This thread's epoll set for device mode: the clone (exclusive wake-ups)
+// and the stop eventfd. Kept per thread, made again for another poller.
+int RequestPoller::device_epoll() {
+  struct EpollSet {
+    std::uint64_t owner = 0;
+    int fd = -1;
+    ~EpollSet() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  thread_local EpollSet set;
+  if (set.owner == id_ && set.fd >= 0) return set.fd;
+  if (set.fd >= 0) ::close(set.fd);
+  set.owner = 0;
+  set.fd = ::epoll_create1(EPOLL_CLOEXEC);
+  if (set.fd < 0) return -1;
+  epoll_event clone_event = {};
+  clone_event.events = EPOLLIN | EPOLLEXCLUSIVE;
+  clone_event.data.fd = clone_fd_;
+  epoll_event stop_event = {};
+  stop_event.events = EPOLLIN;
+  stop_event.data.fd = stop_fd_;
+  if (::epoll_ctl(set.fd, EPOLL_CTL_ADD, clone_fd_, &clone_event) != 0 ||
+      ::epoll_ctl(set.fd, EPOLL_CTL_ADD, stop_fd_, &stop_event) != 0) {
+    int err = errno;
+    ::close(set.fd);
+    set.fd = -1;
+    errno = err;
+    return -1;
+  }
+  set.owner = id_;
+  return set.fd;
 }
 
 // The reader's read: poll the clone for the window, then sleep in poll(2).

@@ -12,17 +12,22 @@
 // lookup or a create (two synchronous requests, LOOKUP and CREATE, plus an
 // asynchronous RELEASE). A create loop spent most of its time in them.
 //
-// Here exactly one worker, the reader, takes requests; the others wait in the
-// poller until they are needed. The reader reads a non-blocking clone of the
-// session's device in a loop (with sched_yield between tries) for `window`
-// after its last request, then sleeps in poll(2) on it; an idle mount burns
-// no CPU. A request that may take long (READ, WRITE, FSYNC, SETXATTR, ...) is
-// handed off: the reader role passes to a waiting worker before the request
-// is served. Any other request the reader serves itself and comes straight
-// back, so a stream of metadata requests is served by one awake thread with
-// no hand-offs. If an inline request takes longer than `rescue_after` after
-// all (it waited for a lock held by a long operation), a waiting worker takes
-// the role over, so other callers wait at most that.
+// Here, while requests are short, exactly one worker, the reader, takes
+// them; the others wait in the poller until they are needed. The reader
+// reads a non-blocking clone of the session's device in a loop (with
+// sched_yield between tries) for `window` after its last request, then
+// sleeps in poll(2) on it; an idle mount burns no CPU. It serves each short
+// request itself and comes straight back, so a stream of metadata requests
+// is served by one awake thread and nobody is woken. If an inline request
+// takes longer than `rescue_after` after all (it waited for a lock held by a
+// long operation), a waiting worker takes the role over, so other callers
+// wait at most that.
+//
+// A request that may take long (READ, WRITE, FSYNC, SETXATTR, ...) switches
+// to device mode: the reader serves it and gives its role up, and every idle
+// worker waits on the device itself, as libfuse's workers do (the kernel
+// wakes one per request: EPOLLEXCLUSIVE), so a stream of reads is taken in
+// parallel. The next short request switches back.
 //
 // The clone (FUSE_DEV_IOC_CLONE) is a second device on the same connection:
 // it sees every queued request, but the kernel accepts a reply only on the
@@ -81,7 +86,7 @@ class RequestPoller {
   struct Counters {
     std::uint64_t polled = 0;      // requests the reader found while polling
     std::uint64_t slept = 0;       // requests the reader slept in poll(2) for
-    std::uint64_t handed_off = 0;  // requests served after passing the reader role on
+    std::uint64_t long_requests = 0;  // READ, WRITE, ...: each switched to (or kept) device mode
     std::uint64_t rescued = 0;     // times a waiting worker took over from a stuck reader
     std::uint64_t interrupts = 0;  // INTERRUPT requests among them
     std::size_t owed = 0;          // replies still owed on the clone
@@ -96,15 +101,21 @@ class RequestPoller {
  private:
   // What the reader is doing.
   enum class Reader { kNone, kPolling, kSleeping, kServing };
+  // What a waiting worker is to do next.
+  enum class Turn { kRead, kDevice, kStop };
+  static constexpr ssize_t kModeChanged = -2;
 
   void become_reader(std::unique_lock<std::mutex>& lock);
-  bool wait_to_read(std::unique_lock<std::mutex>& lock);
+  Turn wait_for_turn(std::unique_lock<std::mutex>& lock);
+  ssize_t wait_on_device(void* buf, std::size_t len);
+  int device_epoll();
   ssize_t take_request(void* buf, std::size_t len);
   ssize_t poll_clone(void* buf, std::size_t len);
   ssize_t sleep_on_clone(void* buf, std::size_t len);
   void note_request(const void* request, std::size_t len, bool polled);
   bool owed_on_clone(std::uint64_t unique);
 
+  const std::uint64_t id_;  // tells this poller's per-thread epoll sets from another's
   const int clone_fd_;
   const int stop_fd_;  // an eventfd: readable once stop() was called
   const Options options_;
@@ -116,10 +127,13 @@ class RequestPoller {
   Clock::time_point serving_since_;
   bool watcher_ = false;  // one waiting worker watches an active reader
   bool stopping_ = false;
+  // One-reader mode (true) or device mode: after a long request, until a
+  // short one, every idle worker waits on the device (see read_request).
+  std::atomic<bool> one_reader_{true};
 
   std::atomic<std::uint64_t> polled_{0};
   std::atomic<std::uint64_t> slept_{0};
-  std::atomic<std::uint64_t> handed_off_{0};
+  std::atomic<std::uint64_t> long_requests_{0};
   std::atomic<std::uint64_t> rescued_{0};
   std::atomic<std::uint64_t> interrupts_{0};
   mutable std::mutex owed_mu_;
