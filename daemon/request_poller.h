@@ -85,7 +85,7 @@ class RequestPoller {
   // For tests and /.mmfs/stats.
   struct Counters {
     std::uint64_t polled = 0;      // requests the reader found while polling
-    std::uint64_t slept = 0;       // requests the reader slept in poll(2) for
+    std::uint64_t slept = 0;       // requests a worker slept for (the reader in poll(2), device mode in epoll)
     std::uint64_t long_requests = 0;  // READ, WRITE, ...: each switched to (or kept) device mode
     std::uint64_t rescued = 0;     // times a waiting worker took over from a stuck reader
     std::uint64_t interrupts = 0;  // INTERRUPT requests among them
