@@ -428,7 +428,8 @@ def time_h5_full(path):
 
 
 def metadata_bench(directory, n, drop):
-    """Create, stat, readdir and unlink n empty files in a fresh directory."""
+    """Create, look up missing names, stat, readdir and unlink n empty files in a
+    fresh directory. drop() empties the caches and says whether it could."""
     os.mkdir(directory)
     names = [os.path.join(directory, f"f{i:07d}") for i in range(n)]
     res = {}
@@ -437,6 +438,15 @@ def metadata_bench(directory, n, drop):
     for p in names:
         os.close(os.open(p, flags, 0o644))
     res["create"] = n / (time.perf_counter() - t0)
+
+    # One LOOKUP round trip each: nothing by these names exists or is cached.
+    t0 = time.perf_counter()
+    for p in names:
+        try:
+            os.stat(p + "-missing")
+        except FileNotFoundError:
+            pass
+    res["lookup (missing)"] = n / (time.perf_counter() - t0)
 
     t0 = time.perf_counter()
     for p in names:

@@ -2,9 +2,9 @@
 """Metadata round trips through mmfs under several mount-option sets, side by side.
 
 Each option set gets its own image and mount; the rounds interleave them, so a
-noisy machine affects all alike. A round creates N empty files in a fresh
-directory, looks up N names that do not exist, stats the N files, and unlinks
-them. Prints the median (min–max) operations per second of every set.
+noisy machine affects all alike. A round is bench_daemon.py's metadata test
+without cache drops: create N empty files in a fresh directory, look up N
+names that do not exist, stat the N files twice, list the directory, unlink. Prints the median (min–max) operations per second of every set.
 
     python3 tools/bench_transport.py --rounds 10 --files 2000 \\
         'libfuse+perm=busy_poll=0,default_permissions' 'default='
@@ -18,9 +18,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_daemon import metadata_bench  # noqa: E402
 
 
 def parse_args(argv):
@@ -42,34 +43,6 @@ def parse_args(argv):
     return a, sets
 
 
-def one_round(root, n):
-    os.mkdir(root)
-    names = [os.path.join(root, f"f{i:07d}") for i in range(n)]
-    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY
-    res = {}
-    t = time.perf_counter()
-    for p in names:
-        os.close(os.open(p, flags, 0o644))
-    res["create"] = n / (time.perf_counter() - t)
-    t = time.perf_counter()
-    for p in names:
-        try:
-            os.stat(p + "-missing")
-        except FileNotFoundError:
-            pass
-    res["lookup (missing)"] = n / (time.perf_counter() - t)
-    t = time.perf_counter()
-    for p in names:
-        os.stat(p)
-    res["stat"] = n / (time.perf_counter() - t)
-    t = time.perf_counter()
-    for p in names:
-        os.unlink(p)
-    res["unlink"] = n / (time.perf_counter() - t)
-    os.rmdir(root)
-    return res
-
-
 def main(argv):
     a, sets = parse_args(argv)
     daemon, mkfs = os.path.join(a.build, "daemon", "mmfs"), os.path.join(a.build, "mkfs", "mkfs.mmfs")
@@ -85,15 +58,18 @@ def main(argv):
         results = {name: {} for name, _ in sets}
         for r in range(a.rounds):
             for name, mnt in mounts.items():
-                for op, rate in one_round(os.path.join(mnt, f"round{r}"), a.files).items():
+                # No cache drop between steps: this compares round trips, not the device.
+                rates = metadata_bench(os.path.join(mnt, f"round{r}"), a.files, drop=lambda: False)
+                for op, rate in rates.items():
                     results[name].setdefault(op, []).append(rate)
-        print(f"{a.rounds} rounds of {a.files} files; median (min–max) operations/s")
+        print(f"{a.rounds} rounds of {a.files} files; median (min–max) per second")
         ops = list(next(iter(results.values())).keys())
-        width = max(len(n) for n in results)
-        print(" " * width + "  " + "  ".join(f"{op:>26}" for op in ops))
-        for name, by_op in results.items():
-            cells = [f"{statistics.median(v):>8,.0f} ({min(v):,.0f}–{max(v):,.0f})" for v in by_op.values()]
-            print(f"{name:<{width}}  " + "  ".join(f"{c:>26}" for c in cells))
+        width = max(len(op) for op in ops)
+        print(" " * width + "  " + "  ".join(f"{name:>26}" for name in results))
+        for op in ops:
+            cells = [f"{statistics.median(v):,.0f} ({min(v):,.0f}–{max(v):,.0f})" for v in
+                     (results[name][op] for name in results)]
+            print(f"{op:<{width}}  " + "  ".join(f"{c:>26}" for c in cells))
         for name, options in sets:
             print(f"  {name}: -o {options or '(none)'}")
     finally:
