@@ -1,5 +1,6 @@
 #include "daemon/fuse_ops.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -401,12 +402,27 @@ void op_fallocate(fuse_req_t req, fuse_ino_t, int mode, off_t offset, off_t leng
 // Every operation runs inside this guard: an exception (memory exhausted by a
 // huge listing, a bug) becomes an errno and a line in /.mmfs/errors instead
 // of taking the daemon down. Operations reply last, so none has replied yet.
+std::mutex after_init_mu;
+std::function<void(Filesystem&)> after_init_task;  // guarded by after_init_mu
+std::atomic<bool> after_init_pending{false};
+
+void take_after_init_task(Filesystem& fs) {
+  std::function<void(Filesystem&)> task;
+  {
+    std::lock_guard lock(after_init_mu);
+    task.swap(after_init_task);
+    after_init_pending.store(false, std::memory_order_release);
+  }
+  if (task) task(fs);
+}
+
 template <auto Op>
 struct Guard;
 template <class... Args, void (*Op)(fuse_req_t, Args...)>
 struct Guard<Op> {
   static void call(fuse_req_t req, Args... args) {
     try {
+      if (after_init_pending.load(std::memory_order_acquire)) take_after_init_task(fsys(req));
       Op(req, args...);
     } catch (const std::bad_alloc&) {
       fsys(req).errors().record(ENOMEM, "<request>", "out of memory serving the request");
@@ -458,6 +474,12 @@ fuse_lowlevel_ops make_ops() {
 }  // namespace
 
 void set_notify_session(fuse_session* session) { notify_session = session; }
+
+void run_after_init(std::function<void(Filesystem&)> task) {
+  std::lock_guard lock(after_init_mu);
+  after_init_task = std::move(task);
+  after_init_pending.store(true, std::memory_order_release);
+}
 
 void release_open_handles(Filesystem& fs) {
   std::unordered_set<Handle*> files;

@@ -5,6 +5,8 @@
 #define FUSE_USE_VERSION 35
 #include <fuse_lowlevel.h>
 
+#include <functional>
+
 #include "daemon/filesystem.h"
 
 namespace mmfs::daemon {
@@ -19,5 +21,10 @@ void release_open_handles(Filesystem& fs);
 
 // The session the operations may send notifications on (main sets it).
 void set_notify_session(fuse_session* session);
+
+// A task the first request after INIT runs, once, before it is served: the
+// kernel has applied the INIT reply by then (it holds every other request
+// back until it has), so settings INIT would overwrite can be made there.
+void run_after_init(std::function<void(Filesystem&)> task);
 
 }  // namespace mmfs::daemon

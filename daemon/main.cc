@@ -25,6 +25,7 @@
 
 #include "daemon/filesystem.h"
 #include "daemon/fuse_ops.h"
+#include "daemon/mount_readahead.h"
 #include "daemon/request_poller.h"
 #include "daemon/session_loop.h"
 #include "fs/simulated_device.h"
@@ -42,6 +43,7 @@ struct Options {
   bool read_only = false;
   std::uint32_t iodepth = 32;
   std::chrono::microseconds busy_poll{200};  // see daemon/request_poller.h
+  unsigned read_ahead_kb = 1024;             // see daemon/mount_readahead.h; 0 = the kernel's
   std::vector<std::string> fuse_opts;       // passed to libfuse
 };
 
@@ -91,6 +93,16 @@ bool parse_mount_options(const std::vector<std::string>& lists, Options* o, std:
           *error = fmt::format("busy_poll: '{}' is not a time in microseconds (0..100000)", opt.substr(10));
           return false;
         }
+      } else if (opt.rfind("read_ahead_kb=", 0) == 0) {
+        try {
+          std::size_t used = 0;
+          unsigned long v = std::stoul(opt.substr(14), &used);
+          if (used != opt.size() - 14 || v > 65536) throw std::out_of_range("read_ahead_kb");
+          o->read_ahead_kb = unsigned(v);
+        } catch (const std::exception&) {
+          *error = fmt::format("read_ahead_kb: '{}' is not a size in KiB (0..65536)", opt.substr(14));
+          return false;
+        }
       } else if (opt == "ro") {
         o->read_only = true;
         o->fuse_opts.push_back(opt);
@@ -138,7 +150,8 @@ int main(int argc, char** argv) {
   app.add_option("-o", option_lists,
                  "Mount options, comma-separated: simulate (delay each request by the geometry model's service "
                  "time), iodepth=N (device queue depth, default 32), busy_poll=USEC (a worker polls for the next "
-                 "request this long before sleeping; default 200, 0 = off), ro, allow_other, default_permissions "
+                 "request this long before sleeping; default 200, 0 = off), read_ahead_kb=N (the kernel's read-ahead "
+                 "window for this mount, default 1024, 0 = leave the kernel's), ro, allow_other, default_permissions "
                  "(on unless root mounts without allow_other/allow_root), and the other FUSE options")
       ->take_all();
   app.add_option("TARGET", target, "Block device or image file formatted by mkfs.mmfs")->required();
@@ -151,7 +164,11 @@ int main(int argc, char** argv) {
   // The daemon changes directory to / when it backgrounds.
   std::error_code ec;
   if (auto abs = std::filesystem::absolute(target, ec); !ec) target = abs.string();
-  if (auto abs = std::filesystem::absolute(mountpoint, ec); !ec) mountpoint = abs.string();
+  // Canonical, as /proc/self/mountinfo names it (the read-ahead window is found there).
+  if (auto abs = std::filesystem::canonical(mountpoint, ec); !ec)
+    mountpoint = abs.string();
+  else if (auto rel = std::filesystem::absolute(mountpoint, ec); !ec)
+    mountpoint = rel.string();
   std::string error;
   if (!parse_mount_options(option_lists, &o, &error)) {
     fmt::print(stderr, "mmfs: {}\n", error);
@@ -204,6 +221,15 @@ int main(int argc, char** argv) {
     fuse_session_destroy(se);
     fuse_opt_free_args(&fargs);
     return 1;
+  }
+  if (o.read_ahead_kb != 0) {
+    // Not now: the INIT reply would lower the window again to what the
+    // kernel offered in INIT (its 128 KiB default).
+    mmfs::daemon::run_after_init([mountpoint, kb = o.read_ahead_kb](mmfs::daemon::Filesystem& fs) {
+      std::string why;
+      if (int e = mmfs::daemon::set_mount_read_ahead(mountpoint, kb, &why))
+        fs.errors().record(e, mountpoint, "the read-ahead window stays the kernel's: " + why);
+    });
   }
   fuse_daemonize(o.foreground ? 1 : 0);
   // After the fork: the poller's clone of the device belongs to the daemon.

@@ -21,10 +21,9 @@ using layouts::Selection;
 
 namespace {
 
-// Reads of the file and of views are served from decoded chunks of about this
-// size: large enough that a chunk's requests stream, small enough to cache a few.
-constexpr std::uint64_t kChunkBudget = 32ull << 20;
-constexpr std::size_t kCachedChunks = 4;
+// Room for the chunk a reader is in, the one before it (requests still in
+// flight) and the prefetched ones ahead.
+constexpr std::size_t kCachedChunks = 6;
 // Relayout and conversion copy in slabs of about this size.
 constexpr std::uint64_t kCopyBudget = 64ull << 20;
 
@@ -440,7 +439,7 @@ int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out)
 
 std::uint64_t ArrayFile::view_chunking(const DataView& view, std::unique_ptr<layouts::SelectionChunks>* out) const {
   std::shared_lock lock(mu_);
-  *out = std::make_unique<layouts::SelectionChunks>(view.selection, state_->grid(), kChunkBudget);
+  *out = std::make_unique<layouts::SelectionChunks>(view.selection, state_->grid(), ctx_.chunk_bytes);
   return view.bytes(state_->grid().itemsize());
 }
 
@@ -474,17 +473,17 @@ int ArrayFile::view_span(const DataView& view, std::uint64_t offset, std::size_t
   std::uint64_t c = ch->index_at(offset);
   if (ch->index_at(offset + length - 1) != c) return 0;
   Chunk chunk_data;
-  if (int r = chunk(view, c, &chunk_data, message)) return r;
+  if (int r = reader_chunk(view, c, chunks, &chunk_data, message)) return r;
   std::uint64_t base = ch->offset(c);
   if (offset < base || offset + length > base + chunk_data->size()) return 0;
   *data = chunk_data->data() + (offset - base);
   *got = length;
   *keep = std::move(chunk_data);
-  for (std::uint64_t k = 1; k <= kPrefetchDepth && c + k < chunks; ++k) prefetch(view, c + k);
   return 0;
 }
 
-int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message) {
+int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message,
+                          const std::function<void()>& device_done) {
   // Dirty cells first: a read sees every write before it.
   {
     std::shared_lock lock(mu_);
@@ -495,12 +494,12 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
     }
   }
   std::shared_lock lock(mu_);
-  layouts::SelectionChunks ch(view.selection, state_->grid(), kChunkBudget);
+  layouts::SelectionChunks ch(view.selection, state_->grid(), ctx_.chunk_bytes);
   Selection part = ch.selection(index);
   std::uint64_t bytes = part.elements() * state_->grid().itemsize();
   *out = AlignedBuffer(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
   std::uint64_t bad = 0;
-  if (int r = state_->read_selection(part, out->data(), &bad)) {
+  if (int r = state_->read_selection(part, out->data(), &bad, device_done)) {
     *message = r == EIO ? bad_cell_message(bad) : "device read failed";
     return r;
   }
@@ -509,90 +508,176 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
   return 0;
 }
 
-int ArrayFile::chunk(const DataView& view, std::uint64_t index, Chunk* out, std::string* message) {
-  std::string key;
-  {
-    std::shared_lock lock(mu_);
-    key = fmt::format("{}#{}#{}", view.spelling, generation_.load(), index);
+std::string ArrayFile::chunk_key(const DataView& view, std::uint64_t index, std::uint64_t* generation) const {
+  // No lock: prefetches start from inside a load, which holds mu_ already.
+  // A key of a generation a write is just leaving is only dropped sooner.
+  *generation = generation_.load();
+  return fmt::format("{}#{}#{}", view.spelling, *generation, index);
+}
+
+std::shared_ptr<std::promise<ArrayFile::Chunk>> ArrayFile::find_or_reserve(const std::string& key,
+                                                                          std::uint64_t generation, bool reader,
+                                                                          std::shared_future<Chunk>* future) {
+  auto it = std::find_if(cache_.begin(), cache_.end(), [&](const CacheEntry& e) { return e.key == key; });
+  if (it != cache_.end()) {
+    *future = it->chunk;
+    if (reader) it->unread = false;
+    cache_.splice(cache_.begin(), cache_, it);
+    return nullptr;
   }
-  std::promise<Chunk> promise;
-  std::shared_future<Chunk> future;
-  bool loader = false;
-  {
-    std::lock_guard lock(cache_mu_);
-    auto it = std::find_if(cache_.begin(), cache_.end(), [&](const CacheEntry& e) { return e.key == key; });
-    if (it != cache_.end()) {
-      future = it->chunk;
-      cache_.splice(cache_.begin(), cache_, it);
+  auto promise = std::make_shared<std::promise<Chunk>>();
+  *future = promise->get_future().share();
+  cache_.push_front({key, *future, generation, !reader});
+  // Chunks of older contents go first; then the least recently used one a
+  // reader has taken; prefetched chunks wait for theirs unless nothing else
+  // is left. An entry evicted while loading still serves its waiters.
+  cache_.remove_if([&](const CacheEntry& e) { return e.generation < generation; });
+  while (cache_.size() > kCachedChunks) {
+    auto victim = std::find_if(cache_.rbegin(), cache_.rend(), [](const CacheEntry& e) { return !e.unread; });
+    if (victim == cache_.rend()) {
+      ++chunk_stats_.evicted_unread;
+      cache_.pop_back();
     } else {
-      future = promise.get_future().share();
-      cache_.push_front({key, future});
-      while (cache_.size() > kCachedChunks) cache_.pop_back();
-      loader = true;
+      cache_.erase(std::next(victim).base());
     }
   }
-  if (loader) {
-    auto buf = std::make_shared<AlignedBuffer>();
-    int r;
-    try {
-      r = load_chunk(view, index, buf.get(), message);
-    } catch (const std::bad_alloc&) {
-      *message = "out of memory loading a chunk";
-      r = ENOMEM;
-    } catch (const std::exception& e) {
-      *message = fmt::format("loading a chunk failed: {}", e.what());
-      r = EIO;
-    }
-    if (r != 0) {
-      {
-        std::lock_guard lock(cache_mu_);
-        cache_.remove_if([&](const CacheEntry& e) { return e.key == key; });
-      }
-      promise.set_value(nullptr);
-      return r;
-    }
-    promise.set_value(std::move(buf));
+  ++chunk_stats_.loads;
+  if (!reader) ++chunk_stats_.prefetched;
+  return promise;
+}
+
+int ArrayFile::fill(const DataView& view, std::uint64_t index, const std::string& key, std::promise<Chunk>& promise,
+                    const std::function<void()>& device_done, std::string* message) {
+  auto buf = std::make_shared<AlignedBuffer>();
+  int r;
+  try {
+    r = load_chunk(view, index, buf.get(), message, device_done);
+  } catch (const std::bad_alloc&) {
+    *message = "out of memory loading a chunk";
+    r = ENOMEM;
+  } catch (const std::exception& e) {
+    *message = fmt::format("loading a chunk failed: {}", e.what());
+    r = EIO;
   }
-  *out = future.get();
-  if (!*out) {
-    if (message->empty()) *message = "reading the chunk failed in another request";
-    return EIO;
+  if (r != 0) {
+    {
+      std::lock_guard lock(cache_mu_);
+      cache_.remove_if([&](const CacheEntry& e) { return e.key == key; });
+    }
+    promise.set_value(nullptr);  // its waiters answer EIO; the next reader tries again
+    return r;
   }
+  promise.set_value(std::move(buf));
   return 0;
 }
 
-void ArrayFile::prefetch(const DataView& view, std::uint64_t index) {
+int ArrayFile::chunk(const DataView& view, std::uint64_t index, Chunk* out, std::string* message,
+                     const std::function<void()>& device_done) {
+  // A load by another request that failed (or a prefetch that could not
+  // start) leaves nothing: load it here once more, to report this load's own error.
+  for (int attempt = 0;; ++attempt) {
+    std::uint64_t generation;
+    const std::string key = chunk_key(view, index, &generation);
+    std::shared_future<Chunk> future;
+    std::shared_ptr<std::promise<Chunk>> promise;
+    {
+      std::lock_guard lock(cache_mu_);
+      promise = find_or_reserve(key, generation, true, &future);
+    }
+    if (promise)
+      if (int r = fill(view, index, key, *promise, device_done, message)) return r;
+    *out = future.get();
+    if (*out) return 0;
+    if (attempt == 1) {
+      if (message->empty()) *message = "reading the chunk failed in another request";
+      return EIO;
+    }
+  }
+}
+
+ChunkStats ArrayFile::chunk_stats() const {
+  std::lock_guard lock(cache_mu_);
+  return chunk_stats_;
+}
+
+int ArrayFile::reader_chunk(const DataView& view, std::uint64_t index, std::uint64_t chunks, Chunk* out,
+                           std::string* message) {
+  bool sequential;
   {
     std::lock_guard lock(cache_mu_);
-    if (quiesced_ || prefetching_ >= kPrefetchDepth) return;
-    std::string prefix = view.spelling + "#" + std::to_string(generation_.load()) + "#" + std::to_string(index);
-    for (const auto& e : cache_)
-      if (e.key == prefix) return;  // cached or being loaded
+    // The kernel's read-ahead may send neighbouring requests out of order.
+    sequential = index + 1 >= reader_at_ && index <= reader_at_ + 1;
+    reader_at_ = index;
+  }
+  // On a miss the reader loads the chunk itself; the next ones' device reads
+  // start as soon as this one's are done.
+  auto next = [&] {
+    if (sequential) fill_pipeline(view, chunks);
+  };
+  if (int r = chunk(view, index, out, message, next)) return r;
+  if (sequential) fill_pipeline(view, chunks);
+  return 0;
+}
+
+void ArrayFile::fill_pipeline(const DataView& view, std::uint64_t chunks) {
+  std::uint64_t at;
+  {
+    std::lock_guard lock(cache_mu_);
+    at = reader_at_;
+  }
+  for (std::uint64_t k = 1; k <= std::uint64_t(kPrefetchDepth); ++k) prefetch(view, at + k, chunks);
+}
+
+void ArrayFile::prefetch(const DataView& view, std::uint64_t index, std::uint64_t chunks) {
+  if (index >= chunks) return;
+  std::uint64_t generation;
+  std::string key = chunk_key(view, index, &generation);
+  std::shared_ptr<std::promise<Chunk>> promise;
+  {
+    std::lock_guard lock(cache_mu_);
+    if (quiesced_ || prefetching_ >= kPrefetchDepth || prefetch_on_device_ >= kDeviceLoads) return;
+    if (index > reader_at_ + kPrefetchDepth) return;  // too far ahead: its cache slot would evict what is read
+    std::shared_future<Chunk> future;
+    // Reserved now, so a reader arriving before the thread waits for it.
+    promise = find_or_reserve(key, generation, false, &future);
+    if (!promise) return;  // cached or being loaded
     ++prefetching_;
+    ++prefetch_on_device_;
   }
   std::weak_ptr<ArrayFile> weak = weak_from_this();
-  auto done = [this] {
-    std::lock_guard lock(cache_mu_);
-    --prefetching_;
-    prefetch_done_.notify_all();
+  auto task = [weak, view, index, chunks, key, promise] {
+    auto self = weak.lock();
+    if (!self) {
+      promise->set_value(nullptr);
+      return;
+    }
+    bool on_device = true;
+    // Leaves the device to the next load and starts it.
+    auto device_done = [&] {
+      {
+        std::lock_guard lock(self->cache_mu_);
+        --self->prefetch_on_device_;
+        on_device = false;
+      }
+      self->fill_pipeline(view, chunks);
+    };
+    std::string ignored;  // the reader that needs the chunk reports the error
+    self->fill(view, index, key, *promise, device_done, &ignored);
+    std::lock_guard lock(self->cache_mu_);
+    if (on_device) --self->prefetch_on_device_;
+    --self->prefetching_;
+    self->prefetch_done_.notify_all();
   };
   try {
-    std::thread([weak, view, index] {
-      auto self = weak.lock();
-      if (!self) return;
-      try {
-        Chunk c;
-        std::string ignored;
-        self->chunk(view, index, &c, &ignored);
-      } catch (const std::exception&) {
-        // A prefetch is an optimisation: the reader loads the chunk itself.
-      }
-      std::lock_guard lock(self->cache_mu_);
-      --self->prefetching_;
-      self->prefetch_done_.notify_all();
-    }).detach();
+    std::thread(std::move(task)).detach();
   } catch (const std::system_error&) {
-    done();  // no thread to spare: the reader will load the chunk when it needs it
+    // No thread to spare: give the slot back; a reader loads the chunk.
+    std::lock_guard lock(cache_mu_);
+    cache_.remove_if([&](const CacheEntry& e) { return e.key == key; });
+    promise->set_value(nullptr);
+    --prefetch_on_device_;
+    --prefetching_;
+    prefetch_done_.notify_all();
   }
 }
 
@@ -617,6 +702,11 @@ void ArrayFile::quiesce() {
   prefetch_done_.wait(lock, [&] { return prefetching_ == 0; });
 }
 
+void ArrayFile::wait_for_prefetches() {
+  std::unique_lock lock(cache_mu_);
+  prefetch_done_.wait(lock, [&] { return prefetching_ == 0; });
+}
+
 int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,
                          std::size_t* got, std::string* message) {
   *got = 0;
@@ -630,11 +720,10 @@ int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t
   if (offset >= total) return 0;
   length = std::size_t(std::min<std::uint64_t>(length, total - offset));
   std::uint64_t pos = offset, end = offset + length;
-  std::uint64_t last = 0;
   while (pos < end) {
     std::uint64_t c = ch->index_at(pos);
     Chunk data;
-    if (int r = chunk(view, c, &data, message)) return r;
+    if (int r = reader_chunk(view, c, chunks, &data, message)) return r;
     std::uint64_t base = ch->offset(c);
     std::uint64_t n = std::min<std::uint64_t>(end - pos, base + data->size() - pos);
     if (data->size() == 0 || pos < base || n == 0) {
@@ -643,11 +732,8 @@ int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t
     }
     std::memcpy(out + (pos - offset), data->data() + (pos - base), n);
     pos += n;
-    last = c;
   }
   *got = length;
-  // Sequential readers: fetch the next chunks while this one is being consumed.
-  for (std::uint64_t k = 1; k <= kPrefetchDepth && last + k < chunks; ++k) prefetch(view, last + k);
   return 0;
 }
 

@@ -37,6 +37,17 @@ struct ArrayContext {
   SectorIo& io;
   const geom::Geometry& geometry;
   std::string geometry_name;
+  // Reads of the file and of views are served from chunks of about this many
+  // bytes: large enough that a chunk's requests stream, small enough to
+  // cache a few (tests use small ones to exercise many chunks).
+  std::uint64_t chunk_bytes = 32ull << 20;
+};
+
+// How a file's reads went through its chunk cache.
+struct ChunkStats {
+  std::uint64_t loads = 0;           // chunks read from the device
+  std::uint64_t prefetched = 0;      // of which loaded ahead of their reader
+  std::uint64_t evicted_unread = 0;  // prefetched chunks dropped before a reader took them
 };
 
 
@@ -94,6 +105,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // Stops prefetching and waits for the loads in flight (before the volume
   // goes away at unmount: they use its device).
   void quiesce();
+  // Waits for the background loads in flight, without stopping new ones.
+  void wait_for_prefetches();
 
   // Views.
   int read_view(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got,
@@ -107,6 +120,7 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // The DataView of the whole array (what read() serves).
   DataView whole() const;
   nlohmann::json info() const;
+  ChunkStats chunk_stats() const;
   int plan(const DataView& view, nlohmann::json* out, std::string* message) const;
   int lbn_text(std::span<const std::uint64_t> coords, std::string* out) const;
 
@@ -123,9 +137,30 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // The view's size, and its chunking, under the placement lock.
   std::uint64_t view_chunking(const DataView& view, std::unique_ptr<layouts::SelectionChunks>* out) const;
   using Chunk = std::shared_ptr<const AlignedBuffer>;
-  int chunk(const DataView& view, std::uint64_t index, Chunk* out, std::string* message);
-  int load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message);
-  void prefetch(const DataView& view, std::uint64_t index);
+  // The chunk from the cache, else loaded here. `device_done` runs when this
+  // call's load has read the device (not on a cache hit).
+  int chunk(const DataView& view, std::uint64_t index, Chunk* out, std::string* message,
+            const std::function<void()>& device_done = {});
+  std::string chunk_key(const DataView& view, std::uint64_t index, std::uint64_t* generation) const;
+  // Under cache_mu_: the cached (or loading) chunk's future, or a new entry
+  // whose promise the caller must fulfil (with fill()). A reader's lookup
+  // marks the chunk taken; a prefetch's leaves it waiting for its reader.
+  std::shared_ptr<std::promise<Chunk>> find_or_reserve(const std::string& key, std::uint64_t generation, bool reader,
+                                                       std::shared_future<Chunk>* future);
+  // Loads a reserved chunk into its promise (null on failure, the entry dropped).
+  int fill(const DataView& view, std::uint64_t index, const std::string& key, std::promise<Chunk>& promise,
+           const std::function<void()>& device_done, std::string* message);
+  int load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message,
+                 const std::function<void()>& device_done);
+  // Loads chunk `index` (of the view's `chunks`) in the background unless it
+  // is cached, too far ahead of the reader, or the pipeline is full.
+  void prefetch(const DataView& view, std::uint64_t index, std::uint64_t chunks);
+  // Prefetches the chunks after the reader's, as far as the pipeline allows.
+  void fill_pipeline(const DataView& view, std::uint64_t chunks);
+  // chunk() for a reader of chunk `index` of `chunks`; a reader that moved
+  // to it from the one before (or stayed) gets the chunks after it prefetched.
+  int reader_chunk(const DataView& view, std::uint64_t index, std::uint64_t chunks, Chunk* out,
+                   std::string* message);
 
   ArrayContext ctx_;
   Ino ino_;
@@ -140,13 +175,24 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   struct CacheEntry {
     std::string key;
     std::shared_future<Chunk> chunk;
+    std::uint64_t generation = 0;  // of the contents it holds: older ones are never read again
+    bool unread = false;           // prefetched, not yet taken by a reader: evicted last
   };
-  std::mutex cache_mu_;
+  mutable std::mutex cache_mu_;
   std::list<CacheEntry> cache_;
-  int prefetching_ = 0;  // loads running ahead of sequential readers
+  ChunkStats chunk_stats_;  // guarded by cache_mu_
+  // The prefetch pipeline of sequential readers (guarded by cache_mu_): up to
+  // kPrefetchDepth chunks ahead of the reader, of which at most
+  // kDeviceLoads wait for the device at once. A load starts the next one as
+  // soon as its device reads are done, so the device streams while earlier
+  // chunks are verified and gathered.
+  int prefetching_ = 0;      // background loads running
+  int prefetch_on_device_ = 0;  // of which still reading the device
+  std::uint64_t reader_at_ = 0;  // the chunk a reader last took
   bool quiesced_ = false;
   std::condition_variable prefetch_done_;
-  static constexpr int kPrefetchDepth = 2;
+  static constexpr int kPrefetchDepth = 3;
+  static constexpr int kDeviceLoads = 2;
 };
 
 }  // namespace mmfs::fs

@@ -175,7 +175,8 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
   return 0;
 }
 
-int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell) {
+int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,
+                               const std::function<void()>& device_done) {
   const CellGrid& g = grid();
   const std::size_t n = g.dims();
   const std::uint32_t ss = io_.sector_size();
@@ -207,6 +208,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
     at += p.sectors * ss;
   }
   if (int rc = io_.read(runs)) return rc;
+  if (device_done) device_done();
   auto locate = [&](geom::Lbn lbn) -> const std::byte* {
     auto it = std::upper_bound(placed.begin(), placed.end(), lbn,
                                [](geom::Lbn l, const Placed& p) { return l < p.lbn; });

@@ -59,7 +59,11 @@ class ArrayState {
   // Reads the selection into `out` (selection.elements() * itemsize bytes, C
   // order of the selection), executing the layout's IoPlan. Dirty cells must
   // have been written back. EIO with *bad_cell on a checksum mismatch.
-  int read_selection(const layouts::Selection& selection, std::byte* out, std::uint64_t* bad_cell);
+  // `device_done`, when given, runs once every device read has completed,
+  // before the cells are verified and gathered (a sequential reader starts
+  // the next chunk's reads there, keeping the device busy).
+  int read_selection(const layouts::Selection& selection, std::byte* out, std::uint64_t* bad_cell,
+                     const std::function<void()>& device_done = {});
 
   // The sector and byte offset inside it of element `coords`.
   void element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset) const;

@@ -59,6 +59,10 @@ class SelectionGather {
   void copy(std::span<const std::uint64_t> coords, const std::byte* cell, std::byte* out);
 
  private:
+  // Steps the odometer of dimensions [0, below) and both cursors; false once
+  // every position has been visited.
+  bool advance(std::size_t below, std::uint64_t* ooff, std::uint64_t* coff);
+
   const CellGrid& grid_;
   const Selection& sel_;
   std::vector<std::uint64_t> ostride_, cstride_;

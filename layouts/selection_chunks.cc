@@ -1,6 +1,8 @@
 #include "layouts/selection_chunks.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace mmfs::layouts {
 
@@ -50,6 +52,8 @@ std::uint64_t SelectionChunks::index_at(std::uint64_t byte) const {
 }
 
 Selection SelectionChunks::selection(std::uint64_t c) const {
+  // Past the end the index arithmetic below would wrap into the first chunks.
+  if (c >= count()) throw std::out_of_range("chunk " + std::to_string(c) + " of " + std::to_string(count()));
   std::vector<DimRange> dims = sel_.dims();
   if (scalar_) return Selection(dims);
   std::uint64_t p = c / chunks_k_, q = c % chunks_k_;

@@ -23,7 +23,8 @@ class SelectionChunks {
   std::uint64_t offset(std::uint64_t c) const;
   // The chunk holding result byte `byte`.
   std::uint64_t index_at(std::uint64_t byte) const;
-  // Chunk `c` as a selection of the array (its result is the chunk's bytes).
+  // Chunk `c` as a selection of the array (its result is the chunk's bytes);
+  // std::out_of_range unless c < count().
   Selection selection(std::uint64_t c) const;
 
  private:

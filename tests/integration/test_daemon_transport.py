@@ -1,5 +1,6 @@
-"""The FUSE transport: busy polling of /dev/fuse (daemon/request_poller.h) and
-when the kernel checks permissions (default_permissions)."""
+"""The FUSE transport: busy polling of /dev/fuse (daemon/request_poller.h),
+the mount's read-ahead window (daemon/mount_readahead.h) and when the kernel
+checks permissions (default_permissions)."""
 import errno
 import os
 import signal
@@ -83,19 +84,61 @@ def test_busy_poll_zero_turns_polling_off(volume_factory):
     assert len(os.listdir(vol.mnt / "few")) == 50
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "100001", "", "5x", "1e3"])
-def test_a_bad_busy_poll_is_refused(tmp_path, value):
+BAD_VALUES = [("busy_poll", v) for v in ["abc", "-1", "100001", "", "5x", "1e3"]] + \
+             [("read_ahead_kb", v) for v in ["abc", "-1", "65537", "", "1M"]]
+
+
+@pytest.mark.parametrize("option,value", BAD_VALUES)
+def test_a_bad_option_value_is_refused(tmp_path, option, value):
     image, mnt = tmp_path / "vol.img", tmp_path / "mnt"
     mkfs(image, "64M")
     mnt.mkdir()
     try:
-        proc = subprocess.run([str(build_dir() / "daemon" / "mmfs"), "-f", "-o", f"busy_poll={value}", str(image),
+        proc = subprocess.run([str(build_dir() / "daemon" / "mmfs"), "-f", "-o", f"{option}={value}", str(image),
                                str(mnt)], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 1
-        assert "busy_poll" in proc.stderr and repr(value) in proc.stderr.replace('"', "'"), proc.stderr
+        assert option in proc.stderr and repr(value) in proc.stderr.replace('"', "'"), proc.stderr
         assert not is_mounted(mnt)
     finally:
         unmount(mnt)
+
+
+def read_ahead_kb(mnt):
+    """The kernel's read-ahead window of the mount at `mnt` (its backing device's, in sysfs)."""
+    dev = os.stat(mnt).st_dev
+    with open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb") as f:
+        return int(f.read())
+
+
+def read_sizes_of_a_full_read(vol, arr):
+    """READ requests and bytes the daemon saw for one cold read of `arr`."""
+    subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True)
+    before = fuse_stats(vol)["long_requests"]
+    with open(arr, "rb", buffering=0) as f:
+        n = 0
+        while chunk := f.read(8 << 20):
+            n += len(chunk)
+    return fuse_stats(vol)["long_requests"] - before, n
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setting a mount's read-ahead window needs root")
+def test_the_read_ahead_window_is_max_read_by_default(volume_factory):
+    vol = volume_factory()
+    assert read_ahead_kb(vol.mnt) == 1024
+    data = random_array(np.random.default_rng(3), (64, 128, 128), "float64")  # 8 MiB
+    arr = vol.mnt / "a"
+    make_array(arr, data.shape, data=data)
+    reads, n = read_sizes_of_a_full_read(vol, arr)
+    assert n == data.nbytes
+    # About one READ per MiB (the stats file's own reads and a few partial
+    # windows aside); with the kernel's 128 KiB window it would be 64.
+    assert reads <= 2 * (data.nbytes >> 20) + 4, reads
+    np.testing.assert_array_equal(np.frombuffer(read_bytes(arr), "<f8").reshape(data.shape), data)
+
+
+def test_read_ahead_kb_zero_leaves_the_kernels_window(volume_factory):
+    vol = volume_factory(options=("read_ahead_kb=0",))
+    assert read_ahead_kb(vol.mnt) == 128
 
 
 # A relayout under `simulate` (every device request takes the modelled disk's

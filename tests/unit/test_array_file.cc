@@ -26,6 +26,7 @@
 #include "fs/plain_file.h"
 #include "fs/sector_io.h"
 #include "fs/view_path.h"
+#include "layouts/selection_chunks.h"
 #include "fs/volume.h"
 #include "geometry/load.h"
 #include "fs_test_support.h"
@@ -1306,4 +1307,66 @@ TEST_CASE("array file: a power cut during a relayout with unflushed writes leave
     CHECK(check_volume(*m.vol, false).problems.empty());
   }
   CHECK(unreadable == 0);
+}
+
+TEST_CASE("array file: a sequential reader loads each chunk once, the pipeline ahead of it", "[array_file]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  std::mt19937_64 rng(21);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  for (const char* layout : {"naive", "hilbert"}) {
+    INFO(layout);
+    ArraySchema s = make_schema({64, 64, 32}, "float64", layout);
+    ArrayContext ctx = m.ctx();
+    ctx.chunk_bytes = 64 << 10;  // 16 chunks of the 1 MiB array
+    Inode n;
+    new_file(m.md(), std::string("seq-") + layout, &n);
+    std::shared_ptr<ArrayFile> a;
+    std::string msg;
+    REQUIRE(ArrayFile::create(ctx, n, s, nullptr, &a, &msg) == 0);
+    Bytes model(a->size(), 0);
+    random_writes(*a, model, rng, 40);
+    REQUIRE(a->flush(true, &msg) == 0);
+    a->quiesce();
+    // Read it through a fresh handle: nothing cached, nothing loading.
+    REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
+
+    const DataView all = a->whole();
+    auto info = a->info();
+    layouts::CellGrid grid(s.shape, s.dtype.itemsize, info["cell"].get<std::vector<std::uint64_t>>(),
+                           info["order"].get<std::vector<std::uint32_t>>());
+    const std::uint64_t chunks = layouts::SelectionChunks(all.selection, grid, ctx.chunk_bytes).count();
+    REQUIRE(chunks >= 8);
+    REQUIRE(a->chunk_stats().loads == 0);
+    // The first chunk, then a pause: the pipeline fills the chunks after it.
+    std::shared_ptr<const AlignedBuffer> first;
+    const std::byte* first_data = nullptr;
+    std::size_t first_got = 0;
+    REQUIRE(a->view_span(all, 0, 8, &first, &first_data, &first_got, &msg) == 0);
+    a->wait_for_prefetches();
+    CHECK(a->chunk_stats().loads == 4);
+    CHECK(a->chunk_stats().prefetched == 3);
+    // As the kernel reads a file: pieces smaller than a chunk, in order.
+    constexpr std::size_t kPiece = 24 << 10;
+    for (std::uint64_t off = 0; off < model.size(); off += kPiece) {
+      std::size_t len = std::min<std::uint64_t>(kPiece, model.size() - off);
+      std::shared_ptr<const AlignedBuffer> keep;
+      const std::byte* data = nullptr;
+      std::size_t got = 0;
+      REQUIRE(a->view_span(all, off, len, &keep, &data, &got, &msg) == 0);
+      Bytes piece;
+      if (data != nullptr) {
+        REQUIRE(got == len);
+        piece.assign(reinterpret_cast<const std::uint8_t*>(data), reinterpret_cast<const std::uint8_t*>(data) + len);
+      } else {
+        piece = read_view_bytes(*a, all, off, len);  // the piece crosses chunks
+      }
+      Bytes want(model.begin() + std::ptrdiff_t(off), model.begin() + std::ptrdiff_t(off + len));
+      REQUIRE(bytes_diff(piece, want) == "");
+    }
+    a->wait_for_prefetches();
+    const ChunkStats st = a->chunk_stats();
+    CHECK(st.loads == chunks);  // no chunk read twice: prefetched ones wait for their reader
+    CHECK(st.evicted_unread == 0);
+  }
 }

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <stdexcept>
 
 #include "layouts/cell_copy.h"
 #include "layouts/selection_chunks.h"
@@ -92,7 +93,11 @@ TEST_CASE("cell copy: scatter then gather equals numpy-style indexing of the C-o
     std::uint32_t itemsize;
   };
   std::vector<Case> cases = {{{37}, {8}, 8},           {{9, 10, 11}, {4, 4, 4}, 8}, {{3, 5, 4, 6}, {2, 3, 1, 4}, 2},
-                             {{1, 7, 1}, {1, 2, 1}, 4}, {{5, 6}, {5, 6}, 1},        {{2, 3, 1, 4, 5}, {1, 2, 1, 2, 3}, 4}};
+                             {{1, 7, 1}, {1, 2, 1}, 4}, {{5, 6}, {5, 6}, 1},        {{2, 3, 1, 4, 5}, {1, 2, 1, 2, 3}, 4},
+                             // rows of 64 bytes (the default float64 cell), 8, 16, 128 and 256
+                             // (copied by fixed-size moves), and rows contiguous in cell and result
+                             {{16, 24, 20}, {8, 8, 8}, 8}, {{6, 10}, {2, 8}, 1}, {{9, 12}, {3, 4}, 4},
+                             {{4, 8, 40}, {2, 2, 16}, 8}, {{5, 7, 32}, {1, 3, 32}, 8}, {{3, 8, 8}, {1, 8, 8}, 4}};
   for (const auto& c : cases) {
     std::vector<std::uint32_t> order(c.shape.size());
     for (std::size_t d = 0; d < order.size(); ++d) order[d] = std::uint32_t(order.size() - 1 - d);
@@ -136,6 +141,7 @@ TEST_CASE("selection chunks tile the result in order, each a selection of its by
         joined.insert(joined.end(), part.begin(), part.end());
       }
       CHECK(joined == brute(g, array, sel));
+      CHECK_THROWS_AS(ch.selection(ch.count()), std::out_of_range);
     }
   }
 }

@@ -1,0 +1,92 @@
+// Micro-benchmarks of the array read path's CPU stages (Catch2 BENCHMARK; not
+// part of CI): gathering cells into a C-order chunk and verifying their
+// checksums, on the chunk a full read of the issue-5 array loads (32 MiB of
+// float64 1024x1024x256 in default 8x8x8 cells).
+// Run: build/tests/mmfs-read-path-bench --benchmark-samples 20
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+
+#include "fs/cell_checksums.h"
+#include "layouts/cell_copy.h"
+#include "layouts/selection_chunks.h"
+
+using namespace mmfs::layouts;
+
+namespace {
+
+// Gathers every cell `sel` touches from `cells` (bricks in grid order) into `out`.
+// With `verify`, each cell's checksum is computed first, as the daemon does.
+void gather_all(const CellGrid& g, const std::vector<std::byte>& cells, const Selection& sel, std::byte* out,
+                bool verify) {
+  SelectionGather gather(g, sel);
+  const auto& t = gather.touched();
+  std::size_t n = g.dims();
+  std::vector<std::size_t> idx(n, 0);
+  std::vector<std::uint64_t> cc(n);
+  for (;;) {
+    for (std::size_t d = 0; d < n; ++d) cc[d] = t[d][idx[d]];
+    const std::byte* cell = cells.data() + g.linear(cc) * g.cell_bytes();
+    if (verify && mmfs::fs::cell_checksum({cell, g.cell_bytes()}) == 0) return;  // never 0: keeps the call
+    gather.copy(cc, cell, out);
+    std::size_t d = n;
+    while (d-- > 0) {
+      if (++idx[d] < t[d].size()) break;
+      idx[d] = 0;
+      if (d == 0) return;
+    }
+  }
+}
+
+struct ChunkCase {
+  const char* name;
+  std::vector<std::uint64_t> shape, cell;
+  std::uint32_t itemsize;
+};
+
+}  // namespace
+
+TEST_CASE("gather one 32 MiB chunk of a full read") {
+  const std::vector<ChunkCase> cases = {
+      {"float64 1024x1024x256, cell 8x8x8", {1024, 1024, 256}, {8, 8, 8}, 8},
+      {"float32 1024x1024x256, cell 8x8x16", {1024, 1024, 256}, {8, 8, 16}, 4},
+      {"int16 4096x4096, cell 32x64", {4096, 4096}, {32, 64}, 2},
+      {"float64 64x64x64x64, cell 4x4x4x8", {64, 64, 64, 64}, {4, 4, 4, 8}, 8},
+  };
+  for (const auto& c : cases) {
+    CellGrid g(c.shape, c.itemsize, c.cell, CellGrid::default_order(c.shape.size()));
+    SelectionChunks chunks(Selection::all(g.shape()), g, 32ull << 20);
+    Selection part = chunks.selection(0);
+    std::uint64_t bytes = part.elements() * g.itemsize();
+    // Only the first cells of the grid are read; the rest of the buffer is never touched.
+    std::vector<std::byte> cells(g.cells() * g.cell_bytes() / (g.grid()[0]) * ((part.dims()[0].stop + c.cell[0] - 1) / c.cell[0]));
+    std::mt19937_64 rng(1);
+    for (auto& b : cells) b = std::byte(rng());
+    std::vector<std::byte> out(bytes);
+    BENCHMARK(std::string(c.name) + ": gather " + std::to_string(bytes >> 20) + " MiB") {
+      gather_all(g, cells, part, out.data(), false);
+      return out[bytes / 2];
+    };
+    BENCHMARK(std::string(c.name) + ": verify + gather " + std::to_string(bytes >> 20) + " MiB") {
+      gather_all(g, cells, part, out.data(), true);
+      return out[bytes / 2];
+    };
+  }
+}
+
+TEST_CASE("checksum one 32 MiB chunk of 4 KiB cells") {
+  std::vector<std::byte> buf(32u << 20), copy(32u << 20);
+  std::mt19937_64 rng(2);
+  for (auto& b : buf) b = std::byte(rng());
+  BENCHMARK("memcpy of 32 MiB (the memory's floor)") {
+    std::memcpy(copy.data(), buf.data(), buf.size());
+    return copy[12345];
+  };
+  BENCHMARK("XXH3 of 8192 cells of 4 KiB") {
+    std::uint32_t x = 0;
+    for (std::size_t at = 0; at < buf.size(); at += 4096) x ^= mmfs::fs::cell_checksum({buf.data() + at, 4096});
+    return x;
+  };
+}
