@@ -216,7 +216,11 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
     return buf.data() + it->offset + (lbn - it->lbn) * ss;
   };
 
-  layouts::SelectionGather gather(g, sel);
+  // A result larger than the caches is read back later, by the thread that
+  // replies from it: write it around them.
+  const bool large = sel.elements() * g.itemsize() >= kStreamedResultBytes;
+  layouts::SelectionGather gather(g, sel, large ? layouts::SelectionGather::Stores::streamed
+                                                : layouts::SelectionGather::Stores::cached);
   const auto& touched = gather.touched();
   std::vector<std::size_t> idx(n, 0);
   std::vector<std::uint64_t> cc(n);

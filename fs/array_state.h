@@ -64,6 +64,9 @@ class ArrayState {
   // the next chunk's reads there, keeping the device busy).
   int read_selection(const layouts::Selection& selection, std::byte* out, std::uint64_t* bad_cell,
                      const std::function<void()>& device_done = {});
+  // Results of at least this many bytes are gathered with streamed stores
+  // (more than a core's L2: they would only evict the cells being gathered).
+  static constexpr std::uint64_t kStreamedResultBytes = 4ull << 20;
 
   // The sector and byte offset inside it of element `coords`.
   void element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset) const;

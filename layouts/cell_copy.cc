@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace mmfs::layouts {
 
 namespace {
@@ -13,14 +17,45 @@ void copy_fixed_rows(std::byte* dst, std::uint64_t dstep, const std::byte* src, 
   for (std::uint64_t i = 0; i < rows; ++i, dst += dstep, src += sstep) std::memcpy(dst, src, N);
 }
 
+#if defined(__SSE2__)
+// Whole cache lines written around the cache: no line of the result is read
+// from memory before it is overwritten, and the result does not evict the
+// cells still to be gathered.
+template <std::size_t N>
+void stream_fixed_rows(std::byte* dst, std::uint64_t dstep, const std::byte* src, std::uint64_t sstep,
+                       std::uint64_t rows) {
+  static_assert(N % 64 == 0);
+  for (std::uint64_t i = 0; i < rows; ++i, dst += dstep, src += sstep)
+    for (std::size_t k = 0; k < N; k += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k)));
+}
+
+// Rows of whole, aligned cache lines are streamed; false if these are not.
+bool stream_rows(std::byte* dst, std::uint64_t dstep, const std::byte* src, std::uint64_t sstep,
+                 std::uint64_t rows, std::uint64_t run) {
+  if (reinterpret_cast<std::uintptr_t>(dst) % 64 != 0 || dstep % 64 != 0) return false;
+  switch (run) {
+    case 64: stream_fixed_rows<64>(dst, dstep, src, sstep, rows); return true;
+    case 128: stream_fixed_rows<128>(dst, dstep, src, sstep, rows); return true;
+    case 256: stream_fixed_rows<256>(dst, dstep, src, sstep, rows); return true;
+    default: return false;
+  }
+}
+#else
+bool stream_rows(std::byte*, std::uint64_t, const std::byte*, std::uint64_t, std::uint64_t, std::uint64_t) {
+  return false;
+}
+#endif
+
 // `rows` runs of `run` bytes, `sstep` apart in the cell and `dstep` apart in
 // the result. Common run lengths get a copy the compiler inlines as vector moves.
 void copy_rows(std::byte* dst, std::uint64_t dstep, const std::byte* src, std::uint64_t sstep, std::uint64_t rows,
-               std::uint64_t run) {
+               std::uint64_t run, bool stream) {
   if (dstep == run && sstep == run) {  // the rows are contiguous on both sides
     std::memcpy(dst, src, run * rows);
     return;
   }
+  if (stream && stream_rows(dst, dstep, src, sstep, rows, run)) return;
   switch (run) {
     case 8: return copy_fixed_rows<8>(dst, dstep, src, sstep, rows);
     case 16: return copy_fixed_rows<16>(dst, dstep, src, sstep, rows);
@@ -35,8 +70,8 @@ void copy_rows(std::byte* dst, std::uint64_t dstep, const std::byte* src, std::u
 
 }  // namespace
 
-SelectionGather::SelectionGather(const CellGrid& grid, const Selection& selection)
-    : grid_(grid), sel_(selection) {
+SelectionGather::SelectionGather(const CellGrid& grid, const Selection& selection, Stores stores)
+    : grid_(grid), sel_(selection), stream_(stores == Stores::streamed) {
   const std::size_t n = grid.dims();
   const auto& dims = selection.dims();
   ostride_.assign(n, 0);
@@ -104,9 +139,17 @@ void SelectionGather::copy(std::span<const std::uint64_t> cc, const std::byte* c
   const std::uint64_t rows = count_[R], ostep = ostride_[R], cstep = inc_c_[R];
   std::fill(lx_.begin(), lx_.end(), 0);
   for (;;) {
-    copy_rows(out + ooff, ostep, cell + coff, cstep, rows, run);
+    copy_rows(out + ooff, ostep, cell + coff, cstep, rows, run, stream_);
     if (!advance(R, &ooff, &coff)) return;
   }
+}
+
+SelectionGather::~SelectionGather() {
+#if defined(__SSE2__)
+  // Streamed stores are weakly ordered: fence them before the result is
+  // handed to another thread.
+  if (stream_) _mm_sfence();
+#endif
 }
 
 bool SelectionGather::advance(std::size_t below, std::uint64_t* ooff, std::uint64_t* coff) {

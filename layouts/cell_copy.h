@@ -51,7 +51,15 @@ void for_each_cell_segment(const CellGrid& g, std::uint64_t offset, std::uint64_
 // C-order result. Built once per selection; copy() is called per cell.
 class SelectionGather {
  public:
-  SelectionGather(const CellGrid& grid, const Selection& selection);
+  // `streamed`: the result is larger than the caches and read later by
+  // another thread, so whole cache lines of it are written around the cache
+  // (no read of each line before it is overwritten). The destructor fences
+  // those stores: destroy the gather before handing the result on.
+  enum class Stores { cached, streamed };
+  SelectionGather(const CellGrid& grid, const Selection& selection, Stores stores = Stores::cached);
+  ~SelectionGather();
+  SelectionGather(const SelectionGather&) = delete;
+  SelectionGather& operator=(const SelectionGather&) = delete;
   // The cells the selection touches, per dimension (their product is every
   // cell to copy from).
   const std::vector<std::vector<std::uint64_t>>& touched() const { return touched_; }
@@ -65,6 +73,7 @@ class SelectionGather {
 
   const CellGrid& grid_;
   const Selection& sel_;
+  bool stream_;
   std::vector<std::uint64_t> ostride_, cstride_;
   std::vector<std::vector<std::uint64_t>> touched_;
   std::vector<std::uint64_t> first_, count_, lx_, inc_c_;  // scratch

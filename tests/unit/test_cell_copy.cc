@@ -51,23 +51,33 @@ std::vector<std::byte> brute(const CellGrid& g, const std::vector<std::byte>& ar
   }
 }
 
-std::vector<std::byte> gathered(const CellGrid& g, const std::vector<std::byte>& cells, const Selection& sel) {
-  std::vector<std::byte> out(sel.elements() * g.itemsize(), std::byte{0x5a});
-  SelectionGather gather(g, sel);
-  const auto& t = gather.touched();
-  std::size_t n = g.dims();
-  std::vector<std::size_t> idx(n, 0);
-  std::vector<std::uint64_t> cc(n);
-  for (;;) {
-    for (std::size_t d = 0; d < n; ++d) cc[d] = t[d][idx[d]];
-    gather.copy(cc, cells.data() + g.linear(cc) * g.cell_bytes(), out.data());
-    std::size_t d = n;
-    while (d-- > 0) {
-      if (++idx[d] < t[d].size()) break;
-      idx[d] = 0;
-      if (d == 0) return out;
+// The result is written at a 64-byte boundary (as the daemon's buffers are),
+// so that streamed stores of whole cache lines are taken where rows allow.
+std::vector<std::byte> gathered(const CellGrid& g, const std::vector<std::byte>& cells, const Selection& sel,
+                                SelectionGather::Stores stores = SelectionGather::Stores::cached) {
+  const std::size_t bytes = sel.elements() * g.itemsize();
+  std::vector<std::byte> area(bytes + 64, std::byte{0x5a});
+  std::byte* out = area.data() + (64 - reinterpret_cast<std::uintptr_t>(area.data()) % 64) % 64;
+  {
+    SelectionGather gather(g, sel, stores);
+    const auto& t = gather.touched();
+    std::size_t n = g.dims();
+    std::vector<std::size_t> idx(n, 0);
+    std::vector<std::uint64_t> cc(n);
+    for (bool more = true; more;) {
+      for (std::size_t d = 0; d < n; ++d) cc[d] = t[d][idx[d]];
+      gather.copy(cc, cells.data() + g.linear(cc) * g.cell_bytes(), out);
+      more = false;
+      for (std::size_t d = n; d-- > 0;) {
+        if (++idx[d] < t[d].size()) {
+          more = true;
+          break;
+        }
+        idx[d] = 0;
+      }
     }
-  }
+  }  // the gather's end fences streamed stores
+  return {out, out + bytes};
 }
 
 Selection random_selection(const CellGrid& g, std::mt19937_64& rng) {
@@ -97,7 +107,9 @@ TEST_CASE("cell copy: scatter then gather equals numpy-style indexing of the C-o
                              // rows of 64 bytes (the default float64 cell), 8, 16, 128 and 256
                              // (copied by fixed-size moves), and rows contiguous in cell and result
                              {{16, 24, 20}, {8, 8, 8}, 8}, {{6, 10}, {2, 8}, 1}, {{9, 12}, {3, 4}, 4},
-                             {{4, 8, 40}, {2, 2, 16}, 8}, {{5, 7, 32}, {1, 3, 32}, 8}, {{3, 8, 8}, {1, 8, 8}, 4}};
+                             {{4, 8, 40}, {2, 2, 16}, 8}, {{5, 7, 32}, {1, 3, 32}, 8}, {{3, 8, 8}, {1, 8, 8}, 4},
+                             // rows of 64, 128 and 256 bytes at line-aligned result strides (streamed)
+                             {{4, 16, 16}, {2, 4, 8}, 8}, {{3, 8, 64}, {3, 2, 16}, 8}, {{2, 4, 128}, {1, 2, 32}, 8}};
   for (const auto& c : cases) {
     std::vector<std::uint32_t> order(c.shape.size());
     for (std::size_t d = 0; d < order.size(); ++d) order[d] = std::uint32_t(order.size() - 1 - d);
@@ -105,10 +117,14 @@ TEST_CASE("cell copy: scatter then gather equals numpy-style indexing of the C-o
     std::vector<std::byte> array(g.elements() * c.itemsize);
     for (auto& b : array) b = std::byte(rng());
     auto cells = to_cells(g, array, rng);
+    const auto streamed = SelectionGather::Stores::streamed;
     CHECK(gathered(g, cells, Selection::all(g.shape())) == array);
+    CHECK(gathered(g, cells, Selection::all(g.shape()), streamed) == array);
     for (int k = 0; k < 30; ++k) {
       Selection sel = random_selection(g, rng);
-      CHECK(gathered(g, cells, sel) == brute(g, array, sel));
+      const auto expect = brute(g, array, sel);
+      CHECK(gathered(g, cells, sel) == expect);
+      CHECK(gathered(g, cells, sel, streamed) == expect);
     }
     // byte_in_cell agrees with the scatter.
     std::vector<std::uint64_t> x(g.dims()), cc;
