@@ -4,10 +4,16 @@ and against h5py reading a chunked HDF5 file (issue 5).
 
 What it measures, in one run, on the disk holding --dir:
 
-* fio: sequential read bandwidth of the device (O_DIRECT, 1 MiB, io_uring,
-  iodepth 16) on a file in --dir;
 * the full sequential read of a float64 array (default 1024x1024x256, 2 GiB)
-  through the mmfs mount (8 MiB os.read calls), as a fraction of fio's;
+  through the mmfs mount (8 MiB reads into one reused buffer), beside fio
+  reading a file of the same size in --dir in the same I/O mode, each pair
+  run back to back: with O_DIRECT (fio --direct=1, the device's bandwidth;
+  the mmfs file opened O_DIRECT, which skips the kernel's page cache as fio
+  does) and through the page cache (fio --direct=0; a plain read of the mmfs
+  file, as cat does). The ratio of a mode is the median of the per-run
+  ratios mmfs/fio: the disk of a VM is served from its host's cache at speeds
+  that change from one minute to the next, so only reads made side by side
+  compare;
 * the three middle slices, the three middle beams and a cube with 5 % edges,
   read through the mmfs views (A@/slice/..., A@/box/...) and with h5py from
   the same data stored as a 64x64x64-chunked HDF5 file in --dir; every mmfs
@@ -39,6 +45,7 @@ import argparse
 import datetime
 import errno
 import json
+import mmap
 import os
 import platform
 import shlex
@@ -63,7 +70,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SLAB_ROWS = 32            # rows along dim 0 generated at a time
 READ_CHUNK = 8 * MiB      # os.read size of the full sequential read
 H5_CHUNK_EDGE = 64
-TARGET_FULL = 0.80        # full read >= 80 % of fio
+TARGET_FULL = 0.80        # full read >= 80 % of fio in the same I/O mode
+FULL_MODES = ("direct", "buffered")  # O_DIRECT (fio --direct=1) and through the page cache
 TARGET_META = 10000.0     # metadata ops/s
 # the metadata rows the target applies to (cold: every operation reaches the daemon)
 META_TARGET_KEYS = ("create", "stat (cold)", "stat (again)", "readdir entries (cold)", "readdir entries")
@@ -245,8 +253,9 @@ def fio_version():
 class Fio:
     ENGINES = ("io_uring", "libaio", "psync")
 
-    def __init__(self, path, size):
-        self.path, self.size = path, size
+    def __init__(self, path, size, direct=True, offset=0):
+        """`offset` given: a read-only region of a file another process has open (the image)."""
+        self.path, self.size, self.direct, self.offset = path, size, direct, offset
         self.engine = None
 
     def run(self):
@@ -254,8 +263,10 @@ class Fio:
         last = None
         for engine in engines:
             cmd = ["fio", "--name=seq", f"--filename={self.path}", "--rw=read", "--bs=1M",
-                   "--direct=1", f"--ioengine={engine}", "--iodepth=16",
+                   f"--direct={int(self.direct)}", f"--ioengine={engine}", "--iodepth=16",
                    f"--size={self.size}", "--output-format=json"]
+            if self.offset:
+                cmd[3:3] = [f"--offset={self.offset}", "--readonly"]
             p = run_cmd(cmd, check=False)
             out = p.stdout
             if p.returncode == 0 and "{" in out:
@@ -385,17 +396,21 @@ def read_json_file(path):
 # timed operations
 
 
-def time_full_read(path, expect):
+def time_full_read(path, expect, direct=False):
+    """Reads the whole file in READ_CHUNK pieces into one page-aligned buffer
+    (as dd and fio do; a new bytes object per read would time the allocator)."""
+    buf = mmap.mmap(-1, READ_CHUNK)
     t0 = time.perf_counter()
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
     try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        if not direct:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         total = 0
         while True:
-            b = os.read(fd, READ_CHUNK)
-            if not b:
+            n = os.readv(fd, [buf])
+            if not n:
                 break
-            total += len(b)
+            total += n
     finally:
         os.close(fd)
     dt = time.perf_counter() - t0
@@ -603,7 +618,7 @@ class Bench:
             "geometry": args.geometry, "layouts": self.labels, "runs": args.runs,
             "mount_options": args.mount_options, "remount": args.remount,
             "h5_chunks": None, "baseline_only": args.baseline_only,
-            "fio": {}, "full": {}, "views": {}, "arrays": {}, "metadata": {},
+            "fio": {}, "fio_region": {}, "full": {}, "views": {}, "arrays": {}, "metadata": {},
         }
         d = args.dir
         self.image = os.path.join(d, "mmfs-bench.img")
@@ -792,43 +807,74 @@ class Bench:
                     plan = {k: v for k, v in plan.items() if k != "batches"}  # batches can be huge
                 plans[name] = plan if plan is not None else {"error": err}
             self.res["arrays"][label]["plans"] = plans
+            self.res["arrays"][label]["region"] = self.array_region(a)
+
+    def array_region(self, path):
+        """(byte offset, bytes) of the image that the array's cells occupy:
+        from the first to the last sector of its full read's plan."""
+        plan, err = read_json_file(f"{path}@/plan/box/" + ",".join([":"] * len(self.shape)))
+        stats, err2 = read_json_file(os.path.join(self.mnt, ".mmfs", "stats"))
+        if plan is None or stats is None:
+            raise BenchError(f"cannot read the plan of {path}: {err or err2}")
+        reqs = [r for b in plan["batches"] for r in b]
+        lo = min(lbn for lbn, _ in reqs)
+        hi = max(lbn + n for lbn, n in reqs)
+        ss = stats["sector_size"]
+        return {"offset": lo * ss, "bytes": (hi - lo) * ss}
 
     # measurements -----------------------------------------------------
     def measure(self):
         a = self.a
-        fio = Fio(self.fiofile, a.fio_bytes)
-        full = {lb: [] for lb in ([] if a.baseline_only else self.labels)}
-        full_stats = {lb: [] for lb in full}
+        fios = {mode: Fio(self.fiofile, a.fio_bytes, direct=(mode == "direct")) for mode in FULL_MODES}
+        fio_bw = {mode: [] for mode in FULL_MODES}
+        labels = [] if a.baseline_only else self.labels
+        # The basis of the full-read target: fio reading the array's own
+        # sectors of the image, right before mmfs reads them.
+        region_fios = {lb: {mode: Fio(self.image, self.res["arrays"][lb]["region"]["bytes"],
+                                      direct=(mode == "direct"),
+                                      offset=self.res["arrays"][lb]["region"]["offset"]) for mode in FULL_MODES}
+                       for lb in labels}
+        region_bw = {lb: {mode: [] for mode in FULL_MODES} for lb in labels}
+        full = {mode: {lb: [] for lb in labels} for mode in FULL_MODES}
+        full_stats = {mode: {lb: [] for lb in labels} for mode in FULL_MODES}
         h5_full = []
-        mm = {lb: {name: [] for name, _, _ in self.views} for lb in full}
-        mm_stats = {lb: {name: [] for name, _, _ in self.views} for lb in full}
+        mm = {lb: {name: [] for name, _, _ in self.views} for lb in labels}
+        mm_stats = {lb: {name: [] for name, _, _ in self.views} for lb in labels}
         h5t = {name: [] for name, _, _ in self.views}
-        correct = {lb: {name: True for name, _, _ in self.views} for lb in full}
-        errors = {lb: {} for lb in full}
-        fio_bw = []
+        correct = {lb: {name: True for name, _, _ in self.views} for lb in labels}
+        errors = {lb: {} for lb in labels}
         meta_mmfs, meta_local = [], []
         for run in range(a.runs):
             log(f"--- run {run + 1}/{a.runs}")
-            self.drop()
-            bw = fio.run()
-            fio_bw.append(bw)
-            log(f"fio: {bw / MiB:.0f} MiB/s")
-            for lb in full:
-                if a.remount:
-                    self.remount()
+            for mode in FULL_MODES:
+                # fio and mmfs back to back, in the same mode: a pair sees the
+                # same state of the host's cache.
                 self.drop()
-                s0 = read_stats(self.mnt)
-                try:
-                    dt = time_full_read(self.arr(lb), self.nbytes)
-                except (OSError, BenchError) as e:
-                    msg = f"{lb} full read: {e}"
-                    if msg not in self.failures:
-                        self.failures.append(msg)
-                    log("ERROR: " + msg)
-                    continue
-                full_stats[lb].append(stats_delta(s0, read_stats(self.mnt)))
-                full[lb].append(dt)
-                log(f"full read {lb}: {self.nbytes / MiB / dt:.0f} MiB/s")
+                bw = fios[mode].run()
+                fio_bw[mode].append(bw)
+                log(f"fio ({mode}): {bw / MiB:.0f} MiB/s")
+                for lb in labels:
+                    self.drop()
+                    bw = region_fios[lb][mode].run()
+                    region_bw[lb][mode].append(bw)
+                    log(f"fio on {lb}'s sectors of the image ({mode}): {bw / MiB:.0f} MiB/s")
+                    if a.remount:
+                        self.remount()
+                    self.drop()
+                    s0 = read_stats(self.mnt)
+                    try:
+                        dt = time_full_read(self.arr(lb), self.nbytes, direct=(mode == "direct"))
+                    except (OSError, BenchError) as e:
+                        msg = f"{lb} full read ({mode}): {e}"
+                        if msg not in self.failures:
+                            self.failures.append(msg)
+                        log("ERROR: " + msg)
+                        full[mode][lb].append(None)
+                        continue
+                    full_stats[mode][lb].append(stats_delta(s0, read_stats(self.mnt)))
+                    full[mode][lb].append(dt)
+                    log(f"full read {lb} ({mode}): {self.nbytes / MiB / dt:.0f} MiB/s, "
+                        f"{self.nbytes / dt / bw:.2f} of fio's")
             self.drop()
             dt, n = time_h5_full(self.h5)
             h5_full.append(dt)
@@ -838,7 +884,7 @@ class Bench:
                 self.drop()
                 dt, ref = time_h5_read(self.h5, idx)
                 h5t[name].append(dt)
-                for lb in full:
+                for lb in labels:
                     if name in errors[lb]:
                         continue
                     if a.remount:
@@ -878,15 +924,24 @@ class Bench:
             d = os.path.join(a.dir, f"meta-local-{os.getpid()}-{run}")
             meta_local.append(metadata_bench(d, a.meta_files, self.drop))
 
-        self.res["fio"] = {"engine": fio.engine, "command": getattr(fio, "cmd", None),
-                           "file_bytes": a.fio_bytes,
-                           "bw_bytes": summary(fio_bw)}
-        fio_med = statistics.median(fio_bw)
-        for lb in full:
-            mibs = [self.nbytes / MiB / t for t in full[lb]]
-            self.res["full"][lb] = {"seconds": summary(full[lb]), "MiB_s": summary(mibs),
-                                    "ratio_to_fio": statistics.median(mibs) * MiB / fio_med if mibs else None,
-                                    "stats_delta": full_stats[lb]}
+        for mode in FULL_MODES:
+            self.res["fio"][mode] = {"engine": fios[mode].engine, "command": getattr(fios[mode], "cmd", None),
+                                     "file_bytes": a.fio_bytes, "bw_bytes": summary(fio_bw[mode])}
+            self.res["full"][mode] = {}
+            for lb in labels:
+                secs = full[mode][lb]
+                # Each run's mmfs read against the fio run just before it.
+                ratios = [self.nbytes / t / bw for t, bw in zip(secs, region_bw[lb][mode]) if t is not None]
+                done = [t for t in secs if t is not None]
+                reg = self.res["arrays"][lb]["region"]
+                self.res["fio_region"].setdefault(lb, {})[mode] = {
+                    "command": getattr(region_fios[lb][mode], "cmd", None), "offset": reg["offset"],
+                    "bytes": reg["bytes"], "bw_bytes": summary(region_bw[lb][mode])}
+                self.res["full"][mode][lb] = {
+                    "seconds": summary(done), "MiB_s": summary([self.nbytes / MiB / t for t in done]),
+                    "ratios_to_fio": ratios, "ratio_to_fio": statistics.median(ratios) if ratios else None,
+                    "stats_delta": full_stats[mode][lb]}
+        fio_med = statistics.median(fio_bw["direct"])
         self.res["full"]["h5py"] = {"seconds": summary(h5_full),
                                     "MiB_s": summary([self.nbytes / MiB / t for t in h5_full]),
                                     "ratio_to_fio": statistics.median(
@@ -895,7 +950,7 @@ class Bench:
             ref_bytes = int(np.prod(np.zeros(self.shape, dtype=np.uint8)[np_index(sel)].shape)) * 8
             entry = {"view": view, "h5py_index": sel_str(sel), "bytes": ref_bytes,
                      "h5py_ms": summary([t * 1e3 for t in h5t[name]]), "mmfs": {}}
-            for lb in full:
+            for lb in labels:
                 ms = summary([t * 1e3 for t in mm[lb][name]])
                 ratio = (entry["h5py_ms"]["median"] / ms["median"]) if ms else None
                 entry["mmfs"][lb] = {"ms": ms, "ratio_h5py_over_mmfs": ratio,
@@ -941,22 +996,39 @@ class Bench:
             L.append(f"**{self.drop.error}.**")
         L.append("Timings include opening the file (mmfs view file / `h5py.File`).")
         L.append("")
-        fio = r["fio"]["bw_bytes"]
         L.append("## Sequential read")
+        L.append("")
+        L.append("In each run and I/O mode (O_DIRECT, then the page cache): fio reads a file of its own, "
+                 "then the array's sectors of the image (from its first to its last, gaps between cells "
+                 "included), then mmfs reads the array; a cache drop before each. The image's sectors are "
+                 "the device's bandwidth for the bytes mmfs reads, in the same state of the host's cache "
+                 "(a VM's disk is served from its host's page cache at speeds that change from one minute "
+                 "to the next; the fio file's row shows how much). vs fio = median over the runs of mmfs / "
+                 "the image-sectors fio run just before it (per-run ratios in brackets).")
         L.append("")
         L.append("| what | MiB/s | vs fio | target |")
         L.append("|---|---|---|---|")
-        L.append(f"| fio `--rw=read --bs=1M --direct=1 --ioengine={r['fio']['engine']} --iodepth=16` "
-                 f"({fmt_bytes(a.fio_bytes)}) | {fmt_sum(summary([x / MiB for x in fio['runs']]), 0)} | 1.00 | |")
-        for lb in self.labels if not a.baseline_only else []:
-            f = r["full"][lb]
-            ratio = f["ratio_to_fio"]
-            met = ratio is not None and ratio >= TARGET_FULL
-            L.append(f"| mmfs full read, layout {lb} (8 MiB `read`) | {fmt_sum(f['MiB_s'], 0)} | "
-                     f"{'failed' if ratio is None else f'{ratio:.2f}'} | "
-                     f"≥ {TARGET_FULL:.2f}: {'met' if met else '**missed**'} |")
+        for mode in FULL_MODES:
+            fio = r["fio"][mode]
+            flags = f"--rw=read --bs=1M --direct={int(mode == 'direct')} --ioengine={fio['engine']} --iodepth=16"
+            L.append(f"| fio `{flags}`, a file of its own ({fmt_bytes(a.fio_bytes)}; reference) | "
+                     f"{fmt_sum(summary([x / MiB for x in fio['bw_bytes']['runs']]), 0)} | | |")
+            how = "O_DIRECT, 8 MiB `read`" if mode == "direct" else "page cache, 8 MiB `read`"
+            for lb in self.labels if not a.baseline_only else []:
+                reg = r["fio_region"][lb][mode]
+                L.append(f"| fio `{flags} --offset={reg['offset']} --readonly`, layout {lb}'s sectors of the image "
+                         f"({fmt_bytes(reg['bytes'])}) | "
+                         f"{fmt_sum(summary([x / MiB for x in reg['bw_bytes']['runs']]), 0)} | 1.00 | |")
+                f = r["full"][mode][lb]
+                ratio = f["ratio_to_fio"]
+                met = ratio is not None and ratio >= TARGET_FULL
+                runs = ", ".join(f"{x:.2f}" for x in f["ratios_to_fio"])
+                L.append(f"| mmfs full read, layout {lb} ({how}) | {fmt_sum(f['MiB_s'], 0)} | "
+                         f"{'failed' if ratio is None else f'{ratio:.2f} ({runs})'} | "
+                         f"≥ {TARGET_FULL:.2f}: {'met' if met else '**missed**'} |")
         f = r["full"]["h5py"]
-        L.append(f"| h5py `ds[...]` (reference) | {fmt_sum(f['MiB_s'], 0)} | {f['ratio_to_fio']:.2f} | |")
+        L.append(f"| h5py `ds[...]` (reference; vs fio direct) | {fmt_sum(f['MiB_s'], 0)} | "
+                 f"{f['ratio_to_fio']:.2f} | |")
         L.append("")
         L.append("## Views vs h5py")
         L.append("")
@@ -1037,11 +1109,12 @@ class Bench:
             return None
         met, total, missed = 0, 0, []
         for lb in self.labels:
-            total += 1
-            if (r["full"][lb]["ratio_to_fio"] or 0) >= TARGET_FULL:
-                met += 1
-            else:
-                missed.append(f"{lb} full read")
+            for mode in FULL_MODES:
+                total += 1
+                if (r["full"][mode][lb]["ratio_to_fio"] or 0) >= TARGET_FULL:
+                    met += 1
+                else:
+                    missed.append(f"{lb} full read ({mode})")
             for name, e in r["views"].items():
                 x = e["mmfs"][lb]
                 total += 1
