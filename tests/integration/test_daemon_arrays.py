@@ -3,6 +3,7 @@ writes at any offset for every layout and dtype, truncate, conversion of a
 plain file, frozen shape/dtype, relayout, persistence."""
 import errno
 import hashlib
+import mmap
 import os
 import subprocess
 
@@ -223,6 +224,48 @@ def test_one_gib_float64_array(volume_factory):
                 break
             readback.update(block)
     assert readback.hexdigest() == digest.hexdigest(), "the 1 GiB array read back differs from what was written"
+    # The same through O_DIRECT (no page cache: every byte comes from the
+    # daemon's chunks, gathered with streamed stores, into the reader's buffer).
+    assert o_direct_digest(p, 8 * MiB) == digest.hexdigest(), "the O_DIRECT read differs from what was written"
+
+
+def o_direct_digest(path, block):
+    """SHA-256 of the file read with O_DIRECT in `block`-byte reads into one page-aligned buffer."""
+    buf = mmap.mmap(-1, block)
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    try:
+        while True:
+            n = os.readv(fd, [buf])
+            if not n:
+                break
+            digest.update(buf[:n])
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_o_direct_reads_see_every_write(d, layout):
+    # 6 MiB of float64 in cells of 8x8x8 (64-byte rows): more than the size at
+    # which results are gathered with streamed stores.
+    rng = np.random.default_rng(11)
+    arr = random_array(rng, (24, 256, 128), "float64")
+    p = d / "a"
+    make_array(p, arr.shape, arr.dtype, layout)
+    write_array(p, arr)
+    data = arr.tobytes()
+    assert o_direct_digest(p, 1 * MiB) == hashlib.sha256(data).hexdigest()
+    # A write through another descriptor is seen by the next O_DIRECT read.
+    patch = rng.bytes(3 * 4096 + 5)
+    off = 2 * MiB + 4093
+    fd = os.open(p, os.O_WRONLY)
+    try:
+        pwrite_all(fd, patch, off)
+    finally:
+        os.close(fd)
+    expected = data[:off] + patch + data[off + len(patch):]
+    assert o_direct_digest(p, 4 * MiB) == hashlib.sha256(expected).hexdigest()
 
 
 # --- truncate, writes past the end, plain files becoming arrays ------------------------------
