@@ -5,9 +5,9 @@ and against h5py reading a chunked HDF5 file (issue 5).
 What it measures, in one run, on the disk holding --dir:
 
 * the full sequential read of a float64 array (default 1024x1024x256, 2 GiB)
-  through the mmfs mount (8 MiB reads into one reused buffer), beside fio
-  reading a file of the same size in --dir in the same I/O mode, each pair
-  run back to back: with O_DIRECT (fio --direct=1, the device's bandwidth;
+  through the mmfs mount (8 MiB reads into one reused buffer), right after fio
+  reads the array's own sectors of the image in the same I/O mode (fio on a
+  file of its own in --dir is kept as a reference): with O_DIRECT (fio --direct=1, the device's bandwidth;
   the mmfs file opened O_DIRECT, which skips the kernel's page cache as fio
   does) and through the page cache (fio --direct=0; a plain read of the mmfs
   file, as cat does). The ratio of a mode is the median of the per-run
@@ -803,19 +803,21 @@ class Bench:
             plans = {}
             for name, view, _ in self.views + [("full", "box/" + ",".join([":"] * 3), None)]:
                 plan, err = read_json_file(f"{a}@/plan/{view}")
+                if plan is not None and name == "full":
+                    self.res["arrays"][label]["region"] = self.array_region(plan)
                 if plan is not None:
                     plan = {k: v for k, v in plan.items() if k != "batches"}  # batches can be huge
                 plans[name] = plan if plan is not None else {"error": err}
             self.res["arrays"][label]["plans"] = plans
-            self.res["arrays"][label]["region"] = self.array_region(a)
+            if "region" not in self.res["arrays"][label]:
+                raise BenchError(f"cannot read the plan of {a}'s full read: {plans['full'].get('error')}")
 
-    def array_region(self, path):
+    def array_region(self, plan):
         """(byte offset, bytes) of the image that the array's cells occupy:
         from the first to the last sector of its full read's plan."""
-        plan, err = read_json_file(f"{path}@/plan/box/" + ",".join([":"] * len(self.shape)))
-        stats, err2 = read_json_file(os.path.join(self.mnt, ".mmfs", "stats"))
-        if plan is None or stats is None:
-            raise BenchError(f"cannot read the plan of {path}: {err or err2}")
+        stats, err = read_json_file(os.path.join(self.mnt, ".mmfs", "stats"))
+        if stats is None:
+            raise BenchError(f"cannot read {self.mnt}/.mmfs/stats: {err}")
         reqs = [r for b in plan["batches"] for r in b]
         lo = min(lbn for lbn, _ in reqs)
         hi = max(lbn + n for lbn, n in reqs)
