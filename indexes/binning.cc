@@ -1,0 +1,1 @@
+#include "indexes/binning.h"

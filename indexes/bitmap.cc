@@ -1,0 +1,1 @@
+#include "indexes/bitmap.h"

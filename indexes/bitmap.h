@@ -1,0 +1,30 @@
+// The one bitmap type of mmfs's indexes: CRoaring's 64-bit map (one 32-bit
+// Roaring bitmap per 2^32 rows, so arrays of more than 2^32 elements work
+// and smaller ones cost a single bucket). Small helpers CRoaring 0.2.66
+// lacks in its 64-bit class live here, built from its own operations.
+#pragma once
+
+#include <roaring/roaring64map.hh>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mmfs::indexes {
+
+using Bitmap = ::Roaring64Map;  // CRoaring 0.2.66 (Debian 12) has no roaring:: namespace
+
+// [begin, end) as a bitmap (run-compressed).
+Bitmap range_bitmap(std::uint64_t begin, std::uint64_t end);
+// CRoaring portable serialization of rows below 2^32 (the 32-bit format
+// pyroaring and every CRoaring reader take); rows >= 2^32 use the 64-bit
+// portable format. This is what A@/query/COND/mask returns.
+std::string portable_mask(const Bitmap& b, std::uint64_t rows);
+// Serialization for the index's own storage (64-bit portable) and its
+// bounded, never-throwing inverse (false on malformed input).
+std::string serialize(const Bitmap& b);
+bool deserialize(std::span<const std::byte> bytes, Bitmap* out);
+
+}  // namespace mmfs::indexes

@@ -1,0 +1,1 @@
+#include "indexes/scan.h"
