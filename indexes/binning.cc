@@ -1,1 +1,372 @@
 #include "indexes/binning.h"
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+namespace mmfs::indexes {
+
+namespace {
+
+constexpr std::uint64_t kSign = 1ull << 63;
+// Largest span of keys a direct bin table covers (4 MiB of table).
+constexpr std::uint64_t kMaxTable = 1u << 20;
+// At most this many samples are kept for equal-frequency edges.
+constexpr std::uint64_t kMaxSample = 1u << 20;
+
+// value_key() specialised per element type, for the hot loops.
+template <class T>
+inline std::uint64_t key_of(T v) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (v == 0) v = 0;
+    std::uint32_t b = std::bit_cast<std::uint32_t>(v);
+    return (b & 0x80000000u) ? std::uint32_t(~b) : (b | 0x80000000u);
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (v == 0) v = 0;
+    std::uint64_t b = std::bit_cast<std::uint64_t>(v);
+    return (b & kSign) ? ~b : (b | kSign);
+  } else if constexpr (std::is_signed_v<T>) {
+    return std::uint64_t(std::int64_t(v)) ^ kSign;
+  } else {
+    return std::uint64_t(v);
+  }
+}
+template <class T>
+inline bool nan_of(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+template <class T>
+inline T load(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Calls f.template operator()<T>() with the element type of t.
+template <class F>
+decltype(auto) with_type(ValueType t, F&& f) {
+  switch (t) {
+    case ValueType::I8: return f.template operator()<std::int8_t>();
+    case ValueType::U8: return f.template operator()<std::uint8_t>();
+    case ValueType::I16: return f.template operator()<std::int16_t>();
+    case ValueType::U16: return f.template operator()<std::uint16_t>();
+    case ValueType::I32: return f.template operator()<std::int32_t>();
+    case ValueType::U32: return f.template operator()<std::uint32_t>();
+    case ValueType::I64: return f.template operator()<std::int64_t>();
+    case ValueType::U64: return f.template operator()<std::uint64_t>();
+    case ValueType::F32: return f.template operator()<float>();
+    case ValueType::F64: break;
+  }
+  return f.template operator()<double>();
+}
+
+// Keys of the non-NaN elements.
+std::vector<std::uint64_t> keys_of(ValueType t, const std::byte* elements, std::size_t count, std::uint64_t stride,
+                                   std::uint64_t phase) {
+  return with_type(t, [&]<class T>() {
+    std::vector<std::uint64_t> keys;
+    keys.reserve(stride == 1 ? count : count / stride + 1);
+    for (std::size_t i = phase; i < count; i += stride) {
+      T v = load<T>(elements + i * sizeof(T));
+      if (!nan_of(v)) keys.push_back(key_of(v));
+    }
+    return keys;
+  });
+}
+
+// The smallest key of the dtype whose value is >= v (nullopt: none).
+std::optional<std::uint64_t> first_key_at_least(ValueType t, double v) {
+  Number n;
+  n.value = v;
+  KeySet s = compare_keys(t, CompareOp::Ge, n);
+  if (s.ranges.empty()) return std::nullopt;
+  return s.ranges.front().first;
+}
+std::optional<std::uint64_t> first_key_at_least(ValueType t, const Number& n) {
+  KeySet s = compare_keys(t, CompareOp::Ge, n);
+  if (s.ranges.empty()) return std::nullopt;
+  return s.ranges.front().first;
+}
+
+double pow10(int e) {
+  static const double small[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  if (e >= 0 && e <= 22) return small[e];
+  return std::pow(10.0, e);
+}
+
+// v rounded to `digits` significant decimal digits, as the double nearest
+// that decimal (so it equals the constant a user writes for it).
+double round_significant(double v, std::uint32_t digits) {
+  if (v == 0 || !std::isfinite(v)) return v == 0 ? 0.0 : v;
+  double a = std::fabs(v);
+  int e = int(std::floor(std::log10(a)));
+  if (a >= pow10(e + 1)) ++e;  // log10 can be off by one next to powers of ten
+  if (a < pow10(e)) --e;
+  int shift = int(digits) - 1 - e;  // v * 10^shift has `digits` integer digits
+  double r;
+  if (shift >= 0) {
+    double scale = pow10(shift);
+    double m = std::nearbyint(a * scale);
+    r = m / scale;
+  } else {
+    double scale = pow10(-shift);
+    double m = std::nearbyint(a / scale);
+    r = m * scale;
+  }
+  if (!std::isfinite(r) || r == 0) return v;  // outside what scaling can represent: the value stands for itself
+  return v < 0 ? -r : r;
+}
+
+void sort_unique(std::vector<std::uint64_t>* v) {
+  std::sort(v->begin(), v->end());
+  v->erase(std::unique(v->begin(), v->end()), v->end());
+}
+
+std::variant<Binning, std::string> make_binning(ValueType t, std::vector<std::uint64_t> edges) {
+  sort_unique(&edges);
+  std::vector<std::uint64_t> lower{min_key(t)};
+  for (std::uint64_t e : edges) {
+    if (e > min_key(t) && e <= max_key(t)) lower.push_back(e);
+  }
+  return Binning(t, std::move(lower));
+}
+
+}  // namespace
+
+// --- specs ------------------------------------------------------------------
+
+std::variant<BinSpec, std::string> parse_bin_spec(std::string_view text) {
+  BinSpec spec;
+  auto parse_uint = [](std::string_view s, std::uint32_t* out) {
+    if (s.empty() || s.size() > 9) return false;
+    auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size();
+  };
+  if (text == "exact") return spec;
+  if (text.starts_with("precision:")) {
+    spec.kind = BinSpec::Kind::Precision;
+    if (!parse_uint(text.substr(10), &spec.digits) || spec.digits < 1 || spec.digits > 17) {
+      return std::string("precision:D needs D from 1 to 17");
+    }
+    return spec;
+  }
+  if (text.starts_with("edges:")) {
+    spec.kind = BinSpec::Kind::Edges;
+    std::string_view rest = text.substr(6);
+    while (true) {
+      std::size_t comma = rest.find(',');
+      auto n = parse_number(rest.substr(0, comma));
+      if (!n || std::isnan(n->value)) return "edges: '" + std::string(rest.substr(0, comma)) + "' is not a number";
+      if (!spec.edges.empty()) {
+        const Number& prev = spec.edges.back();
+        bool ascending = (prev.integer && n->integer) ? *prev.integer < *n->integer : prev.value < n->value;
+        if (!ascending) return std::string("edges must be strictly ascending");
+      }
+      spec.edges.push_back(*n);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    if (spec.edges.size() > kMaxExactBins) return std::string("too many edges");
+    return spec;
+  }
+  spec.kind = BinSpec::Kind::EqualFrequency;
+  if (!parse_uint(text, &spec.count) || spec.count < 1 || spec.count > kMaxExactBins) {
+    return "bins must be exact, N (1.." + std::to_string(kMaxExactBins) + "), precision:D or edges:a,b,...";
+  }
+  return spec;
+}
+
+std::string_view default_bin_spec(ValueType t) { return is_float(t) ? "100" : "exact"; }
+
+// --- Binning ----------------------------------------------------------------
+
+Binning::Binning(ValueType t, std::vector<std::uint64_t> lower) : type_(t), lower_(std::move(lower)) {
+  // Only for spans not much wider than the bins themselves: a table is
+  // built on every decode of a header too.
+  if (lower_.size() > 1 && lower_.back() - lower_[1] < kMaxTable &&
+      lower_.back() - lower_[1] < 64 * std::uint64_t(lower_.size())) {
+    table_.resize(lower_.back() - lower_[1] + 1);
+    std::uint32_t bin = 1;
+    for (std::uint64_t k = lower_[1]; k <= lower_.back(); ++k) {
+      while (bin + 1 < lower_.size() && k >= lower_[bin + 1]) ++bin;
+      table_[k - lower_[1]] = bin;
+    }
+  }
+}
+
+std::pair<std::uint64_t, std::uint64_t> Binning::key_range(std::uint32_t bin) const {
+  std::uint64_t hi = bin + 1 < lower_.size() ? lower_[bin + 1] - 1 : max_key(type_);
+  return {lower_[bin], hi};
+}
+
+std::uint32_t Binning::bin_of_key(std::uint64_t key) const {
+  if (!table_.empty()) {
+    if (key < lower_[1]) return 0;
+    std::uint64_t i = key - lower_[1];
+    return i < table_.size() ? table_[i] : value_bins() - 1;
+  }
+  // Branch-free upper_bound: the last lower edge <= key.
+  const std::uint64_t* base = lower_.data();
+  std::size_t n = lower_.size();
+  while (n > 1) {
+    std::size_t half = n / 2;
+    base = (base[half] <= key) ? base + half : base;
+    n -= half;
+  }
+  return std::uint32_t(base - lower_.data());
+}
+
+std::uint32_t Binning::bin_of(const std::byte* element) const {
+  if (is_nan(type_, element)) return nan_bin();
+  return bin_of_key(value_key(type_, element));
+}
+
+template <class T>
+void Binning::bins_of_typed(const std::byte* elements, std::size_t count, std::uint32_t* out) const {
+  const std::uint32_t nan = value_bins();  // == nan_bin() for floats
+  if (lower_.size() == 1) {
+    for (std::size_t i = 0; i < count; ++i) out[i] = nan_of(load<T>(elements + i * sizeof(T))) ? nan : 0;
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    T v = load<T>(elements + i * sizeof(T));
+    out[i] = nan_of(v) ? nan : bin_of_key(key_of(v));
+  }
+}
+
+void Binning::bins_of(const std::byte* elements, std::size_t count, std::uint32_t* out) const {
+  with_type(type_, [&]<class T>() { bins_of_typed<T>(elements, count, out); });
+}
+
+// --- BinningBuilder ---------------------------------------------------------
+
+BinningBuilder::BinningBuilder(ValueType t, BinSpec spec, std::uint64_t total_elements)
+    : type_(t), spec_(std::move(spec)), total_(total_elements) {}
+
+void BinningBuilder::add(const std::byte* elements, std::size_t count) {
+  std::uint64_t first = seen_;
+  seen_ += count;
+  switch (spec_.kind) {
+    case BinSpec::Kind::Exact: {
+      if (too_many_) return;
+      std::vector<std::uint64_t> keys = keys_of(type_, elements, count, 1, 0);
+      sort_unique(&keys);
+      std::vector<std::uint64_t> merged;
+      merged.reserve(keys.size() + keys_.size());
+      std::set_union(keys_.begin(), keys_.end(), keys.begin(), keys.end(), std::back_inserter(merged));
+      keys_ = std::move(merged);
+      if (keys_.size() > kMaxExactBins) {
+        too_many_ = true;
+        keys_ = {};
+      }
+      return;
+    }
+    case BinSpec::Kind::EqualFrequency: {
+      // Every stride-th element of the whole array (in C order).
+      std::uint64_t stride = std::max<std::uint64_t>(1, (total_ + kMaxSample - 1) / kMaxSample);
+      std::uint64_t phase = (stride - first % stride) % stride;
+      std::vector<std::uint64_t> keys = keys_of(type_, elements, count, stride, phase);
+      keys_.insert(keys_.end(), keys.begin(), keys.end());
+      return;
+    }
+    case BinSpec::Kind::Precision: {
+      if (too_many_) return;
+      with_type(type_, [&]<class T>() {
+        std::vector<std::pair<double, std::uint64_t>> reps;
+        reps.reserve(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          T v = load<T>(elements + i * sizeof(T));
+          if (nan_of(v)) continue;
+          double r = round_significant(double(v), spec_.digits);
+          reps.push_back({r == 0 ? 0.0 : r, key_of(v)});
+        }
+        std::sort(reps.begin(), reps.end());  // by representative, then key: first of each is the smallest
+        reps.erase(std::unique(reps.begin(), reps.end(), [](auto& a, auto& b) { return a.first == b.first; }),
+                   reps.end());
+        std::vector<std::pair<double, std::uint64_t>> merged;
+        merged.reserve(reps.size() + reps_.size());
+        std::merge(reps_.begin(), reps_.end(), reps.begin(), reps.end(), std::back_inserter(merged));
+        merged.erase(std::unique(merged.begin(), merged.end(), [](auto& a, auto& b) { return a.first == b.first; }),
+                     merged.end());
+        reps_ = std::move(merged);
+      });
+      if (reps_.size() > kMaxExactBins / 3) {
+        too_many_ = true;
+        reps_ = {};
+      }
+      return;
+    }
+    case BinSpec::Kind::Edges: return;
+  }
+}
+
+std::variant<Binning, std::string> BinningBuilder::finish() {
+  switch (spec_.kind) {
+    case BinSpec::Kind::Exact: {
+      if (too_many_) {
+        return "more than " + std::to_string(kMaxExactBins) + " distinct values for exact bins: use N or precision:D";
+      }
+      // One bin per distinct key: each distinct key starts a bin (the first
+      // bin starts at min_key and holds the smallest key).
+      std::vector<std::uint64_t> edges(keys_.begin() + (keys_.empty() ? 0 : 1), keys_.end());
+      return make_binning(type_, std::move(edges));
+    }
+    case BinSpec::Kind::EqualFrequency: return finish_equal_frequency();
+    case BinSpec::Kind::Precision: {
+      if (too_many_) return "precision:" + std::to_string(spec_.digits) + " gives too many bins: use N or fewer digits";
+      // Per representative r: [smallest key rounding to r, r), [r], (r, next rep's smallest key).
+      std::vector<std::uint64_t> edges;
+      for (auto [r, smallest] : reps_) {
+        auto at = first_key_at_least(type_, r);
+        edges.push_back(smallest);
+        if (!at) continue;
+        edges.push_back(*at);
+        if (*at < max_key(type_)) edges.push_back(*at + 1);
+      }
+      return make_binning(type_, std::move(edges));
+    }
+    case BinSpec::Kind::Edges: {
+      std::vector<std::uint64_t> edges;
+      for (const Number& n : spec_.edges) {
+        if (auto k = first_key_at_least(type_, n)) edges.push_back(*k);
+      }
+      return make_binning(type_, std::move(edges));
+    }
+  }
+  return std::string("unknown binning");
+}
+
+// Edges at the sample's quantiles; a value that spans several quantiles
+// gets a bin of its own ([v, v+1)). Never more than N value bins: each
+// repeated quantile frees the slot its own closing edge takes.
+std::variant<Binning, std::string> BinningBuilder::finish_equal_frequency() {
+  std::vector<std::uint64_t>& sample = keys_;
+  std::sort(sample.begin(), sample.end());
+  std::vector<std::uint64_t> edges;
+  const std::uint64_t n = spec_.count, s = sample.size();
+  std::uint64_t prev = 0;
+  bool have_prev = false, repeated = false;
+  for (std::uint64_t i = 1; i < n && s > 0; ++i) {
+    std::uint64_t q = sample[std::size_t(i * s / n)];
+    if (have_prev && q == prev) {
+      if (!repeated && q < max_key(type_)) edges.push_back(q + 1);
+      repeated = true;
+      continue;
+    }
+    edges.push_back(q);
+    prev = q;
+    have_prev = true;
+    repeated = false;
+  }
+  return make_binning(type_, std::move(edges));
+}
+
+}  // namespace mmfs::indexes

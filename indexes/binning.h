@@ -67,8 +67,14 @@ class Binning {
   bool operator==(const Binning&) const = default;
 
  private:
+  template <class T>
+  void bins_of_typed(const std::byte* elements, std::size_t count, std::uint32_t* out) const;
+
   ValueType type_ = ValueType::F64;
   std::vector<std::uint64_t> lower_;
+  // Bins of keys lower_[1] .. lower_.back() by direct lookup, when that
+  // span is small (exact binning of narrow integers): no search per element.
+  std::vector<std::uint32_t> table_;
 };
 
 // Pass 1 of building an index: sees every element once (in C order, in
@@ -82,7 +88,8 @@ class BinningBuilder {
   std::variant<Binning, std::string> finish();
 
  private:
-  struct State;
+  std::variant<Binning, std::string> finish_equal_frequency();
+
   ValueType type_;
   BinSpec spec_;
   std::uint64_t total_;

@@ -1,1 +1,211 @@
 #include "indexes/bitmap.h"
+
+#include <roaring/roaring.hh>
+
+#include <bit>
+#include <cstring>
+#include <exception>
+#include <optional>
+
+namespace mmfs::indexes {
+
+namespace {
+
+template <class T>
+T load(const std::byte* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+constexpr std::uint32_t kCookieNoRun = 12346;
+constexpr std::uint32_t kCookieRun = 12347;
+constexpr std::uint32_t kMaxArray = 4096;
+
+// Checks one 32-bit CRoaring portable serialization completely — lengths,
+// key order, sorted arrays, disjoint in-range runs, bitmap cardinalities —
+// because CRoaring 0.2.66's readSafe only bounds its reads and would accept
+// containers that break its invariants. Returns the serialization's length.
+std::optional<std::size_t> check_portable32(std::span<const std::byte> b) {
+  std::size_t pos = 0;
+  auto need = [&](std::size_t n) { return n <= b.size() - pos; };
+  if (!need(4)) return std::nullopt;
+  std::uint32_t cookie = load<std::uint32_t>(b.data());
+  pos = 4;
+  bool has_run = (cookie & 0xFFFF) == kCookieRun;
+  std::uint32_t size = 0;
+  if (has_run) {
+    size = (cookie >> 16) + 1;
+  } else if (cookie == kCookieNoRun) {
+    if (!need(4)) return std::nullopt;
+    size = load<std::uint32_t>(b.data() + pos);
+    pos += 4;
+    if (size > (1u << 16)) return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  const std::byte* run_flags = b.data() + pos;
+  if (has_run) {
+    if (!need((size + 7) / 8)) return std::nullopt;
+    pos += (size + 7) / 8;
+  }
+  if (!need(std::size_t(size) * 4)) return std::nullopt;
+  const std::byte* keycards = b.data() + pos;
+  pos += std::size_t(size) * 4;
+  if (!has_run || size >= 4) {  // offsets (not used by the reader)
+    if (!need(std::size_t(size) * 4)) return std::nullopt;
+    pos += std::size_t(size) * 4;
+  }
+  long prev_key = -1;
+  bool any_run = false;
+  for (std::uint32_t k = 0; k < size; ++k) {
+    std::uint16_t key = load<std::uint16_t>(keycards + 4 * k);
+    std::uint32_t card = std::uint32_t(load<std::uint16_t>(keycards + 4 * k + 2)) + 1;
+    if (long(key) <= prev_key) return std::nullopt;
+    prev_key = key;
+    bool is_run = has_run && (std::to_integer<unsigned>(run_flags[k / 8]) >> (k % 8)) & 1;
+    if (is_run) {
+      any_run = true;
+      if (!need(2)) return std::nullopt;
+      std::uint32_t runs = load<std::uint16_t>(b.data() + pos);
+      pos += 2;
+      if (runs == 0 || !need(std::size_t(runs) * 4)) return std::nullopt;
+      long prev_end = -2;
+      std::uint32_t total = 0;
+      for (std::uint32_t r = 0; r < runs; ++r) {
+        std::uint32_t start = load<std::uint16_t>(b.data() + pos + 4 * r);
+        std::uint32_t len = load<std::uint16_t>(b.data() + pos + 4 * r + 2);
+        if (long(start) <= prev_end + 1 || start + len > 0xFFFF) return std::nullopt;
+        prev_end = long(start + len);
+        total += len + 1;
+      }
+      if (total != card) return std::nullopt;
+      pos += std::size_t(runs) * 4;
+    } else if (card > kMaxArray) {
+      if (!need(8192)) return std::nullopt;
+      std::uint32_t ones = 0;
+      for (std::size_t w = 0; w < 1024; ++w) ones += std::popcount(load<std::uint64_t>(b.data() + pos + 8 * w));
+      if (ones != card) return std::nullopt;
+      pos += 8192;
+    } else {
+      if (!need(std::size_t(card) * 2)) return std::nullopt;
+      long prev = -1;
+      for (std::uint32_t i = 0; i < card; ++i) {
+        std::uint16_t v = load<std::uint16_t>(b.data() + pos + 2 * i);
+        if (long(v) <= prev) return std::nullopt;
+        prev = v;
+      }
+      pos += std::size_t(card) * 2;
+    }
+  }
+  // A run cookie without runs would re-serialize shorter than it reads,
+  // and Roaring64Map::readSafe steps by the re-serialized size.
+  if (has_run && !any_run) return std::nullopt;
+  return pos;
+}
+
+// Roaring64Map::write stores its bucket count with an unaligned 8-byte
+// store; give it an aligned buffer.
+std::string write64(const Bitmap& b) {
+  std::size_t n = b.getSizeInBytes(true);
+  std::vector<std::uint64_t> buf((n + 7) / 8 + 1);
+  std::size_t written = b.write(reinterpret_cast<char*>(buf.data()), true);
+  return std::string(reinterpret_cast<const char*>(buf.data()), written);
+}
+
+// A 64-bit map holding `r` shifted into bucket `high`.
+Bitmap in_bucket(std::uint32_t high, const Roaring& r) {
+  if (high == 0) return Bitmap(r);
+  // Roaring64Map has no public way to place a bucket: go through its
+  // serialized form (rows >= 2^32 only).
+  std::string s(12, '\0');
+  std::uint64_t one = 1;
+  std::memcpy(s.data(), &one, 8);
+  std::memcpy(s.data() + 8, &high, 4);
+  std::string body(r.getSizeInBytes(true), '\0');
+  r.write(body.data(), true);
+  s += body;
+  Bitmap out;
+  deserialize(std::as_bytes(std::span(s.data(), s.size())), &out);
+  return out;
+}
+
+}  // namespace
+
+Bitmap range_bitmap(std::uint64_t begin, std::uint64_t end) {
+  Bitmap out;
+  while (begin < end) {
+    std::uint32_t high = std::uint32_t(begin >> 32);
+    std::uint64_t bucket_end = (std::uint64_t(high) + 1) << 32;
+    std::uint64_t stop = (high == 0xFFFFFFFFu || end < bucket_end) ? end : bucket_end;
+    Roaring r;
+    r.addRange(begin & 0xFFFFFFFFu, stop - (std::uint64_t(high) << 32));
+    r.runOptimize();
+    out |= in_bucket(high, r);
+    if (stop == end) break;
+    begin = stop;
+  }
+  return out;
+}
+
+std::string portable_mask(const Bitmap& b, std::uint64_t rows) {
+  if (rows > (1ull << 32)) return write64(b);
+  // The 64-bit layout is: bucket count, then (key, 32-bit portable) pairs.
+  // Every row is below 2^32, so the mask is bucket 0's serialization.
+  std::string s = write64(b);
+  std::size_t pos = 8;
+  while (pos + 4 <= s.size()) {
+    std::uint32_t key;
+    std::memcpy(&key, s.data() + pos, 4);
+    auto len = check_portable32(std::as_bytes(std::span(s.data() + pos + 4, s.size() - pos - 4)));
+    if (!len) break;
+    if (key == 0) return s.substr(pos + 4, *len);
+    pos += 4 + *len;
+  }
+  Roaring empty;
+  std::string out(empty.getSizeInBytes(true), '\0');
+  empty.write(out.data(), true);
+  return out;
+}
+
+std::string serialize(const Bitmap& b) { return write64(b); }
+
+bool deserialize(std::span<const std::byte> bytes, Bitmap* out) {
+  if (bytes.size() < 8) return false;
+  std::uint64_t buckets = load<std::uint64_t>(bytes.data());
+  if (buckets > (bytes.size() - 8) / 12) return false;  // each takes >= 12 bytes
+  std::size_t pos = 8;
+  long long prev_key = -1;
+  bool only_zero = true;
+  std::size_t zero_begin = 0, zero_len = 0;
+  for (std::uint64_t i = 0; i < buckets; ++i) {
+    if (bytes.size() - pos < 4) return false;
+    std::uint32_t key = load<std::uint32_t>(bytes.data() + pos);
+    if ((long long)key <= prev_key) return false;
+    prev_key = key;
+    pos += 4;
+    auto len = check_portable32(bytes.subspan(pos));
+    if (!len) return false;
+    if (key != 0) only_zero = false;
+    zero_begin = pos;
+    zero_len = *len;
+    pos += *len;
+  }
+  if (pos != bytes.size()) return false;
+  try {
+    if (buckets == 0) {
+      *out = Bitmap();
+    } else if (buckets == 1 && only_zero) {
+      *out = Bitmap(Roaring::readSafe(reinterpret_cast<const char*>(bytes.data() + zero_begin), zero_len));
+    } else {
+      std::vector<std::uint64_t> aligned((bytes.size() + 7) / 8);
+      std::memcpy(aligned.data(), bytes.data(), bytes.size());
+      *out = Bitmap::readSafe(reinterpret_cast<const char*>(aligned.data()), bytes.size() - 8);
+    }
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace mmfs::indexes

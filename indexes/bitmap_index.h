@@ -70,6 +70,8 @@ class IndexBuilder {
   Binning binning_;
   Encoding encoding_;
   std::uint64_t rows_;
+  void add_unwritten_rows();
+
   std::vector<Bitmap> fine_;  // one per bin (NaN last)
   std::vector<BinStats> stats_;
 };
@@ -85,6 +87,7 @@ struct AtomPlan {
   struct Range {
     std::uint32_t first = 0, last = 0;  // fine bins, inclusive
     bool coarse = false;                // answered through the coarse level
+    bool complement = false;            // e1: all rows but those of every other bin (and NaN)
   };
   std::vector<Range> sure;                // bin ranges entirely inside the atom
   std::vector<std::uint32_t> maybe_bins;  // bins the atom cuts (checked against data)
@@ -138,6 +141,10 @@ class IndexHeader {
   std::vector<Entry> directory_;
   std::uint64_t object_bytes_ = 0;
   std::uint64_t header_length_ = 0;
+  // The stored object: this header (directory offsets relative to `body`,
+  // made absolute here) followed by `body`.
+  std::string encode(std::string_view body);
+  struct Planner;  // index_plan.cc
   friend class IndexBuilder;
 };
 
