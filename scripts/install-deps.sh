@@ -11,7 +11,7 @@ APT_PACKAGES=(
   attr fio
   python3 python3-pip
 )
-PIP_PACKAGES=(numpy h5py pytest matplotlib zarr)
+PIP_PACKAGES=(numpy h5py pytest matplotlib zarr duckdb pyroaring)
 
 log() { printf 'install-deps: %s\n' "$*"; }
 

@@ -1,7 +1,9 @@
 // mmfs-bench: benchmark workloads (SPEC §8). `modeled`: the workloads of
 // issue 6 on every layout and on library baselines in modeled time; `real`:
-// the same on the real clock (tools/mmfs_bench_real.py); `model`: the MultiMap
-// paper's §5 experiments on modeled disks; `amplification`, `volume`.
+// the same on the real clock (tools/mmfs_bench_real.py); `query`: bitmap-index
+// queries, the Set Query Benchmark and a 3-D array (tools/bench/query_bench.py);
+// `model`: the MultiMap paper's §5 experiments on modeled disks;
+// `amplification`, `volume`.
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fmt/format.h>
@@ -100,16 +102,29 @@ int main(int argc, char** argv) {
   real->prefix_command();
   real->allow_extras();
 
+  // The same for `query`.
+  auto* query = app.add_subcommand(
+      "query", "Bitmap-index queries on the real clock, cold and warm: the Set Query Benchmark's 75 count queries "
+               "on a table directory of every index encoding, beside DuckDB, pyroaring and a numpy scan, and "
+               "count/coords/values of a 3-D array: runs tools/bench/query_bench.py with every argument passed "
+               "through (see `mmfs-bench query --help`)");
+  query->set_help_flag();
+  query->prefix_command();
+  query->allow_extras();
+
   CLI11_PARSE(app, argc, argv);
   try {
-    if (real->parsed()) {
+    if (real->parsed() || query->parsed()) {
+      auto* sub = real->parsed() ? real : query;
       std::vector<std::string> looked;
-      std::string script = mmfs::bench::find_script("tools/mmfs_bench_real.py", &looked);
+      std::string script = mmfs::bench::find_script(
+          real->parsed() ? "tools/mmfs_bench_real.py" : "tools/bench/query_bench.py", &looked);
       if (script.empty()) {
-        fmt::print(stderr, "mmfs-bench: the real-clock script is not there (looked in {})\n", fmt::join(looked, ", "));
+        fmt::print(stderr, "mmfs-bench: the {} script is not there (looked in {})\n", sub->get_name(),
+                   fmt::join(looked, ", "));
         return 1;
       }
-      std::string err = mmfs::bench::exec_python(script, real->remaining());
+      std::string err = mmfs::bench::exec_python(script, sub->remaining());
       fmt::print(stderr, "mmfs-bench: cannot run python3 {}: {}\n", script, err);
       return 1;
     }
