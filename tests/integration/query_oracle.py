@@ -202,9 +202,9 @@ def _int_cmp(arr, op, bound):
 def compare(arr, op, text):
     """numpy oracle of `arr OP text` (SPEC §5)."""
     if arr.dtype.kind == "f":
-        x = arr.astype(np.float64)
-        c = float(text)
         with np.errstate(invalid="ignore"):
+            x = arr.astype(np.float64)  # a signalling NaN (written bytes) warns
+            c = float(text)
             return {"==": x == c, "!=": x != c, "<": x < c, "<=": x <= c, ">": x > c, ">=": x >= c}[op]
     c = Fraction_or_inf(text)
     if op == "!=":

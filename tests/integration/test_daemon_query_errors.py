@@ -119,7 +119,9 @@ def test_names(vol, target):
     assert_unchanged(vol, target)
 
 
-def test_table_errors(vol, target):
+@pytest.fixture(scope="module")
+def table(vol):
+    """A directory of two equal-length 1-D arrays x, y, and two that do not fit: short, square."""
     table = vol.mnt / "qerr" / "tbl"
     table.mkdir()
     rng = np.random.default_rng(62)
@@ -128,6 +130,11 @@ def test_table_errors(vol, target):
     make_array(table / "y", x.shape, np.float64, "naive", x.astype(np.float64))
     make_array(table / "short", (499,), np.int32, "naive", x[:499])
     make_array(table / "square", (20, 25), np.int32, "naive", x.reshape(20, 25))
+    return table, x
+
+
+def test_table_errors(vol, table):
+    table, x = table
     check_query(view(table), "x>3&y<8", (x > 3) & (x < 8), np.arange(500, dtype=np.uint64), ("count", "coords"))
     for cond, err in [(">3", errno.EINVAL), ("x>3&<8", errno.EINVAL), ("in[1,2]", errno.EINVAL),
                       ("x>3&short<8", errno.EINVAL), ("square>3", errno.EINVAL), ("nothere>3", errno.ENOENT),
@@ -137,10 +144,10 @@ def test_table_errors(vol, target):
     assert vol.mount_info.proc.poll() is None
 
 
-def test_nothing_under_a_query_can_be_changed(vol, target):
+def test_nothing_under_a_query_can_be_changed(vol, target, table):
     path, _ = target
     q = view(path, "query", ">1")
-    table = vol.mnt / "qerr"
+    table, _ = table
     cases = [
         (os.open, q / "count", os.O_WRONLY),
         (os.open, q / "coords", os.O_RDWR),
@@ -153,8 +160,9 @@ def test_nothing_under_a_query_can_be_changed(vol, target):
         (os.setxattr, q / "count", "user.x", b"1"),
         (os.setxattr, q, "user.mmfs.index", b"e1"),
         (os.open, view(path, "box", "0:3,:@", "query", ">1", "count"), os.O_WRONLY),
-        (os.open, view(table, "query", "other>1", "count"), os.O_WRONLY),
-        (os.open, view(table, "query", "other>1", "new"), os.O_CREAT | os.O_WRONLY, 0o644),
+        (os.open, view(table, "query", "x>1", "count"), os.O_WRONLY),
+        (os.open, view(table, "query", "x>1", "new"), os.O_CREAT | os.O_WRONLY, 0o644),
+        (os.truncate, view(table, "query", "x>1", "coords"), 0),
     ]
     problems = []
     for fn, *args in cases:
