@@ -49,9 +49,9 @@ Cold and warm:
 * warm -- a second pass in the same mount / connection right after the cold
   one: index pages are in the daemon's memory, but every query opens its
   `.../count` path afresh and the daemon computes the answer again (mmfs
-  never keeps a query's result across opens, SPEC §5 contract; the pass reads
-  each view with a new open(2), so the kernel has no page of it either,
-  views are direct-I/O files).
+  never keeps a query's result across opens; each view is read with a new
+  open(2), and the daemon opens views without FOPEN_KEEP_CACHE (count is
+  direct I/O), so the kernel keeps no page of an earlier open either).
 
 A pass is the 75 queries one after the other; its time is the sum of the
 per-query wall-clock times (open + read + close, or execute + fetch). --runs
@@ -550,6 +550,17 @@ class QueryBench:
                 eng = {"engine": f"mmfs-{enc}", "label": f"mmfs, index {enc}" if enc != "none"
                        else "mmfs, no index (scan)", "kind": "mmfs", "encoding": enc}
                 engines.append(eng)
+                if enc in ("range", "interval") and a.max_index_bytes:
+                    est = sum(estimate_index_bytes(enc, np.bincount(cols[c]) if c != "KSEQ" else [rows], rows)
+                              for c in sq.COLUMNS)
+                    eng["estimated_index_bytes"] = est
+                    if est > a.max_index_bytes:
+                        eng["skipped"] = (f"not built: the {enc} index of the 13 columns would take about "
+                                          f"{est / 1e9:,.0f} GB (one dense bitmap per value of K500K, K250K, "
+                                          f"...), above --max-index-bytes {a.max_index_bytes / 1e9:g} GB; "
+                                          "the paper does not test it either")
+                        log(f"mmfs-{enc}: {eng['skipped']}")
+                        continue
                 if not self.build_table_index(eng, table, enc, rows):
                     continue
                 self.run_engine(eng, qs, ref, lambda kind: self.mmfs_pass(qs, table), cold_drop="remount")
@@ -781,6 +792,9 @@ class QueryBench:
         quant = np.quantile(flat, [0.90, 0.90 + 0.25 / 100, 0.99, 0.99 + 0.25 / 100])
         out["quantile_s"] = time.perf_counter() - t0
         encs = [e for e in a.encodings]
+        t0 = time.perf_counter()
+        replica = replica_edges(flat, 100)
+        out["replica_edges_s"] = time.perf_counter() - t0
         path = None
         if self.mmfs:
             path = os.path.join(self.mnt, "field")
@@ -828,6 +842,14 @@ class QueryBench:
         for enc in encs:
             e = {"encoding": enc}
             out["encodings"].append(e)
+            if enc in ("range", "interval") and a.max_index_bytes:
+                est = estimate_index_bytes(enc, [n / 100] * 100, n)
+                e["estimated_index_bytes"] = est
+                if est > a.max_index_bytes:
+                    e["skipped"] = (f"not built: about {est / 1e9:,.1f} GB estimated, above --max-index-bytes "
+                                    f"{a.max_index_bytes / 1e9:g} GB")
+                    log(f"3-D mmfs-{enc}: {e['skipped']}")
+                    continue
             t0 = time.perf_counter()
             try:
                 os.setxattr(path, "user.mmfs.index", enc.encode())
@@ -844,7 +866,10 @@ class QueryBench:
                 e["index_bytes"] = None
                 log(f"WARNING: field@/info: {errtext(ex)}")
             edges = find_edges(e.get("info"))
-            e["edges_from"] = "A@/info" if edges is not None else "numpy quantiles"
+            e["edges_from"] = "A@/info"
+            if edges is None:
+                edges = replica
+                e["edges_from"] = "replica of the daemon's sample (indexes/binning.cc)"
             log(f"3-D mmfs-{enc}: built in {e['build_s']:.2f} s, index {fbytes(e['index_bytes'])}")
             for label, p, t in self.thresholds(edges, quant):
                 op = ">"
@@ -858,7 +883,8 @@ class QueryBench:
                 want_n, want_idx = reference(op, t)
                 for view in VIEWS3D:
                     row = {"engine": f"mmfs-{enc}", "encoding": enc, "threshold": label, "p": p, "t": float(t),
-                           "op": op, "cond": cond, "view": view, "plan": plan, "selectivity": want_n / n}
+                           "op": op, "cond": cond, "view": view, "plan": plan, "selectivity": want_n / n,
+                           "aligned_plan": None if not plan else plan.get("data_bytes") == 0}
                     times, reads, err = [], [], None
                     for _ in range(a.runs):
                         self.cold(remount=True)
@@ -971,6 +997,30 @@ class QueryBench:
 # ----------------------------------------------------------------------------
 
 
+def roaring_bytes(counts, rows):
+    """Upper estimate of the serialized size of roaring bitmaps holding
+    `counts` random rows out of `rows` each: per 65,536-row chunk an array
+    (2 bytes a row) or a 8 KiB bitmap container, whichever is smaller."""
+    chunks = max(1, -(-rows // 65536))
+    per = np.minimum(2.0 * np.asarray(counts, dtype=np.float64) / chunks, 8192.0)
+    return float(np.sum(per * chunks + 8 * chunks))
+
+
+def estimate_index_bytes(enc, bin_counts, rows):
+    """Rough size of the range / interval index of a column whose bins hold
+    `bin_counts` rows (the encodings whose bitmaps are dense: a range index
+    of K500K would be ~500,000 bitmaps of rows/8 bytes); None for the others."""
+    c = np.asarray(bin_counts, dtype=np.float64)
+    b = len(c)
+    if enc == "range":
+        return roaring_bytes(np.cumsum(c)[:-1], rows) if b > 1 else 0.0
+    if enc == "interval":
+        m = -(-b // 2)
+        p = np.concatenate([[0.0], np.cumsum(c)])
+        return roaring_bytes(p[m:b + 1] - p[0:b - m + 1], rows)
+    return None
+
+
 def bytes_read(stats):
     if not stats:
         return None
@@ -988,6 +1038,23 @@ def sectors_bytes(stats, key):
     if not stats or key not in stats or not stats.get("sector_size"):
         return None
     return stats[key] * stats["sector_size"]
+
+
+def replica_edges(flat, n, max_sample=1 << 20):
+    """The edges `bins=N` chooses, computed as indexes/binning.cc does today
+    (every stride-th element in C order, stride = ceil(size / 2^20); edge i
+    = the sorted sample's element i*s//N, i = 1..N-1): used only when A@/info
+    does not show the edges; whether a threshold is really on an edge is
+    checked with the plan (data_bytes == 0) and reported."""
+    stride = max(1, -(-flat.size // max_sample))
+    sample = np.sort(flat[::stride])
+    s = sample.size
+    edges = []
+    for i in range(1, n):
+        q = float(sample[i * s // n])
+        if not edges or q != edges[-1]:
+            edges.append(q)
+    return edges
 
 
 def find_edges(info):
@@ -1094,7 +1161,9 @@ def report(b):
              "pass right after the cold one, in the same mount (index pages in the daemon's memory) or "
              "connection. Results are never reused: every mmfs query is a fresh open(2) of its "
              "`.../query/COND/count` path, whose answer the daemon computes anew for each open (SPEC §5: "
-             "views are not cached across opens); DuckDB has no result cache; numpy and pyroaring recompute. "
+             "views are not cached across opens; the daemon opens views with FOPEN_KEEP_CACHE off or direct I/O, so "
+             "the kernel keeps no page of an earlier open either); DuckDB has no result cache; numpy and pyroaring "
+             "recompute. "
              f"A pass is the 75 queries in a row; its time is the sum of their wall-clock times. "
              f"Medians of {a.runs} run(s), (min–max) beside.")
     L.append("")
@@ -1128,8 +1197,8 @@ def setquery_report(L, s, a):
     agreed = s.get("all_agreed")
     L.append(f"**Every engine returned the reference count for all 75 queries: {'yes' if agreed else 'NO'}.**")
     for e in engines:
-        if e.get("mismatch") or e.get("error"):
-            L.append(f"* {e['engine']}: {e.get('mismatch') or e.get('error')}")
+        if e.get("mismatch") or e.get("error") or e.get("skipped"):
+            L.append(f"* {e['engine']}: {e.get('mismatch') or e.get('error') or e.get('skipped')}")
     L.append("")
     L.append("| engine | build s | index MB | × raw | warm suite s | cold suite s | cold read MB | agreed |")
     L.append("|---|---:|---:|---:|---:|---:|---:|:---:|")
@@ -1269,8 +1338,8 @@ def field_report(L, f, a):
              "(index + data sectors); every result checked against numpy.")
     L.append("")
     for e in f.get("encodings", []):
-        if e.get("error"):
-            L.append(f"* mmfs-{e['encoding']}: {e['error']}")
+        if e.get("error") or e.get("skipped"):
+            L.append(f"* mmfs-{e['encoding']}: {e.get('error') or e.get('skipped')}")
     L.append("")
     L.append("| encoding | build s | index MB | × data |")
     L.append("|---|---:|---:|---:|")
@@ -1326,6 +1395,9 @@ def parse_args(argv):
     ap.add_argument("--geometry", default="ssd", help="mkfs.mmfs -g PROFILE (default ssd)")
     ap.add_argument("--mount-options", default="", help="daemon -o OPTS")
     ap.add_argument("--image-size", type=int, default=None, help="image bytes (default 4x the data + 4 GiB, sparse)")
+    ap.add_argument("--max-index-bytes", type=float, default=None,
+                    help="skip a range/interval index whose estimated size exceeds this (default: 4x the data, at "
+                         "least 1 GiB; 0: never skip)")
     ap.add_argument("--seed", type=int, default=14, help="seed of the 3-D array's noise")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     ap.add_argument("--strict", action="store_true", help="exit 3 when a target is missed")
@@ -1345,6 +1417,9 @@ def parse_args(argv):
         ap.error("--rows >= 10 and --runs >= 1")
     if a.rows >= 2**31 - 1:
         ap.error("--rows must fit int32 (KSEQ)")
+    if a.max_index_bytes is None:
+        a.max_index_bytes = max(4 * max(a.rows * 4 * len(sq.COLUMNS), 0 if a.skip_3d else int(np.prod(a.shape)) * 8),
+                                GiB)
     a.out = os.path.abspath(a.out or os.path.join(REPO, "docs", "benchmarks"))
     a.scratch = os.path.abspath(a.scratch)
     a.build = os.path.abspath(a.build)
