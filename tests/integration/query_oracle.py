@@ -16,6 +16,7 @@ tests/integration/test_daemon_query*.py.
 """
 import math
 import os
+import re
 import subprocess
 import sys
 from decimal import Decimal
@@ -237,6 +238,104 @@ def evaluate(t, env):
     out = masks[0].copy()
     for m in masks[1:]:
         out = (out & m) if kind == "and" else (out | m)
+    return out
+
+
+# --- a reference parser ------------------------------------------------------------------------
+# Strict: no blanks except before a named `in`, NAMEs of letters, digits, '_' and '.'
+# not starting like a number. It accepts a subset of what the daemon may; a text it
+# accepts has one reading in the grammar, so the daemon's answer can be checked.
+
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d+)?|\.\d+)([eE][+-]?\d+)?(?![\w.])|[+-]?(inf|nan)(?![\w.])", re.I)
+_NAME = re.compile(r"(?!in\b|in\[|inf\b|nan\b)[A-Za-z_][\w.]*")
+_OPS = ["==", "!=", "<=", ">=", "<", ">"]
+
+
+def parse_condition(text):
+    """The tree of a condition text, or None when this strict parser refuses it."""
+    pos = 0
+
+    class Bad(Exception):
+        pass
+
+    def number():
+        nonlocal pos
+        m = _NUMBER.match(text, pos)
+        if not m:
+            raise Bad
+        pos = m.end()
+        return m.group(0)
+
+    def atom():
+        nonlocal pos
+        name = ""
+        m = _NAME.match(text, pos)
+        if m:
+            name = m.group(0)
+            pos = m.end()
+            if text.startswith(" in[", pos):
+                pos += 1
+        if text.startswith("in[", pos):
+            pos += 3
+            lo = number()
+            if not text.startswith(",", pos):
+                raise Bad
+            pos += 1
+            hi = number()
+            if not text.startswith("]", pos):
+                raise Bad
+            pos += 1
+            return ("in", name, lo, hi)
+        for op in _OPS:
+            if text.startswith(op, pos) and not text.startswith(op + "=", pos) and \
+                    not (op in ("<", ">") and text.startswith(("<", ">", "!"), pos + 1)):
+                pos += len(op)
+                return ("cmp", name, op, number())
+        raise Bad
+
+    def term(depth):
+        nonlocal pos
+        if depth > 200:
+            raise Bad
+        if text.startswith("!", pos) and not text.startswith("!=", pos):
+            pos += 1
+            return ("not", term(depth + 1))
+        if text.startswith("(", pos):
+            pos += 1
+            c = cond(depth + 1)
+            if not text.startswith(")", pos):
+                raise Bad
+            pos += 1
+            return c
+        return atom()
+
+    def joined(sep, part, kind, depth):
+        nonlocal pos
+        parts = [part(depth)]
+        while text.startswith(sep, pos):
+            pos += 1
+            parts.append(part(depth))
+        return parts[0] if len(parts) == 1 else (kind, parts)
+
+    def cond(depth):
+        return joined("|", lambda d: joined("&", term, "and", d), "or", depth)
+
+    try:
+        tree = cond(0)
+    except Bad:
+        return None
+    return tree if pos == len(text) else None
+
+
+def tree_names(t, out=None):
+    out = set() if out is None else out
+    if t[0] in ("cmp", "in"):
+        out.add(t[1])
+    elif t[0] == "not":
+        tree_names(t[1], out)
+    else:
+        for c in t[1]:
+            tree_names(c, out)
     return out
 
 
