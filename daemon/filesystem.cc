@@ -342,6 +342,7 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
     st->st_size = std::int64_t(size);
     return 0;
   };
+  if (v.table) return table_stat(v, st, content, message, nullptr);
   if (v.array == 0) {
     auto res = fs::resolve_control(v.components, volume_->geometry());
     if (auto* e = std::get_if<fs::PathError>(&res)) {
@@ -380,11 +381,18 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
     case fs::ViewKind::Info: *content = array->info().dump(2) + "\n"; break;
     case fs::ViewKind::Lbn: array->lbn_text(node.coords, content); break;
     case fs::ViewKind::Plan: {
+      if (node.query) {
+        if (int r = query_content(v.home, array, *node.query, true, content, message)) return r;
+        break;
+      }
       nlohmann::json j;
       if (int r = array->plan(*node.data, &j, message)) return r;
       *content = j.dump() + "\n";
       break;
     }
+    case fs::ViewKind::Query:
+      if (int r = query_content(v.home, array, *node.query, false, content, message)) return r;
+      break;
   }
   return as_file(content->size());
 }
@@ -417,8 +425,18 @@ int Filesystem::lookup(Ino parent, const std::string& name, struct stat* st) {
     std::string base = name.substr(0, name.size() - 1);
     if (auto child = md.lookup(parent, base)) {
       auto schema = stored_schema(*child);
+      auto child_inode = md.inode(*child);
+      if (child_inode && S_ISDIR(child_inode->mode)) {  // D@: the directory's table views
+        Ino vino = intern_vnode(parent, name, VNode{0, {}, true, false, 0, {}, *child, true});
+        std::string content, msg;
+        if (int r = vnode_stat(vino, st, &content, &msg)) {
+          forget(vino, 1);
+          return record_at(r, parent, name, msg);
+        }
+        return 0;
+      }
       if (schema && !schema->shape.empty()) {
-        Ino vino = intern_vnode(parent, name, VNode{*child, {}, true, false, 0, {}});
+        Ino vino = intern_vnode(parent, name, VNode{*child, {}, true, false, 0, {}, parent, false});
         std::string content, msg;
         if (int r = vnode_stat(vino, st, &content, &msg)) {
           forget(vino, 1);
@@ -442,7 +460,11 @@ int Filesystem::readdir(Ino ino, std::vector<std::pair<std::string, struct stat>
     VNode v;
     if (!vnode(ino, &v)) return ENOENT;
     std::vector<std::string> listing;
-    if (v.array == 0) {
+    if (v.table) {
+      std::string content, msg;
+      struct stat tst;
+      if (int r = table_stat(v, &tst, &content, &msg, &listing)) return record(r, ino, msg);
+    } else if (v.array == 0) {
       auto res = fs::resolve_control(v.components, volume_->geometry());
       if (auto* e = std::get_if<fs::PathError>(&res)) return record(e->error, ino, e->message);
       listing = std::get<fs::ControlNode>(res).listing;
@@ -565,6 +587,7 @@ bool Filesystem::is_virtual_name(Ino parent, const std::string& name) {
   if (name.size() < 2 || name.back() != '@') return false;
   auto base = volume_->metadata().lookup(parent, name.substr(0, name.size() - 1));
   if (!base) return false;
+  if (auto n = volume_->metadata().inode(*base); n && S_ISDIR(n->mode)) return true;
   auto s = stored_schema(*base);
   return s && !s->shape.empty();
 }

@@ -121,6 +121,8 @@ class Filesystem {
     bool live = false;                    // a free slot when false
     std::uint64_t lookups = 0;            // entries given to the kernel, not yet forgotten
     std::pair<Ino, std::string> key;      // (parent, name) in vindex_
+    Ino home = 0;                         // the directory holding A (of A@) or D itself (of D@)
+    bool table = false;                   // D@: a directory's views
   };
   bool vnode(Ino vino, VNode* out) const;
 
@@ -130,6 +132,12 @@ class Filesystem {
   std::string child_path(Ino parent, const std::string& name) const;
   int fill_stat(const fs::Inode& inode, struct stat* st);
   int vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message);
+  // Query views (daemon/query_views.cc): the content of a query's file (or
+  // its plan's JSON), computed once for the lookup and the open that follows.
+  int query_content(Ino dir, const std::shared_ptr<fs::ArrayFile>& self, const fs::QueryView& view, bool plan,
+                    std::string* content, std::string* message);
+  int table_stat(const VNode& v, struct stat* st, std::string* content, std::string* message,
+                 std::vector<std::string>* listing);
   Ino intern_vnode(Ino parent_vino, const std::string& name, VNode node);
   int lookup_virtual(Ino parent, const std::string& name, struct stat* st);
   std::optional<fs::ArraySchema> stored_schema(Ino ino) const;
@@ -168,6 +176,17 @@ class Filesystem {
 
   mutable std::mutex names_mu_;
   std::unordered_map<Ino, std::pair<Ino, std::string>> names_;  // ino -> (parent, name), for messages
+
+  // Query results between the stat that sizes a view and the open that reads
+  // it (keyed by directory, path and the arrays' generations); an entry is
+  // taken by the next use and lives at most kQueryResultMs.
+  struct QueryResult {
+    std::string content;
+    std::int64_t at_ns = 0;
+  };
+  std::mutex qmu_;
+  std::map<std::string, QueryResult> query_results_;
+  static constexpr std::int64_t kQueryResultMs = 250;
 
   mutable std::mutex vmu_;
   std::vector<VNode> vnodes_;

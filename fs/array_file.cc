@@ -49,10 +49,6 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
     *message = "user.mmfs.compress: compression comes with the mloc layout, not implemented in this release";
     return ENOTSUP;
   }
-  if (schema.index != "none") {
-    *message = "user.mmfs.index: bitmap indexes are not implemented in this release (use none)";
-    return ENOTSUP;
-  }
   std::unique_ptr<layouts::Layout> layout;
   try {
     std::vector<std::uint32_t> order = schema.order;
@@ -110,7 +106,12 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
                     std::string* message) {
   std::unique_ptr<ArrayState> state;
   if (int r = build(ctx, ino, schema, false, &state, message)) return r;
-  out->reset(new ArrayFile(ctx, ino, schema, std::move(state)));
+  std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, ino, schema, std::move(state)));
+  {
+    std::unique_lock lock(a->mu_);
+    if (int r = a->load_index_locked(message)) return r;
+  }
+  *out = std::move(a);
   return 0;
 }
 
@@ -191,6 +192,12 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
     a->release_placement_on_failure();
     return r;
   }
+  if (r == 0 && schema.index != "none") {
+    // The index goes with its own commit: a crash before it leaves an array
+    // whose index is built when it is next loaded.
+    std::unique_lock lock(a->mu_);
+    if (int e = a->load_index_locked(message)) return e;
+  }
   *out = std::move(a);
   return -r;  // applied; a failed sync is still an error for the caller
 }
@@ -225,6 +232,7 @@ std::string ArrayFile::bad_cell_message(std::uint64_t cell) const {
 int ArrayFile::flush_locked(bool durable, std::string* message) {
   if (retired_) return 0;
   if (state_->has_dirty()) {
+    if (int r = index_before_write_back_locked(message)) return r;
     std::uint64_t bad = 0;
     auto make_durable = [&](WriteBatch& alternatives) {
       if (int r = ctx_.metadata.apply(alternatives, {})) return r;
@@ -242,7 +250,10 @@ int ArrayFile::flush_locked(bool durable, std::string* message) {
     WriteBatch batch;
     state_->sums().stage(batch);
     state_->alternatives().stage(batch);
-    if (int r = ctx_.metadata.apply(batch, {})) {
+    // The index's delta commits with the checksums of the cells it describes.
+    std::vector<Extent> dropped;
+    if (int r = index_after_write_back_locked(batch, &dropped, message)) return r;
+    if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
       *message = "metadata commit failed";
       return r;
     }
@@ -273,6 +284,7 @@ int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
   }
   if (length == 0) return 0;
   state_->write_bytes(offset, data, length);
+  note_write_locked(offset, data, length);
   ++generation_;
   if (state_->dirty_bytes() >= kDirtyLimit) return flush_locked(false, message);
   return 0;
@@ -285,10 +297,20 @@ int ArrayFile::zero(std::string* message) {
   WriteBatch batch;
   state_->sums().stage(batch);
   state_->alternatives().stage(batch);
-  if (int r = ctx_.metadata.apply(batch, {})) {
+  std::vector<Extent> dropped;
+  std::unique_ptr<ArrayIndex> fresh;
+  if (index_) {  // every element is zero again: so is the index
+    if (int r = build_index_locked(schema_, &fresh, message)) return r;
+    fresh->stage(batch);
+    dropped = index_->extents();
+  }
+  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+    if (fresh) fresh->release();
     *message = "metadata commit failed";
     return r;
   }
+  if (fresh) index_ = std::move(fresh);
+  partial_rows_.clear();
   return 0;
 }
 
@@ -302,13 +324,18 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
   bool placement = next.shape != schema_.shape || next.dtype != schema_.dtype || next.layout != schema_.layout ||
                    next.order != schema_.order || next.cell != schema_.cell || next.basic_cube != schema_.basic_cube;
   if (!placement) {
-    if (next.compress != "none" || next.index != "none") {
+    if (next.compress != "none") {
       std::unique_ptr<ArrayState> probe;
       // build() explains what is not implemented; nothing is allocated.
       if (int r = build(ctx_, ino_, next, false, &probe, message); r == ENOTSUP) return r;
     }
     WriteBatch batch;
     batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(next));
+    if (next.index != schema_.index || (next.bins != schema_.bins && next.index != "none")) {
+      if (int r = change_index_locked(next, std::move(batch), message)) return r;
+      schema_ = next;
+      return 0;
+    }
     if (int r = ctx_.metadata.apply(batch, {})) {
       *message = "metadata commit failed";
       return r;
@@ -407,7 +434,16 @@ nlohmann::json ArrayFile::info() const {
   j["bytes"] = bytes_;
   std::uint64_t sectors = 0;
   for (const Extent& e : state_->layout().extents()) sectors += e.sectors;
-  j["device_bytes"] = {{"data", sectors * ctx_.geometry.sector_size()}, {"index", 0}};
+  j["device_bytes"] = {{"data", sectors * ctx_.geometry.sector_size()},
+                       {"index", index_ ? index_->device_bytes() : 0}};
+  if (index_) {
+    const auto& h = index_->header();
+    j["index_detail"] = {{"bins", h.binning().bins()},
+                         {"coarse_bins", h.coarse_bins()},
+                         {"bitmaps", h.directory().size()},
+                         {"object_bytes", index_->object_bytes()},
+                         {"provisional", index_->provisional()}};
+  }
   j["extents"] = state_->layout().extents().size();
   j["geometry"] = ctx_.geometry_name;
   j["sectors_per_cell"] = state_->layout().sectors_per_cell();

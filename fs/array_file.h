@@ -17,12 +17,14 @@
 #include <shared_mutex>
 #include <string>
 
+#include "fs/array_index.h"
 #include "fs/array_schema.h"
 #include "fs/array_state.h"
 #include "fs/metadata.h"
 #include "fs/plain_file.h"
 #include "fs/sector_io.h"
 #include "fs/view_path.h"
+#include "layouts/io_plan.h"
 
 namespace mmfs::layouts {
 class SelectionChunks;
@@ -41,6 +43,18 @@ struct ArrayContext {
   // bytes: large enough that a chunk's requests stream, small enough to
   // cache a few (tests use small ones to exercise many chunks).
   std::uint64_t chunk_bytes = 32ull << 20;
+};
+
+// The rows (C-order linear indices) of a box of an array of `shape`.
+indexes::Bitmap selection_rows(const layouts::Selection& box, std::span<const std::uint64_t> shape);
+
+// What a query spent on one array.
+struct QueryCost {
+  std::uint64_t index_bytes = 0;   // bitmaps read from the device
+  std::uint64_t data_bytes = 0;    // cells read from the device
+  std::uint64_t requests = 0;      // device requests for the index
+  bool scanned = false;            // answered by a scan of the data (no index)
+  std::vector<geom::Request> index_trace;  // the index's device requests
 };
 
 // How a file's reads went through its chunk cache.
@@ -124,7 +138,42 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   int plan(const DataView& view, nlohmann::json* out, std::string* message) const;
   int lbn_text(std::span<const std::uint64_t> coords, std::string* out) const;
 
+  // Bitmap index and queries (fs/array_file_index.cc, fs/array_file_query.cc).
+  indexes::ValueType value_type() const;
+  std::uint64_t generation() const { return generation_.load(); }
+  std::vector<std::uint64_t> shape() const;
+  bool has_index() const;
+  std::uint64_t index_device_bytes() const;
+  // The rows of each atom (keys of this array's dtype), inside `box` when
+  // given: from the index (sure and candidate rows), or, without one, from
+  // one scan of the data for all atoms together (exact: no candidates).
+  int atom_estimates(const std::vector<indexes::KeySet>& atoms, const std::optional<layouts::Selection>& box,
+                     std::vector<indexes::Estimate>* out, QueryCost* cost, std::string* message);
+  // The count of an atom when the index header alone answers it (no read).
+  std::optional<std::uint64_t> exact_count(const indexes::KeySet& keys) const;
+  // The elements at `rows` (ascending linear indices), in that order.
+  int gather_rows(const indexes::Bitmap& rows, std::string* out, QueryCost* cost, std::string* message);
+  // The device requests that read the cells holding `rows`, or (without
+  // rows) the whole array or `box` (plan views; nothing is read).
+  layouts::IoPlan rows_plan(const indexes::Bitmap& rows) const;
+  layouts::IoPlan scan_plan(const std::optional<layouts::Selection>& box) const;
+  const geom::Geometry& geometry() const { return ctx_.geometry; }
+
  private:
+  // Index lifecycle, under the exclusive lock.
+  int read_all_locked(const ArrayIndex::Visitor& visit, std::string* message);
+  int build_index_locked(const ArraySchema& schema, std::unique_ptr<ArrayIndex>* out, std::string* message);
+  // Loads the stored index (rebuilding one a crash left behind its data).
+  int load_index_locked(std::string* message);
+  // Makes `next`'s index/bins current: builds, commits with `batch`, drops the old.
+  int change_index_locked(const ArraySchema& next, WriteBatch batch, std::string* message);
+  // Folds the write [offset, offset+length) into the index's delta.
+  void note_write_locked(std::uint64_t offset, const std::byte* data, std::size_t length);
+  // Before write-back: the pending marker, durable. After: partial rows, the
+  // delta (or a rebuild), staged into `batch` with the dropped extents.
+  int index_before_write_back_locked(std::string* message);
+  int index_after_write_back_locked(WriteBatch& batch, std::vector<Extent>* dropped, std::string* message);
+  int rows_from_cells(const indexes::Bitmap& rows, std::byte* out, std::uint64_t* data_bytes, std::string* message);
   ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state);
   static int build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
                    std::unique_ptr<ArrayState>* out, std::string* message);
@@ -169,6 +218,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   std::unique_ptr<ArrayState> state_;
   std::uint64_t bytes_;
   bool retired_ = false;  // guarded by mu_; see retire_if
+  std::unique_ptr<ArrayIndex> index_;      // guarded by mu_; null without an index
+  std::vector<std::uint64_t> partial_rows_;  // rows a write cut: their values are read at flush
   std::atomic<std::uint64_t> generation_{0};  // bumped by every change of the contents
 
   // Decoded chunks of recent reads (the file and its views), most recent first.

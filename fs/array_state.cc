@@ -176,7 +176,7 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
 }
 
 int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,
-                               const std::function<void()>& device_done) {
+                               const std::function<void()>& device_done, std::uint64_t* bytes_read) {
   const CellGrid& g = grid();
   const std::size_t n = g.dims();
   const std::uint32_t ss = io_.sector_size();
@@ -208,6 +208,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
     at += p.sectors * ss;
   }
   if (int rc = io_.read(runs)) return rc;
+  if (bytes_read) *bytes_read += total * ss;
   if (device_done) device_done();
   auto locate = [&](geom::Lbn lbn) -> const std::byte* {
     auto it = std::upper_bound(placed.begin(), placed.end(), lbn,
@@ -260,6 +261,61 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
       if (d == 0) return 0;
     }
   }
+}
+
+int ArrayState::read_cells(std::span<const std::uint64_t> cells, std::byte* out, std::uint64_t* bad_cell,
+                           std::uint64_t* bytes_read) {
+  const CellGrid& g = grid();
+  const std::uint32_t ss = io_.sector_size();
+  const std::uint64_t brick = g.cell_bytes();
+  struct Want {
+    std::uint64_t slot;  // index into cells
+    Run runs[2];
+    std::size_t n;
+  };
+  std::vector<Want> wants;
+  std::vector<std::uint64_t> cc(g.dims());
+  for (std::uint64_t i = 0; i < cells.size(); ++i) {
+    if (!may_hold_data(cells[i])) {
+      std::memset(out + i * brick, 0, brick);
+      continue;
+    }
+    coords_of(cells[i], cc.data());
+    Want w{i, {}, 0};
+    w.n = layout_->cell_runs(cc, w.runs);
+    wants.push_back(w);
+  }
+  // Buffer slots in LBN order, so cells next to each other on the device are
+  // one request.
+  std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) { return a.runs[0].lbn < b.runs[0].lbn; });
+  AlignedBuffer buf(std::max<std::uint64_t>(1, wants.size()) * cell_storage_, AlignedBuffer::Uninitialized{});
+  std::vector<SectorRun> runs;
+  std::uint64_t total = 0;
+  for (std::size_t k = 0; k < wants.size(); ++k) {
+    std::byte* at = buf.data() + k * cell_storage_;
+    for (std::size_t j = 0; j < wants[k].n; ++j) {
+      const Run& r = wants[k].runs[j];
+      if (!runs.empty() && runs.back().lbn + runs.back().sectors == r.lbn &&
+          runs.back().buffer + runs.back().sectors * ss == at)
+        runs.back().sectors += r.sectors;
+      else
+        runs.push_back({r.lbn, r.sectors, at});
+      at += std::uint64_t(r.sectors) * ss;
+      total += r.sectors;
+    }
+  }
+  if (int rc = io_.read(runs)) return rc;
+  if (bytes_read) *bytes_read += total * ss;
+  for (std::size_t k = 0; k < wants.size(); ++k) {
+    const std::byte* cell = buf.data() + k * cell_storage_;
+    const std::uint64_t linear = cells[wants[k].slot];
+    if (!cell_valid(linear, {cell, brick})) {
+      *bad_cell = linear;
+      return EIO;
+    }
+    std::memcpy(out + wants[k].slot * brick, cell, brick);
+  }
+  return 0;
 }
 
 void ArrayState::element_location(std::span<const std::uint64_t> x, geom::Lbn* lbn, std::uint32_t* offset) const {

@@ -63,7 +63,13 @@ class ArrayState {
   // before the cells are verified and gathered (a sequential reader starts
   // the next chunk's reads there, keeping the device busy).
   int read_selection(const layouts::Selection& selection, std::byte* out, std::uint64_t* bad_cell,
-                     const std::function<void()>& device_done = {});
+                     const std::function<void()>& device_done = {}, std::uint64_t* bytes_read = nullptr);
+  // Reads whole cells (linear ids, ascending, unique) into `out`, one C-order
+  // brick of cell_bytes() each, in one device batch: the cells of the
+  // scattered rows a query needs. Cells that never held data read as zeros.
+  // *bytes_read counts the device bytes. EIO with *bad_cell on a mismatch.
+  int read_cells(std::span<const std::uint64_t> cells, std::byte* out, std::uint64_t* bad_cell,
+                 std::uint64_t* bytes_read);
   // Results of at least this many bytes are gathered with streamed stores
   // (more than a core's L2: they would only evict the cells being gathered).
   static constexpr std::uint64_t kStreamedResultBytes = 4ull << 20;

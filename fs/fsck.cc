@@ -46,7 +46,7 @@ FsckReport check_volume(Volume& vol, bool repair) {
   // 3. Every record.
   std::map<Ino, Inode> inodes;
   std::vector<Dirent> dirents;
-  std::set<Ino> xattr_owners, extent_owners, checksum_owners, alt_owners;
+  std::set<Ino> xattr_owners, extent_owners, checksum_owners, alt_owners, index_owners;
   std::uint64_t next_ino = 0;
   store.scan("", [&](std::string_view key, std::string_view value) {
     std::string k(key);
@@ -73,6 +73,12 @@ FsckReport check_volume(Volume& vol, bool repair) {
       if (!decode_extents(value)) {
         problem(fmt::format("the extent map of inode {} does not decode", be64(key.substr(2))), false);
       }
+    } else if (key.size() == 11 && key.substr(0, 2) == "e/" && key[10] == 'i') {
+      index_owners.insert(be64(key.substr(2)));
+      if (!decode_extents(value))
+        problem(fmt::format("the index extent map of inode {} does not decode", be64(key.substr(2))), false);
+    } else if ((key.size() == 10 || (key.size() == 11 && key[10] == 'p')) && key.substr(0, 2) == "q/") {
+      index_owners.insert(be64(key.substr(2)));
     } else if (key.size() == 18 && key.substr(0, 2) == "a/") {
       alt_owners.insert(be64(key.substr(2)));
       if (value.empty() || value.size() % 4) problem(fmt::format("an alternative-checksum record of inode {} is malformed", be64(key.substr(2))), false);
@@ -183,6 +189,15 @@ FsckReport check_volume(Volume& vol, bool repair) {
   drop_stray(xattr_owners, keys::xattr_prefix, "extended attributes");
   drop_stray(checksum_owners, keys::checksum_prefix, "cell checksums");
   drop_stray(alt_owners, keys::alt_checksum_prefix, "alternative cell checksums");
+  for (Ino ino : index_owners)
+    if (!inodes.count(ino) || removed.count(ino)) {
+      problem(fmt::format("bitmap index of missing inode {}", ino), true);
+      fix.del(keys::index_extents(ino));
+      store.scan(keys::index_prefix(ino), [&](std::string_view k, std::string_view) {
+        fix.del(std::string(k));
+        return true;
+      });
+    }
   for (Ino ino : extent_owners)
     if (!inodes.count(ino) && !removed.count(ino)) {
       problem(fmt::format("extent map of missing inode {}", ino), true);

@@ -52,6 +52,12 @@ std::string extents(Ino ino);
 std::string checksum_prefix(Ino ino);  // cell checksum records (fs/cell_checksums.h)
 std::string alt_checksum_prefix(Ino ino);  // checksums of cells being rewritten in place
 std::string next_ino();
+// An array's bitmap index (fs/array_index.h): its record, the marker of an
+// index that may lag its data, and its extents (an extent map, "e/" + 'i').
+std::string index_prefix(Ino ino);
+std::string index_record(Ino ino);
+std::string index_pending(Ino ino);
+std::string index_extents(Ino ino);
 }  // namespace keys
 
 class Metadata {

@@ -66,6 +66,10 @@ nlohmann::json SectorIo::stats() const {
   j["sectors_read"] = sectors_read_.load();
   j["sectors_written"] = sectors_written_.load();
   j["sectors"] = sectors_read_.load() + sectors_written_.load();
+  // Reads split by what they serve: bitmap indexes, and everything else
+  // (array cells, plain files).
+  j["index_sectors_read"] = index_sectors_read_.load();
+  j["data_sectors_read"] = sectors_read_.load() - std::min(sectors_read_.load(), index_sectors_read_.load());
   j["flushes"] = flushes_.load();
   j["sector_size"] = sector_size_;
   std::lock_guard lock(model_mu_);

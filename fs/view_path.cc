@@ -35,7 +35,20 @@ constexpr const char* kBoxAccepted =
     "per dimension I, A:B, A:B:STEP, ':', 'A:', ':B', '::STEP' "
     "(numpy basic indexing, no negative indices, 0 <= A < B <= size, STEP >= 1)";
 
+constexpr std::string_view kQueryOutputs[] = {"count", "coords", "values", "mask"};
+
 PathError error(int err, std::string message) { return PathError{err, std::move(message)}; }
+
+// The condition of a query path, or EINVAL naming where it went wrong.
+std::variant<indexes::Condition, PathError> query_condition(const std::string& text, const std::string& where) {
+  auto parsed = indexes::parse_condition(text);
+  if (auto* e = std::get_if<indexes::ConditionError>(&parsed))
+    return error(EINVAL, fmt::format("'{}': malformed condition at position {}: {} (grammar: atoms [NAME] OP NUMBER "
+                                     "or [NAME] in [A,B] with OP one of == != < <= > >=, joined by & and |, "
+                                     "negated by !, grouped by parentheses)",
+                                     where, e->position, e->message));
+  return std::move(std::get<indexes::Condition>(parsed));
+}
 
 // Parses `text` as a number, or explains why not. `what` names it in the
 // message ("slice dimension", ...); `accepted` says what would be valid.
@@ -108,15 +121,15 @@ class Walker {
       return n;
     }
     if (name == "slice" || name == "box" || name == "plod") return data_tree(0, false);
-    if (name == "query") return query(0);
+    if (name == "query") return query(0, std::nullopt, 0, "", false);
     if (name == "lbn") return lbn();
     if (name == "plan") {
-      if (c_.size() == 1) return dir({"slice", "box", "plod"});
+      if (c_.size() == 1) return dir({"slice", "box", "plod", "query"});
       const std::string& next = c_[1];
       if (next == "slice" || next == "box" || next == "plod") return data_tree(1, true);
-      if (next == "query") return query(1);
+      if (next == "query") return query(1, std::nullopt, 0, "", true);
       return error(ENOENT, fmt::format("'{}': '{}' is not a view whose plan can be shown; accepted: slice, box, "
-                                       "plod (e.g. plan/slice/0/5, plan/box/:,3)",
+                                       "plod, query (e.g. plan/slice/0/5, plan/box/:,3, plan/query/>0/count)",
                                        joined(c_, 2), next));
     }
     return error(ENOENT, fmt::format("'{}' is not a view of an array; accepted: info, slice, box, plod, query, "
@@ -144,9 +157,32 @@ class Walker {
                                       joined(c_, file_pos), c_[file_pos]));
   }
 
-  std::variant<ViewNode, PathError> query(std::size_t pos) const {
+  // query, query/COND, query/COND/OUT starting at c_[pos] == "query".
+  std::variant<ViewNode, PathError> query(std::size_t pos, std::optional<Selection> box, std::uint32_t plod,
+                                          const std::string& prefix, bool plan) const {
     if (c_.size() == pos + 1) return dir({});
-    return error(ENOTSUP, fmt::format("'{}': bitmap queries are not implemented yet", joined(c_, pos + 2)));
+    auto parsed = query_condition(c_[pos + 1], joined(c_, pos + 2));
+    if (auto* e = std::get_if<PathError>(&parsed)) return *e;
+    if (c_.size() == pos + 2) return dir(names(kQueryOutputs));
+    const std::string& out = c_[pos + 2];
+    QueryView q;
+    if (out == "count") q.output = QueryView::Output::Count;
+    else if (out == "coords") q.output = QueryView::Output::Coords;
+    else if (out == "values") q.output = QueryView::Output::Values;
+    else if (out == "mask") q.output = QueryView::Output::Mask;
+    else
+      return error(ENOENT, fmt::format("'{}': '{}' is not a query result; accepted: count, coords, values, mask",
+                                       joined(c_, pos + 3), out));
+    if (auto e = file_end(pos + 3)) return *e;
+    q.condition = std::move(std::get<indexes::Condition>(parsed));
+    q.condition_text = c_[pos + 1];
+    q.box = std::move(box);
+    q.plod_bytes = plod;
+    q.spelling = fmt::format("{}query/{}/{}", prefix, c_[pos + 1], out);
+    ViewNode n;
+    n.kind = plan ? ViewKind::Plan : ViewKind::Query;
+    n.query = std::move(q);
+    return n;
   }
 
   // slice/..., box/... or plod/... starting at c_[pos].
@@ -174,10 +210,11 @@ class Walker {
                                            e->message, k, k, k));
       return data_file(Selection::all(shape_), std::uint32_t(k), fmt::format("plod/{}", k), plan);
     }
-    if (c_.size() == pos + 2) return dir({"slice", "box"});
+    if (c_.size() == pos + 2) return dir({"slice", "box", "query"});
     const std::string& next = c_[pos + 2];
+    if (next == "query") return query(pos + 2, std::nullopt, std::uint32_t(k), fmt::format("plod/{}@/", k), plan);
     if (next != "slice" && next != "box")
-      return error(ENOENT, fmt::format("'{}': '{}' cannot follow a PLoD view; accepted: slice, box",
+      return error(ENOENT, fmt::format("'{}': '{}' cannot follow a PLoD view; accepted: slice, box, query",
                                        joined(c_, pos + 3), next));
     return selection(pos + 2, std::uint32_t(k), fmt::format("plod/{}@/", k), plan);
   }
@@ -187,11 +224,22 @@ class Walker {
                                               bool plan) const {
     if (c_[pos] == "box") {
       if (c_.size() == pos + 1) return dir({});
-      auto parsed = parse_box(c_[pos + 1], shape_);
+      std::string_view sel_text = c_[pos + 1];
+      const bool views = sel_text.size() > 1 && sel_text.back() == '@';
+      if (views) sel_text.remove_suffix(1);
+      auto parsed = parse_box(sel_text, shape_);
       if (auto* e = std::get_if<PathError>(&parsed))
         return error(e->error, fmt::format("'{}': {}", joined(c_, pos + 2), e->message));
-      if (auto e = file_end(pos + 2)) return *e;
       Selection sel = std::move(std::get<Selection>(parsed));
+      if (views) {  // box/SEL@: the views of the box
+        if (c_.size() == pos + 2) return dir({"query"});
+        if (c_[pos + 2] != "query")
+          return error(ENOENT, fmt::format("'{}': '{}' cannot follow a box's views; accepted: query",
+                                           joined(c_, pos + 3), c_[pos + 2]));
+        std::string box_prefix = fmt::format("{}box/{}@/", prefix, box_spelling(sel));
+        return query(pos + 2, std::move(sel), plod, box_prefix, plan);
+      }
+      if (auto e = file_end(pos + 2)) return *e;
       std::string spelling = fmt::format("{}box/{}", prefix, box_spelling(sel));
       return data_file(std::move(sel), plod, std::move(spelling), plan);
     }
@@ -265,6 +313,37 @@ std::variant<ViewNode, PathError> resolve_view(std::span<const std::string> comp
                                                std::span<const std::uint64_t> shape, std::uint32_t itemsize,
                                                bool with_listing) {
   return Walker(components, shape, itemsize, with_listing).top();
+}
+
+std::variant<ViewNode, PathError> resolve_table_view(std::span<const std::string> c, bool with_listing) {
+  auto dir = [&](std::vector<std::string> listing) {
+    ViewNode n;
+    if (with_listing) n.listing = std::move(listing);
+    return n;
+  };
+  if (c.empty()) return dir({"query"});
+  if (c[0] != "query")
+    return error(ENOENT, fmt::format("'{}' is not a view of a directory; accepted: query", c[0]));
+  if (c.size() == 1) return dir({});
+  auto parsed = query_condition(c[1], joined(c, 2));
+  if (auto* e = std::get_if<PathError>(&parsed)) return *e;
+  if (c.size() == 2) return dir({"count", "coords", "mask"});
+  QueryView q;
+  if (c[2] == "count") q.output = QueryView::Output::Count;
+  else if (c[2] == "coords") q.output = QueryView::Output::Coords;
+  else if (c[2] == "mask") q.output = QueryView::Output::Mask;
+  else
+    return error(ENOENT, fmt::format("'{}': '{}' is not a table query result; accepted: count, coords, mask",
+                                     joined(c, 3), c[2]));
+  if (c.size() > 3)
+    return error(ENOTDIR, fmt::format("'{}' is a file, not a directory: '{}' cannot follow it", joined(c, 3), c[3]));
+  q.condition = std::move(std::get<indexes::Condition>(parsed));
+  q.condition_text = c[1];
+  q.spelling = fmt::format("query/{}/{}", c[1], c[2]);
+  ViewNode n;
+  n.kind = ViewKind::Query;
+  n.query = std::move(q);
+  return n;
 }
 
 std::variant<Selection, PathError> parse_box(std::string_view sel, std::span<const std::uint64_t> shape) {

@@ -25,11 +25,19 @@
 //   plod/K@/box/SEL     as box/SEL, with K bytes kept
 //   lbn                 Dir (empty)
 //   lbn/I0,I1,...       File (Lbn)
-//   plan                Dir: slice box plod
+//   plan                Dir: slice box plod query
 //   plan/VIEW           the Dir/File structure of the data views; files are Plan
-//   query               Dir (empty); query/... (also plan/query/...): ENOTSUP
+//   query               Dir (empty: conditions are free-form)
+//   query/COND          Dir: count coords values mask (COND: indexes/condition.h)
+//   query/COND/OUT      File (Query)
+//   box/SEL@            Dir: query — the views of box/SEL
+//   box/SEL@/query/...  as query/..., restricted to the box
+//   plod/K@/query/...   as query/...; `values` with K bytes kept
+//   plod/K@/box/SEL@/query/...
+//   plan/query/..., plan/box/SEL@/query/..., plan/plod/K@/...query/...: Plan of the query
 //
-// Errors: an unknown name ENOENT; a malformed number or selector EINVAL; an
+// Errors: an unknown name ENOENT; a malformed number, selector or condition
+// EINVAL (a condition's message names the position of the problem); an
 // index, dimension or K out of range (or a number too large for 64 bits)
 // ERANGE; a component after a file ENOTDIR.
 #pragma once
@@ -43,6 +51,7 @@
 #include <variant>
 #include <vector>
 
+#include "indexes/condition.h"
 #include "layouts/selection.h"
 
 namespace mmfs::fs {
@@ -54,7 +63,7 @@ struct PathError {
   std::string message;
 };
 
-enum class ViewKind { Dir, Info, Data, Lbn, Plan };
+enum class ViewKind { Dir, Info, Data, Lbn, Plan, Query };
 
 // The elements a data view returns.
 struct DataView {
@@ -69,16 +78,34 @@ struct DataView {
   std::uint64_t bytes(std::uint32_t itemsize) const { return selection.elements() * itemsize; }
 };
 
+// A query's result (SPEC §5): which rows match `condition`, inside `box`
+// when one is given, and what the file holds about them.
+struct QueryView {
+  enum class Output { Count, Coords, Values, Mask };
+  indexes::Condition condition;
+  std::string condition_text;         // as written in the path
+  std::optional<layouts::Selection> box;
+  std::uint32_t plod_bytes = 0;       // values: bytes kept per element (0 = whole)
+  Output output = Output::Count;
+  std::string spelling;               // the path below A@ (without plan/)
+};
+
 struct ViewNode {
   ViewKind kind = ViewKind::Dir;
   std::vector<std::string> listing;    // Dir: the names that can follow
   std::optional<DataView> data;        // Data, and Plan (the view whose plan is shown)
+  std::optional<QueryView> query;      // Query, and Plan of a query
   std::vector<std::uint64_t> coords;   // Lbn: the element's coordinates
 };
 
 // Resolves the components after `A@` (possibly none) for an array of `shape`
 // and `itemsize`. With `with_listing` false, Dir nodes come back with an
 // empty listing (lookup/getattr need no listing; `slice/D` lists S_D names).
+// A directory's views (`D@`, SPEC §5): `query`, `query/COND` and
+// `query/COND/{count,coords,mask}` over the table of D's 1-D arrays.
+std::variant<ViewNode, PathError> resolve_table_view(std::span<const std::string> components,
+                                                     bool with_listing = true);
+
 std::variant<ViewNode, PathError> resolve_view(std::span<const std::string> components,
                                                std::span<const std::uint64_t> shape, std::uint32_t itemsize,
                                                bool with_listing = true);

@@ -1,0 +1,94 @@
+// Query views of the mounted filesystem (SPEC §5): `A@/query/...` and its
+// plan, and a directory's table views `D@/query/COND/...`. The condition's
+// names are resolved in the directory that holds A (or in D itself).
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "daemon/filesystem.h"
+#include "fs/query.h"
+
+namespace mmfs::daemon {
+
+namespace {
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+int Filesystem::query_content(Ino dir, const std::shared_ptr<fs::ArrayFile>& self, const fs::QueryView& view,
+                              bool plan, std::string* content, std::string* message) {
+  fs::QueryArrays arrays;
+  arrays.self = self;
+  arrays.table = self == nullptr;
+  std::uint64_t generations = self ? self->generation() : 0;
+  for (const std::string& name : indexes::names(view.condition)) {
+    if (name.empty()) continue;
+    auto child = volume_->metadata().lookup(dir, name);
+    if (!child) {
+      *message = fmt::format("'{}' names no entry of the directory (a condition's NAME is an array beside the "
+                             "queried one)",
+                             name);
+      return ENOENT;
+    }
+    auto schema = stored_schema(*child);
+    if (!schema || schema->shape.empty()) {
+      *message = fmt::format("'{}' is not an array file", name);
+      return EINVAL;
+    }
+    std::shared_ptr<fs::ArrayFile> array;
+    if (int r = array_for(*child, &array, message)) return r;
+    generations += array->generation();
+    arrays.named[name] = std::move(array);
+  }
+  const std::string key =
+      fmt::format("{}|{}|{}|{}{}", dir, self ? self->ino() : 0, generations, plan ? "plan/" : "", view.spelling);
+  const std::int64_t now = steady_ns();
+  {
+    std::lock_guard lock(qmu_);
+    for (auto it = query_results_.begin(); it != query_results_.end();)
+      it = now - it->second.at_ns > kQueryResultMs * 1000000 ? query_results_.erase(it) : std::next(it);
+    if (auto it = query_results_.find(key); it != query_results_.end()) {
+      *content = std::move(it->second.content);
+      query_results_.erase(it);  // taken: the next open computes afresh
+      return 0;
+    }
+  }
+  fs::QueryOutcome outcome;
+  try {
+    if (int r = fs::run_query(view, arrays, &outcome, message)) return r;
+  } catch (const std::bad_alloc&) {
+    *message = "the query's result does not fit in memory";
+    return ENOMEM;
+  }
+  *content = plan ? outcome.plan.dump() + "\n" : std::move(outcome.content);
+  std::lock_guard lock(qmu_);
+  query_results_[key] = QueryResult{*content, now};
+  return 0;
+}
+
+int Filesystem::table_stat(const VNode& v, struct stat* st, std::string* content, std::string* message,
+                           std::vector<std::string>* listing) {
+  auto res = fs::resolve_table_view(v.components, listing != nullptr);
+  if (auto* e = std::get_if<fs::PathError>(&res)) {
+    *message = e->message;
+    return e->error;
+  }
+  auto& node = std::get<fs::ViewNode>(res);
+  if (listing) *listing = node.listing;
+  if (node.kind == fs::ViewKind::Dir) {
+    st->st_mode = S_IFDIR | 0555;
+    st->st_nlink = 2;
+    return 0;
+  }
+  // Every array the condition names must be a 1-D array of the directory.
+  if (int r = query_content(v.home, nullptr, *node.query, false, content, message)) return r;
+  st->st_mode = S_IFREG | 0444;
+  st->st_size = std::int64_t(content->size());
+  return 0;
+}
+
+}  // namespace mmfs::daemon

@@ -1,0 +1,305 @@
+// Queries on one array file: the rows of its atoms (from its bitmap index, or
+// from one scan of its data), and the elements at a set of rows (read cell
+// by cell when they are few, slab by slab when they are many).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "fs/array_file.h"
+#include "indexes/scan.h"
+#include "layouts/cell_copy.h"
+#include "layouts/io_plan.h"
+
+namespace mmfs::fs {
+
+using indexes::Bitmap;
+using indexes::Estimate;
+using layouts::DimRange;
+using layouts::Selection;
+
+namespace {
+
+constexpr std::uint64_t kSlabBytes = 32ull << 20;
+// Rows are gathered in batches of at most this many (bounded memory).
+constexpr std::uint64_t kRowBatch = 1u << 20;
+
+// The linear (C-order) index of element `coords` of an array of `shape`.
+std::uint64_t linear_of(std::span<const std::uint64_t> shape, std::span<const std::uint64_t> coords) {
+  std::uint64_t r = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) r = r * shape[d] + coords[d];
+  return r;
+}
+
+}  // namespace
+
+// The rows of a box: one run per innermost line of the selection.
+Bitmap selection_rows(const Selection& sel, std::span<const std::uint64_t> shape) {
+  Bitmap out;
+  const auto& dims = sel.dims();
+  const std::size_t n = dims.size();
+  std::vector<std::uint64_t> at(n);
+  for (std::size_t d = 0; d < n; ++d) at[d] = dims[d].start;
+  const DimRange& last = dims[n - 1];
+  std::vector<std::uint64_t> rows;
+  for (;;) {
+    at[n - 1] = last.start;
+    const std::uint64_t base = linear_of(shape, at);
+    if (last.step == 1) {
+      out |= indexes::range_bitmap(base, base + (last.stop - last.start));
+    } else {
+      rows.clear();
+      for (std::uint64_t i = last.start; i < last.stop; i += last.step) rows.push_back(base + (i - last.start));
+      out.addMany(rows.size(), rows.data());
+    }
+    std::size_t d = n - 1;
+    for (;;) {
+      if (d == 0) return out;
+      --d;
+      at[d] += dims[d].step;
+      if (at[d] < dims[d].stop) break;
+      at[d] = dims[d].start;
+    }
+  }
+}
+
+namespace {
+
+// Row `local` of a selection (its C order) as a row of the array.
+struct LocalToGlobal {
+  const Selection& sel;
+  std::span<const std::uint64_t> shape;
+  std::vector<std::uint64_t> counts;
+  LocalToGlobal(const Selection& s, std::span<const std::uint64_t> sh) : sel(s), shape(sh) {
+    for (const DimRange& r : s.dims()) counts.push_back(r.count());
+  }
+  std::uint64_t operator()(std::uint64_t local) const {
+    std::uint64_t row = 0, stride = 1;
+    for (std::size_t d = counts.size(); d-- > 0;) {
+      const std::uint64_t i = local % counts[d];
+      local /= counts[d];
+      row += (sel.dims()[d].start + i * sel.dims()[d].step) * stride;
+      stride *= shape[d];
+    }
+    return row;
+  }
+};
+
+}  // namespace
+
+std::optional<std::uint64_t> ArrayFile::exact_count(const indexes::KeySet& keys) const {
+  std::shared_lock lock(mu_);
+  if (!index_ || state_->has_dirty()) return std::nullopt;
+  return index_->exact_count(keys);
+}
+
+int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const std::optional<Selection>& box,
+                              std::vector<Estimate>* out, QueryCost* cost, std::string* message) {
+  out->assign(atoms.size(), Estimate{});
+  if (retired()) {
+    *message = "the array file was removed";
+    return ESTALE;
+  }
+  {  // Dirty cells first: a query sees every write before it.
+    std::unique_lock ex(mu_);
+    if (state_->has_dirty())
+      if (int r = flush_locked(false, message)) return r;
+  }
+  std::shared_lock lock(mu_);
+  const auto& shape = state_->grid().shape();
+  if (index_) {
+    std::optional<Bitmap> in_box;
+    if (box) in_box = selection_rows(*box, shape);
+    for (std::size_t i = 0; i < atoms.size(); ++i) {
+      IndexCost ic;
+      if (int r = index_->estimate(atoms[i], &(*out)[i], &ic, message)) return r;
+      cost->index_bytes += ic.bytes;
+      cost->requests += ic.requests;
+      cost->index_trace.insert(cost->index_trace.end(), ic.trace.begin(), ic.trace.end());
+      if (in_box) {
+        (*out)[i].sure &= *in_box;
+        (*out)[i].maybe &= *in_box;
+      }
+    }
+    return 0;
+  }
+  // No index: one pass over the data (or the box) answers every atom exactly.
+  cost->scanned = true;
+  const auto type = *indexes::value_type(schema_.dtype.name);
+  const Selection sel = box ? *box : Selection::all(shape);
+  const std::uint64_t is = state_->grid().itemsize();
+  const auto& dims = sel.dims();
+  const std::uint64_t first_count = dims[0].count();
+  const std::uint64_t line = sel.elements() / std::max<std::uint64_t>(1, first_count);
+  const std::uint64_t step_rows = std::max<std::uint64_t>(1, kSlabBytes / std::max<std::uint64_t>(1, line * is));
+  AlignedBuffer buf(std::min(step_rows, first_count) * line * is);
+  const bool contiguous = !box;  // the slab's elements are consecutive rows of the array
+  std::vector<Bitmap> local(atoms.size());
+  for (std::uint64_t k0 = 0; k0 < first_count; k0 += step_rows) {
+    const std::uint64_t k1 = std::min(first_count, k0 + step_rows);
+    std::vector<DimRange> part = dims;
+    part[0] = DimRange{dims[0].start + k0 * dims[0].step, dims[0].start + (k1 - 1) * dims[0].step + 1,
+                       dims[0].step, dims[0].fixed};
+    const Selection slab(part);
+    const std::uint64_t n = slab.elements();
+    if (state_->holds_data()) {
+      std::uint64_t bad = 0, bytes = 0;
+      if (int r = state_->read_selection(slab, buf.data(), &bad, {}, &bytes)) {
+        *message = r == EIO ? bad_cell_message(bad) : "reading the array failed";
+        return r;
+      }
+      cost->data_bytes += bytes;
+    } else {
+      std::memset(buf.data(), 0, n * is);
+    }
+    const std::uint64_t first = k0 * line;
+    for (std::size_t i = 0; i < atoms.size(); ++i)
+      indexes::scan_keys(type, atoms[i], buf.data(), std::size_t(n), contiguous ? first + dims[0].start * line : first,
+                         &local[i]);
+  }
+  for (std::size_t i = 0; i < atoms.size(); ++i) {
+    if (contiguous) {
+      (*out)[i].sure = std::move(local[i]);
+      continue;
+    }
+    LocalToGlobal to_row(sel, shape);
+    std::vector<std::uint64_t> rows;
+    rows.reserve(local[i].cardinality());
+    for (auto it = local[i].begin(); it != local[i].end(); ++it) rows.push_back(to_row(*it));
+    std::sort(rows.begin(), rows.end());  // a box's C order is the array's, but stay safe with steps
+    (*out)[i].sure.addMany(rows.size(), rows.data());
+  }
+  return 0;
+}
+
+int ArrayFile::rows_from_cells(const Bitmap& rows, std::byte* out, std::uint64_t* data_bytes,
+                               std::string* message) {
+  const layouts::CellGrid& g = state_->grid();
+  const auto& shape = g.shape();
+  const std::size_t n = shape.size();
+  const std::uint64_t is = g.itemsize();
+  const std::uint64_t brick = g.cell_bytes();
+  std::vector<std::uint64_t> batch;
+  std::vector<std::uint64_t> coords(n), cc;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> where;  // (cell, byte in cell) per row of the batch
+  std::vector<std::uint64_t> cells;
+  std::vector<std::byte> bricks;
+  std::uint64_t done = 0;
+  auto flush_batch = [&]() -> int {
+    where.clear();
+    for (std::uint64_t row : batch) {
+      std::uint64_t rem = row;
+      for (std::size_t d = n; d-- > 0;) {
+        coords[d] = rem % shape[d];
+        rem /= shape[d];
+      }
+      const std::uint64_t byte = layouts::byte_in_cell(g, coords, &cc);
+      where.push_back({g.linear(cc), byte});
+    }
+    cells.clear();
+    for (const auto& w : where) cells.push_back(w.first);
+    std::sort(cells.begin(), cells.end());
+    cells.erase(std::unique(cells.begin(), cells.end()), cells.end());
+    bricks.resize(cells.size() * brick);
+    std::uint64_t bad = 0;
+    if (int r = state_->read_cells(cells, bricks.data(), &bad, data_bytes)) {
+      *message = r == EIO ? bad_cell_message(bad) : "reading the array failed";
+      return r;
+    }
+    for (const auto& w : where) {
+      const std::size_t slot = std::size_t(std::lower_bound(cells.begin(), cells.end(), w.first) - cells.begin());
+      std::memcpy(out + done * is, bricks.data() + slot * brick + w.second, is);
+      ++done;
+    }
+    batch.clear();
+    return 0;
+  };
+  for (auto it = rows.begin(); it != rows.end(); ++it) {
+    batch.push_back(*it);
+    if (batch.size() == kRowBatch)
+      if (int r = flush_batch()) return r;
+  }
+  return batch.empty() ? 0 : flush_batch();
+}
+
+int ArrayFile::gather_rows(const Bitmap& rows, std::string* out, QueryCost* cost, std::string* message) {
+  {
+    std::unique_lock ex(mu_);
+    if (state_->has_dirty())
+      if (int r = flush_locked(false, message)) return r;
+  }
+  std::shared_lock lock(mu_);
+  const std::uint64_t is = state_->grid().itemsize();
+  const std::uint64_t count = rows.cardinality();
+  out->assign(count * is, '\0');
+  if (count == 0 || !state_->holds_data()) return 0;
+  // Many rows: stream the array slab by slab (sequential reads beat one
+  // request per cell); few: read just their cells.
+  const std::uint64_t cells = state_->grid().cells();
+  const std::uint64_t per_cell = state_->grid().cell_elements();
+  if (count / std::max<std::uint64_t>(1, per_cell) * 4 < cells && count * 8 < state_->grid().elements())
+    return rows_from_cells(rows, reinterpret_cast<std::byte*>(out->data()), &cost->data_bytes, message);
+  std::byte* dst = reinterpret_cast<std::byte*>(out->data());
+  std::uint64_t done = 0;
+  auto it = rows.begin();
+  int rc = 0;
+  std::string msg;
+  const std::uint64_t row_elements = state_->grid().elements() / state_->grid().shape()[0];
+  read_all_locked(
+      [&](std::uint64_t first, const std::byte* p, std::size_t n) {
+        if (rc) return;
+        while (it != rows.end() && *it < first + n) {
+          std::memcpy(dst + done * is, p + (*it - first) * is, is);
+          ++done;
+          ++it;
+        }
+        cost->data_bytes += n * is;
+        (void)row_elements;
+      },
+      &msg);
+  if (done != count) {
+    *message = msg.empty() ? "reading the array failed" : msg;
+    return EIO;
+  }
+  return 0;
+}
+
+layouts::IoPlan ArrayFile::scan_plan(const std::optional<Selection>& box) const {
+  std::shared_lock lock(mu_);
+  return layouts::plan_selection(state_->layout(), box ? *box : Selection::all(state_->grid().shape()));
+}
+
+layouts::IoPlan ArrayFile::rows_plan(const Bitmap& rows) const {
+  std::shared_lock lock(mu_);
+  const layouts::CellGrid& g = state_->grid();
+  const auto& shape = g.shape();
+  std::vector<std::uint64_t> coords(shape.size()), cc;
+  std::vector<std::uint64_t> cells;
+  for (auto it = rows.begin(); it != rows.end(); ++it) {
+    std::uint64_t rem = *it;
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      coords[d] = rem % shape[d];
+      rem /= shape[d];
+    }
+    layouts::byte_in_cell(g, coords, &cc);
+    cells.push_back(g.linear(cc));
+  }
+  std::sort(cells.begin(), cells.end());
+  cells.erase(std::unique(cells.begin(), cells.end()), cells.end());
+  std::vector<std::uint64_t> flat;
+  flat.reserve(cells.size() * shape.size());
+  std::vector<std::uint64_t> c(shape.size());
+  for (std::uint64_t linear : cells) {
+    std::uint64_t rem = linear;
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      c[d] = rem % g.grid()[d];
+      rem /= g.grid()[d];
+    }
+    flat.insert(flat.end(), c.begin(), c.end());
+  }
+  layouts::IoPlan plan = layouts::plan_cells(state_->layout(), flat, rows.cardinality() * g.itemsize());
+  return plan;
+}
+
+}  // namespace mmfs::fs

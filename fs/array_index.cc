@@ -1,0 +1,377 @@
+#include "fs/array_index.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "fs/meta_codec.h"
+
+namespace mmfs::fs {
+
+using indexes::Bitmap;
+using indexes::Estimate;
+using indexes::IndexHeader;
+
+
+namespace {
+
+// Objects below this go to small extents from the top of the data area;
+// larger ones take whole tracks like array cells (a range query's bitmaps
+// are then one sequential run).
+constexpr std::uint64_t kSmallObjectBytes = 1ull << 20;
+
+std::uint64_t checksum(const std::string& bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+// Where the bytes [offset, offset+length) of an object stored over `extents`
+// lie: sector runs of the device, in order.
+struct Piece {
+  geom::Lbn lbn;
+  std::uint64_t sectors;
+};
+std::vector<Piece> object_pieces(const std::vector<Extent>& extents, std::uint64_t first_sector,
+                                 std::uint64_t sectors) {
+  std::vector<Piece> out;
+  std::uint64_t at = 0;  // object sector where the extent starts
+  for (const Extent& e : extents) {
+    if (sectors == 0) break;
+    if (first_sector < at + e.sectors) {
+      std::uint64_t skip = first_sector > at ? first_sector - at : 0;
+      std::uint64_t take = std::min(e.sectors - skip, sectors);
+      out.push_back({e.start + skip, take});
+      first_sector += take;
+      sectors -= take;
+    }
+    at += e.sectors;
+  }
+  return out;
+}
+
+}  // namespace
+
+ArrayIndex::ArrayIndex(const Env& env, Ino ino) : env_(env), ino_(ino) {}
+
+int ArrayIndex::write_blob(const Env& env, const std::string& bytes, std::vector<Extent>* extents,
+                           std::string* message) {
+  const std::uint32_t ss = env.io.sector_size();
+  const std::uint64_t sectors = std::max<std::uint64_t>(1, (bytes.size() + ss - 1) / ss);
+  int r;
+  if (sectors * ss <= kSmallObjectBytes) {
+    r = env.allocator.allocate_small(sectors, extents);
+  } else {
+    layouts::SpaceRequest req;
+    req.shape = layouts::SpaceShape::Runs;
+    req.sectors = sectors;
+    r = env.allocator.allocate(req, extents);
+  }
+  if (r) {
+    *message = fmt::format("the index needs {} KiB on the device; {} KiB are free", sectors * ss >> 10,
+                           env.allocator.free_sectors() * ss >> 10);
+    return r;
+  }
+  std::uint64_t have = 0;
+  for (const Extent& e : *extents) have += e.sectors;
+  AlignedBuffer buf(have * ss);  // zero-filled: the tail past the object is defined
+  std::memcpy(buf.data(), bytes.data(), bytes.size());
+  std::vector<SectorRun> runs;
+  std::uint64_t at = 0;
+  for (const Extent& e : *extents) {
+    runs.push_back({e.start, e.sectors, buf.data() + at * ss});
+    at += e.sectors;
+  }
+  if (int w = env.io.write(runs); w || (w = env.io.flush())) {
+    for (const Extent& e : *extents) env.allocator.free(e);
+    extents->clear();
+    *message = "writing the index to the device failed";
+    return w;
+  }
+  return 0;
+}
+
+int ArrayIndex::build(const Env& env, Ino ino, indexes::ValueType type, const std::string& encoding,
+                      const std::string& bins, std::uint64_t rows, const DataReader& read, bool provisional,
+                      std::unique_ptr<ArrayIndex>* out, std::string* message) {
+  auto enc = indexes::parse_encoding(encoding);
+  if (!enc) {
+    *message = fmt::format("user.mmfs.index: '{}' is not an encoding; accepted: none e1 bn range interval re ie",
+                           encoding);
+    return EINVAL;
+  }
+  std::string spec_text = bins.empty() ? std::string(indexes::default_bin_spec(type)) : bins;
+  auto spec = indexes::parse_bin_spec(spec_text);
+  if (auto* e = std::get_if<std::string>(&spec)) {
+    *message = "user.mmfs.bins: " + *e;
+    return EINVAL;
+  }
+  indexes::BinningBuilder binner(type, std::get<indexes::BinSpec>(spec), rows);
+  if (int r = read([&](std::uint64_t, const std::byte* p, std::size_t n) { binner.add(p, n); }, message)) return r;
+  auto binning = binner.finish();
+  if (auto* e = std::get_if<std::string>(&binning)) {
+    *message = "user.mmfs.bins: " + *e;
+    return EINVAL;
+  }
+  indexes::IndexBuilder builder(std::get<indexes::Binning>(binning), *enc, rows);
+  if (int r = read([&](std::uint64_t first, const std::byte* p, std::size_t n) { builder.add(first, p, n); },
+                   message))
+    return r;
+  const std::string object = builder.finish();
+
+  std::unique_ptr<ArrayIndex> index(new ArrayIndex(env, ino));
+  auto header_len = IndexHeader::header_bytes(
+      {reinterpret_cast<const std::byte*>(object.data()), std::min(object.size(), IndexHeader::kPrefixBytes)});
+  auto header = header_len && *header_len <= object.size()
+                    ? IndexHeader::decode({reinterpret_cast<const std::byte*>(object.data()), *header_len})
+                    : std::variant<IndexHeader, std::string>(std::string("no header"));
+  if (auto* e = std::get_if<std::string>(&header)) {
+    *message = "the built index does not decode: " + *e;  // a defect, not bad input
+    return EIO;
+  }
+  index->header_ = std::move(std::get<IndexHeader>(header));
+  index->encoding_ = encoding;
+  index->bins_ = bins;
+  index->provisional_ = provisional;
+  index->object_bytes_ = object.size();
+  index->delta_ = indexes::IndexDelta(index->header_.binning());
+  if (int r = write_blob(env, object, &index->object_extents_, message)) return r;
+  *out = std::move(index);
+  return 0;
+}
+
+std::string ArrayIndex::encode_record() const {
+  nlohmann::json j;
+  j["encoding"] = encoding_;
+  j["bins"] = bins_;
+  j["provisional"] = provisional_;
+  j["object_bytes"] = object_bytes_;
+  j["object_extents"] = object_extents_.size();
+  j["delta_bytes"] = delta_bytes_;
+  j["delta_checksum"] = delta_checksum_;
+  return j.dump();
+}
+
+void ArrayIndex::stage(WriteBatch& batch) const {
+  batch.put(keys::index_record(ino_), encode_record());
+  batch.put(keys::index_extents(ino_), encode_extents(extents()));
+  batch.del(keys::index_pending(ino_));
+}
+
+void ArrayIndex::stage_pending(Ino ino, WriteBatch& batch) { batch.put(keys::index_pending(ino), "1"); }
+
+void ArrayIndex::stage_drop(const Metadata& metadata, Ino ino, WriteBatch& batch) {
+  (void)metadata;
+  batch.del(keys::index_record(ino));
+  batch.del(keys::index_pending(ino));
+  batch.del(keys::index_extents(ino));
+}
+
+std::vector<Extent> ArrayIndex::extents() const {
+  std::vector<Extent> all = object_extents_;
+  all.insert(all.end(), delta_extents_.begin(), delta_extents_.end());
+  return all;
+}
+
+void ArrayIndex::release() {
+  for (const Extent& e : extents()) env_.allocator.free(e);
+  object_extents_.clear();
+  delta_extents_.clear();
+}
+
+std::uint64_t ArrayIndex::device_bytes() const {
+  std::uint64_t s = 0;
+  for (const Extent& e : extents()) s += e.sectors;
+  return s * env_.io.sector_size();
+}
+
+int ArrayIndex::read_blob(const std::vector<Extent>& extents, std::uint64_t offset, std::uint64_t length,
+                          std::vector<std::byte>* out, IndexCost* cost) const {
+  const std::uint32_t ss = env_.io.sector_size();
+  const std::uint64_t first = offset / ss, last = (offset + length + ss - 1) / ss;
+  AlignedBuffer buf(std::max<std::uint64_t>(1, last - first) * ss, AlignedBuffer::Uninitialized{});
+  std::vector<SectorRun> runs;
+  std::uint64_t at = 0;
+  for (const Piece& p : object_pieces(extents, first, last - first)) {
+    runs.push_back({p.lbn, p.sectors, buf.data() + at * ss});
+    at += p.sectors;
+  }
+  if (at != last - first) return EIO;  // past the extents: the record lied
+  if (int r = env_.io.read_index(runs)) return r;
+  if (cost) {
+    cost->bytes += at * ss;
+    cost->requests += runs.size();
+    for (const SectorRun& r : runs) cost->trace.push_back({r.lbn, std::uint32_t(r.sectors)});
+  }
+  out->assign(buf.data() + (offset - first * ss), buf.data() + (offset - first * ss) + length);
+  return 0;
+}
+
+int ArrayIndex::load(const Env& env, Ino ino, std::unique_ptr<ArrayIndex>* out, bool* stale,
+                     std::string* message) {
+  out->reset();
+  *stale = false;
+  auto record = env.metadata.store().get(keys::index_record(ino));
+  if (!record) return 0;
+  *stale = env.metadata.store().get(keys::index_pending(ino)).has_value();
+  auto extents_text = env.metadata.store().get(keys::index_extents(ino));
+  nlohmann::json j = nlohmann::json::parse(*record, nullptr, false);
+  std::optional<std::vector<Extent>> extents;
+  if (extents_text) extents = decode_extents(*extents_text);
+  auto damaged = [&](const std::string& why) {
+    *message = fmt::format("the array's index is damaged ({}); set user.mmfs.index again to rebuild it", why);
+    return EIO;
+  };
+  if (j.is_discarded() || !j.is_object() || !extents) return damaged("its record does not decode");
+  std::unique_ptr<ArrayIndex> index(new ArrayIndex(env, ino));
+  try {
+    index->encoding_ = j.at("encoding").get<std::string>();
+    index->bins_ = j.at("bins").get<std::string>();
+    index->provisional_ = j.at("provisional").get<bool>();
+    index->object_bytes_ = j.at("object_bytes").get<std::uint64_t>();
+    std::size_t n_object = j.at("object_extents").get<std::size_t>();
+    index->delta_bytes_ = j.at("delta_bytes").get<std::uint64_t>();
+    index->delta_checksum_ = j.at("delta_checksum").get<std::uint64_t>();
+    if (n_object > extents->size()) return damaged("its extent count is wrong");
+    index->object_extents_.assign(extents->begin(), extents->begin() + std::ptrdiff_t(n_object));
+    index->delta_extents_.assign(extents->begin() + std::ptrdiff_t(n_object), extents->end());
+  } catch (const std::exception&) {
+    return damaged("its record lacks a field");
+  }
+  const std::uint32_t ss = env.io.sector_size();
+  auto capacity = [&](const std::vector<Extent>& xs) {
+    std::uint64_t s = 0;
+    for (const Extent& e : xs) s += e.sectors;
+    return s * ss;
+  };
+  if (index->object_bytes_ < IndexHeader::kPrefixBytes || index->object_bytes_ > capacity(index->object_extents_) ||
+      index->delta_bytes_ > capacity(index->delta_extents_))
+    return damaged("its sizes exceed its extents");
+  // The header: its prefix says how long it is.
+  std::vector<std::byte> bytes;
+  if (int r = index->read_blob(index->object_extents_, 0, IndexHeader::kPrefixBytes, &bytes, nullptr)) return r;
+  auto header_len = IndexHeader::header_bytes(bytes);
+  if (!header_len || *header_len > index->object_bytes_) return damaged("its header is not an index header");
+  if (int r = index->read_blob(index->object_extents_, 0, *header_len, &bytes, nullptr)) return r;
+  auto header = IndexHeader::decode(bytes);
+  if (auto* e = std::get_if<std::string>(&header)) return damaged(*e);
+  index->header_ = std::move(std::get<IndexHeader>(header));
+  index->delta_ = indexes::IndexDelta(index->header_.binning());
+  if (index->delta_bytes_ > 0) {
+    std::vector<std::byte> delta;
+    if (int r = index->read_blob(index->delta_extents_, 0, index->delta_bytes_, &delta, nullptr)) return r;
+    if (XXH3_64bits(delta.data(), delta.size()) != index->delta_checksum_)
+      return damaged("its delta fails its checksum");
+    auto d = indexes::IndexDelta::decode(index->header_.binning(), delta);
+    if (!d) return damaged("its delta does not decode");
+    index->delta_ = std::move(*d);
+  }
+  *out = std::move(index);
+  return 0;
+}
+
+std::shared_ptr<const Bitmap> ArrayIndex::cached(std::uint32_t id) {
+  std::lock_guard lock(cache_mu_);
+  auto it = cache_.find(id);
+  if (it == cache_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second.at);
+  return it->second.bitmap;
+}
+
+void ArrayIndex::remember(std::uint32_t id, std::shared_ptr<const Bitmap> bitmap, std::uint64_t bytes) {
+  std::lock_guard lock(cache_mu_);
+  if (cache_.count(id)) return;
+  lru_.push_front(id);
+  cache_[id] = Cached{std::move(bitmap), bytes, lru_.begin()};
+  cache_bytes_ += bytes;
+  while (cache_bytes_ > kCacheBytes && lru_.size() > 1) {
+    auto victim = cache_.find(lru_.back());
+    cache_bytes_ -= victim->second.bytes;
+    cache_.erase(victim);
+    lru_.pop_back();
+  }
+}
+
+int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* cost, std::string* message) {
+  indexes::AtomPlan plan = header_.plan(keys);
+  const auto& dir = header_.directory();
+  std::unordered_map<std::uint32_t, std::shared_ptr<const Bitmap>> have;
+  std::vector<std::uint32_t> missing;
+  for (std::uint32_t id : plan.bitmaps) {
+    if (id >= dir.size()) {
+      *message = "the index plan names a bitmap the index does not have";
+      return EIO;
+    }
+    if (auto b = cached(id)) {
+      if (cost) cost->cached_bytes += dir[id].length;
+      have[id] = std::move(b);
+    } else {
+      missing.push_back(id);
+    }
+  }
+  // Neighbouring bitmaps (a range's bins) are one read.
+  std::size_t i = 0;
+  while (i < missing.size()) {
+    std::size_t j = i + 1;
+    while (j < missing.size() && dir[missing[j]].offset == dir[missing[j - 1]].offset + dir[missing[j - 1]].length) ++j;
+    const std::uint64_t begin = dir[missing[i]].offset;
+    const std::uint64_t end = dir[missing[j - 1]].offset + dir[missing[j - 1]].length;
+    std::vector<std::byte> bytes;
+    if (end > object_bytes_ || begin > end) {
+      *message = "the index directory points past the index";
+      return EIO;
+    }
+    if (int r = read_blob(object_extents_, begin, end - begin, &bytes, cost)) {
+      *message = "reading the index failed";
+      return r;
+    }
+    for (std::size_t k = i; k < j; ++k) {
+      const auto& e = dir[missing[k]];
+      auto bitmap = std::make_shared<Bitmap>();
+      if (!header_.decode_bitmap(missing[k], {bytes.data() + (e.offset - begin), e.length}, bitmap.get())) {
+        *message = fmt::format("bitmap {} of the index failed its checksum (the device returned other bytes than "
+                               "were written)",
+                               missing[k]);
+        return EIO;
+      }
+      remember(missing[k], bitmap, e.length);
+      have[missing[k]] = std::move(bitmap);
+    }
+    i = j;
+  }
+  *out = header_.evaluate(plan, [&](std::uint32_t id) -> const Bitmap& { return *have.at(id); });
+  if (!delta_.empty()) *out = delta_.apply(header_.binning(), keys, std::move(*out));
+  return 0;
+}
+
+std::optional<std::uint64_t> ArrayIndex::exact_count(const indexes::KeySet& keys) const {
+  if (!delta_.empty()) return std::nullopt;
+  return header_.plan(keys).count;
+}
+
+void ArrayIndex::note(std::uint64_t first_row, const std::byte* elements, std::size_t count) {
+  if (count == 0) return;
+  delta_.set(header_.binning(), first_row, elements, count);
+  delta_changed_ = true;
+}
+
+bool ArrayIndex::wants_rebuild() const {
+  if (delta_.empty()) return false;
+  if (provisional_) return delta_.rows() * 2 >= header_.rows();
+  return delta_.bytes() > std::max<std::uint64_t>(4ull << 20, object_bytes_ / 2);
+}
+
+int ArrayIndex::persist_delta(std::vector<Extent>* dropped, std::string* message) {
+  const std::string bytes = delta_.encode();
+  std::vector<Extent> fresh;
+  if (!bytes.empty())
+    if (int r = write_blob(env_, bytes, &fresh, message)) return r;
+  dropped->insert(dropped->end(), delta_extents_.begin(), delta_extents_.end());
+  delta_extents_ = std::move(fresh);
+  delta_bytes_ = bytes.size();
+  delta_checksum_ = checksum(bytes);
+  delta_changed_ = false;
+  return 0;
+}
+
+}  // namespace mmfs::fs

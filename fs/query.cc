@@ -1,0 +1,182 @@
+#include "fs/query.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/ranges.h>
+
+#include "indexes/evaluate.h"
+
+namespace mmfs::fs {
+
+using indexes::Atom;
+using indexes::Bitmap;
+using indexes::Estimate;
+using indexes::KeySet;
+
+namespace {
+
+// One array the condition touches, with its atoms.
+struct Column {
+  std::shared_ptr<ArrayFile> array;
+  indexes::ValueType type{};
+  std::vector<const Atom*> atoms;
+  std::vector<KeySet> keys;
+  std::string values;  // its elements at the candidate rows
+};
+
+KeySet keys_of(const Atom& a, indexes::ValueType t) {
+  return a.interval ? indexes::interval_keys(t, a.low, a.high) : indexes::compare_keys(t, a.op, a.value);
+}
+
+std::string render(const QueryView& view, const Bitmap& rows, ArrayFile* self, std::uint64_t universe,
+                   QueryCost* cost, int* error, std::string* message) {
+  switch (view.output) {
+    case QueryView::Output::Count: return fmt::format("{}\n", rows.cardinality());
+    case QueryView::Output::Coords: {
+      std::string out(rows.cardinality() * 8, '\0');
+      std::vector<std::uint64_t> tmp(rows.cardinality());
+      rows.toUint64Array(tmp.data());
+      std::memcpy(out.data(), tmp.data(), out.size());  // little-endian host, as the array bytes
+      return out;
+    }
+    case QueryView::Output::Mask: return indexes::portable_mask(rows, universe);
+    case QueryView::Output::Values: {
+      std::string out;
+      if (int r = self->gather_rows(rows, &out, cost, message)) {
+        *error = r;
+        return {};
+      }
+      if (view.plod_bytes) {
+        const ArraySchema s = self->schema();
+        apply_plod({reinterpret_cast<std::byte*>(out.data()), out.size()}, s.dtype.itemsize,
+                   s.dtype.name == "float64", view.plod_bytes);
+      }
+      return out;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+int run_query(const QueryView& view, const QueryArrays& arrays, QueryOutcome* out, std::string* message) {
+  // Every atom's array, and the shape they share.
+  std::map<std::string, Column> columns;
+  std::vector<std::uint64_t> shape;
+  if (arrays.self) shape = arrays.self->shape();
+  int err = 0;
+  indexes::for_each_atom(view.condition, [&](const Atom& a) {
+    if (err) return;
+    std::shared_ptr<ArrayFile> array;
+    if (a.name.empty()) {
+      array = arrays.self;
+      if (!array) {
+        *message = fmt::format("the atom at position {} names no array: in a directory's query every atom names "
+                               "one of its arrays (e.g. K2==1)",
+                               a.position);
+        err = EINVAL;
+        return;
+      }
+    } else {
+      auto it = arrays.named.find(a.name);
+      if (it == arrays.named.end()) {
+        *message = fmt::format("'{}' is not an array of the directory", a.name);
+        err = ENOENT;
+        return;
+      }
+      array = it->second;
+    }
+    std::vector<std::uint64_t> s = array->shape();
+    if (arrays.table && s.size() != 1) {
+      *message = fmt::format("'{}' has shape {}: a directory's query needs equal-length 1-D arrays (a table)",
+                             a.name, fmt::join(s, ","));
+      err = EINVAL;
+      return;
+    }
+    if (shape.empty()) shape = s;
+    if (s != shape) {
+      *message = fmt::format("'{}' has shape {}, not the query's {}", a.name, fmt::join(s, ","), fmt::join(shape, ","));
+      err = EINVAL;
+      return;
+    }
+    Column& c = columns[a.name];
+    if (!c.array) {
+      c.array = array;
+      c.type = array->value_type();
+    }
+    c.atoms.push_back(&a);
+    c.keys.push_back(keys_of(a, c.type));
+  });
+  if (err) return err;
+  if (view.box && !arrays.self) {
+    *message = "a box needs an array";
+    return EINVAL;
+  }
+  std::uint64_t rows = 1;
+  for (std::uint64_t s : shape) rows *= s;
+
+  QueryCost cost;
+  std::map<const Atom*, Estimate> estimates;
+  for (auto& [name, c] : columns) {
+    std::vector<Estimate> est;
+    if (int r = c.array->atom_estimates(c.keys, view.box, &est, &cost, message)) return r;
+    for (std::size_t i = 0; i < c.atoms.size(); ++i) estimates[c.atoms[i]] = std::move(est[i]);
+  }
+  Estimate e = indexes::combine(view.condition, rows, [&](const Atom& a) { return estimates.at(&a); });
+  if (view.box) {  // a NOT reaches outside the box: bring it back in
+    const Bitmap inside = selection_rows(*view.box, shape);
+    e.sure &= inside;
+    e.maybe &= inside;
+  }
+  const std::uint64_t candidates = e.maybe.cardinality();
+  if (candidates) {
+    for (auto& [name, c] : columns)
+      if (int r = c.array->gather_rows(e.maybe, &c.values, &cost, message)) return r;
+    std::vector<std::uint64_t> hits;
+    std::uint64_t i = 0;
+    for (auto it = e.maybe.begin(); it != e.maybe.end(); ++it, ++i) {
+      const bool match = indexes::evaluate_row(view.condition, [&](const Atom& a) {
+        Column& c = columns[a.name];
+        const std::size_t k = std::size_t(std::find(c.atoms.begin(), c.atoms.end(), &a) - c.atoms.begin());
+        return indexes::contains(c.keys[k], c.type,
+                                 reinterpret_cast<const std::byte*>(c.values.data()) + i * indexes::itemsize(c.type));
+      });
+      if (match) hits.push_back(*it);
+    }
+    e.sure.addMany(hits.size(), hits.data());
+  }
+  out->content = render(view, e.sure, arrays.self.get(), rows, &cost, &err, message);
+  if (err) return err;
+  // The modeled device time of what was read: the index's requests, then
+  // the data's (the cells of the candidates and of the values read, or the
+  // scan).
+  layouts::IoPlan modeled;
+  if (!cost.index_trace.empty()) modeled.batches.push_back(layouts::IoBatch{cost.index_trace});
+  for (auto& [name, c] : columns) {
+    layouts::IoPlan data;
+    if (cost.scanned) {
+      data = c.array->scan_plan(view.box);
+    } else {
+      Bitmap need = e.maybe;
+      if (view.output == QueryView::Output::Values && c.array == arrays.self) need |= e.sure;
+      if (need.isEmpty()) continue;
+      data = c.array->rows_plan(need);
+    }
+    modeled.batches.insert(modeled.batches.end(), data.batches.begin(), data.batches.end());
+  }
+  double modeled_ms = 0;
+  if (arrays.self || !columns.empty())
+    modeled_ms = layouts::model_plan(modeled, (arrays.self ? arrays.self : columns.begin()->second.array)->geometry());
+  out->plan = {{"index_bytes", cost.index_bytes},
+               {"modeled_ms", modeled_ms},
+               {"data_bytes", cost.data_bytes},
+               {"index_requests", cost.requests},
+               {"candidates", candidates},
+               {"matches", e.sure.cardinality()},
+               {"scanned", cost.scanned}};
+  return 0;
+}
+
+}  // namespace mmfs::fs
