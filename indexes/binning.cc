@@ -195,9 +195,9 @@ Binning::Binning(ValueType t, std::vector<std::uint64_t> lower) : type_(t), lowe
       lower_.back() - lower_[1] < 64 * std::uint64_t(lower_.size())) {
     table_.resize(lower_.back() - lower_[1] + 1);
     std::uint32_t bin = 1;
-    for (std::uint64_t k = lower_[1]; k <= lower_.back(); ++k) {
-      while (bin + 1 < lower_.size() && k >= lower_[bin + 1]) ++bin;
-      table_[k - lower_[1]] = bin;
+    for (std::uint64_t i = 0; i < table_.size(); ++i) {  // key lower_[1] + i (may end at UINT64_MAX)
+      while (bin + 1 < lower_.size() && lower_[1] + i >= lower_[bin + 1]) ++bin;
+      table_[i] = bin;
     }
   }
 }
