@@ -79,12 +79,18 @@ def fixed_conditions(consts):
 
 
 def run_conditions(path, arr, rng, count, outputs=OUTPUTS):
+    """Fixed and random conditions on one array; every wrong answer is reported."""
     flat = arr.reshape(-1)
     consts = constants(rng, arr)
     trees = fixed_conditions(consts) + [random_condition(rng, consts)[0] for _ in range(count)]
+    wrong = []
     for t in trees:
         cond = render(t, rng)
-        check_query(view(path), cond, evaluate(t, {"": flat}), flat, outputs)
+        try:
+            check_query(view(path), cond, evaluate(t, {"": flat}), flat, outputs, what=f"{path.name}@/query/{cond}")
+        except AssertionError as e:
+            wrong.append(str(e).splitlines()[0][:400])
+    assert not wrong, f"{len(wrong)} of {len(trees)} conditions answered wrong:\n" + "\n".join(wrong[:8])
 
 
 @pytest.mark.parametrize("dtype", QDTYPES)
