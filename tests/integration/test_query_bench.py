@@ -110,6 +110,12 @@ def test_3d_queries_checked(quick):
         assert r["s"]["median"] > 0
         assert r["selectivity"] > 0
     assert {r["threshold"] for r in rows} == {"p99 edge", "p99 inside a bin", "p90 edge", "p90 inside a bin"}
+    # on a bin edge the e1 index answers count and coords alone: no data sector read
+    for r in rows:
+        if r["encoding"] == "e1" and r["threshold"].endswith("edge") and r["view"] in ("count", "coords"):
+            assert r["aligned_plan"] is True and r["data_bytes_read"] == 0, r
+        if r["encoding"] == "none":
+            assert r["data_bytes_read"] > 0, r
     assert any(r["engine"] == "numpy" for r in f["results"])
 
 

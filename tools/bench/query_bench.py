@@ -96,7 +96,7 @@ REPO = os.path.dirname(TOOLS)
 sys.path.insert(0, HERE)
 sys.path.insert(0, TOOLS)
 import setquery as sq  # noqa: E402
-from bench_daemon import BenchError, CacheDropper, Daemon, log, read_stats, stats_delta  # noqa: E402
+from bench_daemon import BenchError, CacheDropper, Daemon, log, read_stats  # noqa: E402
 
 duckdb = None
 pyroaring = None
@@ -745,7 +745,9 @@ class QueryBench:
     def setquery_summary(self):
         out = self.res["setquery"]
         engines = out["engines"]
-        mm = [e for e in engines if e["kind"] == "mmfs" and e.get("encoding") != "none" and e.get("warm")]
+        # encodings that answered every query right (a wrong one is a failure, never the best)
+        mm = [e for e in engines if e["kind"] == "mmfs" and e.get("encoding") != "none" and e.get("warm")
+              and e.get("agreed")]
         out["all_agreed"] = all(e.get("agreed") for e in engines) and bool(engines)
         targets = []
         out["targets"] = targets
@@ -817,6 +819,8 @@ class QueryBench:
         # numpy scan of the raw file ----------------------------------------
         if "numpy" in a.engines:
             for label, p, t in self.thresholds(None, quant):
+                if not label.endswith("edge"):
+                    continue  # a scan's time does not depend on where t falls
                 for view in VIEWS3D:
                     times = []
                     for _ in range(a.runs):
@@ -833,7 +837,8 @@ class QueryBench:
                         times.append(time.perf_counter() - t0)
                         del x, m
                     rows.append({"engine": "numpy", "threshold": label, "p": p, "t": float(t), "op": ">",
-                                 "view": view, "s": summ(times), "bytes_read": n * 8})
+                                 "view": view, "s": summ(times), "bytes_read": n * 8,
+                                 "selectivity": reference(">", t)[0] / n})
                     del res
             log("numpy 3-D scan: " + ", ".join(f"{r['threshold']}/{r['view']} {fsum(r['s'])}" for r in rows))
         if not self.mmfs:
@@ -872,19 +877,21 @@ class QueryBench:
                 e["edges_from"] = "replica of the daemon's sample (indexes/binning.cc)"
             log(f"3-D mmfs-{enc}: built in {e['build_s']:.2f} s, index {fbytes(e['index_bytes'])}")
             for label, p, t in self.thresholds(edges, quant):
+                # on an edge: `>t`, or `>=t` when only that one is answered from the index alone
                 op = ">"
-                plan = self.plan(path, f">{t!r}")
                 if label.endswith("edge") and enc != "none":
+                    plan = self.plan(path, f">{t!r}", "count")
                     if plan is not None and plan.get("data_bytes", 1) != 0:
-                        alt = self.plan(path, f">={t!r}")
+                        alt = self.plan(path, f">={t!r}", "count")
                         if alt is not None and alt.get("data_bytes", 1) == 0:
-                            op, plan = ">=", alt
+                            op = ">="
                 cond = f"{op}{t!r}"
                 want_n, want_idx = reference(op, t)
                 for view in VIEWS3D:
+                    plan = self.plan(path, cond, view)
                     row = {"engine": f"mmfs-{enc}", "encoding": enc, "threshold": label, "p": p, "t": float(t),
                            "op": op, "cond": cond, "view": view, "plan": plan, "selectivity": want_n / n,
-                           "aligned_plan": None if not plan else plan.get("data_bytes") == 0}
+                           "aligned_plan": None if not plan or view == "values" else plan.get("data_bytes") == 0}
                     times, reads, err = [], [], None
                     for _ in range(a.runs):
                         self.cold(remount=True)
@@ -934,9 +941,9 @@ class QueryBench:
             out.append((f"p{p} inside a bin", p, float(t_in)))
         return out
 
-    def plan(self, path, cond):
+    def plan(self, path, cond, view):
         try:
-            return read_json(f"{path}@/plan/query/{cond}/values")
+            return read_json(f"{path}@/plan/query/{cond}/{view}")
         except (OSError, ValueError) as e:
             log(f"WARNING: plan of {cond}: {errtext(e)}")
             return None
@@ -995,6 +1002,20 @@ class QueryBench:
 
 
 # ----------------------------------------------------------------------------
+
+
+def stats_delta(before, after):
+    """Counter deltas of /.mmfs/stats (sector_size kept as is)."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return None
+    out = {}
+    for k, v in after.items():
+        b = before.get(k)
+        if k == "sector_size":
+            out[k] = v
+        elif isinstance(v, (int, float)) and isinstance(b, (int, float)) and not isinstance(v, bool):
+            out[k] = v - b
+    return out
 
 
 def roaring_bytes(counts, rows):
