@@ -421,7 +421,10 @@ def test_aligned_queries_read_no_data(vol, d):
     f = make_array(d / "floats", floats.shape, floats.dtype, "multimap", floats,
                    attrs={"index": "range", "bins": "edges:-100,-10.5,0,10.5,100"})
     plain = make_array(d / "plain", ints.shape, ints.dtype, "multimap", ints)
-    aligned = [(a, ints, "==3", ints == 3), (a, ints, "!=3&<10", (ints != 3) & (ints < 10)),
+    # x > -1 is x >= 0 for integers: the edge 0 aligns it.
+    e = make_array(d / "edges", ints.shape, ints.dtype, "multimap", ints,
+                   attrs={"index": "interval", "bins": "edges:-10,0,10"})
+    aligned = [(e, ints, ">-1", ints > -1), (e, ints, "<10&>=-10", (ints < 10) & (ints >= -10)),(a, ints, "==3", ints == 3), (a, ints, "!=3&<10", (ints != 3) & (ints < 10)),
                (a, ints, "in[-5,5]|>=17", ((ints >= -5) & (ints <= 5)) | (ints >= 17)),
                (f, floats, ">=10.5", floats >= 10.5), (f, floats, "<-10.5|>=100", (floats < -10.5) | (floats >= 100)),
                (f, floats, "!(<0)", ~(floats < 0))]
