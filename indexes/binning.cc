@@ -20,14 +20,16 @@ constexpr std::uint64_t kMaxSample = 1u << 20;
 // value_key() specialised per element type, for the hot loops.
 template <class T>
 inline std::uint64_t key_of(T v) {
+  // Branch-free (random signs would mispredict): -0.0 becomes +0.0, then
+  // negatives flip every bit and positives only the sign bit.
   if constexpr (std::is_same_v<T, float>) {
-    if (v == 0) v = 0;
     std::uint32_t b = std::bit_cast<std::uint32_t>(v);
-    return (b & 0x80000000u) ? std::uint32_t(~b) : (b | 0x80000000u);
+    b = b == 0x80000000u ? 0 : b;
+    return b ^ (std::uint32_t(std::int32_t(b) >> 31) | 0x80000000u);
   } else if constexpr (std::is_same_v<T, double>) {
-    if (v == 0) v = 0;
     std::uint64_t b = std::bit_cast<std::uint64_t>(v);
-    return (b & kSign) ? ~b : (b | kSign);
+    b = b == kSign ? 0 : b;
+    return b ^ (std::uint64_t(std::int64_t(b) >> 63) | kSign);
   } else if constexpr (std::is_signed_v<T>) {
     return std::uint64_t(std::int64_t(v)) ^ kSign;
   } else {
@@ -199,7 +201,27 @@ Binning::Binning(ValueType t, std::vector<std::uint64_t> lower) : type_(t), lowe
       while (bin + 1 < lower_.size() && lower_[1] + i >= lower_[bin + 1]) ++bin;
       table_[i] = bin;
     }
+  } else if (lower_.size() > 1) {
+    std::uint64_t span = max_key(t) - min_key(t);
+    shift_ = std::max(0, int(std::bit_width(span)) - 16);
+    std::size_t n = std::size_t(span >> shift_) + 1;
+    prefix_.resize(n + 1);
+    for (std::size_t p = 0; p < n; ++p) prefix_[p] = search(min_key(t) + (std::uint64_t(p) << shift_), 0, value_bins() - 1);
+    prefix_[n] = value_bins() - 1;
   }
+}
+
+// The bin of `key`, known to be one of first..last.
+std::uint32_t Binning::search(std::uint64_t key, std::uint32_t first, std::uint32_t last) const {
+  // Branch-free upper_bound over lower_[first..last]: the last edge <= key.
+  const std::uint64_t* base = lower_.data() + first;
+  std::size_t n = last - first + 1;
+  while (n > 1) {
+    std::size_t half = n / 2;
+    base = (base[half] <= key) ? base + half : base;
+    n -= half;
+  }
+  return std::uint32_t(base - lower_.data());
 }
 
 std::pair<std::uint64_t, std::uint64_t> Binning::key_range(std::uint32_t bin) const {
@@ -213,15 +235,9 @@ std::uint32_t Binning::bin_of_key(std::uint64_t key) const {
     std::uint64_t i = key - lower_[1];
     return i < table_.size() ? table_[i] : value_bins() - 1;
   }
-  // Branch-free upper_bound: the last lower edge <= key.
-  const std::uint64_t* base = lower_.data();
-  std::size_t n = lower_.size();
-  while (n > 1) {
-    std::size_t half = n / 2;
-    base = (base[half] <= key) ? base + half : base;
-    n -= half;
-  }
-  return std::uint32_t(base - lower_.data());
+  if (prefix_.empty()) return 0;  // one value bin
+  std::size_t p = std::size_t((key - lower_[0]) >> shift_);
+  return search(key, prefix_[p], prefix_[p + 1]);
 }
 
 std::uint32_t Binning::bin_of(const std::byte* element) const {
@@ -238,7 +254,8 @@ void Binning::bins_of_typed(const std::byte* elements, std::size_t count, std::u
   }
   for (std::size_t i = 0; i < count; ++i) {
     T v = load<T>(elements + i * sizeof(T));
-    out[i] = nan_of(v) ? nan : bin_of_key(key_of(v));
+    std::uint32_t b = bin_of_key(key_of(v));  // NaN's key is some key: select after
+    out[i] = nan_of(v) ? nan : b;
   }
 }
 

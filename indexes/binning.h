@@ -75,6 +75,12 @@ class Binning {
   // Bins of keys lower_[1] .. lower_.back() by direct lookup, when that
   // span is small (exact binning of narrow integers): no search per element.
   std::vector<std::uint32_t> table_;
+  // Otherwise the bins of the keys sharing each 16-bit prefix of
+  // (key - min_key): prefix p's keys lie in bins prefix_[p] .. prefix_[p+1],
+  // so a lookup searches a few edges at most.
+  std::vector<std::uint32_t> prefix_;
+  int shift_ = 0;
+  std::uint32_t search(std::uint64_t key, std::uint32_t first, std::uint32_t last) const;
 };
 
 // Pass 1 of building an index: sees every element once (in C order, in
