@@ -58,5 +58,8 @@ std::string to_text(const Condition& c);
 std::vector<std::string> names(const Condition& c);
 // Visits every atom (depth-first, left to right).
 void for_each_atom(const Condition& c, const std::function<void(const Atom&)>& visit);
+// The same tree: shape, names, operators and numbers as written (atoms'
+// positions aside). What to_text's round trip preserves.
+bool same_tree(const Condition& a, const Condition& b);
 
 }  // namespace mmfs::indexes
