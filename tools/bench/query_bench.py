@@ -823,7 +823,7 @@ class QueryBench:
                     continue  # a scan's time does not depend on where t falls
                 for view in VIEWS3D:
                     times = []
-                    for _ in range(a.runs):
+                    for _ in range(a.runs_3d):
                         self.cold(remount=False)
                         t0 = time.perf_counter()
                         x = np.fromfile(raw, dtype=np.float64)
@@ -893,7 +893,7 @@ class QueryBench:
                            "op": op, "cond": cond, "view": view, "plan": plan, "selectivity": want_n / n,
                            "aligned_plan": None if not plan or view == "values" else plan.get("data_bytes") == 0}
                     times, reads, err = [], [], None
-                    for _ in range(a.runs):
+                    for _ in range(a.runs_3d):
                         self.cold(remount=True)
                         before = read_stats(self.mnt)
                         vp = f"{path}@/query/{cond}/{view}"
@@ -1186,7 +1186,7 @@ def report(b):
              "the kernel keeps no page of an earlier open either); DuckDB has no result cache; numpy and pyroaring "
              "recompute. "
              f"A pass is the 75 queries in a row; its time is the sum of their wall-clock times. "
-             f"Medians of {a.runs} run(s), (min–max) beside.")
+             f"Medians of {a.runs} run(s) (3-D reads: {a.runs_3d}), (min–max) beside.")
     L.append("")
     if res.get("failures"):
         L.append("## Failures")
@@ -1406,6 +1406,7 @@ def parse_args(argv):
     ap.add_argument("--engines", default=",".join(ENGINES), help="engines to run (default all: mmfs,duckdb,"
                                                                  "pyroaring,numpy)")
     ap.add_argument("--runs", type=int, default=None, help="runs (cold + warm pass each; default 3, --quick 1)")
+    ap.add_argument("--runs-3d", type=int, default=None, help="cold reads of each 3-D query (default: --runs)")
     ap.add_argument("--skip-3d", action="store_true", help="Set Query only")
     ap.add_argument("--skip-setquery", action="store_true", help="3-D array only")
     ap.add_argument("--quick", action="store_true", help="smoke run: 100,000 rows, 64x64x32, 1 run")
@@ -1426,6 +1427,7 @@ def parse_args(argv):
     a.rows = a.rows if a.rows is not None else (100_000 if a.quick else 10_000_000)
     a.shape = a.shape or ((64, 64, 32) if a.quick else (1024, 1024, 256))
     a.runs = a.runs if a.runs is not None else (1 if a.quick else 3)
+    a.runs_3d = a.runs_3d if a.runs_3d is not None else a.runs
     a.encodings = [x.strip() for x in a.encodings.split(",") if x.strip()]
     bad = [x for x in a.encodings if x not in ENCODINGS]
     if bad:
@@ -1467,7 +1469,7 @@ def main(argv=None):
         b.res["command"] = "mmfs-bench query " + shlex.join(argv)
         b.res["machine"] = machine_info(a)
         b.res["config"] = {"rows": a.rows, "shape": list(a.shape), "encodings": a.encodings, "engines": a.engines,
-                           "runs": a.runs, "quick": a.quick, "geometry": a.geometry,
+                           "runs": a.runs, "runs_3d": a.runs_3d, "quick": a.quick, "geometry": a.geometry,
                            "mount_options": a.mount_options, "skip_3d": a.skip_3d, "seed": a.seed}
         b.setup()
         if not a.skip_setquery:
