@@ -236,7 +236,8 @@ std::uint32_t Binning::bin_of_key(std::uint64_t key) const {
     return i < table_.size() ? table_[i] : value_bins() - 1;
   }
   if (prefix_.empty()) return 0;  // one value bin
-  std::size_t p = std::size_t((key - lower_[0]) >> shift_);
+  // NaN keys lie outside [min_key, max_key]: clamp (bins_of discards them).
+  std::size_t p = std::min(std::size_t((key - lower_[0]) >> shift_), prefix_.size() - 2);
   return search(key, prefix_[p], prefix_[p + 1]);
 }
 
@@ -367,21 +368,32 @@ std::variant<Binning, std::string> BinningBuilder::finish() {
 std::variant<Binning, std::string> BinningBuilder::finish_equal_frequency() {
   std::vector<std::uint64_t>& sample = keys_;
   std::sort(sample.begin(), sample.end());
-  std::vector<std::uint64_t> edges;
   const std::uint64_t n = spec_.count, s = sample.size();
-  std::uint64_t prev = 0;
-  bool have_prev = false, repeated = false;
-  for (std::uint64_t i = 1; i < n && s > 0; ++i) {
+  if (n <= 1 || s == 0) return make_binning(type_, {});
+  // Heavy values: at least 1/N of the sample. Each gets [v, v+1).
+  std::vector<std::uint64_t> heavy;
+  for (std::size_t i = 0; i < s;) {
+    std::size_t j = std::size_t(std::upper_bound(sample.begin() + i, sample.end(), sample[i]) - sample.begin());
+    if ((j - i) * n >= s) heavy.push_back(sample[i]);
+    i = j;
+  }
+  std::vector<std::uint64_t> fixed, quantiles;
+  for (std::uint64_t v : heavy) {
+    fixed.push_back(v);
+    if (v < max_key(type_)) fixed.push_back(v + 1);
+  }
+  for (std::uint64_t i = 1; i < n; ++i) {
     std::uint64_t q = sample[std::size_t(i * s / n)];
-    if (have_prev && q == prev) {
-      if (!repeated && q < max_key(type_)) edges.push_back(q + 1);
-      repeated = true;
-      continue;
-    }
-    edges.push_back(q);
-    prev = q;
-    have_prev = true;
-    repeated = false;
+    if (!std::binary_search(heavy.begin(), heavy.end(), q)) quantiles.push_back(q);
+  }
+  sort_unique(&fixed);
+  sort_unique(&quantiles);
+  // Never more than N bins: thin the quantile edges evenly to what is left.
+  std::size_t room = fixed.size() >= n - 1 ? 0 : std::size_t(n - 1 - fixed.size());
+  std::vector<std::uint64_t> edges = fixed;
+  if (fixed.size() > n - 1) edges.resize(std::size_t(n - 1));
+  for (std::size_t i = 0; i < std::min(room, quantiles.size()); ++i) {
+    edges.push_back(quantiles[i * quantiles.size() / std::min(room, quantiles.size())]);
   }
   return make_binning(type_, std::move(edges));
 }
