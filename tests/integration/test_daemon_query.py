@@ -31,6 +31,8 @@ def vol(module_volume):
 
 @pytest.fixture
 def d(vol, request):
+    rc = vol.mount_info.proc.poll() if vol.is_mounted else None
+    assert rc is None, f"the module's daemon exited with status {rc} during an earlier test (see the first failure)"
     path = vol.mnt / request.node.name.replace("[", "_").replace("]", "").replace("/", "_").replace(",", "_")
     path.mkdir()
     return path

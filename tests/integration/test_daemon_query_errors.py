@@ -24,6 +24,12 @@ def vol(module_volume):
     return module_volume
 
 
+@pytest.fixture(autouse=True)
+def daemon_alive(vol):
+    rc = vol.mount_info.proc.poll()
+    assert rc is None, f"the module's daemon exited with status {rc} during an earlier test (see the first failure)"
+
+
 @pytest.fixture(scope="module")
 def target(vol):
     """An indexed float64 array (and its companions) that no failing call may change."""
