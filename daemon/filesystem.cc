@@ -151,7 +151,9 @@ std::string Filesystem::path_of(Ino ino) const {
   if (ino & kVirtualBit) {
     VNode v;
     if (!vnode(ino, &v)) return "<view>";
-    std::string p = v.array ? path_of(v.array) + "@" : std::string("/.mmfs");
+    std::string p = v.table ? (v.home == fs::kRootIno ? std::string("/@") : path_of(v.home) + "@")
+                    : v.array ? path_of(v.array) + "@"
+                              : std::string("/.mmfs");
     for (const auto& c : v.components) p += "/" + c;
     return p;
   }

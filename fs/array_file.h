@@ -50,7 +50,8 @@ indexes::Bitmap selection_rows(const layouts::Selection& box, std::span<const st
 
 // What a query spent on one array.
 struct QueryCost {
-  std::uint64_t index_bytes = 0;   // bitmaps read from the device
+  std::uint64_t index_bytes = 0;   // bitmaps the query needs (the plan's bytes)
+  std::uint64_t index_read_bytes = 0;  // of which read from the device (not cached)
   std::uint64_t data_bytes = 0;    // cells read from the device
   std::uint64_t requests = 0;      // device requests for the index
   bool scanned = false;            // answered by a scan of the data (no index)

@@ -114,7 +114,8 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
     for (std::size_t i = 0; i < atoms.size(); ++i) {
       IndexCost ic;
       if (int r = index_->estimate(atoms[i], &(*out)[i], &ic, message)) return r;
-      cost->index_bytes += ic.bytes;
+      cost->index_bytes += ic.planned;
+      cost->index_read_bytes += ic.bytes;
       cost->requests += ic.requests;
       cost->index_trace.insert(cost->index_trace.end(), ic.trace.begin(), ic.trace.end());
       if (in_box) {

@@ -201,7 +201,6 @@ int ArrayIndex::read_blob(const std::vector<Extent>& extents, std::uint64_t offs
   if (cost) {
     cost->bytes += at * ss;
     cost->requests += runs.size();
-    for (const SectorRun& r : runs) cost->trace.push_back({r.lbn, std::uint32_t(r.sectors)});
   }
   out->assign(buf.data() + (offset - first * ss), buf.data() + (offset - first * ss) + length);
   return 0;
@@ -295,6 +294,24 @@ void ArrayIndex::remember(std::uint32_t id, std::shared_ptr<const Bitmap> bitmap
 int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* cost, std::string* message) {
   indexes::AtomPlan plan = header_.plan(keys);
   const auto& dir = header_.directory();
+  if (cost) {
+    // What the plan reads from a cold cache: its bitmaps, neighbours as one run.
+    cost->planned += plan.bytes;
+    const std::uint32_t ss = env_.io.sector_size();
+    for (std::size_t i = 0; i < plan.bitmaps.size();) {
+      std::size_t j = i + 1;
+      while (j < plan.bitmaps.size() && plan.bitmaps[j] < dir.size() &&
+             dir[plan.bitmaps[j]].offset == dir[plan.bitmaps[j - 1]].offset + dir[plan.bitmaps[j - 1]].length)
+        ++j;
+      if (plan.bitmaps[i] < dir.size() && plan.bitmaps[j - 1] < dir.size()) {
+        const std::uint64_t begin = dir[plan.bitmaps[i]].offset;
+        const std::uint64_t end = dir[plan.bitmaps[j - 1]].offset + dir[plan.bitmaps[j - 1]].length;
+        for (const Piece& p : object_pieces(object_extents_, begin / ss, (end + ss - 1) / ss - begin / ss))
+          cost->trace.push_back({p.lbn, std::uint32_t(p.sectors)});
+      }
+      i = j;
+    }
+  }
   std::unordered_map<std::uint32_t, std::shared_ptr<const Bitmap>> have;
   std::vector<std::uint32_t> missing;
   for (std::uint32_t id : plan.bitmaps) {

@@ -35,6 +35,7 @@ namespace mmfs::fs {
 
 // Bytes and requests a query spent on an index.
 struct IndexCost {
+  std::uint64_t planned = 0;   // bytes of the bitmaps the plans need (cached or not)
   std::uint64_t bytes = 0;     // bytes of bitmaps read from the device
   std::uint64_t requests = 0;  // device requests
   std::uint64_t cached_bytes = 0;  // bytes of bitmaps served from memory

@@ -169,7 +169,11 @@ int run_query(const QueryView& view, const QueryArrays& arrays, QueryOutcome* ou
   double modeled_ms = 0;
   if (arrays.self || !columns.empty())
     modeled_ms = layouts::model_plan(modeled, (arrays.self ? arrays.self : columns.begin()->second.array)->geometry());
+  std::uint64_t requests = 0;
+  for (const auto& b : modeled.batches) requests += b.requests.size();
   out->plan = {{"index_bytes", cost.index_bytes},
+               {"requests", requests},
+               {"index_bytes_from_device", cost.index_read_bytes},
                {"modeled_ms", modeled_ms},
                {"data_bytes", cost.data_bytes},
                {"index_requests", cost.requests},

@@ -122,6 +122,8 @@ ArraySource resolve_source(const std::string& src) {
       case fs::ViewKind::Info: throw not_data(src, "the info view is JSON, not array data");
       case fs::ViewKind::Lbn: throw not_data(src, "an lbn view is text, not array data");
       case fs::ViewKind::Plan: throw not_data(src, "a plan view is JSON, not array data");
+      case fs::ViewKind::Query:
+        throw not_data(src, "a query result is exported by reading it (numpy.fromfile), not by mmfs-export");
     }
     out.shape = n.data->selection.result_shape();
     out.selection = n.data->selection;
