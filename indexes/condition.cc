@@ -47,6 +47,22 @@ bool starts_like_number(std::string_view s) {
   return s.size() >= 4 && lower(s[1]) == 'i' && lower(s[2]) == 'n' && lower(s[3]) == 'f';
 }
 
+// A piece of the text for an error message: quoted, at most kQuoted bytes
+// (a 4 KiB word would drown the message), control bytes escaped so that the
+// message stays one printable line.
+constexpr std::size_t kQuoted = 32;
+std::string quoted(std::string_view s) {
+  std::string out = "'";
+  for (char c : s.substr(0, kQuoted)) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    else
+      out += c;
+  }
+  out += s.size() > kQuoted ? "'..." : "'";
+  return out;
+}
+
 // Thrown inside the parser only; parse_condition turns it into the result.
 struct Failure {
   ConditionError error;
@@ -92,8 +108,7 @@ class Parser {
   // The token at the cursor, quoted (never called at the end).
   std::string describe_here() const {
     std::string_view w = word_here();
-    if (!w.empty()) return fmt::format("'{}'", w);
-    return fmt::format("'{}'", peek());
+    return quoted(w.empty() ? text_.substr(pos_, 1) : w);
   }
   // ", found X" for messages that expected something else; nothing at the end.
   std::string found() const { return at_end() ? std::string() : ", found " + describe_here(); }
@@ -175,7 +190,7 @@ class Parser {
     if (++atoms_ > kMaxAtoms) fail(pos_, fmt::format("more than {} atoms", kMaxAtoms));
     std::string_view w = word_here();
     if (starts_like_number(w))
-      fail(pos_, fmt::format("unexpected number '{}' (a number follows an operator or 'in')", w));
+      fail(pos_, fmt::format("unexpected number {} (a number follows an operator or 'in')", quoted(w)));
     if (!w.empty() && w != "in") {
       a.name = std::string(w);
       pos_ += w.size();
@@ -189,7 +204,7 @@ class Parser {
     }
     if (!w.empty() || at_end() || !is_operator_char(peek())) {
       if (!a.name.empty())
-        fail(pos_, fmt::format("expected an operator or 'in' after '{}'{}", a.name, found()));
+        fail(pos_, fmt::format("expected an operator or 'in' after {}{}", quoted(a.name), found()));
       fail(pos_, after.empty() ? fmt::format("expected a condition{}", found())
                                : fmt::format("expected a condition after {}{}", after, found()));
     }
@@ -198,10 +213,10 @@ class Parser {
     while (end < text_.size() && is_operator_char(text_[end])) ++end;
     std::string_view op = text_.substr(pos_, end - pos_);
     auto parsed = op_of(op);
-    if (!parsed) fail(op_at, fmt::format("unknown operator '{}'", op));
+    if (!parsed) fail(op_at, fmt::format("unknown operator {}", quoted(op)));
     pos_ = end;
     a.op = *parsed;
-    a.value = parse_number_here(fmt::format("'{}'", op));
+    a.value = parse_number_here(quoted(op));
     return a;
   }
 
@@ -214,11 +229,11 @@ class Parser {
     ++pos_;
     a->low = parse_number_here("'['");
     skip_blanks();
-    if (peek() != ',') fail(pos_, fmt::format("expected ',' after '{}'{}", a->low.text, found()));
+    if (peek() != ',') fail(pos_, fmt::format("expected ',' after {}{}", quoted(a->low.text), found()));
     ++pos_;
     a->high = parse_number_here("','");
     skip_blanks();
-    if (peek() != ']') fail(pos_, fmt::format("expected ']' after '{}'{}", a->high.text, found()));
+    if (peek() != ']') fail(pos_, fmt::format("expected ']' after {}{}", quoted(a->high.text), found()));
     ++pos_;
   }
 
@@ -227,7 +242,7 @@ class Parser {
     std::string_view w = word_here();
     if (w.empty()) fail(pos_, fmt::format("expected a number after {}{}", after, found()));
     auto n = parse_number(w);
-    if (!n) fail(pos_, fmt::format("malformed number '{}'", w));
+    if (!n) fail(pos_, fmt::format("malformed number {}", quoted(w)));
     pos_ += w.size();
     return *n;
   }

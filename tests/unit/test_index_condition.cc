@@ -180,6 +180,15 @@ TEST_CASE("conditions: refused texts say where and why", "[index][condition]") {
   }
 }
 
+TEST_CASE("conditions: error messages stay one short printable line", "[index][condition]") {
+  ConditionError e = refused(">" + std::string(1000, 'a'));
+  CHECK(e.message == "malformed number 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'... at 1");
+  e = refused(std::string("x>3\x01\n"));
+  CHECK(e.message == "malformed number '3\\x01' at 2");
+  e = refused(std::string("x>3 \0", 5));
+  CHECK(e.message == "unexpected '\\x00', expected '&', '|' or the end at 4");
+}
+
 TEST_CASE("conditions: nesting, atom count and length are bounded", "[index][condition]") {
   auto nested = [](std::size_t depth) { return std::string(depth, '(') + ">3" + std::string(depth, ')'); };
   CHECK(parsed(nested(kMaxDepth)).kind == Kind::Atom);
