@@ -193,7 +193,7 @@ TEST_CASE("plod/K is the whole array, plod/K@ holds its slices and boxes", "[vie
 
   auto views = resolve("plod/3@");
   CHECK(views.kind == ViewKind::Dir);
-  CHECK(views.listing == L({"slice", "box"}));
+  CHECK(views.listing == L({"slice", "box", "query"}));
   CHECK(resolve("plod/3@/slice").listing == L({"0", "1", "2"}));
   CHECK(resolve("plod/3@/slice/2").listing == range_names(0, 5));
   CHECK(resolve("plod/3@/box").listing.empty());
@@ -221,7 +221,8 @@ TEST_CASE("plod/K is the whole array, plod/K@ holds its slices and boxes", "[vie
   CHECK(errno_of("plod/3/slice") == ENOTDIR);
   CHECK(errno_of("plod/3/slice/1/42") == ENOTDIR);
   CHECK(errno_of("plod/3@/plod") == ENOENT);
-  CHECK(errno_of("plod/3@/query") == ENOENT);
+  CHECK(resolve("plod/3@/query").kind == ViewKind::Dir);
+  CHECK(resolve("plod/3@/query/>3/values").query->plod_bytes == 3);
   CHECK(errno_of("plod/3@/info") == ENOENT);
   CHECK(errno_of("plod/3@/slice/3") == ERANGE);
   CHECK(errno_of("plod/3@/slice/1/5") == ERANGE);
@@ -262,12 +263,12 @@ TEST_CASE("lbn/I0,I1,...: the element's coordinates", "[view_path]") {
 TEST_CASE("plan/VIEW mirrors the data views; its files are plans", "[view_path]") {
   auto p = resolve("plan");
   CHECK(p.kind == ViewKind::Dir);
-  CHECK(p.listing == L({"slice", "box", "plod"}));
+  CHECK(p.listing == L({"slice", "box", "plod", "query"}));
   CHECK(resolve("plan/slice").listing == L({"0", "1", "2"}));
   CHECK(resolve("plan/slice/1").listing == range_names(0, 4));
   CHECK(resolve("plan/box").listing.empty());
   CHECK(resolve("plan/plod").listing == resolve("plod").listing);
-  CHECK(resolve("plan/plod/2@").listing == L({"slice", "box"}));
+  CHECK(resolve("plan/plod/2@").listing == L({"slice", "box", "query"}));
 
   auto sl = resolve("plan/slice/1/3");
   REQUIRE(sl.kind == ViewKind::Plan);
@@ -299,16 +300,56 @@ TEST_CASE("plan/VIEW mirrors the data views; its files are plans", "[view_path]"
   CHECK(errno_of("plan/plod/9") == ERANGE);
   CHECK(errno_of("plan/plod/2/x") == ENOTDIR);
   CHECK(resolve("plan/query").kind == ViewKind::Dir);
-  CHECK(errno_of("plan/query/>3/values") == ENOTSUP);
+  auto pq = resolve("plan/query/>3/values");
+  CHECK(pq.kind == ViewKind::Plan);
+  REQUIRE(pq.query);
+  CHECK(pq.query->spelling == "query/>3/values");
+  CHECK(resolve("plan/box/0:2,:,1@/query/<0/count").query->box.has_value());
 }
 
-TEST_CASE("query: a directory, but queries are not implemented yet", "[view_path]") {
+TEST_CASE("query: conditions, outputs, boxes and PLoD", "[view_path]") {
   auto q = resolve("query");
   CHECK(q.kind == ViewKind::Dir);
   CHECK(q.listing.empty());
-  CHECK(errno_of("query/>3") == ENOTSUP);
-  CHECK(errno_of("query/>3/count") == ENOTSUP);
-  CHECK_THAT(failure("query/>3").message, Catch::Contains("not implemented"));
+  CHECK(resolve("query/>3").listing == L({"count", "coords", "values", "mask"}));
+  auto c = resolve("query/>3&<5|b==1/coords");
+  REQUIRE(c.kind == ViewKind::Query);
+  REQUIRE(c.query);
+  CHECK(c.query->output == QueryView::Output::Coords);
+  CHECK(c.query->condition_text == ">3&<5|b==1");
+  CHECK(!c.query->box);
+  CHECK(c.query->plod_bytes == 0);
+  for (const char* out : {"count", "values", "mask"}) CHECK(resolve(std::string("query/>3/") + out).kind == ViewKind::Query);
+  CHECK(errno_of("query/>3/sum") == ENOENT);
+  CHECK(errno_of("query/>3/count/x") == ENOTDIR);
+  CHECK(errno_of("query/>>3") == EINVAL);
+  CHECK(errno_of("query/(>3") == EINVAL);
+  CHECK_THAT(failure("query/>3&").message, Catch::Contains("position"));
+  // box/SEL@: the box's query views; box/SEL stays a file.
+  CHECK(resolve("box/0:2,:,1@").listing == L({"query"}));
+  auto b = resolve("box/0:2,:,1@/query/<0/values");
+  REQUIRE(b.query);
+  REQUIRE(b.query->box);
+  CHECK(box_spelling(*b.query->box) == "0:2,0:5,1");
+  CHECK(b.query->spelling == "box/0:2,0:5,1@/query/<0/values");
+  CHECK(errno_of("box/0:2,:,1@/slice") == ENOENT);
+  CHECK(errno_of("box/0:9,:,1@/query/<0/values") == ERANGE);
+  CHECK(errno_of("box/0:2,:,1/query") == ENOTDIR);
+}
+
+TEST_CASE("table views of a directory", "[view_path]") {
+  auto top = resolve_table_view(std::vector<std::string>{});
+  auto* d = std::get_if<ViewNode>(&top);
+  REQUIRE(d);
+  CHECK(d->listing == L({"query"}));
+  auto r = resolve_table_view(split("query/K2==1&K4>2/count"));
+  auto* n = std::get_if<ViewNode>(&r);
+  REQUIRE(n);
+  CHECK(n->kind == ViewKind::Query);
+  CHECK(n->query->output == QueryView::Output::Count);
+  CHECK(std::get<PathError>(resolve_table_view(split("query/K2==1/values"))).error == ENOENT);
+  CHECK(std::get<PathError>(resolve_table_view(split("slice"))).error == ENOENT);
+  CHECK(std::get<PathError>(resolve_table_view(split("query/K2=1/count"))).error == EINVAL);
 }
 
 TEST_CASE("resolve_view without listings", "[view_path]") {
