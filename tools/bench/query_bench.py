@@ -1217,9 +1217,12 @@ def setquery_report(L, s, a):
     L.append("")
     agreed = s.get("all_agreed")
     L.append(f"**Every engine returned the reference count for all 75 queries: {'yes' if agreed else 'NO'}.**")
+    L.append("")
     for e in engines:
-        if e.get("mismatch") or e.get("error") or e.get("skipped"):
-            L.append(f"* {e['engine']}: {e.get('mismatch') or e.get('error') or e.get('skipped')}")
+        if e.get("mismatch"):
+            L.append(f"* {e['mismatch']}")
+        elif e.get("error") or e.get("skipped"):
+            L.append(f"* {e['engine']}: {e.get('error') or e.get('skipped')}")
     L.append("")
     L.append("| engine | build s | index MB | × raw | warm suite s | cold suite s | cold read MB | agreed |")
     L.append("|---|---:|---:|---:|---:|---:|---:|:---:|")
