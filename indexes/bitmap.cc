@@ -170,6 +170,9 @@ std::string portable_mask(const Bitmap& b, std::uint64_t rows) {
 
 std::string serialize(const Bitmap& b) { return write64(b); }
 
+bool is_subset(const Bitmap& a, const Bitmap& b) { return (a - b).isEmpty(); }
+bool same_rows(const Bitmap& a, const Bitmap& b) { return (a ^ b).isEmpty(); }
+
 bool deserialize(std::span<const std::byte> bytes, Bitmap* out) {
   if (bytes.size() < 8) return false;
   std::uint64_t buckets = load<std::uint64_t>(bytes.data());

@@ -25,6 +25,11 @@ std::string portable_mask(const Bitmap& b, std::uint64_t rows);
 // Serialization for the index's own storage (64-bit portable) and its
 // bounded, never-throwing inverse (false on malformed input).
 std::string serialize(const Bitmap& b);
+// a ⊆ b. (Roaring64Map::isSubset of 0.2.66 dereferences the other map's
+// end() when it lacks one of a's buckets: never call it.)
+bool is_subset(const Bitmap& a, const Bitmap& b);
+// Same rows. (Its operator== can loop forever on empty buckets.)
+bool same_rows(const Bitmap& a, const Bitmap& b);
 bool deserialize(std::span<const std::byte> bytes, Bitmap* out);
 
 }  // namespace mmfs::indexes

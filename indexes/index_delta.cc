@@ -150,7 +150,7 @@ std::optional<IndexDelta> IndexDelta::decode(const Binning& binning, std::span<c
     if (!r.bitmap(&d.added_[b])) return std::nullopt;
     // Statistics must describe the bitmap, which must hold rewritten rows only.
     if (s.rows == 0 || s.rows != d.added_[b].cardinality()) return std::nullopt;
-    if (!d.added_[b].isSubset(d.stale_) || !(all_added & d.added_[b]).isEmpty()) return std::nullopt;
+    if (!is_subset(d.added_[b], d.stale_) || !(all_added & d.added_[b]).isEmpty()) return std::nullopt;
     if (!(binning.has_nan_bin() && b == binning.nan_bin())) {
       auto [lo, hi] = binning.key_range(b);
       if (s.min_key > s.max_key || s.min_key < lo || s.max_key > hi) return std::nullopt;

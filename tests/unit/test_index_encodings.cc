@@ -1,1 +1,225 @@
+// indexes/bitmap_index.h: what each encoding stores, how the planner picks
+// bitmaps, and that any corruption of the stored object is detected.
 #include <catch2/catch.hpp>
+
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "indexes/binning.h"
+#include "indexes/bitmap_index.h"
+
+using namespace mmfs::indexes;
+
+namespace {
+
+std::span<const std::byte> as_bytes(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
+
+struct Index {
+  std::vector<std::int32_t> values;
+  std::string object;
+  IndexHeader header;
+};
+
+// Values 0..distinct-1, uniformly at random; exact bins (one per value).
+Index make(Encoding enc, std::size_t rows, std::int32_t distinct, std::uint64_t seed = 1) {
+  std::mt19937_64 rng(seed);
+  Index ix;
+  ix.values.resize(rows);
+  for (auto& v : ix.values) v = std::int32_t(rng() % std::uint64_t(distinct));
+  std::vector<std::uint64_t> lower{min_key(ValueType::I32)};
+  for (std::int32_t v = 1; v < distinct; ++v) lower.push_back(std::uint64_t(std::int64_t(v)) ^ (1ull << 63));
+  IndexBuilder b(Binning(ValueType::I32, lower), enc, rows);
+  b.add(0, reinterpret_cast<const std::byte*>(ix.values.data()), rows);
+  ix.object = b.finish();
+  auto len = IndexHeader::header_bytes(as_bytes(ix.object).first(IndexHeader::kPrefixBytes));
+  REQUIRE(len);
+  auto h = IndexHeader::decode(as_bytes(ix.object).first(*len));
+  REQUIRE(std::holds_alternative<IndexHeader>(h));
+  ix.header = std::get<IndexHeader>(h);
+  return ix;
+}
+
+KeySet between(std::int32_t lo, std::int32_t hi) {
+  return interval_keys(ValueType::I32, *parse_number(std::to_string(lo)), *parse_number(std::to_string(hi)));
+}
+
+Estimate run(const Index& ix, const AtomPlan& plan) {
+  std::map<std::uint32_t, Bitmap> cache;
+  return ix.header.evaluate(plan, [&](std::uint32_t id) -> const Bitmap& {
+    auto& e = ix.header.directory()[id];
+    Bitmap b;
+    REQUIRE(ix.header.decode_bitmap(id, as_bytes(ix.object).subspan(e.offset, e.length), &b));
+    return cache[id] = std::move(b);
+  });
+}
+
+std::uint64_t truth(const Index& ix, std::int32_t lo, std::int32_t hi) {
+  std::uint64_t n = 0;
+  for (auto v : ix.values) n += v >= lo && v <= hi;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("stored bitmaps per encoding", "[indexes][encodings]") {
+  for (std::int32_t B : {1, 2, 3, 7, 8, 100}) {
+    INFO("B " << B);
+    const std::uint32_t slices = B <= 1 ? 0 : std::uint32_t(std::bit_width(std::uint32_t(B - 1)));
+    const std::uint32_t m = std::uint32_t(B + 1) / 2;
+    CHECK(make(Encoding::E1, 3000, B).header.directory().size() == std::size_t(B));
+    CHECK(make(Encoding::BN, 3000, B).header.directory().size() == slices);
+    CHECK(make(Encoding::Range, 3000, B).header.directory().size() == std::size_t(B - 1));
+    CHECK(make(Encoding::Interval, 3000, B).header.directory().size() == std::size_t(B) - m + 1);
+    for (Encoding e : {Encoding::RE, Encoding::IE}) {
+      Index ix = make(e, 3000, B);
+      const std::uint32_t C = ix.header.coarse_bins();
+      if (B < 8) CHECK(C == 0);
+      std::size_t coarse = C == 0 ? 0 : e == Encoding::RE ? C - 1 : C - (C + 1) / 2 + 1;
+      CHECK(ix.header.directory().size() == std::size_t(B) + coarse);
+      CHECK(ix.header.fine_bytes() + ix.header.coarse_bytes() + ix.header.header_length() == ix.object.size());
+    }
+  }
+  // The stored bitmaps are the encoding's: bn slice k holds rows whose value has bit k.
+  Index bn = make(Encoding::BN, 2000, 8);
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    auto& e = bn.header.directory()[k];
+    Bitmap s;
+    REQUIRE(bn.header.decode_bitmap(k, as_bytes(bn.object).subspan(e.offset, e.length), &s));
+    for (std::size_t r = 0; r < bn.values.size(); ++r) CHECK(s.contains(std::uint64_t(r)) == bool((bn.values[r] >> k) & 1));
+  }
+  // range: R_i = rows with value <= i.
+  Index range = make(Encoding::Range, 2000, 5);
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    auto& e = range.header.directory()[i];
+    Bitmap s;
+    REQUIRE(range.header.decode_bitmap(i, as_bytes(range.object).subspan(e.offset, e.length), &s));
+    CHECK(s.cardinality() == truth(range, 0, std::int32_t(i)));
+  }
+  // Directory order: bitmaps back to back after the header.
+  Index e1 = make(Encoding::E1, 2000, 20);
+  std::uint64_t next = e1.header.header_length();
+  for (auto& e : e1.header.directory()) {
+    CHECK(e.offset == next);
+    next += e.length;
+  }
+  CHECK(next == e1.object.size());
+}
+
+TEST_CASE("plans: fewest bytes, coarse level for wide ranges only", "[indexes][encodings]") {
+  for (Encoding enc : {Encoding::RE, Encoding::IE}) {
+    Index ix = make(enc, 200000, 1000);
+    REQUIRE(ix.header.coarse_bins() >= 3);
+    AtomPlan wide = ix.header.plan(between(100, 899));
+    REQUIRE(wide.sure.size() == 1);
+    CHECK(wide.sure[0].coarse);
+    CHECK(wide.aligned);
+    CHECK(wide.bytes < ix.header.fine_bytes() / 2);  // far less than the 800 fine bitmaps
+    CHECK(run(ix, wide).sure.cardinality() == truth(ix, 100, 899));
+    CHECK(*wide.count == truth(ix, 100, 899));
+    AtomPlan one = ix.header.plan(between(500, 500));
+    REQUIRE(one.sure.size() == 1);
+    CHECK(!one.sure[0].coarse);
+    CHECK(one.bitmaps == std::vector<std::uint32_t>{500});
+    AtomPlan few = ix.header.plan(between(500, 503));
+    CHECK(few.bitmaps.size() == 4);
+  }
+  // e1: a range covering most bins is answered by its complement.
+  Index e1 = make(Encoding::E1, 20000, 50);
+  AtomPlan most = e1.header.plan(between(2, 49));
+  REQUIRE(most.sure.size() == 1);
+  CHECK(most.sure[0].complement);
+  CHECK(most.bitmaps == std::vector<std::uint32_t>{0, 1});
+  CHECK(run(e1, most).sure.cardinality() == truth(e1, 2, 49));
+  AtomPlan some = e1.header.plan(between(2, 5));
+  CHECK(!some.sure[0].complement);
+  CHECK(some.bitmaps.size() == 4);
+  // range: [f, l] = R_l - R_{f-1}; a prefix is one bitmap.
+  Index range = make(Encoding::Range, 20000, 50);
+  CHECK(range.header.plan(between(0, 9)).bitmaps == std::vector<std::uint32_t>{9});
+  CHECK(range.header.plan(between(10, 19)).bitmaps == std::vector<std::uint32_t>{9, 19});
+  CHECK(range.header.plan(between(10, 49)).bitmaps == std::vector<std::uint32_t>{9});
+  // interval: any range is at most two bitmaps.
+  Index interval = make(Encoding::Interval, 20000, 50);
+  for (int lo = 0; lo < 50; lo += 7) {
+    for (int hi = lo; hi < 50; hi += 5) {
+      AtomPlan p = interval.header.plan(between(lo, hi));
+      CHECK(p.bitmaps.size() <= 2);
+      CHECK(run(interval, p).sure.cardinality() == truth(interval, lo, hi));
+    }
+  }
+  // Fewest bytes: every plan's bytes are at most the e1 fine bitmaps it would otherwise read.
+  Index re = make(Encoding::RE, 50000, 300);
+  std::mt19937 rng(3);
+  for (int q = 0; q < 200; ++q) {
+    int lo = int(rng() % 300), hi = lo + int(rng() % (300 - lo));
+    AtomPlan p = re.header.plan(between(lo, hi));
+    std::uint64_t fine = 0;
+    for (int b = lo; b <= hi; ++b) fine += re.header.directory()[std::size_t(b)].length;
+    CHECK(p.bytes <= fine);
+    CHECK(run(re, p).sure.cardinality() == truth(re, lo, hi));
+  }
+}
+
+TEST_CASE("corruption of the stored object is detected", "[indexes][encodings][corruption]") {
+  for (Encoding enc : {Encoding::E1, Encoding::BN, Encoding::IE}) {
+    Index ix = make(enc, 3000, 40);
+    const std::size_t hlen = ix.header.header_length();
+    std::mt19937 rng(11);
+    // Every byte of the header, flipped: decode fails (or the prefix is refused).
+    for (std::size_t i = 0; i < hlen; ++i) {
+      std::string bad = ix.object.substr(0, hlen);
+      bad[i] = char(bad[i] ^ (1 << (rng() % 8)));
+      auto len = IndexHeader::header_bytes(as_bytes(bad).first(IndexHeader::kPrefixBytes));
+      if (!len || *len != hlen) continue;  // refused from the prefix alone
+      INFO("header byte " << i);
+      CHECK(std::holds_alternative<std::string>(IndexHeader::decode(as_bytes(bad))));
+    }
+    // Every byte of every bitmap (sampled in large ones), flipped.
+    for (std::uint32_t id = 0; id < ix.header.directory().size(); ++id) {
+      auto& e = ix.header.directory()[id];
+      for (std::size_t i = 0; i < e.length; i += 1 + e.length / 64) {
+        std::string bad = ix.object.substr(e.offset, e.length);
+        bad[i] = char(bad[i] ^ 0x10);
+        Bitmap out;
+        CHECK(!ix.header.decode_bitmap(id, as_bytes(bad), &out));
+      }
+      Bitmap out;
+      CHECK(!ix.header.decode_bitmap(id, as_bytes(ix.object).subspan(e.offset, e.length - 1), &out));
+    }
+  }
+  // Garbage never crashes the decoders.
+  std::mt19937_64 rng(12);
+  Index ix = make(Encoding::E1, 100, 5);
+  for (int i = 0; i < 3000; ++i) {
+    std::string junk(std::size_t(rng() % 400), '\0');
+    for (char& c : junk) c = char(rng());
+    if (i % 2) std::memcpy(junk.data(), ix.object.data(), std::min<std::size_t>(junk.size(), 60));
+    auto bytes = as_bytes(junk);
+    if (junk.size() >= IndexHeader::kPrefixBytes) IndexHeader::header_bytes(bytes.first(IndexHeader::kPrefixBytes));
+    (void)IndexHeader::decode(bytes);
+    Bitmap b;
+    (void)deserialize(bytes, &b);
+    (void)ix.header.decode_bitmap(0, bytes, &b);
+  }
+  // Bitmap serialization round-trips, including rows past 2^32; malformed containers are refused.
+  Bitmap big = range_bitmap(5, 70000) | range_bitmap((1ull << 32) - 3, (1ull << 32) + 5);
+  big.add(std::uint64_t(1) << 40);
+  Bitmap back;
+  REQUIRE(deserialize(as_bytes(serialize(big)), &back));
+  CHECK(same_rows(back, big));
+  CHECK(big.cardinality() == 69995 + 8 + 1);
+  Bitmap small;
+  for (std::uint64_t r : {1, 5, 9}) small.add(r);
+  std::string s = serialize(small);
+  std::string unsorted = s;
+  std::swap(unsorted[s.size() - 2], unsorted[s.size() - 6]);  // array values out of order
+  CHECK(!deserialize(as_bytes(unsorted), &back));
+  // The query mask is the 32-bit portable format for arrays below 2^32 rows.
+  std::string mask = portable_mask(small, 10);
+  Roaring r = Roaring::readSafe(mask.data(), mask.size());
+  CHECK(r.cardinality() == 3);
+  CHECK(r.contains(9));
+  std::string empty = portable_mask(Bitmap(), 10);
+  CHECK(Roaring::readSafe(empty.data(), empty.size()).isEmpty());
+}
