@@ -149,7 +149,7 @@ Bitmap range_bitmap(std::uint64_t begin, std::uint64_t end) {
 }
 
 std::string portable_mask(const Bitmap& b, std::uint64_t rows) {
-  if (rows > (1ull << 32)) return write64(b);
+  if (rows >= (1ull << 32)) return write64(b);
   // The 64-bit layout is: bucket count, then (key, 32-bit portable) pairs.
   // Every row is below 2^32, so the mask is bucket 0's serialization.
   std::string s = write64(b);
