@@ -293,7 +293,6 @@ using Rows = std::vector<bool>;
 // Roaring64Map::operator== of CRoaring 0.2.66 misreads maps holding empty
 // buckets (it can loop or read past the end), and set operations leave
 // such buckets: compare through the symmetric difference instead.
-bool same_rows(const Bitmap& a, const Bitmap& b) { return (a ^ b).isEmpty(); }
 
 Bitmap to_bitmap(const Rows& r) {
   Bitmap b;
