@@ -167,7 +167,7 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
     LocalToGlobal to_row(sel, shape);
     std::vector<std::uint64_t> rows;
     rows.reserve(local[i].cardinality());
-    for (auto it = local[i].begin(); it != local[i].end(); ++it) rows.push_back(to_row(*it));
+    for (std::uint64_t local_row : indexes::rows_of(local[i])) rows.push_back(to_row(local_row));
     std::sort(rows.begin(), rows.end());  // a box's C order is the array's, but stay safe with steps
     (*out)[i].sure.addMany(rows.size(), rows.data());
   }
@@ -216,8 +216,8 @@ int ArrayFile::rows_from_cells(const Bitmap& rows, std::byte* out, std::uint64_t
     batch.clear();
     return 0;
   };
-  for (auto it = rows.begin(); it != rows.end(); ++it) {
-    batch.push_back(*it);
+  for (std::uint64_t row : indexes::rows_of(rows)) {
+    batch.push_back(row);
     if (batch.size() == kRowBatch)
       if (int r = flush_batch()) return r;
   }
@@ -243,14 +243,15 @@ int ArrayFile::gather_rows(const Bitmap& rows, std::string* out, QueryCost* cost
     return rows_from_cells(rows, reinterpret_cast<std::byte*>(out->data()), &cost->data_bytes, message);
   std::byte* dst = reinterpret_cast<std::byte*>(out->data());
   std::uint64_t done = 0;
-  auto it = rows.begin();
+  const std::vector<std::uint64_t> wanted = indexes::rows_of(rows);
+  auto it = wanted.begin();
   int rc = 0;
   std::string msg;
   const std::uint64_t row_elements = state_->grid().elements() / state_->grid().shape()[0];
   read_all_locked(
       [&](std::uint64_t first, const std::byte* p, std::size_t n) {
         if (rc) return;
-        while (it != rows.end() && *it < first + n) {
+        while (it != wanted.end() && *it < first + n) {
           std::memcpy(dst + done * is, p + (*it - first) * is, is);
           ++done;
           ++it;
@@ -277,8 +278,8 @@ layouts::IoPlan ArrayFile::rows_plan(const Bitmap& rows) const {
   const auto& shape = g.shape();
   std::vector<std::uint64_t> coords(shape.size()), cc;
   std::vector<std::uint64_t> cells;
-  for (auto it = rows.begin(); it != rows.end(); ++it) {
-    std::uint64_t rem = *it;
+  for (std::uint64_t row : indexes::rows_of(rows)) {
+    std::uint64_t rem = row;
     for (std::size_t d = shape.size(); d-- > 0;) {
       coords[d] = rem % shape[d];
       rem /= shape[d];

@@ -36,8 +36,7 @@ std::string render(const QueryView& view, const Bitmap& rows, ArrayFile* self, s
     case QueryView::Output::Count: return fmt::format("{}\n", rows.cardinality());
     case QueryView::Output::Coords: {
       std::string out(rows.cardinality() * 8, '\0');
-      std::vector<std::uint64_t> tmp(rows.cardinality());
-      rows.toUint64Array(tmp.data());
+      const std::vector<std::uint64_t> tmp = indexes::rows_of(rows);
       std::memcpy(out.data(), tmp.data(), out.size());  // little-endian host, as the array bytes
       return out;
     }
@@ -135,15 +134,15 @@ int run_query(const QueryView& view, const QueryArrays& arrays, QueryOutcome* ou
     for (auto& [name, c] : columns)
       if (int r = c.array->gather_rows(e.maybe, &c.values, &cost, message)) return r;
     std::vector<std::uint64_t> hits;
-    std::uint64_t i = 0;
-    for (auto it = e.maybe.begin(); it != e.maybe.end(); ++it, ++i) {
+    const std::vector<std::uint64_t> maybe = indexes::rows_of(e.maybe);
+    for (std::uint64_t i = 0; i < maybe.size(); ++i) {
       const bool match = indexes::evaluate_row(view.condition, [&](const Atom& a) {
         Column& c = columns[a.name];
         const std::size_t k = std::size_t(std::find(c.atoms.begin(), c.atoms.end(), &a) - c.atoms.begin());
         return indexes::contains(c.keys[k], c.type,
                                  reinterpret_cast<const std::byte*>(c.values.data()) + i * indexes::itemsize(c.type));
       });
-      if (match) hits.push_back(*it);
+      if (match) hits.push_back(maybe[i]);
     }
     e.sure.addMany(hits.size(), hits.data());
   }

@@ -211,4 +211,10 @@ bool deserialize(std::span<const std::byte> bytes, Bitmap* out) {
   return true;
 }
 
+std::vector<std::uint64_t> rows_of(const Bitmap& b) {
+  std::vector<std::uint64_t> out(b.cardinality());
+  if (!out.empty()) b.toUint64Array(out.data());
+  return out;
+}
+
 }  // namespace mmfs::indexes

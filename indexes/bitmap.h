@@ -31,5 +31,8 @@ bool is_subset(const Bitmap& a, const Bitmap& b);
 // Same rows. (Its operator== can loop forever on empty buckets.)
 bool same_rows(const Bitmap& a, const Bitmap& b);
 bool deserialize(std::span<const std::byte> bytes, Bitmap* out);
+// The rows, ascending. (Roaring64Map's own iterator of 0.2.66 can hang on
+// empty buckets, which set operations leave behind: never iterate a Bitmap.)
+std::vector<std::uint64_t> rows_of(const Bitmap& b);
 
 }  // namespace mmfs::indexes
