@@ -793,7 +793,7 @@ class QueryBench:
         t0 = time.perf_counter()
         quant = np.quantile(flat, [0.90, 0.90 + 0.25 / 100, 0.99, 0.99 + 0.25 / 100])
         out["quantile_s"] = time.perf_counter() - t0
-        encs = [e for e in a.encodings]
+        encs = list(a.encodings_3d)
         t0 = time.perf_counter()
         replica = replica_edges(flat, 100)
         out["replica_edges_s"] = time.perf_counter() - t0
@@ -875,6 +875,12 @@ class QueryBench:
             if edges is None:
                 edges = replica
                 e["edges_from"] = "replica of the daemon's sample (indexes/binning.cc)"
+            if edges:
+                # where the edges fall in the data: equal-frequency bins put the top edge near the 99th percentile
+                e["edges_count"] = len(edges)
+                e["top_edge"] = float(edges[-1])
+                e["top_edge_quantile"] = float(np.count_nonzero(flat < edges[-1]) / n)
+                e["bottom_edge_quantile"] = float(np.count_nonzero(flat < edges[0]) / n)
             log(f"3-D mmfs-{enc}: built in {e['build_s']:.2f} s, index {fbytes(e['index_bytes'])}")
             for label, p, t in self.thresholds(edges, quant):
                 # on an edge: `>t`, or `>=t` when only that one is answered from the index alone
@@ -1365,12 +1371,18 @@ def field_report(L, f, a):
         if e.get("error") or e.get("skipped"):
             L.append(f"* mmfs-{e['encoding']}: {e.get('error') or e.get('skipped')}")
     L.append("")
-    L.append("| encoding | build s | index MB | × data |")
-    L.append("|---|---:|---:|---:|")
+    L.append("| encoding | build s | index MB | × data | bin edges | first / last edge at the data's quantile |")
+    L.append("|---|---:|---:|---:|---|---|")
     for e in f.get("encodings", []):
         ib = e.get("index_bytes")
+        q0, q1 = e.get("bottom_edge_quantile"), e.get("top_edge_quantile")
         L.append(f"| {e['encoding']} | {fs(e.get('build_s'), 2)} | {fmb(ib)} | "
-                 f"{fratio(None if ib is None else ib / f['bytes'], 3)} |")
+                 f"{fratio(None if ib is None else ib / f['bytes'], 3)} | {e.get('edges_from', '—')} | "
+                 + ("—" if q0 is None else f"{q0 * 100:.2f} % / {q1 * 100:.2f} %") + " |")
+    L.append("")
+    L.append("Equal-frequency bins put the first and last of the 99 edges at the 1st and 99th percentiles; "
+             "a threshold labelled `p99 edge` is the edge nearest the 99th percentile, so its selectivity "
+             "column shows where that edge really is.")
     L.append("")
     L.append("| engine | threshold | cond | selectivity | view | cold s | bytes read | of which data | plan: index/data "
              "bytes, modeled ms |")
@@ -1410,6 +1422,7 @@ def parse_args(argv):
                                                                  "pyroaring,numpy)")
     ap.add_argument("--runs", type=int, default=None, help="runs (cold + warm pass each; default 3, --quick 1)")
     ap.add_argument("--runs-3d", type=int, default=None, help="cold reads of each 3-D query (default: --runs)")
+    ap.add_argument("--encodings-3d", default=None, help="encodings of the 3-D part (default: --encodings)")
     ap.add_argument("--skip-3d", action="store_true", help="Set Query only")
     ap.add_argument("--skip-setquery", action="store_true", help="3-D array only")
     ap.add_argument("--quick", action="store_true", help="smoke run: 100,000 rows, 64x64x32, 1 run")
@@ -1433,6 +1446,11 @@ def parse_args(argv):
     a.runs_3d = a.runs_3d if a.runs_3d is not None else a.runs
     a.encodings = [x.strip() for x in a.encodings.split(",") if x.strip()]
     bad = [x for x in a.encodings if x not in ENCODINGS]
+    if bad:
+        ap.error(f"unknown encoding(s) {bad}; known: {ENCODINGS}")
+    a.encodings_3d = a.encodings if a.encodings_3d is None else \
+        [x.strip() for x in a.encodings_3d.split(",") if x.strip()]
+    bad = [x for x in a.encodings_3d if x not in ENCODINGS]
     if bad:
         ap.error(f"unknown encoding(s) {bad}; known: {ENCODINGS}")
     a.engines = [x.strip() for x in a.engines.split(",") if x.strip()]
@@ -1472,7 +1490,7 @@ def main(argv=None):
         b.res["command"] = "mmfs-bench query " + shlex.join(argv)
         b.res["machine"] = machine_info(a)
         b.res["config"] = {"rows": a.rows, "shape": list(a.shape), "encodings": a.encodings, "engines": a.engines,
-                           "runs": a.runs, "runs_3d": a.runs_3d, "quick": a.quick, "geometry": a.geometry,
+                           "encodings_3d": a.encodings_3d, "runs": a.runs, "runs_3d": a.runs_3d, "quick": a.quick, "geometry": a.geometry,
                            "mount_options": a.mount_options, "skip_3d": a.skip_3d, "seed": a.seed}
         b.setup()
         if not a.skip_setquery:
@@ -1488,9 +1506,9 @@ def main(argv=None):
         where = traceback.extract_tb(e.__traceback__)[-1]
         b.fail(f"{e} (in {where.name}, line {where.lineno})")
         status = 1
-    except KeyboardInterrupt:
-        log("mmfs-bench query: interrupted")
-        status = 130
+    except (KeyboardInterrupt, SystemExit) as e:  # SIGINT / SIGTERM / SIGHUP: report what was measured
+        status = e.code if isinstance(e, SystemExit) and isinstance(e.code, int) else 130
+        b.fail(f"interrupted (exit {status}): the report holds what was measured until then")
     finally:
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(sig, signal.SIG_IGN)
