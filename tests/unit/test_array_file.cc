@@ -29,6 +29,7 @@
 #include "layouts/selection_chunks.h"
 #include "fs/volume.h"
 #include "geometry/load.h"
+#include "array_test_support.h"
 #include "fs_test_support.h"
 
 using namespace mmfs;
@@ -38,100 +39,9 @@ namespace {
 
 using testing::RefDevice;
 using testing::toy_disk;
+using namespace testing::arrays;
 
 using Bytes = std::vector<std::uint8_t>;
-
-constexpr std::uint64_t kToyDeviceBytes = 8ull << 20;
-
-std::unique_ptr<MemoryDevice> formatted(const geom::Geometry& g, std::uint64_t bytes = kToyDeviceBytes) {
-  auto dev = std::make_unique<MemoryDevice>(bytes, 512);
-  FormatOptions opt;
-  opt.meta_bytes = 4 << 20;
-  opt.label = "arrays";
-  std::string msg;
-  int r = format_volume(*dev, g, opt, nullptr, &msg);
-  INFO(msg);
-  REQUIRE(r == 0);
-  return dev;
-}
-
-std::unique_ptr<MemoryDevice> copy_of(MemoryDevice& d) {
-  auto c = std::make_unique<MemoryDevice>(d.size_bytes(), d.block_size());
-  c->bytes() = d.bytes();
-  return c;
-}
-
-// A mounted volume with the pieces an array needs. Members die in reverse
-// order: the SectorIo before the volume whose device it uses.
-struct Mount {
-  std::unique_ptr<Volume> vol;
-  std::unique_ptr<SectorIo> io;
-  ArrayContext ctx() const {
-    return ArrayContext{vol->metadata(), vol->allocator(), *io, vol->geometry(), vol->geometry().name()};
-  }
-  Metadata& md() const { return vol->metadata(); }
-};
-
-Mount mount(std::unique_ptr<BlockDevice> dev) {
-  int err = 0;
-  std::string msg;
-  Mount m;
-  m.vol = Volume::open(std::move(dev), &err, &msg);
-  INFO(msg);
-  REQUIRE(m.vol);
-  m.io = std::make_unique<SectorIo>(m.vol->device(), m.vol->geometry());
-  return m;
-}
-
-ArraySchema make_schema(std::vector<std::uint64_t> shape, const std::string& dtype, const std::string& layout) {
-  ArraySchema s;
-  s.shape = std::move(shape);
-  auto d = parse_dtype(dtype);
-  REQUIRE(d);
-  s.dtype = *d;
-  s.layout = layout;
-  auto v = validate_schema(s);
-  INFO(v.message);
-  REQUIRE(v.error == 0);
-  return s;
-}
-
-Ino new_file(Metadata& md, const std::string& name, Inode* out = nullptr) {
-  Inode n;
-  REQUIRE(md.create(kRootIno, name, S_IFREG | 0644, 0, 0, "", &n) == 0);
-  if (out) *out = n;
-  return n.ino;
-}
-
-std::shared_ptr<ArrayFile> create_array(const Mount& m, const std::string& name, const ArraySchema& s,
-                                        PlainFile* source = nullptr) {
-  Inode n;
-  new_file(m.md(), name, &n);
-  std::shared_ptr<ArrayFile> a;
-  std::string msg;
-  int r = ArrayFile::create(m.ctx(), n, s, source, &a, &msg);
-  INFO(msg);
-  REQUIRE(r == 0);
-  REQUIRE(a);
-  return a;
-}
-
-std::optional<ArraySchema> stored_schema(const Mount& m, Ino ino) {
-  auto v = m.md().xattr(ino, std::string(ArrayFile::kSchemaXattr));
-  if (!v) return std::nullopt;
-  return decode_schema(*v);
-}
-
-std::shared_ptr<ArrayFile> open_stored(const Mount& m, Ino ino) {
-  auto s = stored_schema(m, ino);
-  REQUIRE(s);
-  std::shared_ptr<ArrayFile> a;
-  std::string msg;
-  int r = ArrayFile::open(m.ctx(), ino, *s, &a, &msg);
-  INFO(msg);
-  REQUIRE(r == 0);
-  return a;
-}
 
 // "" when the bytes are equal, else a one-line description of the first
 // difference (Catch would print both vectors whole).
