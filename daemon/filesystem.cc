@@ -344,7 +344,7 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
     st->st_size = std::int64_t(size);
     return 0;
   };
-  if (v.table) return table_stat(v, st, content, message, nullptr);
+  if (v.table) return table_stat(vino, v, st, content, message, nullptr);
   if (v.array == 0) {
     auto res = fs::resolve_control(v.components, volume_->geometry());
     if (auto* e = std::get_if<fs::PathError>(&res)) {
@@ -384,7 +384,7 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
     case fs::ViewKind::Lbn: array->lbn_text(node.coords, content); break;
     case fs::ViewKind::Plan: {
       if (node.query) {
-        if (int r = query_content(v.home, array, *node.query, true, content, message)) return r;
+        if (int r = query_content(vino, v.home, array, *node.query, true, content, message)) return r;
         break;
       }
       nlohmann::json j;
@@ -393,7 +393,7 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
       break;
     }
     case fs::ViewKind::Query:
-      if (int r = query_content(v.home, array, *node.query, false, content, message)) return r;
+      if (int r = query_content(vino, v.home, array, *node.query, false, content, message)) return r;
       break;
   }
   return as_file(content->size());
@@ -405,7 +405,10 @@ int Filesystem::lookup_virtual(Ino parent, const std::string& name, struct stat*
   v.components.push_back(name);
   Ino vino = intern_vnode(parent, name, v);
   std::string content, msg;
-  if (int r = vnode_stat(vino, st, &content, &msg)) {
+  query_call_ = QueryCall::Lookup;
+  int r = vnode_stat(vino, st, &content, &msg);
+  query_call_ = QueryCall::Getattr;
+  if (r) {
     forget(vino, 1);  // the kernel gets no entry for it
     return record_at(r, parent, name, msg);
   }
@@ -465,7 +468,7 @@ int Filesystem::readdir(Ino ino, std::vector<std::pair<std::string, struct stat>
     if (v.table) {
       std::string content, msg;
       struct stat tst;
-      if (int r = table_stat(v, &tst, &content, &msg, &listing)) return record(r, ino, msg);
+      if (int r = table_stat(ino, v, &tst, &content, &msg, &listing)) return record(r, ino, msg);
     } else if (v.array == 0) {
       auto res = fs::resolve_control(v.components, volume_->geometry());
       if (auto* e = std::get_if<fs::PathError>(&res)) return record(e->error, ino, e->message);
@@ -712,7 +715,10 @@ int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
     if (!vnode(ino, &v)) return ENOENT;
     struct stat st;
     std::string msg;
-    if (int r = vnode_stat(ino, &st, &h->content, &msg)) return record(r, ino, msg);
+    query_call_ = QueryCall::Open;
+    int stat_r = vnode_stat(ino, &st, &h->content, &msg);
+    query_call_ = QueryCall::Getattr;
+    if (stat_r) return record(stat_r, ino, msg);
     if (S_ISDIR(st.st_mode)) return EISDIR;
     if (v.array != 0) {
       if (int r = array_for(v.array, &h->array, &msg)) return record(r, ino, msg);
@@ -851,7 +857,11 @@ int Filesystem::fsync(Handle* h, Ino ino) {
 int Filesystem::fsyncdir() { return volume_->metadata().sync(); }
 
 int Filesystem::release(std::unique_ptr<Handle> h) {
-  if (h->ino & kVirtualBit) return 0;
+  if (h->ino & kVirtualBit) {
+    std::lock_guard lock(qmu_);
+    open_query_sizes_.erase(h->ino);
+    return 0;
+  }
   std::shared_ptr<ArrayFile> array;
   int r = 0;
   {

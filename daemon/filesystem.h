@@ -134,9 +134,16 @@ class Filesystem {
   int vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message);
   // Query views (daemon/query_views.cc): the content of a query's file (or
   // its plan's JSON), computed once for the lookup and the open that follows.
-  int query_content(Ino dir, const std::shared_ptr<fs::ArrayFile>& self, const fs::QueryView& view, bool plan,
-                    std::string* content, std::string* message);
-  int table_stat(const VNode& v, struct stat* st, std::string* content, std::string* message,
+  // `vino` is the view's node: a GETATTR of a query file that is open is
+  // answered with the size its open computed.
+  int query_content(Ino vino, Ino dir, const std::shared_ptr<fs::ArrayFile>& self, const fs::QueryView& view,
+                    bool plan, std::string* content, std::string* message);
+  // Which request asks for a view's content (a query is computed by the
+  // LOOKUP that sizes it and handed to the OPEN that follows; a GETATTR of
+  // an open one reuses the open's size; nothing else keeps a result).
+  enum class QueryCall { Getattr, Lookup, Open };
+  static thread_local QueryCall query_call_;
+  int table_stat(Ino vino, const VNode& v, struct stat* st, std::string* content, std::string* message,
                  std::vector<std::string>* listing);
   Ino intern_vnode(Ino parent_vino, const std::string& name, VNode node);
   int lookup_virtual(Ino parent, const std::string& name, struct stat* st);
@@ -186,6 +193,7 @@ class Filesystem {
   };
   std::mutex qmu_;
   std::map<std::string, QueryResult> query_results_;
+  std::map<Ino, std::uint64_t> open_query_sizes_;  // query files open now: the size their open computed
   static constexpr std::int64_t kQueryResultMs = 250;
 
   mutable std::mutex vmu_;

@@ -19,8 +19,18 @@ std::int64_t steady_ns() {
 }
 }  // namespace
 
-int Filesystem::query_content(Ino dir, const std::shared_ptr<fs::ArrayFile>& self, const fs::QueryView& view,
-                              bool plan, std::string* content, std::string* message) {
+thread_local Filesystem::QueryCall Filesystem::query_call_ = Filesystem::QueryCall::Getattr;
+
+int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::ArrayFile>& self,
+                              const fs::QueryView& view, bool plan, std::string* content, std::string* message) {
+  const QueryCall call = query_call_;
+  if (call == QueryCall::Getattr) {  // the file is open: its size is the open's
+    std::lock_guard lock(qmu_);
+    if (auto it = open_query_sizes_.find(vino); it != open_query_sizes_.end()) {
+      content->assign(it->second, '\0');
+      return 0;
+    }
+  }
   fs::QueryArrays arrays;
   arrays.self = self;
   arrays.table = self == nullptr;
@@ -51,9 +61,10 @@ int Filesystem::query_content(Ino dir, const std::shared_ptr<fs::ArrayFile>& sel
     std::lock_guard lock(qmu_);
     for (auto it = query_results_.begin(); it != query_results_.end();)
       it = now - it->second.at_ns > kQueryResultMs * 1000000 ? query_results_.erase(it) : std::next(it);
-    if (auto it = query_results_.find(key); it != query_results_.end()) {
+    if (auto it = query_results_.find(key); it != query_results_.end() && call == QueryCall::Open) {
       *content = std::move(it->second.content);
       query_results_.erase(it);  // taken: the next open computes afresh
+      open_query_sizes_[vino] = content->size();
       return 0;
     }
   }
@@ -66,11 +77,12 @@ int Filesystem::query_content(Ino dir, const std::shared_ptr<fs::ArrayFile>& sel
   }
   *content = plan ? outcome.plan.dump() + "\n" : std::move(outcome.content);
   std::lock_guard lock(qmu_);
-  query_results_[key] = QueryResult{*content, now};
+  if (call == QueryCall::Lookup) query_results_[key] = QueryResult{*content, now};  // for the open that follows
+  if (call == QueryCall::Open) open_query_sizes_[vino] = content->size();
   return 0;
 }
 
-int Filesystem::table_stat(const VNode& v, struct stat* st, std::string* content, std::string* message,
+int Filesystem::table_stat(Ino vino, const VNode& v, struct stat* st, std::string* content, std::string* message,
                            std::vector<std::string>* listing) {
   auto res = fs::resolve_table_view(v.components, listing != nullptr);
   if (auto* e = std::get_if<fs::PathError>(&res)) {
@@ -85,7 +97,7 @@ int Filesystem::table_stat(const VNode& v, struct stat* st, std::string* content
     return 0;
   }
   // Every array the condition names must be a 1-D array of the directory.
-  if (int r = query_content(v.home, nullptr, *node.query, false, content, message)) return r;
+  if (int r = query_content(vino, v.home, nullptr, *node.query, false, content, message)) return r;
   st->st_mode = S_IFREG | 0444;
   st->st_size = std::int64_t(content->size());
   return 0;
