@@ -61,10 +61,14 @@ int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::Array
     std::lock_guard lock(qmu_);
     for (auto it = query_results_.begin(); it != query_results_.end();)
       it = now - it->second.at_ns > kQueryResultMs * 1000000 ? query_results_.erase(it) : std::next(it);
-    if (auto it = query_results_.find(key); it != query_results_.end() && call == QueryCall::Open) {
-      *content = std::move(it->second.content);
-      query_results_.erase(it);  // taken: the next open computes afresh
-      open_query_sizes_[vino] = content->size();
+    if (auto it = query_results_.find(key); it != query_results_.end()) {
+      if (call == QueryCall::Open) {
+        *content = std::move(it->second.content);
+        query_results_.erase(it);  // taken: the next open computes afresh
+        open_query_sizes_[vino] = content->size();
+      } else {
+        *content = it->second.content;  // a stat and the lookup of the open that follows it
+      }
       return 0;
     }
   }

@@ -443,6 +443,14 @@ nlohmann::json ArrayFile::info() const {
                          {"bitmaps", h.directory().size()},
                          {"object_bytes", index_->object_bytes()},
                          {"provisional", index_->provisional()}};
+    // The value bins' lower edges (the first is the dtype's smallest value),
+    // when there are few enough to show.
+    const indexes::Binning& b = h.binning();
+    if (b.value_bins() <= 1024) {
+      nlohmann::json edges = nlohmann::json::array();
+      for (std::uint64_t key : b.lower()) edges.push_back(indexes::key_value(b.type(), key));
+      j["index_detail"]["edges"] = edges;
+    }
   }
   j["extents"] = state_->layout().extents().size();
   j["geometry"] = ctx_.geometry_name;

@@ -288,11 +288,29 @@ void BinningBuilder::add(const std::byte* elements, std::size_t count) {
       return;
     }
     case BinSpec::Kind::EqualFrequency: {
-      // Every stride-th element of the whole array (in C order).
-      std::uint64_t stride = std::max<std::uint64_t>(1, (total_ + kMaxSample - 1) / kMaxSample);
-      std::uint64_t phase = (stride - first % stride) % stride;
-      std::vector<std::uint64_t> keys = keys_of(type_, elements, count, stride, phase);
-      keys_.insert(keys_.end(), keys.begin(), keys.end());
+      // About every stride-th element, at jittered steps: a fixed stride
+      // aliases with the array's shape (a stride of 256 on a (..., 256)
+      // array samples one plane and skews every edge).
+      const std::uint64_t stride = std::max<std::uint64_t>(1, (total_ + kMaxSample - 1) / kMaxSample);
+      if (stride == 1) {
+        std::vector<std::uint64_t> keys = keys_of(type_, elements, count, 1, 0);
+        keys_.insert(keys_.end(), keys.begin(), keys.end());
+        return;
+      }
+      with_type(type_, [&]<class T>() {
+        while (next_sample_ < first + count) {
+          if (next_sample_ >= first) {
+            T v = load<T>(elements + (next_sample_ - first) * sizeof(T));
+            if (!nan_of(v)) keys_.push_back(key_of(v));
+          }
+          // splitmix64 of the row: a step of 1 .. 2*stride-1, mean stride.
+          std::uint64_t z = next_sample_ + 0x9E3779B97F4A7C15ull;
+          z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+          z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+          z ^= z >> 31;
+          next_sample_ += 1 + z % (2 * stride - 1);
+        }
+      });
       return;
     }
     case BinSpec::Kind::Precision: {

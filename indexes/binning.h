@@ -100,6 +100,7 @@ class BinningBuilder {
   BinSpec spec_;
   std::uint64_t total_;
   std::uint64_t seen_ = 0;
+  std::uint64_t next_sample_ = 0;  // equal-frequency: the row sampled next
   std::vector<std::uint64_t> keys_;  // exact: distinct keys so far; N: a strided sample
   std::vector<std::pair<double, std::uint64_t>> reps_;  // precision: representative -> smallest key rounding to it
   bool too_many_ = false;

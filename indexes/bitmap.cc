@@ -211,6 +211,26 @@ bool deserialize(std::span<const std::byte> bytes, Bitmap* out) {
   return true;
 }
 
+Bitmap union_all(std::vector<const Bitmap*> parts) {
+  if (parts.empty()) return Bitmap();
+  if (parts.size() == 1) return *parts[0];
+  std::vector<Bitmap> level;
+  level.reserve((parts.size() + 1) / 2);
+  for (std::size_t i = 0; i + 1 < parts.size(); i += 2) level.push_back(*parts[i] | *parts[i + 1]);
+  if (parts.size() % 2) level.push_back(*parts.back());
+  while (level.size() > 1) {
+    std::vector<Bitmap> next;
+    next.reserve((level.size() + 1) / 2);
+    for (std::size_t i = 0; i + 1 < level.size(); i += 2) {
+      level[i] |= level[i + 1];
+      next.push_back(std::move(level[i]));
+    }
+    if (level.size() % 2) next.push_back(std::move(level.back()));
+    level = std::move(next);
+  }
+  return std::move(level[0]);
+}
+
 std::vector<std::uint64_t> rows_of(const Bitmap& b) {
   std::vector<std::uint64_t> out(b.cardinality());
   if (!out.empty()) b.toUint64Array(out.data());

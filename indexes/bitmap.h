@@ -31,6 +31,11 @@ bool is_subset(const Bitmap& a, const Bitmap& b);
 // Same rows. (Its operator== can loop forever on empty buckets.)
 bool same_rows(const Bitmap& a, const Bitmap& b);
 bool deserialize(std::span<const std::byte> bytes, Bitmap* out);
+// The union of many bitmaps, merged pairwise as a balanced tree: CRoaring
+// 0.2.66's Roaring64Map::fastunion ORs them one after another into a
+// growing result, which costs the result's size once per input (a range of
+// a thousand equality bitmaps took 0.1 s; the tree takes log2(n) passes).
+Bitmap union_all(std::vector<const Bitmap*> parts);
 // The rows, ascending. (Roaring64Map's own iterator of 0.2.66 can hang on
 // empty buckets, which set operations leave behind: never iterate a Bitmap.)
 std::vector<std::uint64_t> rows_of(const Bitmap& b);

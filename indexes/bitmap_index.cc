@@ -204,9 +204,9 @@ std::vector<std::uint32_t> choose_coarse(const std::vector<Bitmap>& fine, std::u
 
 // Union of fine bins [first, last].
 Bitmap union_of(const std::vector<Bitmap>& fine, std::uint32_t first, std::uint32_t last) {
-  Bitmap out;
-  for (std::uint32_t b = first; b <= last; ++b) out |= fine[b];
-  return out;
+  std::vector<const Bitmap*> parts;
+  for (std::uint32_t b = first; b <= last; ++b) parts.push_back(&fine[b]);
+  return union_all(std::move(parts));
 }
 
 // Range encoding of `parts`: R_i = parts 0..i, i < n-1.
@@ -232,11 +232,10 @@ void emit_interval(Emitter* e, const std::vector<Bitmap>& parts) {
 // Bit slices of the bin number.
 void emit_slices(Emitter* e, const std::vector<Bitmap>& fine, std::uint32_t value_bins, std::uint32_t slices) {
   for (std::uint32_t k = 0; k < slices; ++k) {
-    Bitmap s;
-    for (std::uint32_t b = 0; b < value_bins; ++b) {
-      if ((b >> k) & 1) s |= fine[b];
-    }
-    e->emit(s);
+    std::vector<const Bitmap*> parts;
+    for (std::uint32_t b = 0; b < value_bins; ++b)
+      if ((b >> k) & 1) parts.push_back(&fine[b]);
+    e->emit(union_all(std::move(parts)));
   }
 }
 
@@ -248,8 +247,9 @@ void IndexBuilder::add_unwritten_rows() {
   std::uint64_t seen = 0;
   for (const BinStats& s : stats_) seen += s.rows;
   if (seen == rows_) return;
-  Bitmap all;
-  for (const Bitmap& b : fine_) all |= b;
+  std::vector<const Bitmap*> parts;
+  for (const Bitmap& b : fine_) parts.push_back(&b);
+  Bitmap all = union_all(std::move(parts));
   Bitmap missing = range_bitmap(0, rows_) - all;
   if (missing.isEmpty()) return;
   std::vector<std::byte> zero(itemsize(binning_.type()), std::byte{0});

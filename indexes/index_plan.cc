@@ -153,11 +153,10 @@ struct IndexHeader::Planner {
       return *universe;
     }
     Bitmap fine(std::uint32_t f, std::uint32_t l) {
-      Bitmap out;
-      for (std::uint32_t b = f; b <= l; ++b) {
-        if (!p.empty(b)) out |= fetch(b);
-      }
-      return out;
+      std::vector<const Bitmap*> parts;
+      for (std::uint32_t b = f; b <= l; ++b)
+        if (!p.empty(b)) parts.push_back(&fetch(b));
+      return union_all(std::move(parts));
     }
     Bitmap range(std::uint32_t n, std::uint32_t base, std::uint32_t f, std::uint32_t l) {
       Bitmap out = l + 1 < n ? fetch(base + l) : values();
