@@ -276,6 +276,19 @@ void BinningBuilder::add(const std::byte* elements, std::size_t count) {
     case BinSpec::Kind::Exact: {
       if (too_many_) return;
       std::vector<std::uint64_t> keys = keys_of(type_, elements, count, 1, 0);
+      if (itemsize(type_) <= 4) {
+        // Keys of narrow dtypes span at most 2^32 values: a 32-bit Roaring
+        // set collects the distinct ones without sorting every slab.
+        const std::uint64_t base = min_key(type_);
+        std::vector<std::uint32_t> offsets(keys.size());
+        for (std::size_t i = 0; i < keys.size(); ++i) offsets[i] = std::uint32_t(keys[i] - base);
+        narrow_keys_.addMany(offsets.size(), offsets.data());
+        if (narrow_keys_.cardinality() > kMaxExactBins) {
+          too_many_ = true;
+          narrow_keys_ = Roaring();
+        }
+        return;
+      }
       sort_unique(&keys);
       std::vector<std::uint64_t> merged;
       merged.reserve(keys.size() + keys_.size());
@@ -349,6 +362,12 @@ std::variant<Binning, std::string> BinningBuilder::finish() {
     case BinSpec::Kind::Exact: {
       if (too_many_) {
         return "more than " + std::to_string(kMaxExactBins) + " distinct values for exact bins: use N or precision:D";
+      }
+      if (itemsize(type_) <= 4) {
+        std::vector<std::uint32_t> offsets(narrow_keys_.cardinality());
+        if (!offsets.empty()) narrow_keys_.toUint32Array(offsets.data());
+        keys_.clear();
+        for (std::uint32_t o : offsets) keys_.push_back(min_key(type_) + o);
       }
       // One bin per distinct key: each distinct key starts a bin (the first
       // bin starts at min_key and holds the smallest key).

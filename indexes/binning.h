@@ -25,6 +25,8 @@
 #include <variant>
 #include <vector>
 
+#include <roaring/roaring.hh>
+
 #include "indexes/values.h"
 
 namespace mmfs::indexes {
@@ -101,6 +103,7 @@ class BinningBuilder {
   std::uint64_t total_;
   std::uint64_t seen_ = 0;
   std::uint64_t next_sample_ = 0;  // equal-frequency: the row sampled next
+  ::Roaring narrow_keys_;  // exact, dtypes of at most 4 bytes: distinct keys - min_key
   std::vector<std::uint64_t> keys_;  // exact: distinct keys so far; N: a strided sample
   std::vector<std::pair<double, std::uint64_t>> reps_;  // precision: representative -> smallest key rounding to it
   bool too_many_ = false;

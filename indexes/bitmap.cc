@@ -1,5 +1,8 @@
 #include "indexes/bitmap.h"
 
+#include <map>
+#include <new>
+
 #include <roaring/roaring.hh>
 
 #include <bit>
@@ -211,24 +214,51 @@ bool deserialize(std::span<const std::byte> bytes, Bitmap* out) {
   return true;
 }
 
+namespace {
+
+// Roaring64Map keeps its 32-bit buckets private and, in 0.2.66, offers no
+// fast union of many maps. Naming a private member in an explicit template
+// instantiation is allowed ([temp.spec]/6), which gives this one function
+// the buckets so CRoaring's own roaring_bitmap_or_many can merge them.
+using Buckets = std::map<std::uint32_t, Roaring>;
+using BucketsPtr = Buckets Roaring64Map::*;
+struct BucketsTag {
+  friend BucketsPtr buckets_member(BucketsTag);
+};
+template <BucketsPtr Member>
+struct BucketsAccess {
+  friend BucketsPtr buckets_member(BucketsTag) { return Member; }
+};
+template struct BucketsAccess<&Roaring64Map::roarings>;
+BucketsPtr buckets_member(BucketsTag);
+
+}  // namespace
+
 Bitmap union_all(std::vector<const Bitmap*> parts) {
   if (parts.empty()) return Bitmap();
   if (parts.size() == 1) return *parts[0];
-  std::vector<Bitmap> level;
-  level.reserve((parts.size() + 1) / 2);
-  for (std::size_t i = 0; i + 1 < parts.size(); i += 2) level.push_back(*parts[i] | *parts[i + 1]);
-  if (parts.size() % 2) level.push_back(*parts.back());
-  while (level.size() > 1) {
-    std::vector<Bitmap> next;
-    next.reserve((level.size() + 1) / 2);
-    for (std::size_t i = 0; i + 1 < level.size(); i += 2) {
-      level[i] |= level[i + 1];
-      next.push_back(std::move(level[i]));
-    }
-    if (level.size() % 2) next.push_back(std::move(level.back()));
-    level = std::move(next);
+  const BucketsPtr member = buckets_member(BucketsTag{});
+  // Per bucket: every part's 32-bit bitmap, merged by CRoaring in one call
+  // (lazy unions into bitsets, repaired once) instead of one growing result.
+  std::map<std::uint32_t, std::vector<const roaring_bitmap_t*>> by_bucket;
+  for (const Bitmap* p : parts)
+    for (const auto& [key, r] : (*p).*member)
+      if (!r.isEmpty()) by_bucket[key].push_back(&r.roaring);
+  Bitmap out;
+  Buckets& into = out.*member;
+  for (auto& [key, list] : by_bucket) {
+    roaring_bitmap_t* merged = list.size() == 1 ? roaring_bitmap_copy(list[0])
+                                                : roaring_bitmap_or_many(list.size(), list.data());
+    if (merged == nullptr) throw std::bad_alloc();
+    into.emplace(key, Roaring(merged));
   }
-  return std::move(level[0]);
+  return out;
+}
+
+void add_rows32(Bitmap* b, std::uint32_t high, const std::uint32_t* low, std::size_t n) {
+  if (n == 0) return;
+  Buckets& buckets = (*b).*buckets_member(BucketsTag{});
+  buckets[high].addMany(n, low);
 }
 
 std::vector<std::uint64_t> rows_of(const Bitmap& b) {

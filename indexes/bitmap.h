@@ -36,6 +36,10 @@ bool deserialize(std::span<const std::byte> bytes, Bitmap* out);
 // growing result, which costs the result's size once per input (a range of
 // a thousand equality bitmaps took 0.1 s; the tree takes log2(n) passes).
 Bitmap union_all(std::vector<const Bitmap*> parts);
+// Adds rows (high << 32) | low[i] for ascending low[] straight into the
+// map's bucket (no temporary bitmap per call: index builds add millions of
+// short runs).
+void add_rows32(Bitmap* b, std::uint32_t high, const std::uint32_t* low, std::size_t n);
 // The rows, ascending. (Roaring64Map's own iterator of 0.2.66 can hang on
 // empty buckets, which set operations leave behind: never iterate a Bitmap.)
 std::vector<std::uint64_t> rows_of(const Bitmap& b);

@@ -57,14 +57,7 @@ void add_rows(Bitmap* b, const std::uint64_t* rows, std::size_t n) {
     std::size_t j = i;
     low.clear();
     while (j < n && std::uint32_t(rows[j] >> 32) == high) low.push_back(std::uint32_t(rows[j++]));
-    Roaring r(low.size(), low.data());
-    if (high == 0) {
-      *b |= Bitmap(r);
-    } else {
-      // Rows >= 2^32: the 64-bit map's own per-row path (rare).
-      std::vector<std::uint64_t> full(rows + i, rows + j);
-      b->addMany(full.size(), full.data());
-    }
+    add_rows32(b, high, low.data(), low.size());
     i = j;
   }
 }
