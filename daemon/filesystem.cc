@@ -325,7 +325,8 @@ int Filesystem::array_for(Ino ino, std::shared_ptr<ArrayFile>* out, std::string*
   return 0;
 }
 
-int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message) {
+int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message,
+                           QueryCall call) {
   VNode v;
   if (!vnode(vino, &v)) return ENOENT;
   std::memset(st, 0, sizeof *st);
@@ -344,7 +345,7 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
     st->st_size = std::int64_t(size);
     return 0;
   };
-  if (v.table) return table_stat(vino, v, st, content, message, nullptr);
+  if (v.table) return table_stat(vino, v, st, content, message, nullptr, call);
   if (v.array == 0) {
     auto res = fs::resolve_control(v.components, volume_->geometry());
     if (auto* e = std::get_if<fs::PathError>(&res)) {
@@ -384,7 +385,7 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
     case fs::ViewKind::Lbn: array->lbn_text(node.coords, content); break;
     case fs::ViewKind::Plan: {
       if (node.query) {
-        if (int r = query_content(vino, v.home, array, *node.query, true, content, message)) return r;
+        if (int r = query_content(vino, v.home, array, *node.query, true, call, content, message)) return r;
         break;
       }
       nlohmann::json j;
@@ -393,7 +394,7 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
       break;
     }
     case fs::ViewKind::Query:
-      if (int r = query_content(vino, v.home, array, *node.query, false, content, message)) return r;
+      if (int r = query_content(vino, v.home, array, *node.query, false, call, content, message)) return r;
       break;
   }
   return as_file(content->size());
@@ -405,9 +406,7 @@ int Filesystem::lookup_virtual(Ino parent, const std::string& name, struct stat*
   v.components.push_back(name);
   Ino vino = intern_vnode(parent, name, v);
   std::string content, msg;
-  query_call_ = QueryCall::Lookup;
-  int r = vnode_stat(vino, st, &content, &msg);
-  query_call_ = QueryCall::Getattr;
+  int r = vnode_stat(vino, st, &content, &msg, QueryCall::Lookup);
   if (r) {
     forget(vino, 1);  // the kernel gets no entry for it
     return record_at(r, parent, name, msg);
@@ -715,9 +714,7 @@ int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
     if (!vnode(ino, &v)) return ENOENT;
     struct stat st;
     std::string msg;
-    query_call_ = QueryCall::Open;
-    int stat_r = vnode_stat(ino, &st, &h->content, &msg);
-    query_call_ = QueryCall::Getattr;
+    int stat_r = vnode_stat(ino, &st, &h->content, &msg, QueryCall::Open);
     if (stat_r) return record(stat_r, ino, msg);
     if (S_ISDIR(st.st_mode)) return EISDIR;
     if (v.array != 0) {

@@ -131,20 +131,20 @@ class Filesystem {
   bool is_virtual_name(Ino parent, const std::string& name);
   std::string child_path(Ino parent, const std::string& name) const;
   int fill_stat(const fs::Inode& inode, struct stat* st);
-  int vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message);
+  // Which request asks for a view's content (a query is computed by the
+  // LOOKUP that sizes it and handed to the OPEN that follows; a GETATTR of
+  // an open one reuses the open's size; nothing else keeps a result).
+  enum class QueryCall { Getattr, Lookup, Open };
+  int vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message,
+                 QueryCall call = QueryCall::Getattr);
   // Query views (daemon/query_views.cc): the content of a query's file (or
   // its plan's JSON), computed once for the lookup and the open that follows.
   // `vino` is the view's node: a GETATTR of a query file that is open is
   // answered with the size its open computed.
   int query_content(Ino vino, Ino dir, const std::shared_ptr<fs::ArrayFile>& self, const fs::QueryView& view,
-                    bool plan, std::string* content, std::string* message);
-  // Which request asks for a view's content (a query is computed by the
-  // LOOKUP that sizes it and handed to the OPEN that follows; a GETATTR of
-  // an open one reuses the open's size; nothing else keeps a result).
-  enum class QueryCall { Getattr, Lookup, Open };
-  static thread_local QueryCall query_call_;
+                    bool plan, QueryCall call, std::string* content, std::string* message);
   int table_stat(Ino vino, const VNode& v, struct stat* st, std::string* content, std::string* message,
-                 std::vector<std::string>* listing);
+                 std::vector<std::string>* listing, QueryCall call = QueryCall::Getattr);
   Ino intern_vnode(Ino parent_vino, const std::string& name, VNode node);
   int lookup_virtual(Ino parent, const std::string& name, struct stat* st);
   std::optional<fs::ArraySchema> stored_schema(Ino ino) const;

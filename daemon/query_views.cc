@@ -19,11 +19,9 @@ std::int64_t steady_ns() {
 }
 }  // namespace
 
-thread_local Filesystem::QueryCall Filesystem::query_call_ = Filesystem::QueryCall::Getattr;
-
 int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::ArrayFile>& self,
-                              const fs::QueryView& view, bool plan, std::string* content, std::string* message) {
-  const QueryCall call = query_call_;
+                              const fs::QueryView& view, bool plan, QueryCall call, std::string* content,
+                              std::string* message) {
   if (call == QueryCall::Getattr) {  // the file is open: its size is the open's
     std::lock_guard lock(qmu_);
     if (auto it = open_query_sizes_.find(vino); it != open_query_sizes_.end()) {
@@ -87,7 +85,7 @@ int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::Array
 }
 
 int Filesystem::table_stat(Ino vino, const VNode& v, struct stat* st, std::string* content, std::string* message,
-                           std::vector<std::string>* listing) {
+                           std::vector<std::string>* listing, QueryCall call) {
   auto res = fs::resolve_table_view(v.components, listing != nullptr);
   if (auto* e = std::get_if<fs::PathError>(&res)) {
     *message = e->message;
@@ -101,7 +99,7 @@ int Filesystem::table_stat(Ino vino, const VNode& v, struct stat* st, std::strin
     return 0;
   }
   // Every array the condition names must be a 1-D array of the directory.
-  if (int r = query_content(vino, v.home, nullptr, *node.query, false, content, message)) return r;
+  if (int r = query_content(vino, v.home, nullptr, *node.query, false, call, content, message)) return r;
   st->st_mode = S_IFREG | 0444;
   st->st_size = std::int64_t(content->size());
   return 0;
