@@ -37,7 +37,7 @@ std::string render(const QueryView& view, const Bitmap& rows, ArrayFile* self, s
     case QueryView::Output::Coords: {
       std::string out(rows.cardinality() * 8, '\0');
       const std::vector<std::uint64_t> tmp = indexes::rows_of(rows);
-      std::memcpy(out.data(), tmp.data(), out.size());  // little-endian host, as the array bytes
+      if (!out.empty()) std::memcpy(out.data(), tmp.data(), out.size());  // little-endian host, as the array bytes
       return out;
     }
     case QueryView::Output::Mask: return indexes::portable_mask(rows, universe);
