@@ -79,7 +79,9 @@ int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::Array
   }
   *content = plan ? outcome.plan.dump() + "\n" : std::move(outcome.content);
   std::lock_guard lock(qmu_);
-  if (call == QueryCall::Lookup) query_results_[key] = QueryResult{*content, now};  // for the open that follows
+  // Timed from now, not from when the query started: a long scan's result
+  // must still be there for the open that follows its lookup.
+  if (call == QueryCall::Lookup) query_results_[key] = QueryResult{*content, steady_ns()};
   if (call == QueryCall::Open) open_query_sizes_[vino] = content->size();
   return 0;
 }

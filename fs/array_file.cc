@@ -443,12 +443,12 @@ nlohmann::json ArrayFile::info() const {
                          {"bitmaps", h.directory().size()},
                          {"object_bytes", index_->object_bytes()},
                          {"provisional", index_->provisional()}};
-    // The value bins' lower edges (the first is the dtype's smallest value),
-    // when there are few enough to show.
+    // The edges between the value bins (bin i+1 starts at edges[i]; the
+    // first bin starts at the dtype's smallest value), when few enough to show.
     const indexes::Binning& b = h.binning();
     if (b.value_bins() <= 1024) {
       nlohmann::json edges = nlohmann::json::array();
-      for (std::uint64_t key : b.lower()) edges.push_back(indexes::key_value(b.type(), key));
+      for (std::size_t i = 1; i < b.lower().size(); ++i) edges.push_back(indexes::key_value(b.type(), b.lower()[i]));
       j["index_detail"]["edges"] = edges;
     }
   }
