@@ -224,7 +224,11 @@ struct IndexHeader::Planner {
   // The options a run of sure bins has under the encoding.
   std::vector<AtomPlan::Range> options(std::uint32_t f, std::uint32_t l) const {
     std::vector<AtomPlan::Range> out{{f, l, false, false}};
-    if (h.encoding_ == Encoding::E1 && (f > 0 || l + 1 < B)) out.push_back({f, l, false, true});
+    // The complement (all rows minus the other bins) can only be cheaper
+    // when the run holds more than half the bins; listing the other bins of
+    // a 500,000-bin index for a single bin cost milliseconds per atom.
+    if (h.encoding_ == Encoding::E1 && (f > 0 || l + 1 < B) && 2 * std::uint64_t(l - f + 1) > B)
+      out.push_back({f, l, false, true});
     if ((h.encoding_ == Encoding::RE || h.encoding_ == Encoding::IE) && groups() > 0 && inner_groups(f, l)) {
       out.push_back({f, l, true, false});
     }
@@ -234,11 +238,20 @@ struct IndexHeader::Planner {
   AtomPlan plan(const KeySet& raw) const {
     KeySet keys = detail::normalized(raw);
     AtomPlan plan;
-    std::vector<BinClass> cls(B);
-    for (std::uint32_t b = 0; b < B; ++b) {
-      cls[b] = detail::classify(keys, h.binning_.key_range(b), h.stats_[b]);
-      if (cls[b] == BinClass::Maybe) plan.maybe_bins.push_back(b);
+    // Only the bins the key ranges touch are classified (and walked below):
+    // the others hold no matching key.
+    std::vector<BinClass> cls(B, BinClass::Skip);
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> spans;
+    for (const auto& [lo, hi] : keys.ranges) {
+      const std::uint32_t b0 = h.binning_.bin_of_key(lo), b1 = h.binning_.bin_of_key(hi);
+      if (!spans.empty() && b0 <= spans.back().second + 1) spans.back().second = std::max(spans.back().second, b1);
+      else spans.push_back({b0, b1});
     }
+    for (const auto& [b0, b1] : spans)
+      for (std::uint32_t b = b0; b <= b1 && b < B; ++b) {
+        cls[b] = detail::classify(keys, h.binning_.key_range(b), h.stats_[b]);
+        if (cls[b] == BinClass::Maybe) plan.maybe_bins.push_back(b);
+      }
     plan.sure_nan = keys.nan && nan_rows();
 
     std::vector<std::uint32_t> needed;
@@ -251,20 +264,23 @@ struct IndexHeader::Planner {
 
     // Maximal runs of sure bins; empty bins join any run (no rows to add).
     std::uint64_t sure_rows = 0;
-    for (std::uint32_t b = 0; b < B;) {
-      if (cls[b] != BinClass::Sure && cls[b] != BinClass::Empty) {
-        ++b;
-        continue;
+    for (const auto& [b0, b1] : spans) {
+      const std::uint32_t end = std::min<std::uint32_t>(b1 + 1, B);
+      for (std::uint32_t b = b0; b < end;) {
+        if (cls[b] != BinClass::Sure && cls[b] != BinClass::Empty) {
+          ++b;
+          continue;
+        }
+        std::uint32_t e = b;
+        bool any_sure = false;
+        while (e < end && (cls[e] == BinClass::Sure || cls[e] == BinClass::Empty)) {
+          any_sure |= cls[e] == BinClass::Sure;
+          sure_rows += h.stats_[e].rows;
+          ++e;
+        }
+        if (any_sure) choose_run(b, e - 1, &plan, &needed);
+        b = e;
       }
-      std::uint32_t e = b;
-      bool any_sure = false;
-      while (e < B && (cls[e] == BinClass::Sure || cls[e] == BinClass::Empty)) {
-        any_sure |= cls[e] == BinClass::Sure;
-        sure_rows += h.stats_[e].rows;
-        ++e;
-      }
-      if (any_sure) choose_run(b, e - 1, &plan, &needed);
-      b = e;
     }
 
     for (std::uint32_t id : needed) plan.bytes += bytes(id);
