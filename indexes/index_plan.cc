@@ -59,6 +59,10 @@ struct IndexHeader::Planner {
   bool nan_rows() const { return layout.nan && h.stats_[B].rows > 0; }
   bool empty(std::uint32_t bin) const { return h.stats_[bin].rows == 0; }
   std::uint64_t bytes(std::uint32_t id) const { return h.directory_[id].length; }
+  // Stored bytes of e1's fine bitmaps of bins f..l (contiguous, in bin order).
+  std::uint64_t fine_span(std::uint32_t f, std::uint32_t l) const {
+    return h.directory_[l].offset + h.directory_[l].length - h.directory_[f].offset;
+  }
   std::uint32_t groups() const { return std::uint32_t(h.coarse_groups_.size()); }
   std::uint32_t group_first(std::uint32_t g) const { return h.coarse_groups_[g]; }
   std::uint32_t group_last(std::uint32_t g) const { return g + 1 < groups() ? h.coarse_groups_[g + 1] - 1 : B - 1; }
@@ -224,10 +228,11 @@ struct IndexHeader::Planner {
   // The options a run of sure bins has under the encoding.
   std::vector<AtomPlan::Range> options(std::uint32_t f, std::uint32_t l) const {
     std::vector<AtomPlan::Range> out{{f, l, false, false}};
-    // The complement (all rows minus the other bins) can only be cheaper
-    // when the run holds more than half the bins; listing the other bins of
-    // a 500,000-bin index for a single bin cost milliseconds per atom.
-    if (h.encoding_ == Encoding::E1 && (f > 0 || l + 1 < B) && 2 * std::uint64_t(l - f + 1) > B)
+    // The complement (all rows minus the other bins) reads at least the
+    // other bins' bitmaps. e1's fine bitmaps are stored in bin order, so both
+    // sides' bytes are spans of the directory, known without listing the
+    // other bins (a single bin of a 500,000-bin index listed them all).
+    if (h.encoding_ == Encoding::E1 && (f > 0 || l + 1 < B) && fine_span(0, B - 1) - fine_span(f, l) <= fine_span(f, l))
       out.push_back({f, l, false, true});
     if ((h.encoding_ == Encoding::RE || h.encoding_ == Encoding::IE) && groups() > 0 && inner_groups(f, l)) {
       out.push_back({f, l, true, false});
