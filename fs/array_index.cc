@@ -23,6 +23,8 @@ namespace {
 // larger ones take whole tracks like array cells (a range query's bitmaps
 // are then one sequential run).
 constexpr std::uint64_t kSmallObjectBytes = 1ull << 20;
+// Arrays up to this size are read once for an index build, not twice.
+constexpr std::uint64_t kInMemoryBuildBytes = 256ull << 20;
 
 std::uint64_t checksum(const std::string& bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 
@@ -107,16 +109,32 @@ int ArrayIndex::build(const Env& env, Ino ino, indexes::ValueType type, const st
     return EINVAL;
   }
   indexes::BinningBuilder binner(type, std::get<indexes::BinSpec>(spec), rows);
-  if (int r = read([&](std::uint64_t, const std::byte* p, std::size_t n) { binner.add(p, n); }, message)) return r;
+  // Building takes two passes (bins from the data, then rows into bins). An
+  // array that fits kInMemoryBuildBytes is read from the device once and
+  // kept for the second pass; a larger one is read twice.
+  const std::size_t size = indexes::itemsize(type);
+  std::vector<std::byte> kept;
+  if (rows * size <= kInMemoryBuildBytes) kept.resize(rows * size);
+  if (int r = read(
+          [&](std::uint64_t first, const std::byte* p, std::size_t n) {
+            binner.add(p, n);
+            if (!kept.empty() && first + n <= rows) std::memcpy(kept.data() + first * size, p, n * size);
+          },
+          message))
+    return r;
   auto binning = binner.finish();
   if (auto* e = std::get_if<std::string>(&binning)) {
     *message = "user.mmfs.bins: " + *e;
     return EINVAL;
   }
   indexes::IndexBuilder builder(std::get<indexes::Binning>(binning), *enc, rows);
-  if (int r = read([&](std::uint64_t first, const std::byte* p, std::size_t n) { builder.add(first, p, n); },
-                   message))
+  if (!kept.empty()) {
+    builder.add(0, kept.data(), rows);
+    std::vector<std::byte>().swap(kept);
+  } else if (int r = read([&](std::uint64_t first, const std::byte* p, std::size_t n) { builder.add(first, p, n); },
+                          message)) {
     return r;
+  }
   const std::string object = builder.finish();
 
   std::unique_ptr<ArrayIndex> index(new ArrayIndex(env, ino));

@@ -136,7 +136,8 @@ int run_query(const QueryView& view, const QueryArrays& arrays, QueryOutcome* ou
     if (int r = c.array->atom_estimates(c.keys, view.box, &est, &cost, message)) return r;
     for (std::size_t i = 0; i < c.atoms.size(); ++i) estimates[c.atoms[i]] = std::move(est[i]);
   }
-  Estimate e = indexes::combine(view.condition, rows, [&](const Atom& a) { return estimates.at(&a); });
+  // Each atom is a node of its own in the tree: its estimate is used once.
+  Estimate e = indexes::combine(view.condition, rows, [&](const Atom& a) { return std::move(estimates.at(&a)); });
   if (view.box) {  // a NOT reaches outside the box: bring it back in
     const Bitmap inside = selection_rows(*view.box, shape);
     e.sure &= inside;

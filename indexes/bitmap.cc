@@ -107,13 +107,10 @@ std::optional<std::size_t> check_portable32(std::span<const std::byte> b) {
   return pos;
 }
 
-// Roaring64Map::write stores its bucket count with an unaligned 8-byte
-// store; give it an aligned buffer.
 std::string write64(const Bitmap& b) {
-  std::size_t n = b.getSizeInBytes(true);
-  std::vector<std::uint64_t> buf((n + 7) / 8 + 1);
-  std::size_t written = b.write(reinterpret_cast<char*>(buf.data()), true);
-  return std::string(reinterpret_cast<const char*>(buf.data()), written);
+  std::string out(b.getSizeInBytes(true), '\0');
+  out.resize(b.write(out.data(), true));
+  return out;
 }
 
 // A 64-bit map holding `r` shifted into bucket `high`.
@@ -233,6 +230,56 @@ template struct BucketsAccess<&Roaring64Map::roarings>;
 BucketsPtr buckets_member(BucketsTag);
 
 }  // namespace
+
+void Bitmap::take(Roaring64Map& other) noexcept {
+  const BucketsPtr member = buckets_member(BucketsTag{});
+  Buckets& mine = this->*member;
+  mine.clear();
+  mine.swap(other.*member);
+}
+
+std::uint64_t Bitmap::cardinality() const {
+  std::uint64_t n = 0;
+  for (const auto& [key, r] : this->*buckets_member(BucketsTag{})) n += r.cardinality();
+  return n;
+}
+
+bool Bitmap::isEmpty() const {
+  for (const auto& [key, r] : this->*buckets_member(BucketsTag{}))
+    if (!r.isEmpty()) return false;
+  return true;
+}
+
+std::size_t Bitmap::getSizeInBytes(bool portable) const {
+  const Buckets& buckets = this->*buckets_member(BucketsTag{});
+  std::size_t n = sizeof(std::uint64_t) + buckets.size() * sizeof(std::uint32_t);
+  for (const auto& [key, r] : buckets) n += r.getSizeInBytes(portable);
+  return n;
+}
+
+std::size_t Bitmap::write(char* buf, bool portable) const {
+  const Buckets& buckets = this->*buckets_member(BucketsTag{});
+  char* at = buf;
+  const std::uint64_t count = buckets.size();
+  std::memcpy(at, &count, sizeof count);
+  at += sizeof count;
+  for (const auto& [key, r] : buckets) {
+    std::memcpy(at, &key, sizeof key);
+    at += sizeof key;
+    at += r.write(at, portable);
+  }
+  return std::size_t(at - buf);
+}
+
+void Bitmap::toUint64Array(std::uint64_t* out) const {
+  std::vector<std::uint32_t> low;
+  for (const auto& [key, r] : this->*buckets_member(BucketsTag{})) {
+    low.resize(r.cardinality());
+    if (low.empty()) continue;
+    r.toUint32Array(low.data());
+    for (std::uint32_t v : low) *out++ = (std::uint64_t(key) << 32) | v;
+  }
+}
 
 Bitmap union_all(std::vector<const Bitmap*> parts) {
   if (parts.empty()) return Bitmap();

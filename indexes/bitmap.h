@@ -14,7 +14,49 @@
 
 namespace mmfs::indexes {
 
-using Bitmap = ::Roaring64Map;  // CRoaring 0.2.66 (Debian 12) has no roaring:: namespace
+// CRoaring 0.2.66 (Debian 12; no roaring:: namespace yet) declares a copy
+// assignment in Roaring64Map and so no move: every std::move, every
+// returned temporary assigned, every vector growth deep-copies all of its
+// containers. Bitmap is Roaring64Map with moves that hand over the buckets.
+class Bitmap : public ::Roaring64Map {
+ public:
+  using Roaring64Map::Roaring64Map;
+  Bitmap() = default;
+  Bitmap(const Bitmap& other) : Roaring64Map(static_cast<const Roaring64Map&>(other)) {}
+  Bitmap(const Roaring64Map& other) : Roaring64Map(other) {}
+  Bitmap(Bitmap&& other) noexcept { take(other); }
+  Bitmap(Roaring64Map&& other) noexcept { take(other); }
+  Bitmap& operator=(const Bitmap& other) {
+    Roaring64Map::operator=(other);
+    return *this;
+  }
+  Bitmap& operator=(const Roaring64Map& other) {
+    Roaring64Map::operator=(other);
+    return *this;
+  }
+  Bitmap& operator=(Bitmap&& other) noexcept {
+    if (this != &other) take(other);
+    return *this;
+  }
+  Bitmap& operator=(Roaring64Map&& other) noexcept {
+    if (this != &other) take(other);
+    return *this;
+  }
+  ~Bitmap() = default;
+
+  // Roaring64Map's versions of these walk its buckets with a lambda taking
+  // pair<uint32_t, Roaring> (not pair<const uint32_t, ...>), so every call
+  // deep-copies every bucket: cardinality() twice. These walk them in place.
+  std::uint64_t cardinality() const;
+  bool isEmpty() const;
+  std::size_t getSizeInBytes(bool portable = true) const;
+  std::size_t write(char* buf, bool portable = true) const;
+  void toUint64Array(std::uint64_t* out) const;
+
+ private:
+  // This map's buckets become other's; other is left empty.
+  void take(Roaring64Map& other) noexcept;
+};
 
 // [begin, end) as a bitmap (run-compressed).
 Bitmap range_bitmap(std::uint64_t begin, std::uint64_t end);

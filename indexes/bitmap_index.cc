@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <span>
 
 #include "indexes/index_internal.h"
 
@@ -161,12 +162,17 @@ namespace {
 struct Emitter {
   std::string body;
   std::vector<IndexHeader::Entry> entries;
-  void emit(Bitmap b) {
+  // `b` is run-optimized already (the fine level) or a union built here.
+  void emit(const Bitmap& b) {
+    const std::size_t at = body.size();
+    body.resize(at + b.getSizeInBytes(true));
+    body.resize(at + b.write(body.data() + at, true));
+    entries.push_back({at, body.size() - at, XXH3_64bits(body.data() + at, body.size() - at)});
+  }
+  void emit_optimized(Bitmap b) {
     b.runOptimize();
     b.shrinkToFit();
-    std::string s = serialize(b);
-    entries.push_back({body.size(), s.size(), XXH3_64bits(s.data(), s.size())});
-    body += s;
+    emit(b);
   }
 };
 
@@ -203,23 +209,25 @@ Bitmap union_of(const std::vector<Bitmap>& fine, std::uint32_t first, std::uint3
 }
 
 // Range encoding of `parts`: R_i = parts 0..i, i < n-1.
-void emit_range(Emitter* e, const std::vector<Bitmap>& parts) {
+void emit_range(Emitter* e, std::span<const Bitmap> parts) {
   Bitmap acc;
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
     acc |= parts[i];
-    e->emit(acc);
+    e->emit_optimized(acc);
   }
 }
 // Interval encoding of `parts`: I_i = parts i..i+m-1, i <= n-m, m = ceil(n/2).
-void emit_interval(Emitter* e, const std::vector<Bitmap>& parts) {
+void emit_interval(Emitter* e, std::span<const Bitmap> parts) {
   std::size_t n = parts.size(), m = (n + 1) / 2;
-  Bitmap acc = union_of(parts, 0, std::uint32_t(m - 1));
+  std::vector<const Bitmap*> first;
+  for (std::size_t i = 0; i < m; ++i) first.push_back(&parts[i]);
+  Bitmap acc = union_all(std::move(first));
   for (std::size_t i = 0; i + m <= n; ++i) {
     if (i > 0) {
       acc -= parts[i - 1];  // bins are disjoint: removing one leaves the rest
       acc |= parts[i + m - 1];
     }
-    e->emit(acc);
+    e->emit_optimized(acc);
   }
 }
 // Bit slices of the bin number.
@@ -228,7 +236,7 @@ void emit_slices(Emitter* e, const std::vector<Bitmap>& fine, std::uint32_t valu
     std::vector<const Bitmap*> parts;
     for (std::uint32_t b = 0; b < value_bins; ++b)
       if ((b >> k) & 1) parts.push_back(&fine[b]);
-    e->emit(union_all(std::move(parts)));
+    e->emit_optimized(union_all(std::move(parts)));
   }
 }
 
@@ -270,7 +278,7 @@ std::string IndexBuilder::finish() {
   Layout layout{encoding_, value_bins, binning_.has_nan_bin(), std::uint32_t(h.coarse_groups_.size())};
 
   Emitter e;
-  std::vector<Bitmap> values(fine_.begin(), fine_.begin() + value_bins);
+  const std::span<const Bitmap> values(fine_.data(), value_bins);
   switch (encoding_) {
     case Encoding::BN: emit_slices(&e, fine_, value_bins, layout.slices()); break;
     case Encoding::Range: emit_range(&e, values); break;

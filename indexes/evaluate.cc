@@ -1,6 +1,8 @@
 #include "indexes/evaluate.h"
 
+#include <optional>
 #include <utility>
+#include <vector>
 
 namespace mmfs::indexes {
 namespace {
@@ -18,27 +20,66 @@ Estimate negate(Estimate e, std::uint64_t rows) {
   return out;
 }
 
+// Accumulates into `into`, moving `from` when `into` is still empty (a
+// copy of a large bitmap costs more than the operation itself).
+void unite(Bitmap& into, Bitmap&& from) {
+  if (into.isEmpty()) {
+    into = std::move(from);
+  } else {
+    into |= from;
+  }
+}
+
 // AND folded over n children. Pairwise, sure = s1 & s2 and the union
 // sure | maybe = (s1 | m1) & (s2 | m2), so over n children `sure` is the
-// intersection of the sures and `sure | maybe` that of the unions.
+// intersection of the sures and `sure | maybe` that of the unions. A NOT
+// child is applied as a difference (s - (s' | m'), possible - s'), never
+// materialized against all rows, unless every child is one. While no
+// child has candidates, `sure | maybe` is `sure` and is not kept apart.
 Estimate conjunction(const Condition& c, std::uint64_t rows, const std::function<Estimate(const Atom&)>& atom) {
+  std::vector<const Condition*> order;
+  for (const Condition& child : c.children)
+    if (child.kind != Kind::Not) order.push_back(&child);
+  const bool all_negated = order.empty();
+  for (const Condition& child : c.children)
+    if (child.kind == Kind::Not) order.push_back(&child);
   Estimate out;
-  Bitmap possible;  // sure | maybe so far
+  std::optional<Bitmap> possible;  // sure | maybe so far, once it differs from sure
   bool first = true;
-  for (const Condition& child : c.children) {
-    Estimate e = combine(child, rows, atom);
-    Bitmap child_possible = e.sure | e.maybe;
+  for (const Condition* child : order) {
+    if (first && all_negated) {
+      out = combine(*child, rows, atom);
+      if (!out.maybe.isEmpty()) possible = out.sure | out.maybe;
+      first = false;
+      continue;
+    }
+    if (child->kind == Kind::Not) {
+      Estimate e = combine(child->children.at(0), rows, atom);
+      if (!e.maybe.isEmpty() && !possible) possible = out.sure;
+      out.sure -= e.sure;
+      out.sure -= e.maybe;
+      if (possible) *possible -= e.sure;
+      continue;
+    }
+    Estimate e = combine(*child, rows, atom);
     if (first) {
       out.sure = std::move(e.sure);
-      possible = std::move(child_possible);
+      if (!e.maybe.isEmpty()) possible = out.sure | e.maybe;
       first = false;
-    } else {
-      out.sure &= e.sure;
-      possible &= child_possible;
+      continue;
     }
+    if (!e.maybe.isEmpty()) {
+      if (!possible) possible = out.sure;
+      *possible &= e.sure | e.maybe;
+    } else if (possible) {
+      *possible &= e.sure;
+    }
+    out.sure &= e.sure;
   }
-  possible -= out.sure;
-  out.maybe = std::move(possible);
+  if (possible) {
+    *possible -= out.sure;
+    out.maybe = std::move(*possible);
+  }
   return out;
 }
 
@@ -48,10 +89,10 @@ Estimate disjunction(const Condition& c, std::uint64_t rows, const std::function
   Estimate out;
   for (const Condition& child : c.children) {
     Estimate e = combine(child, rows, atom);
-    out.sure |= e.sure;
-    out.maybe |= e.maybe;
+    unite(out.sure, std::move(e.sure));
+    unite(out.maybe, std::move(e.maybe));
   }
-  out.maybe -= out.sure;
+  if (!out.maybe.isEmpty()) out.maybe -= out.sure;
   return out;
 }
 

@@ -325,10 +325,25 @@ Estimate IndexHeader::evaluate(const AtomPlan& plan, const Fetch& bitmap) const 
   Planner p(*this);
   Planner::Eval ev{p, bitmap, std::nullopt};
   Estimate out;
-  for (const AtomPlan::Range& r : plan.sure) out.sure |= ev.rows(r);
+  // A bitmap moved into an empty result is not copied again.
+  auto unite = [](Bitmap& into, Bitmap&& from) {
+    if (into.isEmpty()) {
+      into = std::move(from);
+    } else {
+      into |= from;
+    }
+  };
+  for (const AtomPlan::Range& r : plan.sure) unite(out.sure, ev.rows(r));
   if (plan.sure_nan && p.nan_rows()) out.sure |= bitmap(p.layout.nan_id());
-  for (std::uint32_t b : plan.maybe_bins) out.maybe |= ev.rows({b, b, false, false});
-  out.maybe -= out.sure;
+  if (!plan.maybe_bins.empty()) {
+    std::vector<const Bitmap*> cut;
+    std::vector<Bitmap> owned;
+    owned.reserve(plan.maybe_bins.size());
+    for (std::uint32_t b : plan.maybe_bins) owned.push_back(ev.rows({b, b, false, false}));
+    for (const Bitmap& b : owned) cut.push_back(&b);
+    out.maybe = union_all(std::move(cut));
+    out.maybe -= out.sure;
+  }
   return out;
 }
 
