@@ -275,20 +275,41 @@ void BinningBuilder::add(const std::byte* elements, std::size_t count) {
   switch (spec_.kind) {
     case BinSpec::Kind::Exact: {
       if (too_many_) return;
-      std::vector<std::uint64_t> keys = keys_of(type_, elements, count, 1, 0);
       if (itemsize(type_) <= 4) {
         // Keys of narrow dtypes span at most 2^32 values: a 32-bit Roaring
-        // set collects the distinct ones without sorting every slab.
+        // set collects the distinct ones without sorting every slab. A
+        // small direct-mapped table of keys just seen keeps the repeats of
+        // a low-cardinality column (most of its elements) out of it.
         const std::uint64_t base = min_key(type_);
-        std::vector<std::uint32_t> offsets(keys.size());
-        for (std::size_t i = 0; i < keys.size(); ++i) offsets[i] = std::uint32_t(keys[i] - base);
-        narrow_keys_.addMany(offsets.size(), offsets.data());
-        if (narrow_keys_.cardinality() > kMaxExactBins) {
-          too_many_ = true;
-          narrow_keys_ = Roaring();
+        constexpr std::size_t kBlock = 1u << 16, kRecent = 4096;
+        std::vector<std::uint32_t> fresh;
+        fresh.reserve(kBlock);
+        std::vector<std::uint32_t> recent;
+        const std::size_t size = itemsize(type_);
+        for (std::size_t at = 0; at < count && !too_many_; at += kBlock) {
+          const std::vector<std::uint64_t> keys = keys_of(type_, elements + at * size, std::min(kBlock, count - at), 1, 0);
+          if (keys.empty()) continue;
+          if (recent.empty()) {  // seeded with a key that is then added: a hit on it is a true repeat
+            recent.assign(kRecent, std::uint32_t(keys[0] - base));
+            narrow_keys_.add(recent[0]);
+          }
+          fresh.clear();
+          for (std::uint64_t k : keys) {
+            const auto offset = std::uint32_t(k - base);
+            std::uint32_t& slot = recent[(offset ^ (offset >> 12)) & (kRecent - 1)];
+            if (slot == offset) continue;
+            slot = offset;
+            fresh.push_back(offset);
+          }
+          narrow_keys_.addMany(fresh.size(), fresh.data());
+          if (narrow_keys_.cardinality() > kMaxExactBins) {
+            too_many_ = true;
+            narrow_keys_ = Roaring();
+          }
         }
         return;
       }
+      std::vector<std::uint64_t> keys = keys_of(type_, elements, count, 1, 0);
       sort_unique(&keys);
       std::vector<std::uint64_t> merged;
       merged.reserve(keys.size() + keys_.size());

@@ -58,10 +58,19 @@ struct BinStats {
   bool operator==(const BinStats&) const = default;
 };
 
+// One stored bitmap: where it is in the object and its XXH3-64.
+struct BitmapEntry {
+  std::uint64_t offset = 0, length = 0, checksum = 0;
+};
+
 // Pass 2 of building: every row's element once (any order of pieces).
+// Arrays of at most `direct_rows` rows are built bin by bin from a sort of
+// their rows (4 bytes a row while building; see index_builder.cc), larger
+// ones incrementally; both give the same object.
 class IndexBuilder {
  public:
-  IndexBuilder(Binning binning, Encoding encoding, std::uint64_t rows);
+  static constexpr std::uint64_t kDirectRows = 1ull << 25;
+  IndexBuilder(Binning binning, Encoding encoding, std::uint64_t rows, std::uint64_t direct_rows = kDirectRows);
   void add(std::uint64_t first_row, const std::byte* elements, std::size_t count);
   // The stored object.
   std::string finish();
@@ -70,9 +79,16 @@ class IndexBuilder {
   Binning binning_;
   Encoding encoding_;
   std::uint64_t rows_;
+  bool direct_;
   void add_unwritten_rows();
+  // The body (bitmaps in directory order); fills the header's coarse groups
+  // and directory.
+  std::string finish_direct(std::vector<std::uint32_t>* groups, std::vector<BitmapEntry>* directory);
+  std::string finish_incremental(std::vector<std::uint32_t>* groups,
+                                 std::vector<BitmapEntry>* directory);
 
-  std::vector<Bitmap> fine_;  // one per bin (NaN last)
+  std::vector<std::uint32_t> bin_of_row_;  // direct: each row's bin
+  std::vector<Bitmap> fine_;               // incremental: one per bin (NaN last)
   std::vector<BinStats> stats_;
 };
 
@@ -111,9 +127,7 @@ class IndexHeader {
   std::uint64_t object_bytes() const { return object_bytes_; }
   std::uint64_t header_length() const { return header_length_; }
 
-  struct Entry {
-    std::uint64_t offset = 0, length = 0, checksum = 0;
-  };
+  using Entry = BitmapEntry;
   const std::vector<Entry>& directory() const { return directory_; }
   // Directory ids of the fine level's bitmap of bin b, and of the coarse
   // level (empty without one), for reports.
