@@ -287,20 +287,40 @@ int ArrayIndex::load(const Env& env, Ino ino, std::unique_ptr<ArrayIndex>* out, 
   return 0;
 }
 
-std::shared_ptr<const Bitmap> ArrayIndex::cached(std::uint32_t id) {
-  std::lock_guard lock(cache_mu_);
-  auto it = cache_.find(id);
-  if (it == cache_.end()) return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second.at);
-  return it->second.bitmap;
+ArrayIndex::CacheKey ArrayIndex::bitmap_key(std::uint32_t id) {
+  CacheKey k(1 + sizeof id, 'b');
+  std::memcpy(k.data() + 1, &id, sizeof id);
+  return k;
 }
 
-void ArrayIndex::remember(std::uint32_t id, std::shared_ptr<const Bitmap> bitmap, std::uint64_t bytes) {
+ArrayIndex::CacheKey ArrayIndex::plan_key(const indexes::AtomPlan& plan) {
+  CacheKey k(1, plan.sure_nan ? 'N' : 'a');
+  auto put = [&](std::uint32_t v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(std::uint32_t(plan.sure.size()));
+  for (const auto& r : plan.sure) {
+    put(r.first);
+    put(r.last);
+    put(std::uint32_t(r.coarse) | std::uint32_t(r.complement) << 1);
+  }
+  for (std::uint32_t b : plan.maybe_bins) put(b);
+  return k;
+}
+
+std::optional<ArrayIndex::Cached> ArrayIndex::cached(const CacheKey& key) {
   std::lock_guard lock(cache_mu_);
-  if (cache_.count(id)) return;
-  lru_.push_front(id);
-  cache_[id] = Cached{std::move(bitmap), bytes, lru_.begin()};
-  cache_bytes_ += bytes;
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return std::nullopt;
+  lru_.splice(lru_.begin(), lru_, it->second.at);
+  return it->second;
+}
+
+void ArrayIndex::remember(const CacheKey& key, Cached entry) {
+  std::lock_guard lock(cache_mu_);
+  if (cache_.count(key)) return;
+  lru_.push_front(key);
+  entry.at = lru_.begin();
+  cache_bytes_ += entry.bytes;
+  cache_.emplace(key, std::move(entry));
   while (cache_bytes_ > kCacheBytes && lru_.size() > 1) {
     auto victim = cache_.find(lru_.back());
     cache_bytes_ -= victim->second.bytes;
@@ -330,6 +350,17 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
       i = j;
     }
   }
+  // An atom that combines several bitmaps: its rows may be cached whole.
+  const bool combined = plan.bitmaps.size() > 1;
+  const CacheKey atom_key = combined ? plan_key(plan) : CacheKey();
+  if (combined) {
+    if (auto hit = cached(atom_key)) {
+      if (cost) cost->cached_bytes += plan.bytes;
+      *out = *hit->estimate;
+      if (!delta_.empty()) *out = delta_.apply(header_.binning(), keys, std::move(*out));
+      return 0;
+    }
+  }
   std::unordered_map<std::uint32_t, std::shared_ptr<const Bitmap>> have;
   std::vector<std::uint32_t> missing;
   for (std::uint32_t id : plan.bitmaps) {
@@ -337,9 +368,9 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
       *message = "the index plan names a bitmap the index does not have";
       return EIO;
     }
-    if (auto b = cached(id)) {
+    if (auto hit = cached(bitmap_key(id))) {
       if (cost) cost->cached_bytes += dir[id].length;
-      have[id] = std::move(b);
+      have[id] = std::move(hit->bitmap);
     } else {
       missing.push_back(id);
     }
@@ -369,12 +400,17 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
                                missing[k]);
         return EIO;
       }
-      remember(missing[k], bitmap, e.length);
+      remember(bitmap_key(missing[k]), Cached{bitmap, nullptr, e.length, {}});
       have[missing[k]] = std::move(bitmap);
     }
     i = j;
   }
   *out = header_.evaluate(plan, [&](std::uint32_t id) -> const Bitmap& { return *have.at(id); });
+  if (combined) {
+    auto kept = std::make_shared<const indexes::Estimate>(*out);
+    const std::uint64_t bytes = kept->sure.getSizeInBytes(true) + kept->maybe.getSizeInBytes(true);
+    remember(atom_key, Cached{nullptr, std::move(kept), bytes, {}});
+  }
   if (!delta_.empty()) *out = delta_.apply(header_.binning(), keys, std::move(*out));
   return 0;
 }

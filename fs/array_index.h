@@ -109,8 +109,21 @@ class ArrayIndex {
   static int write_blob(const Env& env, const std::string& bytes, std::vector<Extent>* extents,
                         std::string* message);
   std::string encode_record() const;
-  std::shared_ptr<const indexes::Bitmap> cached(std::uint32_t id);
-  void remember(std::uint32_t id, std::shared_ptr<const indexes::Bitmap> bitmap, std::uint64_t bytes);
+  // The cache holds decoded bitmaps (key: their directory id) and the
+  // estimates of atoms whose plans combine several bitmaps (key: the plan's
+  // bins; a union of a thousand bins is kept like a bitmap read from the
+  // device, so an atom asked again costs a copy, not the union).
+  using CacheKey = std::string;
+  static CacheKey bitmap_key(std::uint32_t id);
+  static CacheKey plan_key(const indexes::AtomPlan& plan);
+  struct Cached {
+    std::shared_ptr<const indexes::Bitmap> bitmap;
+    std::shared_ptr<const indexes::Estimate> estimate;
+    std::uint64_t bytes = 0;
+    std::list<CacheKey>::iterator at;
+  };
+  std::optional<Cached> cached(const CacheKey& key);
+  void remember(const CacheKey& key, Cached entry);
 
   Env env_;
   Ino ino_;
@@ -125,16 +138,11 @@ class ArrayIndex {
   std::uint64_t delta_checksum_ = 0;
   bool delta_changed_ = false;
 
-  // Decoded bitmaps, most recently used first, within a byte budget.
+  // Most recently used first, within a byte budget.
   static constexpr std::uint64_t kCacheBytes = 512ull << 20;
   mutable std::mutex cache_mu_;
-  std::list<std::uint32_t> lru_;
-  struct Cached {
-    std::shared_ptr<const indexes::Bitmap> bitmap;
-    std::uint64_t bytes = 0;
-    std::list<std::uint32_t>::iterator at;
-  };
-  std::unordered_map<std::uint32_t, Cached> cache_;
+  std::list<CacheKey> lru_;
+  std::unordered_map<CacheKey, Cached> cache_;
   std::uint64_t cache_bytes_ = 0;
 };
 

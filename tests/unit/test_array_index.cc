@@ -74,6 +74,14 @@ void check_index_matches(ArrayFile& a, const Values& data, bool expect_aligned, 
       CHECK(indexes::is_subset(truth, est[0].sure | est[0].maybe));
       if (expect_aligned) CHECK(indexes::same_rows(est[0].sure, truth));
       if (expect_aligned) CHECK(est[0].maybe.isEmpty());
+      // Asked again, the atom comes from memory (bitmaps, or the combined
+      // rows of a range of bins) and is the same.
+      std::vector<indexes::Estimate> again;
+      QueryCost cost2;
+      REQUIRE(a.atom_estimates({k}, std::nullopt, &again, &cost2, &msg) == 0);
+      CHECK(cost2.index_read_bytes == 0);
+      CHECK(indexes::same_rows(again[0].sure, est[0].sure));
+      CHECK(indexes::same_rows(again[0].maybe, est[0].maybe));
     }
 }
 
