@@ -147,7 +147,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   std::uint64_t index_device_bytes() const;
   // The rows of each atom (keys of this array's dtype), inside `box` when
   // given: from the index (sure and candidate rows), or, without one, from
-  // one scan of the data for all atoms together (exact: no candidates).
+  // one scan of the data for all atoms together (exact: no candidates). The
+  // sure rows may be lent by the index's cache (Estimate::sure_rows).
   int atom_estimates(const std::vector<indexes::KeySet>& atoms, const std::optional<layouts::Selection>& box,
                      std::vector<indexes::Estimate>* out, QueryCost* cost, std::string* message);
   // The count of an atom when the index header alone answers it (no read).

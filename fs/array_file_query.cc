@@ -119,6 +119,7 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
       cost->requests += ic.requests;
       cost->index_trace.insert(cost->index_trace.end(), ic.trace.begin(), ic.trace.end());
       if (in_box) {
+        (*out)[i].own();
         (*out)[i].sure &= *in_box;
         (*out)[i].maybe &= *in_box;
       }

@@ -356,8 +356,13 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
   if (combined) {
     if (auto hit = cached(atom_key)) {
       if (cost) cost->cached_bytes += plan.bytes;
-      *out = *hit->estimate;
-      if (!delta_.empty()) *out = delta_.apply(header_.binning(), keys, std::move(*out));
+      // Lent, not copied (the aliasing pointer keeps the cached estimate).
+      *out = indexes::Estimate{Bitmap(), hit->estimate->maybe,
+                               std::shared_ptr<const Bitmap>(hit->estimate, &hit->estimate->sure)};
+      if (!delta_.empty()) {
+        out->own();
+        *out = delta_.apply(header_.binning(), keys, std::move(*out));
+      }
       return 0;
     }
   }
@@ -404,6 +409,10 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
       have[missing[k]] = std::move(bitmap);
     }
     i = j;
+  }
+  if (auto lone = header_.lone_bitmap(plan); lone && delta_.empty()) {
+    *out = indexes::Estimate{Bitmap(), Bitmap(), have.at(*lone)};  // lent from the cache
+    return 0;
   }
   *out = header_.evaluate(plan, [&](std::uint32_t id) -> const Bitmap& { return *have.at(id); });
   if (combined) {

@@ -137,7 +137,19 @@ int run_query(const QueryView& view, const QueryArrays& arrays, QueryOutcome* ou
     for (std::size_t i = 0; i < c.atoms.size(); ++i) estimates[c.atoms[i]] = std::move(est[i]);
   }
   // Each atom is a node of its own in the tree: its estimate is used once.
-  Estimate e = indexes::combine(view.condition, rows, [&](const Atom& a) { return std::move(estimates.at(&a)); });
+  auto atom_estimate = [&](const Atom& a) { return std::move(estimates.at(&a)); };
+  Estimate e;
+  std::optional<std::uint64_t> counted;  // a count the estimates decided alone
+  if (view.output == QueryView::Output::Count && !view.box) {
+    auto r = indexes::combine_for_count(view.condition, rows, atom_estimate);
+    if (auto* n = std::get_if<std::uint64_t>(&r)) {
+      counted = *n;
+    } else {
+      e = std::move(std::get<Estimate>(r));
+    }
+  } else {
+    e = indexes::combine(view.condition, rows, atom_estimate);
+  }
   if (view.box) {  // a NOT reaches outside the box: bring it back in
     const Bitmap inside = selection_rows(*view.box, shape);
     e.sure &= inside;
@@ -160,7 +172,8 @@ int run_query(const QueryView& view, const QueryArrays& arrays, QueryOutcome* ou
     }
     e.sure.addMany(hits.size(), hits.data());
   }
-  out->content = render(view, e.sure, arrays.self.get(), rows, &cost, &err, message);
+  out->content = counted ? fmt::format("{}\n", *counted) : render(view, e.sure, arrays.self.get(), rows, &cost, &err,
+                                                                     message);
   if (err) return err;
   // The modeled device time of what was read: the index's requests, then
   // the data's (the cells of the candidates and of the values read, or the
@@ -191,7 +204,7 @@ int run_query(const QueryView& view, const QueryArrays& arrays, QueryOutcome* ou
                {"data_bytes", cost.data_bytes},
                {"index_requests", cost.requests},
                {"candidates", candidates},
-               {"matches", e.sure.cardinality()},
+               {"matches", counted ? *counted : e.sure.cardinality()},
                {"scanned", cost.scanned}};
   return 0;
 }

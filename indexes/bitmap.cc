@@ -302,6 +302,17 @@ Bitmap union_all(std::vector<const Bitmap*> parts) {
   return out;
 }
 
+std::uint64_t and_count(const Bitmap& a, const Bitmap& b) {
+  const BucketsPtr member = buckets_member(BucketsTag{});
+  const Buckets& right = b.*member;
+  std::uint64_t n = 0;
+  for (const auto& [key, r] : a.*member) {
+    auto it = right.find(key);
+    if (it != right.end()) n += r.and_cardinality(it->second);
+  }
+  return n;
+}
+
 void add_rows32(Bitmap* b, std::uint32_t high, const std::uint32_t* low, std::size_t n) {
   if (n == 0) return;
   Buckets& buckets = (*b).*buckets_member(BucketsTag{});

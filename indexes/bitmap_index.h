@@ -143,6 +143,9 @@ class IndexHeader {
   // Rows of the atom from the fetched bitmaps (`bitmap(id)` for each id of
   // plan.bitmaps).
   Estimate evaluate(const AtomPlan& plan, const std::function<const Bitmap&(std::uint32_t)>& bitmap) const;
+  // The one stored bitmap that is exactly the plan's rows (sure, no
+  // candidates), if there is one: a caller holding it can lend it as is.
+  std::optional<std::uint32_t> lone_bitmap(const AtomPlan& plan) const;
   // Decodes one fetched bitmap, checking its checksum (false when it fails).
   bool decode_bitmap(std::uint32_t id, std::span<const std::byte> bytes, Bitmap* out) const;
 

@@ -1,5 +1,6 @@
 #include "indexes/evaluate.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -36,32 +37,45 @@ void unite(Bitmap& into, Bitmap&& from) {
 // child is applied as a difference (s - (s' | m'), possible - s'), never
 // materialized against all rows, unless every child is one. While no
 // child has candidates, `sure | maybe` is `sure` and is not kept apart.
-Estimate conjunction(const Condition& c, std::uint64_t rows, const std::function<Estimate(const Atom&)>& atom) {
-  std::vector<const Condition*> order;
-  for (const Condition& child : c.children)
-    if (child.kind != Kind::Not) order.push_back(&child);
-  const bool all_negated = order.empty();
-  for (const Condition& child : c.children)
-    if (child.kind == Kind::Not) order.push_back(&child);
+// The positive children are intersected largest first: dense bitmaps stay
+// word-wise bitsets as long as possible, and only the last, smallest step
+// turns containers into sorted arrays (or, for a count, none does).
+struct Conjunction {
+  std::vector<Estimate> positive;  // children
+  std::vector<Estimate> negated;   // the estimates of NOT children's operands
+  bool any_maybe = false;
+};
+
+// An atom's estimate as handed out (possibly borrowed), any other
+// subtree's combined.
+Estimate child_estimate(const Condition& c, std::uint64_t rows, const std::function<Estimate(const Atom&)>& atom) {
+  return c.kind == Kind::Atom ? atom(c.atom) : combine(c, rows, atom);
+}
+
+Conjunction children_of(const Condition& c, std::uint64_t rows, const std::function<Estimate(const Atom&)>& atom) {
+  Conjunction out;
+  for (const Condition& child : c.children) {
+    Estimate e = child_estimate(child.kind == Kind::Not ? child.children.at(0) : child, rows, atom);
+    out.any_maybe = out.any_maybe || !e.maybe.isEmpty();
+    (child.kind == Kind::Not ? out.negated : out.positive).push_back(std::move(e));
+  }
+  std::stable_sort(out.positive.begin(), out.positive.end(), [](const Estimate& a, const Estimate& b) {
+    return a.sure_rows().cardinality() + a.maybe.cardinality() > b.sure_rows().cardinality() + b.maybe.cardinality();
+  });
+  return out;
+}
+
+Estimate conjoin(Conjunction parts, std::uint64_t rows) {
+  for (Estimate& e : parts.positive) e.own();
+  for (Estimate& e : parts.negated) e.own();
   Estimate out;
   std::optional<Bitmap> possible;  // sure | maybe so far, once it differs from sure
+  if (parts.positive.empty()) {     // every child a NOT: the first one against all rows
+    parts.positive.push_back(negate(std::move(parts.negated.front()), rows));
+    parts.negated.erase(parts.negated.begin());
+  }
   bool first = true;
-  for (const Condition* child : order) {
-    if (first && all_negated) {
-      out = combine(*child, rows, atom);
-      if (!out.maybe.isEmpty()) possible = out.sure | out.maybe;
-      first = false;
-      continue;
-    }
-    if (child->kind == Kind::Not) {
-      Estimate e = combine(child->children.at(0), rows, atom);
-      if (!e.maybe.isEmpty() && !possible) possible = out.sure;
-      out.sure -= e.sure;
-      out.sure -= e.maybe;
-      if (possible) *possible -= e.sure;
-      continue;
-    }
-    Estimate e = combine(*child, rows, atom);
+  for (Estimate& e : parts.positive) {
     if (first) {
       out.sure = std::move(e.sure);
       if (!e.maybe.isEmpty()) possible = out.sure | e.maybe;
@@ -76,11 +90,21 @@ Estimate conjunction(const Condition& c, std::uint64_t rows, const std::function
     }
     out.sure &= e.sure;
   }
+  for (Estimate& e : parts.negated) {
+    if (!e.maybe.isEmpty() && !possible) possible = out.sure;
+    out.sure -= e.sure;
+    out.sure -= e.maybe;
+    if (possible) *possible -= e.sure;
+  }
   if (possible) {
     *possible -= out.sure;
     out.maybe = std::move(*possible);
   }
   return out;
+}
+
+Estimate conjunction(const Condition& c, std::uint64_t rows, const std::function<Estimate(const Atom&)>& atom) {
+  return conjoin(children_of(c, rows, atom), rows);
 }
 
 // OR folded over n children: sure is the union of the sures, maybe the
@@ -100,12 +124,39 @@ Estimate disjunction(const Condition& c, std::uint64_t rows, const std::function
 
 Estimate combine(const Condition& c, std::uint64_t rows, const std::function<Estimate(const Atom&)>& atom) {
   switch (c.kind) {
-    case Kind::Atom: return atom(c.atom);
+    case Kind::Atom: {
+      Estimate e = atom(c.atom);
+      e.own();
+      return e;
+    }
     case Kind::Not: return negate(combine(c.children.at(0), rows, atom), rows);
     case Kind::And: return conjunction(c, rows, atom);
     case Kind::Or: return disjunction(c, rows, atom);
   }
   return {};
+}
+
+std::variant<std::uint64_t, Estimate> combine_for_count(const Condition& c, std::uint64_t rows,
+                                                        const std::function<Estimate(const Atom&)>& atom) {
+  if (c.kind != Kind::And) return combine(c, rows, atom);
+  Conjunction parts = children_of(c, rows, atom);
+  if (parts.any_maybe || parts.positive.empty()) return conjoin(std::move(parts), rows);
+  // Every row is decided. Borrowed rows are only read: the first step
+  // makes a new bitmap, and the last intersection is counted, not built.
+  const auto& pos = parts.positive;
+  const auto& neg = parts.negated;
+  const std::size_t n = pos.size();
+  if (neg.empty()) {
+    if (n == 1) return pos[0].sure_rows().cardinality();
+    if (n == 2) return and_count(pos[0].sure_rows(), pos[1].sure_rows());
+    Bitmap acc = pos[0].sure_rows() & pos[1].sure_rows();
+    for (std::size_t i = 2; i + 1 < n; ++i) acc &= pos[i].sure_rows();
+    return and_count(acc, pos[n - 1].sure_rows());
+  }
+  Bitmap acc = n >= 2 ? Bitmap(pos[0].sure_rows() & pos[1].sure_rows()) : Bitmap(pos[0].sure_rows() - neg[0].sure_rows());
+  for (std::size_t i = 2; i < n; ++i) acc &= pos[i].sure_rows();
+  for (std::size_t j = n >= 2 ? 0 : 1; j < neg.size(); ++j) acc -= neg[j].sure_rows();
+  return acc.cardinality();
 }
 
 bool evaluate_row(const Condition& c, const std::function<bool(const Atom&)>& atom) {

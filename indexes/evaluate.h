@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <variant>
 
 #include "indexes/bitmap.h"
 #include "indexes/condition.h"
@@ -14,9 +16,25 @@
 namespace mmfs::indexes {
 
 // Rows of [0, rows): `sure` and `maybe` are disjoint.
+//
+// An estimate handed out by an index may borrow its sure rows from the
+// index's cache instead of copying them (a copy of a dense bitmap of ten
+// million rows costs more than intersecting it): then `borrowed` holds them
+// and `sure` is empty. Readers use sure_rows(); anything that changes the
+// sure rows calls own() first. combine() owns what it changes; only its
+// count of an all-sure conjunction reads borrowed rows as they are.
 struct Estimate {
   Bitmap sure;
   Bitmap maybe;
+  std::shared_ptr<const Bitmap> borrowed;
+
+  const Bitmap& sure_rows() const { return borrowed ? *borrowed : sure; }
+  void own() {
+    if (borrowed) {
+      sure = *borrowed;
+      borrowed.reset();
+    }
+  }
 };
 
 // Combines the atoms' estimates along the tree:
@@ -27,6 +45,12 @@ struct Estimate {
 // condition and the rows outside sure | maybe do not, provided every atom's
 // estimate has that property.
 Estimate combine(const Condition& c, std::uint64_t rows, const std::function<Estimate(const Atom&)>& atom);
+
+// The number of rows matching `c` when the estimates decide every row
+// (no candidates; computed without building the final set), or else the
+// estimate combine() gives.
+std::variant<std::uint64_t, Estimate> combine_for_count(const Condition& c, std::uint64_t rows,
+                                                        const std::function<Estimate(const Atom&)>& atom);
 
 // The condition on one row, given each atom's truth on it.
 bool evaluate_row(const Condition& c, const std::function<bool(const Atom&)>& atom);

@@ -321,6 +321,14 @@ struct IndexHeader::Planner {
 
 AtomPlan IndexHeader::plan(const KeySet& keys) const { return Planner(*this).plan(keys); }
 
+std::optional<std::uint32_t> IndexHeader::lone_bitmap(const AtomPlan& plan) const {
+  if (plan.sure.size() != 1 || !plan.maybe_bins.empty() || plan.sure_nan) return std::nullopt;
+  if (encoding_ != Encoding::E1 && encoding_ != Encoding::RE && encoding_ != Encoding::IE) return std::nullopt;
+  const AtomPlan::Range& r = plan.sure[0];
+  if (r.first != r.last || r.coarse || r.complement || stats_.at(r.first).rows == 0) return std::nullopt;
+  return r.first;  // the fine level is stored in bin order, first in the directory
+}
+
 Estimate IndexHeader::evaluate(const AtomPlan& plan, const Fetch& bitmap) const {
   Planner p(*this);
   Planner::Eval ev{p, bitmap, std::nullopt};
