@@ -9,6 +9,7 @@
 #include <liburing.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -481,6 +482,18 @@ std::unique_ptr<BlockDevice> open_device(const std::string& path, const OpenOpti
     }
   }
 
+  // One writer at a time: two daemons (or a daemon and mkfs.mmfs) on one
+  // volume would each trust their own metadata and overwrite the other's.
+  // Readers (mmfsck -n) share the lock with each other, not with a writer.
+  if (options.lock && ::flock(guard.fd, (options.read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
+    const int e = errno;
+    if (e == EWOULDBLOCK) {
+      return fail(EBUSY, fmt::format("{}: in use by another process (mounted, or being formatted or checked); "
+                                     "unmount it first",
+                                     path));
+    }
+    return fail(e, fmt::format("{}: flock: {}", path, std::strerror(e)));
+  }
   if (::fstat(guard.fd, &st) != 0) return fail(errno, fmt::format("{}: fstat: {}", path, std::strerror(errno)));
   const bool is_blk = S_ISBLK(st.st_mode);
   if (!is_blk && !S_ISREG(st.st_mode)) {  // replaced between stat and open

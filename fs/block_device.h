@@ -56,6 +56,10 @@ struct OpenOptions {
   std::uint32_t iodepth = 32;  // io_uring queue depth
   bool create = false;         // image files: create if missing
   std::uint64_t create_size = 0;  // image files: grow (sparse) to at least this size
+  // flock(2) the target: exclusive for writers, shared for readers, so two
+  // processes never write one volume. Only tests that open an image twice
+  // on purpose (to look behind a device's back) turn it off.
+  bool lock = true;
 };
 
 // Opens an image file or a block device (size and logical block size from the

@@ -4,16 +4,32 @@
 //   prefix (64 bytes)  magic "MMFS.IDX", version u32, dtype u8, encoding u8,
 //                      2 zero bytes, rows u64, header length u64, object
 //                      bytes u64, value bins u32, coarse bins u32, directory
-//                      entries u32, 12 zero bytes
-//   lower edges        u64 per value bin
-//   statistics         rows, min key, max key (u64 each) per bin, NaN last
-//   coarse groups      u32 per coarse bin: its first fine bin
-//   directory          offset, length, XXH3-64 (u64 each) per bitmap
+//                      entries u32, 4 zero bytes, packed bytes u64 (v2; 0 in v1)
+//   version 2 (written): one zstd frame of packed bytes holding, column by
+//                      column (u64 unless said),
+//                        lower edges     delta from the previous edge
+//                        bin rows        per bin, NaN last
+//                        smallest keys   minus the bin's lower edge (value bins)
+//                        largest keys    minus the bin's smallest key (value bins)
+//                        coarse groups   u32 per coarse bin: its first fine bin
+//                        bitmap lengths  per directory entry (the bitmaps follow
+//                                        the header back to back, so offsets
+//                                        are their running sum)
+//                        bitmap XXH3-64  per directory entry
+//                      An index of 500,000 exact bins had a 28 MB header in
+//                      version 1 (every query's first touch read it whole);
+//                      its columns of near-constant deltas pack to a few MB.
+//   version 1 (read):  lower edges u64 per value bin; rows, min key, max key
+//                      per bin; coarse groups u32; offset, length, XXH3-64
+//                      per bitmap; all raw.
 //   checksum           XXH3-64 of every byte before it
 // All little-endian.
 #include <xxhash.h>
 
+#include <zstd.h>
+
 #include <cstring>
+#include <stdexcept>
 
 #include "indexes/bitmap_index.h"
 #include "indexes/index_internal.h"
@@ -23,7 +39,10 @@ namespace mmfs::indexes {
 namespace {
 
 constexpr char kMagic[8] = {'M', 'M', 'F', 'S', '.', 'I', 'D', 'X'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;  // written; 1 is still read
+// zstd level of the packed columns: level 1 packs them nearly as well as the
+// default, at a fraction of the time (they are deltas, mostly zero bytes).
+constexpr int kPackLevel = 1;
 // More bins than any binning makes (exact and precision stop at about
 // kMaxExactBins): bounds what a header may claim.
 constexpr std::uint64_t kMaxBins = 2 * kMaxExactBins + 2;
@@ -51,38 +70,55 @@ struct Reader {
 };
 
 struct Prefix {
+  std::uint32_t version;
   ValueType type;
   Encoding encoding;
   std::uint64_t rows, header_length, object_bytes;
   std::uint32_t value_bins, coarse_bins, entries;
+  std::uint64_t packed;
 };
 
-std::uint64_t header_size(std::uint64_t value_bins, bool nan, std::uint64_t coarse, std::uint64_t entries) {
+// Version 1: the raw sections.
+std::uint64_t header_size_v1(std::uint64_t value_bins, bool nan, std::uint64_t coarse, std::uint64_t entries) {
   return IndexHeader::kPrefixBytes + 8 * value_bins + 24 * (value_bins + (nan ? 1 : 0)) + 4 * coarse + 24 * entries + 8;
+}
+// Version 2: the columns before packing.
+std::uint64_t columns_size(std::uint64_t value_bins, bool nan, std::uint64_t coarse, std::uint64_t entries) {
+  return 8 * value_bins + 8 * (value_bins + (nan ? 1 : 0)) + 16 * value_bins + 4 * coarse + 16 * entries;
 }
 
 std::optional<Prefix> parse_prefix(std::span<const std::byte> bytes) {
   if (bytes.size() < IndexHeader::kPrefixBytes || std::memcmp(bytes.data(), kMagic, 8) != 0) return std::nullopt;
   Reader r{bytes, 8};
-  if (r.get<std::uint32_t>() != kVersion) return std::nullopt;
+  const std::uint32_t version = r.get<std::uint32_t>();
+  if (version != 1 && version != kVersion) return std::nullopt;
   auto dtype = r.get<std::uint8_t>(), encoding = r.get<std::uint8_t>();
   if (dtype > std::uint8_t(ValueType::F64) || encoding > std::uint8_t(Encoding::IE)) return std::nullopt;
   if (r.get<std::uint16_t>() != 0) return std::nullopt;
-  Prefix p{ValueType(dtype), Encoding(encoding), 0, 0, 0, 0, 0, 0};
+  Prefix p{version, ValueType(dtype), Encoding(encoding), 0, 0, 0, 0, 0, 0, 0};
   p.rows = r.get<std::uint64_t>();
   p.header_length = r.get<std::uint64_t>();
   p.object_bytes = r.get<std::uint64_t>();
   p.value_bins = r.get<std::uint32_t>();
   p.coarse_bins = r.get<std::uint32_t>();
   p.entries = r.get<std::uint32_t>();
-  if (r.get<std::uint32_t>() != 0 || r.get<std::uint64_t>() != 0) return std::nullopt;
+  if (r.get<std::uint32_t>() != 0) return std::nullopt;
+  p.packed = r.get<std::uint64_t>();
+  if ((version == 1) != (p.packed == 0)) return std::nullopt;
   if (p.value_bins < 1 || p.value_bins > kMaxBins || p.coarse_bins > p.value_bins) return std::nullopt;
   if (p.coarse_bins != 0 && (p.coarse_bins < 2 || (p.encoding != Encoding::RE && p.encoding != Encoding::IE))) {
     return std::nullopt;
   }
   detail::Layout layout{p.encoding, p.value_bins, is_float(p.type), p.coarse_bins};
   if (p.entries != layout.total()) return std::nullopt;
-  if (p.header_length != header_size(p.value_bins, is_float(p.type), p.coarse_bins, p.entries)) return std::nullopt;
+  if (version == 1) {
+    if (p.header_length != header_size_v1(p.value_bins, is_float(p.type), p.coarse_bins, p.entries)) return std::nullopt;
+  } else {
+    const std::uint64_t raw = columns_size(p.value_bins, is_float(p.type), p.coarse_bins, p.entries);
+    if (p.packed > ZSTD_compressBound(raw) || p.header_length != IndexHeader::kPrefixBytes + p.packed + 8) {
+      return std::nullopt;
+    }
+  }
   if (p.object_bytes < p.header_length) return std::nullopt;
   return p;
 }
@@ -91,10 +127,29 @@ std::optional<Prefix> parse_prefix(std::span<const std::byte> bytes) {
 
 std::string IndexHeader::encode(std::string_view body) {
   const std::uint32_t value_bins = binning_.value_bins();
-  header_length_ = header_size(value_bins, binning_.has_nan_bin(), coarse_groups_.size(), directory_.size());
+  const std::vector<std::uint64_t>& lower = binning_.lower();
+  Writer columns;
+  std::uint64_t previous = 0;
+  for (std::uint64_t k : lower) {
+    columns.put(k - previous);
+    previous = k;
+  }
+  for (const BinStats& s : stats_) columns.put(s.rows);
+  for (std::uint32_t b = 0; b < value_bins; ++b) columns.put(stats_[b].min_key - lower[b]);
+  for (std::uint32_t b = 0; b < value_bins; ++b) columns.put(stats_[b].max_key - stats_[b].min_key);
+  for (std::uint32_t g : coarse_groups_) columns.put(g);
+  for (const Entry& e : directory_) columns.put(e.length);
+  for (const Entry& e : directory_) columns.put(e.checksum);
+  std::string packed(ZSTD_compressBound(columns.out.size()), '\0');
+  const std::size_t n = ZSTD_compress(packed.data(), packed.size(), columns.out.data(), columns.out.size(), kPackLevel);
+  if (ZSTD_isError(n)) throw std::runtime_error(std::string("zstd: ") + ZSTD_getErrorName(n));
+  packed.resize(n);
+
+  header_length_ = kPrefixBytes + packed.size() + 8;
   for (Entry& e : directory_) e.offset += header_length_;
   object_bytes_ = header_length_ + body.size();
   Writer w;
+  w.out.reserve(header_length_ + body.size());
   w.out.append(kMagic, 8);
   w.put(kVersion);
   w.put(std::uint8_t(type()));
@@ -107,19 +162,8 @@ std::string IndexHeader::encode(std::string_view body) {
   w.put(std::uint32_t(coarse_groups_.size()));
   w.put(std::uint32_t(directory_.size()));
   w.put(std::uint32_t(0));
-  w.put(std::uint64_t(0));
-  for (std::uint64_t k : binning_.lower()) w.put(k);
-  for (const BinStats& s : stats_) {
-    w.put(s.rows);
-    w.put(s.min_key);
-    w.put(s.max_key);
-  }
-  for (std::uint32_t g : coarse_groups_) w.put(g);
-  for (const Entry& e : directory_) {
-    w.put(e.offset);
-    w.put(e.length);
-    w.put(e.checksum);
-  }
+  w.put(std::uint64_t(packed.size()));
+  w.out.append(packed);
   w.put(std::uint64_t(XXH3_64bits(w.out.data(), w.out.size())));
   w.out.append(body);
   return std::move(w.out);
@@ -131,6 +175,69 @@ std::optional<std::uint64_t> IndexHeader::header_bytes(std::span<const std::byte
   return p->header_length;
 }
 
+namespace {
+
+// The sections of a header, as read (not yet checked).
+struct Sections {
+  std::vector<std::uint64_t> lower;
+  std::vector<BinStats> stats;
+  std::vector<std::uint32_t> groups;
+  std::vector<IndexHeader::Entry> directory;
+};
+
+Sections read_v1(const Prefix& p, std::span<const std::byte> header, std::uint32_t bins) {
+  Sections s;
+  Reader r{header, IndexHeader::kPrefixBytes};
+  s.lower.resize(p.value_bins);
+  for (auto& k : s.lower) k = r.get<std::uint64_t>();
+  s.stats.resize(bins);
+  for (BinStats& b : s.stats) {
+    b.rows = r.get<std::uint64_t>();
+    b.min_key = r.get<std::uint64_t>();
+    b.max_key = r.get<std::uint64_t>();
+  }
+  s.groups.resize(p.coarse_bins);
+  for (auto& g : s.groups) g = r.get<std::uint32_t>();
+  s.directory.resize(p.entries);
+  for (auto& e : s.directory) {
+    e.offset = r.get<std::uint64_t>();
+    e.length = r.get<std::uint64_t>();
+    e.checksum = r.get<std::uint64_t>();
+  }
+  return s;
+}
+
+std::variant<Sections, std::string> read_v2(const Prefix& p, std::span<const std::byte> header, std::uint32_t bins) {
+  const std::uint64_t raw = columns_size(p.value_bins, bins > p.value_bins, p.coarse_bins, p.entries);
+  const std::byte* frame = header.data() + IndexHeader::kPrefixBytes;
+  if (ZSTD_getFrameContentSize(frame, p.packed) != raw) return std::string("index header: packed columns have the wrong size");
+  std::vector<std::byte> columns(raw);
+  const std::size_t n = ZSTD_decompress(columns.data(), columns.size(), frame, p.packed);
+  if (ZSTD_isError(n) || n != raw) return std::string("index header: packed columns do not unpack");
+  Sections s;
+  Reader r{columns, 0};
+  s.lower.resize(p.value_bins);
+  std::uint64_t previous = 0;
+  for (auto& k : s.lower) previous = k = previous + r.get<std::uint64_t>();
+  s.stats.resize(bins);
+  for (BinStats& b : s.stats) b.rows = r.get<std::uint64_t>();
+  for (std::uint32_t b = 0; b < p.value_bins; ++b) s.stats[b].min_key = s.lower[b] + r.get<std::uint64_t>();
+  for (std::uint32_t b = 0; b < p.value_bins; ++b) s.stats[b].max_key = s.stats[b].min_key + r.get<std::uint64_t>();
+  s.groups.resize(p.coarse_bins);
+  for (auto& g : s.groups) g = r.get<std::uint32_t>();
+  s.directory.resize(p.entries);
+  std::uint64_t offset = p.header_length;
+  for (auto& e : s.directory) {
+    e.length = r.get<std::uint64_t>();
+    e.offset = offset;
+    offset += e.length;  // wraps only on a lie, which the bounds below catch
+  }
+  for (auto& e : s.directory) e.checksum = r.get<std::uint64_t>();
+  return s;
+}
+
+}  // namespace
+
 std::variant<IndexHeader, std::string> IndexHeader::decode(std::span<const std::byte> header) {
   auto p = parse_prefix(header);
   if (!p) return std::string("not an index header");
@@ -139,49 +246,49 @@ std::variant<IndexHeader, std::string> IndexHeader::decode(std::span<const std::
   std::memcpy(&sum, header.data() + header.size() - 8, 8);
   if (XXH3_64bits(header.data(), header.size() - 8) != sum) return std::string("index header checksum mismatch");
 
+  const std::uint32_t bins = p->value_bins + (is_float(p->type) ? 1 : 0);
+  Sections s;
+  if (p->version == 1) {
+    s = read_v1(*p, header, bins);
+  } else {
+    auto v2 = read_v2(*p, header, bins);
+    if (auto* e = std::get_if<std::string>(&v2)) return *e;
+    s = std::move(std::get<Sections>(v2));
+  }
+
   IndexHeader h;
   h.encoding_ = p->encoding;
   h.rows_ = p->rows;
   h.header_length_ = p->header_length;
   h.object_bytes_ = p->object_bytes;
-  Reader r{header, kPrefixBytes};
-  std::vector<std::uint64_t> lower(p->value_bins);
-  for (auto& k : lower) k = r.get<std::uint64_t>();
-  if (lower[0] != min_key(p->type)) return std::string("index header: bad first bin edge");
-  for (std::size_t i = 1; i < lower.size(); ++i) {
-    if (lower[i] <= lower[i - 1] || lower[i] > max_key(p->type)) return std::string("index header: bad bin edges");
+  if (s.lower[0] != min_key(p->type)) return std::string("index header: bad first bin edge");
+  for (std::size_t i = 1; i < s.lower.size(); ++i) {
+    if (s.lower[i] <= s.lower[i - 1] || s.lower[i] > max_key(p->type)) return std::string("index header: bad bin edges");
   }
-  h.binning_ = Binning(p->type, std::move(lower));
-  h.stats_.resize(h.binning_.bins());
+  h.binning_ = Binning(p->type, std::move(s.lower));
+  h.stats_ = std::move(s.stats);
   std::uint64_t total = 0;
   for (std::uint32_t b = 0; b < h.stats_.size(); ++b) {
-    BinStats& s = h.stats_[b];
-    s.rows = r.get<std::uint64_t>();
-    s.min_key = r.get<std::uint64_t>();
-    s.max_key = r.get<std::uint64_t>();
-    if (s.rows > h.rows_) return std::string("index header: bad bin statistics");
-    total += s.rows;
-    if (b < h.binning_.value_bins() && s.rows > 0) {
+    const BinStats& st = h.stats_[b];
+    if (st.rows > h.rows_) return std::string("index header: bad bin statistics");
+    total += st.rows;
+    if (b < h.binning_.value_bins() && st.rows > 0) {
       auto [lo, hi] = h.binning_.key_range(b);
-      if (s.min_key > s.max_key || s.min_key < lo || s.max_key > hi) {
+      if (st.min_key > st.max_key || st.min_key < lo || st.max_key > hi) {
         return std::string("index header: bin statistics outside the bin");
       }
     }
   }
   if (total != h.rows_) return std::string("index header: bins do not hold every row");
-  h.coarse_groups_.resize(p->coarse_bins);
+  h.coarse_groups_ = std::move(s.groups);
   for (std::size_t j = 0; j < h.coarse_groups_.size(); ++j) {
-    h.coarse_groups_[j] = r.get<std::uint32_t>();
     bool ok = j == 0 ? h.coarse_groups_[0] == 0
                      : h.coarse_groups_[j] > h.coarse_groups_[j - 1] && h.coarse_groups_[j] < p->value_bins;
     if (!ok) return std::string("index header: bad coarse bins");
   }
-  h.directory_.resize(p->entries);
+  h.directory_ = std::move(s.directory);
   std::uint64_t next = h.header_length_;
-  for (Entry& e : h.directory_) {
-    e.offset = r.get<std::uint64_t>();
-    e.length = r.get<std::uint64_t>();
-    e.checksum = r.get<std::uint64_t>();
+  for (const Entry& e : h.directory_) {
     // Bitmaps follow the header back to back, up to the object's end.
     if (e.offset != next || e.length < 8 || e.length > h.object_bytes_ - e.offset) {
       return std::string("index header: bad bitmap directory");

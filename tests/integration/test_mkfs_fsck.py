@@ -141,3 +141,23 @@ def test_mkfs_and_mmfsck_on_a_block_device(loop_device):
     assert rc == 1 and "already holds" in err
     # The size comes from the kernel: a size option makes no sense for a device.
     assert "sectors of 512 bytes" in out
+
+
+def test_a_mounted_volume_is_not_opened_by_a_second_writer(volume, tmp_path):
+    """Two writers on one volume would overwrite each other's metadata: a
+    second daemon, mkfs.mmfs -f and mmfsck refuse a mounted image, name it,
+    and leave it untouched; after the unmount each works again."""
+    from mmfs_mount import daemon_path
+    (volume.mnt / "kept").write_bytes(b"still here")
+    second = tmp_path / "second"
+    second.mkdir()
+    rc, out, err = run_tool(daemon_path(), volume.image, second)
+    assert rc != 0
+    assert "in use" in err and str(volume.image) in err
+    rc, out, err = mkfs("-q", "-f", "-s", "512M", volume.image)
+    assert rc != 0 and "in use" in err
+    rc, out, err = fsck("-n", volume.image)
+    assert rc != 0 and "in use" in out + err
+    assert (volume.mnt / "kept").read_bytes() == b"still here"
+    volume.remount()
+    assert (volume.mnt / "kept").read_bytes() == b"still here"

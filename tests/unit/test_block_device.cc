@@ -114,6 +114,7 @@ struct Image {
     OpenOptions o = options;
     o.create = false;
     o.iodepth = iodepth;
+    o.lock = false;  // a second device on the same image, on purpose
     int err = 0;
     std::string msg;
     auto d = open_device(path, o, &err, &msg);
@@ -336,6 +337,7 @@ TEST_CASE("FileDevice: falls back to pread/pwrite when io_uring is unavailable",
     }
     OpenOptions o = img.options;
     o.create = false;
+    o.lock = false;  // img.dev stays open beside it
     int err = 0;
     dev = open_device(img.path, o, &err, &why);
   }).join();
@@ -427,6 +429,30 @@ TEST_CASE("open_device: errors name the path and the cause", "[device]") {
     REQUIRE(dev->read(0, buf.data(), kBlock) == 0);
     REQUIRE(dev->write(0, buf.data(), kBlock) == EROFS);
     REQUIRE(dev->flush() == 0);
+  }
+  SECTION("one writer at a time: a second open of the same image is refused") {
+    const std::string path = dir.path + "/busy.img";
+    OpenOptions o;
+    o.direct = false;
+    o.create = true;
+    o.create_size = 1ull << 20;
+    auto first = open_device(path, o, &err, &msg);
+    REQUIRE(first);
+    REQUIRE(open_device(path, o, &err, &msg) == nullptr);
+    CHECK(err == EBUSY);
+    CHECK_THAT(msg, Catch::Contains(path) && Catch::Contains("in use"));
+    OpenOptions ro;
+    ro.direct = false;
+    ro.read_only = true;
+    CHECK(open_device(path, ro, &err, &msg) == nullptr);  // a checker would read a moving volume
+    CHECK(err == EBUSY);
+    first.reset();
+    auto reader = open_device(path, ro, &err, &msg);
+    REQUIRE(reader);
+    CHECK(open_device(path, ro, &err, &msg) != nullptr);  // readers share
+    CHECK(open_device(path, o, &err, &msg) == nullptr);   // not with a writer
+    reader.reset();
+    CHECK(open_device(path, o, &err, &msg) != nullptr);
   }
   SECTION("permission denied") {
     if (::geteuid() == 0) {

@@ -1,6 +1,7 @@
 // indexes/bitmap_index.h: what each encoding stores, how the planner picks
 // bitmaps, and that any corruption of the stored object is detected.
 #include <catch2/catch.hpp>
+#include <xxhash.h>
 
 #include <cstring>
 #include <map>
@@ -222,4 +223,57 @@ TEST_CASE("corruption of the stored object is detected", "[indexes][encodings][c
   CHECK(r.contains(9));
   std::string empty = portable_mask(Bitmap(), 10);
   CHECK(Roaring::readSafe(empty.data(), empty.size()).isEmpty());
+}
+
+TEST_CASE("index headers: packed columns, and version 1 still decodes", "[indexes][encodings]") {
+  for (Encoding enc : {Encoding::E1, Encoding::BN, Encoding::RE}) {
+    Index ix = make(enc, 20000, 2000);
+    const IndexHeader& h = ix.header;
+    // 2000 exact bins: the packed header is a fraction of its raw columns.
+    const std::size_t bins = h.stats().size(), entries = h.directory().size();
+    INFO(encoding_name(enc) << " header " << h.header_length());
+    CHECK(h.header_length() * 3 < 8 * bins + 24 * bins + 24 * entries);
+    if (h.coarse_bins() > 0) continue;  // the v1 rewrite below has no coarse groups to copy
+
+    // The same index in the version 1 layout: raw sections, no packed frame.
+    std::string v1 = ix.object.substr(0, IndexHeader::kPrefixBytes);
+    auto put = [&](auto v) { v1.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    for (std::uint64_t k : h.binning().lower()) put(k);
+    for (const BinStats& s : h.stats()) {
+      put(s.rows);
+      put(s.min_key);
+      put(s.max_key);
+    }
+    const std::uint64_t v1_length = v1.size() + 24 * entries + 8;
+    const std::uint64_t shift = v1_length - h.header_length();
+    for (const auto& e : h.directory()) {
+      put(e.offset + shift);
+      put(e.length);
+      put(e.checksum);
+    }
+    const std::uint32_t version = 1;
+    const std::uint64_t object = h.object_bytes() + shift, packed = 0;
+    std::memcpy(v1.data() + 8, &version, 4);
+    std::memcpy(v1.data() + 24, &v1_length, 8);
+    std::memcpy(v1.data() + 32, &object, 8);
+    std::memcpy(v1.data() + 56, &packed, 8);
+    put(std::uint64_t(XXH3_64bits(v1.data(), v1.size())));
+    REQUIRE(v1.size() == v1_length);
+    v1 += ix.object.substr(h.header_length());
+
+    REQUIRE(IndexHeader::header_bytes(as_bytes(v1).first(IndexHeader::kPrefixBytes)) == v1_length);
+    auto d = IndexHeader::decode(as_bytes(v1).first(v1_length));
+    REQUIRE(std::holds_alternative<IndexHeader>(d));
+    const IndexHeader& old = std::get<IndexHeader>(d);
+    CHECK(old.binning().lower() == h.binning().lower());
+    CHECK(old.stats() == h.stats());
+    REQUIRE(old.directory().size() == entries);
+    for (std::uint32_t id = 0; id < entries; ++id) {
+      const auto& e = old.directory()[id];
+      Bitmap a, b;
+      REQUIRE(old.decode_bitmap(id, as_bytes(v1).subspan(e.offset, e.length), &a));
+      REQUIRE(h.decode_bitmap(id, as_bytes(ix.object).subspan(h.directory()[id].offset, e.length), &b));
+      CHECK(same_rows(a, b));
+    }
+  }
 }
