@@ -331,7 +331,9 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
     }
     WriteBatch batch;
     batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(next));
-    if (next.index != schema_.index || (next.bins != schema_.bins && next.index != "none")) {
+    // A damaged index is replaced by any setting of user.mmfs.index, the same value included.
+    if (next.index != schema_.index || (next.bins != schema_.bins && next.index != "none") ||
+        !index_damage_.empty()) {
       if (int r = change_index_locked(next, std::move(batch), message)) return r;
       schema_ = next;
       return 0;
@@ -436,6 +438,7 @@ nlohmann::json ArrayFile::info() const {
   for (const Extent& e : state_->layout().extents()) sectors += e.sectors;
   j["device_bytes"] = {{"data", sectors * ctx_.geometry.sector_size()},
                        {"index", index_ ? index_->device_bytes() : 0}};
+  if (!index_damage_.empty()) j["index_detail"] = {{"damaged", index_damage_}};
   if (index_) {
     const auto& h = index_->header();
     j["index_detail"] = {{"bins", h.binning().bins()},

@@ -221,6 +221,10 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   std::uint64_t bytes_;
   bool retired_ = false;  // guarded by mu_; see retire_if
   std::unique_ptr<ArrayIndex> index_;      // guarded by mu_; null without an index
+  // Why the stored index could not be loaded (guarded by mu_; empty when it
+  // could). The array stays usable: queries answer EIO with this reason
+  // until user.mmfs.index is set again, which drops the damaged index.
+  std::string index_damage_;
   std::vector<std::uint64_t> partial_rows_;  // rows a write cut: their values are read at flush
   std::atomic<std::uint64_t> generation_{0};  // bumped by every change of the contents
 

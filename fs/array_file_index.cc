@@ -81,11 +81,19 @@ int ArrayFile::build_index_locked(const ArraySchema& schema, std::unique_ptr<Arr
 
 int ArrayFile::load_index_locked(std::string* message) {
   index_.reset();
+  index_damage_.clear();
   if (schema_.index == "none") return 0;
   ArrayIndex::Env env{ctx_.metadata, ctx_.allocator, ctx_.io};
   bool stale = false;
   std::unique_ptr<ArrayIndex> stored;
-  if (int r = ArrayIndex::load(env, ino_, &stored, &stale, message)) return r;
+  if (int r = ArrayIndex::load(env, ino_, &stored, &stale, message)) {
+    if (r != EIO) return r;
+    // A damaged index must not take the array with it: its data reads as
+    // ever, and setting user.mmfs.index again replaces the index.
+    index_damage_ = *message;
+    message->clear();
+    return 0;
+  }
   if (stored && !stale) {
     index_ = std::move(stored);
     return 0;
@@ -122,12 +130,18 @@ int ArrayFile::change_index_locked(const ArraySchema& next, WriteBatch batch, st
     ArrayIndex::stage_drop(ctx_.metadata, ino_, batch);
   }
   std::vector<Extent> dropped = index_ ? index_->extents() : std::vector<Extent>{};
+  if (!index_ && !index_damage_.empty()) {
+    // The damaged index's extents, if its extent record still reads (else
+    // they return to the allocator at the next mount, which rebuilds it).
+    dropped = ArrayIndex::stored_extents(ctx_.metadata, ino_);
+  }
   if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
     if (fresh) fresh->release();
     *message = "metadata commit failed";
     return r;
   }
   index_ = std::move(fresh);
+  index_damage_.clear();
   partial_rows_.clear();
   if (int r = ctx_.metadata.sync()) {
     *message = "metadata sync failed";

@@ -107,6 +107,10 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
       if (int r = flush_locked(false, message)) return r;
   }
   std::shared_lock lock(mu_);
+  if (!index_damage_.empty()) {
+    *message = index_damage_;
+    return EIO;
+  }
   const auto& shape = state_->grid().shape();
   if (index_) {
     std::optional<Bitmap> in_box;

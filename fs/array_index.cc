@@ -185,6 +185,13 @@ void ArrayIndex::stage_drop(const Metadata& metadata, Ino ino, WriteBatch& batch
   batch.del(keys::index_extents(ino));
 }
 
+std::vector<Extent> ArrayIndex::stored_extents(Metadata& metadata, Ino ino) {
+  auto text = metadata.store().get(keys::index_extents(ino));
+  if (!text) return {};
+  auto extents = decode_extents(*text);
+  return extents ? *extents : std::vector<Extent>{};
+}
+
 std::vector<Extent> ArrayIndex::extents() const {
   std::vector<Extent> all = object_extents_;
   all.insert(all.end(), delta_extents_.begin(), delta_extents_.end());

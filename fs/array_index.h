@@ -70,6 +70,9 @@ class ArrayIndex {
   static void stage_pending(Ino ino, WriteBatch& batch);
   // Removal of every index record of `ino` (the extents go with dropped()).
   static void stage_drop(const Metadata& metadata, Ino ino, WriteBatch& batch);
+  // The extents the stored record of `ino` names (empty when it does not
+  // decode): what a damaged index occupies.
+  static std::vector<Extent> stored_extents(Metadata& metadata, Ino ino);
   // Every extent the index occupies.
   std::vector<Extent> extents() const;
   // Frees the extents (an index that was never committed).

@@ -190,8 +190,9 @@ class IndexDelta {
   static std::optional<IndexDelta> decode(const Binning& binning, std::span<const std::byte> bytes);
 
  private:
+  std::uint32_t bins_ = 0;
   Bitmap stale_;
-  std::vector<Bitmap> added_;  // per bin (NaN last)
+  std::vector<Bitmap> added_;  // per bin (NaN last); empty until the first set()
   std::vector<BinStats> stats_;
 };
 

@@ -46,11 +46,17 @@ struct Reader {
 
 }  // namespace
 
-IndexDelta::IndexDelta(const Binning& binning) : added_(binning.bins()), stats_(binning.bins()) {}
+// The per-bin vectors wait for the first write: an index of 500,000 bins is
+// loaded on a query's first touch, and most are never written.
+IndexDelta::IndexDelta(const Binning& binning) : bins_(binning.bins()) {}
 
 void IndexDelta::set(const Binning& binning, std::uint64_t first_row, const std::byte* elements, std::size_t count) {
   if (count == 0) return;
-  if (added_.size() != binning.bins()) *this = IndexDelta(binning);
+  if (bins_ != binning.bins()) *this = IndexDelta(binning);
+  if (added_.empty()) {
+    added_.resize(bins_);
+    stats_.resize(bins_);
+  }
   Bitmap rows = range_bitmap(first_row, first_row + count);
   stale_ |= rows;
   // A row rewritten again leaves the bin its previous value put it in.
@@ -101,7 +107,7 @@ std::string IndexDelta::encode() const {
   std::string out(kMagic, 8);
   std::uint32_t entries = 0;
   for (const BinStats& s : stats_) entries += s.rows > 0;
-  put(&out, std::uint32_t(added_.size()));
+  put(&out, bins_);
   put(&out, entries);
   auto put_bitmap = [&](const Bitmap& b) {
     std::string s = serialize(b);
@@ -138,6 +144,8 @@ std::optional<IndexDelta> IndexDelta::decode(const Binning& binning, std::span<c
   std::uint32_t bins = 0, entries = 0;
   if (!r.get(&bins) || !r.get(&entries) || bins != binning.bins() || entries > bins) return std::nullopt;
   IndexDelta d(binning);
+  d.added_.resize(bins);
+  d.stats_.resize(bins);
   if (!r.bitmap(&d.stale_)) return std::nullopt;
   long prev = -1;
   Bitmap all_added;

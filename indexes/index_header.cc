@@ -5,13 +5,15 @@
 //                      2 zero bytes, rows u64, header length u64, object
 //                      bytes u64, value bins u32, coarse bins u32, directory
 //                      entries u32, 4 zero bytes, packed bytes u64 (v2; 0 in v1)
-//   version 2 (written): one zstd frame of packed bytes holding, column by
-//                      column (u64 unless said),
+//   version 2 (written): one zstd frame of packed bytes holding seven
+//                      columns, each a width byte w (1, 2, 4 or 8: the
+//                      narrowest that holds its largest value) and then its
+//                      values in w bytes each:
 //                        lower edges     delta from the previous edge
 //                        bin rows        per bin, NaN last
 //                        smallest keys   minus the bin's lower edge (value bins)
 //                        largest keys    minus the bin's smallest key (value bins)
-//                        coarse groups   u32 per coarse bin: its first fine bin
+//                        coarse groups   per coarse bin: its first fine bin
 //                        bitmap lengths  per directory entry (the bitmaps follow
 //                                        the header back to back, so offsets
 //                                        are their running sum)
@@ -29,6 +31,7 @@
 #include <zstd.h>
 
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
 #include "indexes/bitmap_index.h"
@@ -82,9 +85,39 @@ struct Prefix {
 std::uint64_t header_size_v1(std::uint64_t value_bins, bool nan, std::uint64_t coarse, std::uint64_t entries) {
   return IndexHeader::kPrefixBytes + 8 * value_bins + 24 * (value_bins + (nan ? 1 : 0)) + 4 * coarse + 24 * entries + 8;
 }
-// Version 2: the columns before packing.
-std::uint64_t columns_size(std::uint64_t value_bins, bool nan, std::uint64_t coarse, std::uint64_t entries) {
-  return 8 * value_bins + 8 * (value_bins + (nan ? 1 : 0)) + 16 * value_bins + 4 * coarse + 16 * entries;
+// Version 2: the most the columns can take before packing (every width 8).
+constexpr std::size_t kColumns = 7;
+std::uint64_t columns_bound(std::uint64_t value_bins, bool nan, std::uint64_t coarse, std::uint64_t entries) {
+  return kColumns + 8 * (value_bins + (value_bins + (nan ? 1 : 0)) + 2 * value_bins + coarse + 2 * entries);
+}
+
+// A column in the narrowest width that holds all of its values.
+void put_column(std::string* out, const std::vector<std::uint64_t>& values) {
+  std::uint64_t top = 0;
+  for (std::uint64_t v : values) top |= v;
+  const std::uint8_t width = top < (1ull << 8) ? 1 : top < (1ull << 16) ? 2 : top < (1ull << 32) ? 4 : 8;
+  out->push_back(char(width));
+  const std::size_t at = out->size();
+  out->resize(at + values.size() * width);
+  char* p = out->data() + at;
+  for (std::uint64_t v : values) {
+    std::memcpy(p, &v, width);  // little-endian host: the low bytes first
+    p += width;
+  }
+}
+
+// Reads `n` values of a column; false when its width or length is wrong.
+bool get_column(std::span<const std::byte> in, std::size_t* pos, std::size_t n, std::vector<std::uint64_t>* out) {
+  if (*pos >= in.size()) return false;
+  const auto width = std::to_integer<unsigned>(in[*pos]);
+  if (width != 1 && width != 2 && width != 4 && width != 8) return false;
+  ++*pos;
+  if ((in.size() - *pos) / width < n) return false;
+  out->assign(n, 0);
+  const std::byte* p = in.data() + *pos;
+  for (std::size_t i = 0; i < n; ++i, p += width) std::memcpy(&(*out)[i], p, width);
+  *pos += n * width;
+  return true;
 }
 
 std::optional<Prefix> parse_prefix(std::span<const std::byte> bytes) {
@@ -114,7 +147,7 @@ std::optional<Prefix> parse_prefix(std::span<const std::byte> bytes) {
   if (version == 1) {
     if (p.header_length != header_size_v1(p.value_bins, is_float(p.type), p.coarse_bins, p.entries)) return std::nullopt;
   } else {
-    const std::uint64_t raw = columns_size(p.value_bins, is_float(p.type), p.coarse_bins, p.entries);
+    const std::uint64_t raw = columns_bound(p.value_bins, is_float(p.type), p.coarse_bins, p.entries);
     if (p.packed > ZSTD_compressBound(raw) || p.header_length != IndexHeader::kPrefixBytes + p.packed + 8) {
       return std::nullopt;
     }
@@ -129,17 +162,19 @@ std::string IndexHeader::encode(std::string_view body) {
   const std::uint32_t value_bins = binning_.value_bins();
   const std::vector<std::uint64_t>& lower = binning_.lower();
   Writer columns;
-  std::uint64_t previous = 0;
-  for (std::uint64_t k : lower) {
-    columns.put(k - previous);
-    previous = k;
-  }
-  for (const BinStats& s : stats_) columns.put(s.rows);
-  for (std::uint32_t b = 0; b < value_bins; ++b) columns.put(stats_[b].min_key - lower[b]);
-  for (std::uint32_t b = 0; b < value_bins; ++b) columns.put(stats_[b].max_key - stats_[b].min_key);
-  for (std::uint32_t g : coarse_groups_) columns.put(g);
-  for (const Entry& e : directory_) columns.put(e.length);
-  for (const Entry& e : directory_) columns.put(e.checksum);
+  std::vector<std::uint64_t> column;
+  auto emit = [&](std::size_t n, auto&& value) {
+    column.resize(n);
+    for (std::size_t i = 0; i < n; ++i) column[i] = value(i);
+    put_column(&columns.out, column);
+  };
+  emit(value_bins, [&](std::size_t i) { return i == 0 ? lower[0] : lower[i] - lower[i - 1]; });
+  emit(stats_.size(), [&](std::size_t i) { return stats_[i].rows; });
+  emit(value_bins, [&](std::size_t i) { return stats_[i].min_key - lower[i]; });
+  emit(value_bins, [&](std::size_t i) { return stats_[i].max_key - stats_[i].min_key; });
+  emit(coarse_groups_.size(), [&](std::size_t i) { return std::uint64_t(coarse_groups_[i]); });
+  emit(directory_.size(), [&](std::size_t i) { return directory_[i].length; });
+  emit(directory_.size(), [&](std::size_t i) { return directory_[i].checksum; });
   std::string packed(ZSTD_compressBound(columns.out.size()), '\0');
   const std::size_t n = ZSTD_compress(packed.data(), packed.size(), columns.out.data(), columns.out.size(), kPackLevel);
   if (ZSTD_isError(n)) throw std::runtime_error(std::string("zstd: ") + ZSTD_getErrorName(n));
@@ -208,31 +243,45 @@ Sections read_v1(const Prefix& p, std::span<const std::byte> header, std::uint32
 }
 
 std::variant<Sections, std::string> read_v2(const Prefix& p, std::span<const std::byte> header, std::uint32_t bins) {
-  const std::uint64_t raw = columns_size(p.value_bins, bins > p.value_bins, p.coarse_bins, p.entries);
+  const std::uint64_t bound = columns_bound(p.value_bins, bins > p.value_bins, p.coarse_bins, p.entries);
   const std::byte* frame = header.data() + IndexHeader::kPrefixBytes;
-  if (ZSTD_getFrameContentSize(frame, p.packed) != raw) return std::string("index header: packed columns have the wrong size");
-  std::vector<std::byte> columns(raw);
-  const std::size_t n = ZSTD_decompress(columns.data(), columns.size(), frame, p.packed);
+  const unsigned long long raw = ZSTD_getFrameContentSize(frame, p.packed);
+  if (raw == ZSTD_CONTENTSIZE_UNKNOWN || raw == ZSTD_CONTENTSIZE_ERROR || raw > bound) {
+    return std::string("index header: packed columns have the wrong size");
+  }
+  std::unique_ptr<std::byte[]> columns(new std::byte[raw]);  // every byte is written by the frame
+  const std::size_t n = ZSTD_decompress(columns.get(), raw, frame, p.packed);
   if (ZSTD_isError(n) || n != raw) return std::string("index header: packed columns do not unpack");
+  const std::span<const std::byte> in(columns.get(), raw);
+  std::size_t pos = 0;
+  std::vector<std::uint64_t> deltas, rows, low, span, groups, lengths, sums;
+  if (!get_column(in, &pos, p.value_bins, &deltas) || !get_column(in, &pos, bins, &rows) ||
+      !get_column(in, &pos, p.value_bins, &low) || !get_column(in, &pos, p.value_bins, &span) ||
+      !get_column(in, &pos, p.coarse_bins, &groups) || !get_column(in, &pos, p.entries, &lengths) ||
+      !get_column(in, &pos, p.entries, &sums) || pos != in.size()) {
+    return std::string("index header: malformed packed columns");
+  }
   Sections s;
-  Reader r{columns, 0};
   s.lower.resize(p.value_bins);
   std::uint64_t previous = 0;
-  for (auto& k : s.lower) previous = k = previous + r.get<std::uint64_t>();
+  for (std::size_t i = 0; i < s.lower.size(); ++i) previous = s.lower[i] = previous + deltas[i];
   s.stats.resize(bins);
-  for (BinStats& b : s.stats) b.rows = r.get<std::uint64_t>();
-  for (std::uint32_t b = 0; b < p.value_bins; ++b) s.stats[b].min_key = s.lower[b] + r.get<std::uint64_t>();
-  for (std::uint32_t b = 0; b < p.value_bins; ++b) s.stats[b].max_key = s.stats[b].min_key + r.get<std::uint64_t>();
+  for (std::uint32_t b = 0; b < bins; ++b) s.stats[b].rows = rows[b];
+  for (std::uint32_t b = 0; b < p.value_bins; ++b) {
+    s.stats[b].min_key = s.lower[b] + low[b];
+    s.stats[b].max_key = s.stats[b].min_key + span[b];
+  }
   s.groups.resize(p.coarse_bins);
-  for (auto& g : s.groups) g = r.get<std::uint32_t>();
+  for (std::size_t j = 0; j < groups.size(); ++j) {
+    if (groups[j] > 0xFFFFFFFFu) return std::string("index header: bad coarse bins");
+    s.groups[j] = std::uint32_t(groups[j]);
+  }
   s.directory.resize(p.entries);
   std::uint64_t offset = p.header_length;
-  for (auto& e : s.directory) {
-    e.length = r.get<std::uint64_t>();
-    e.offset = offset;
-    offset += e.length;  // wraps only on a lie, which the bounds below catch
+  for (std::size_t i = 0; i < s.directory.size(); ++i) {
+    s.directory[i] = {offset, lengths[i], sums[i]};
+    offset += lengths[i];  // wraps only on a lie, which the directory check catches
   }
-  for (auto& e : s.directory) e.checksum = r.get<std::uint64_t>();
   return s;
 }
 

@@ -246,3 +246,55 @@ TEST_CASE("array index: a power cut anywhere in a flush leaves an index that mat
   CHECK(old_data > 0);
   CHECK(new_data > 0);
 }
+
+// A damaged index object must not take its array with it: the data reads,
+// queries answer EIO naming the damage, and setting user.mmfs.index again
+// (the same value) replaces it and frees its space.
+TEST_CASE("array index: a damaged index leaves the array usable and is rebuilt by setting the index again",
+          "[array_index]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  std::mt19937_64 rng(17);
+  const ArraySchema s = indexed(make_schema({30, 20}, "int16", "naive"), "e1", "exact");
+  Values data = random_values(rng, 30 * 20);
+  Ino ino = 0;
+  std::uint64_t free_before = 0;
+  {
+    Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+    auto a = create_array(m, "d", make_schema({30, 20}, "int16", "naive"));
+    ino = a->ino();
+    REQUIRE(write_values(*a, 0, data) == 0);
+    std::string msg;
+    REQUIRE(a->flush(true, &msg) == 0);
+    REQUIRE(m.md().sync() == 0);
+    free_before = m.vol->allocator().free_sectors();
+    REQUIRE(a->change_schema(s, &msg) == 0);
+    const std::vector<Extent> extents = ArrayIndex::stored_extents(m.md(), ino);
+    REQUIRE(!extents.empty());
+    // Garbage over the header's first sector.
+    AlignedBuffer junk(512);
+    for (std::size_t i = 0; i < 512; ++i) junk.data()[i] = std::byte(rng());
+    REQUIRE(dev->write(extents[0].start * 512, junk.data(), 512) == 0);
+    REQUIRE(dev->flush() == 0);
+  }
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  auto a = open_stored(m, ino);  // opens
+  CHECK(!a->has_index());
+  CHECK(read_values(*a) == data);
+  CHECK(a->info()["index_detail"]["damaged"].get<std::string>().find("damaged") != std::string::npos);
+  std::vector<indexes::Estimate> est;
+  QueryCost cost;
+  std::string msg;
+  CHECK(a->atom_estimates({indexes::compare_keys(indexes::ValueType::I16, indexes::CompareOp::Eq, *indexes::parse_number("3"))}, std::nullopt, &est, &cost, &msg) == EIO);
+  CHECK(msg.find("set user.mmfs.index again") != std::string::npos);
+  // The same value again: rebuilt from the data, the damaged object's space returned.
+  REQUIRE(a->change_schema(s, &msg) == 0);
+  CHECK(a->has_index());
+  check_index_matches(*a, data, true);
+  REQUIRE(a->change_schema(make_schema({30, 20}, "int16", "naive"), &msg) == 0);
+  REQUIRE(m.md().sync() == 0);
+  CHECK(m.vol->allocator().free_sectors() == free_before);
+  auto report = check_volume(*m.vol, false);
+  INFO((report.problems.empty() ? "" : report.problems[0]));
+  CHECK(report.problems.empty());
+}
