@@ -106,16 +106,21 @@ void put_column(std::string* out, const std::vector<std::uint64_t>& values) {
   }
 }
 
-// Reads `n` values of a column; false when its width or length is wrong.
-bool get_column(std::span<const std::byte> in, std::size_t* pos, std::size_t n, std::vector<std::uint64_t>* out) {
+// Hands the `n` values of a column to sink(i, value); false when its width
+// or length is wrong.
+template <class Sink>
+bool get_column(std::span<const std::byte> in, std::size_t* pos, std::size_t n, Sink&& sink) {
   if (*pos >= in.size()) return false;
   const auto width = std::to_integer<unsigned>(in[*pos]);
   if (width != 1 && width != 2 && width != 4 && width != 8) return false;
   ++*pos;
   if ((in.size() - *pos) / width < n) return false;
-  out->assign(n, 0);
   const std::byte* p = in.data() + *pos;
-  for (std::size_t i = 0; i < n; ++i, p += width) std::memcpy(&(*out)[i], p, width);
+  for (std::size_t i = 0; i < n; ++i, p += width) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, p, width);
+    sink(i, v);
+  }
   *pos += n * width;
   return true;
 }
@@ -155,7 +160,6 @@ std::optional<Prefix> parse_prefix(std::span<const std::byte> bytes) {
   if (p.object_bytes < p.header_length) return std::nullopt;
   return p;
 }
-
 }  // namespace
 
 std::string IndexHeader::encode(std::string_view body) {
@@ -254,34 +258,34 @@ std::variant<Sections, std::string> read_v2(const Prefix& p, std::span<const std
   if (ZSTD_isError(n) || n != raw) return std::string("index header: packed columns do not unpack");
   const std::span<const std::byte> in(columns.get(), raw);
   std::size_t pos = 0;
-  std::vector<std::uint64_t> deltas, rows, low, span, groups, lengths, sums;
-  if (!get_column(in, &pos, p.value_bins, &deltas) || !get_column(in, &pos, bins, &rows) ||
-      !get_column(in, &pos, p.value_bins, &low) || !get_column(in, &pos, p.value_bins, &span) ||
-      !get_column(in, &pos, p.coarse_bins, &groups) || !get_column(in, &pos, p.entries, &lengths) ||
-      !get_column(in, &pos, p.entries, &sums) || pos != in.size()) {
-    return std::string("index header: malformed packed columns");
-  }
   Sections s;
   s.lower.resize(p.value_bins);
-  std::uint64_t previous = 0;
-  for (std::size_t i = 0; i < s.lower.size(); ++i) previous = s.lower[i] = previous + deltas[i];
   s.stats.resize(bins);
-  for (std::uint32_t b = 0; b < bins; ++b) s.stats[b].rows = rows[b];
-  for (std::uint32_t b = 0; b < p.value_bins; ++b) {
-    s.stats[b].min_key = s.lower[b] + low[b];
-    s.stats[b].max_key = s.stats[b].min_key + span[b];
-  }
   s.groups.resize(p.coarse_bins);
-  for (std::size_t j = 0; j < groups.size(); ++j) {
-    if (groups[j] > 0xFFFFFFFFu) return std::string("index header: bad coarse bins");
-    s.groups[j] = std::uint32_t(groups[j]);
-  }
   s.directory.resize(p.entries);
-  std::uint64_t offset = p.header_length;
-  for (std::size_t i = 0; i < s.directory.size(); ++i) {
-    s.directory[i] = {offset, lengths[i], sums[i]};
-    offset += lengths[i];  // wraps only on a lie, which the directory check catches
-  }
+  std::uint64_t previous = 0, offset = p.header_length;
+  bool groups_fit = true;
+  const bool ok =
+      get_column(in, &pos, p.value_bins, [&](std::size_t i, std::uint64_t v) { previous = s.lower[i] = previous + v; }) &&
+      get_column(in, &pos, bins, [&](std::size_t i, std::uint64_t v) { s.stats[i].rows = v; }) &&
+      get_column(in, &pos, p.value_bins, [&](std::size_t i, std::uint64_t v) { s.stats[i].min_key = s.lower[i] + v; }) &&
+      get_column(in, &pos, p.value_bins,
+                 [&](std::size_t i, std::uint64_t v) { s.stats[i].max_key = s.stats[i].min_key + v; }) &&
+      get_column(in, &pos, p.coarse_bins,
+                 [&](std::size_t i, std::uint64_t v) {
+                   groups_fit = groups_fit && v <= 0xFFFFFFFFu;
+                   s.groups[i] = std::uint32_t(v);
+                 }) &&
+      get_column(in, &pos, p.entries,
+                 [&](std::size_t i, std::uint64_t v) {
+                   s.directory[i].offset = offset;
+                   s.directory[i].length = v;
+                   offset += v;  // wraps only on a lie, which the directory check catches
+                 }) &&
+      get_column(in, &pos, p.entries, [&](std::size_t i, std::uint64_t v) { s.directory[i].checksum = v; }) &&
+      pos == in.size();
+  if (!ok) return std::string("index header: malformed packed columns");
+  if (!groups_fit) return std::string("index header: bad coarse bins");
   return s;
 }
 
