@@ -1192,8 +1192,11 @@ def report(b):
              "connection. Results are never reused: every mmfs query is a fresh open(2) of its "
              "`.../query/COND/count` path, whose answer the daemon computes anew for each open (SPEC §5: "
              "views are not cached across opens; the daemon opens views with FOPEN_KEEP_CACHE off or direct I/O, so "
-             "the kernel keeps no page of an earlier open either); DuckDB has no result cache; numpy and pyroaring "
-             "recompute. "
+             "the kernel keeps no page of an earlier open either). What the daemon does keep, in each index's "
+             "512 MiB cache, is decoded bitmaps and the rows of atoms that combined several bitmaps (a union of a "
+             "range of bins, keyed by the plan's bins; docs/indexes.md): Q4's ten atoms recur across its 20 queries, "
+             "so within a pass, and on the warm pass throughout, such an atom costs a copy, not the union. "
+             "DuckDB has no result cache; numpy and pyroaring recompute everything. "
              f"A pass is the 75 queries in a row; its time is the sum of their wall-clock times. "
              f"Medians of {a.runs} run(s) (3-D reads: {a.runs_3d}), (min–max) beside.")
     L.append("")
