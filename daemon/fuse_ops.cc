@@ -144,13 +144,9 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
   fuse_reply_readlink(req, target.c_str());
 }
 
-void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
-  if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISSOCK(mode)) {
-    fuse_reply_err(req, EPERM);
-    return;
-  }
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   struct stat st;
-  if (int r = fsys(req).mknod(parent, name, mode, caller(req), &st)) {
+  if (int r = fsys(req).mknod(parent, name, mode, rdev, caller(req), &st)) {
     fuse_reply_err(req, r);
     return;
   }
@@ -236,7 +232,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   struct stat st;
   Filesystem& f = fsys(req);
-  if (int r = f.mknod(parent, name, S_IFREG | (mode & 07777), caller(req), &st)) {
+  if (int r = f.mknod(parent, name, S_IFREG | (mode & 07777), 0, caller(req), &st)) {
     fuse_reply_err(req, r);
     return;
   }
