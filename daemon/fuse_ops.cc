@@ -95,9 +95,12 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (int r = fsys(req).lookup(parent, name, &st)) {
     if (r == ENOENT && !(parent & kVirtualBit)) {
       // A negative entry the kernel may cache: every create goes through it.
+      // Not for `X@`: it appears without a change to its directory, when X
+      // becomes an array (setting user.mmfs.shape) or a directory.
+      std::size_t len = std::strlen(name);
       fuse_entry_param e;
       std::memset(&e, 0, sizeof e);
-      e.entry_timeout = kEntryTimeout;
+      e.entry_timeout = len > 1 && name[len - 1] == '@' ? 0 : kEntryTimeout;
       fuse_reply_entry(req, &e);
       return;
     }

@@ -138,11 +138,13 @@ int Filesystem::rmdir(Ino parent, const std::string& name) {
 
 int Filesystem::rename(Ino parent, const std::string& name, Ino new_parent, const std::string& new_name,
                        unsigned flags) {
-  if ((parent | new_parent) & kVirtualBit) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
+  if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
+  if (new_parent & kVirtualBit) return record_at(EROFS, new_parent, new_name, "views and /.mmfs are read-only");
   if (int r = check_name_length(parent, name, true)) return r;
   if (int r = check_name_length(new_parent, new_name, false)) return r;
-  if (only_virtual(parent, name) || is_virtual_name(new_parent, new_name))
-    return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
+  if (only_virtual(parent, name)) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
+  if (is_virtual_name(new_parent, new_name))
+    return record_at(EROFS, new_parent, new_name, "views and /.mmfs are read-only: nothing can be renamed onto them");
   if (read_only_) return EROFS;
   if (flags & ~unsigned(fs::Metadata::kNoReplace | fs::Metadata::kExchange)) return EINVAL;
   std::lock_guard lock(mu_);
