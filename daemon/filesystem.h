@@ -176,8 +176,6 @@ class Filesystem {
   // beside any of its names X.
   int check_may_become_array(Ino ino, const std::string& attr);
   bool is_array(Ino ino) const;
-  // A view or /.mmfs name with no real entry of that name behind it.
-  bool only_virtual(Ino parent, const std::string& name);
   int record(int error, Ino ino, const std::string& message);
   int record_at(int error, Ino parent, const std::string& name, const std::string& message);
   void flusher();

@@ -50,12 +50,6 @@ bool Filesystem::is_virtual_name(Ino parent, const std::string& name) {
   return is_array(*base);
 }
 
-bool Filesystem::only_virtual(Ino parent, const std::string& name) {
-  // A real X@ beside an X with views could only come from a volume written
-  // before mmfs refused them: it can still be removed and renamed away.
-  return is_virtual_name(parent, name) && !volume_->metadata().lookup(parent, name);
-}
-
 int Filesystem::check_new_entry(Ino parent, const std::string& name, bool has_views,
                                 const std::optional<std::pair<Ino, std::string>>& leaving) {
   if (is_virtual_name(parent, name)) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");

@@ -98,7 +98,7 @@ int Filesystem::orphan_if_open(Ino parent, const std::string& name) {
 int Filesystem::unlink(Ino parent, const std::string& name) {
   if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
   if (int r = check_name_length(parent, name, true)) return r;
-  if (only_virtual(parent, name)) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
+  if (is_virtual_name(parent, name)) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
   if (read_only_) return EROFS;
   std::lock_guard lock(mu_);
   int r = orphan_if_open(parent, name);
@@ -131,7 +131,7 @@ int Filesystem::remove_locked(Ino ino, const std::function<int()>& op) {
 int Filesystem::rmdir(Ino parent, const std::string& name) {
   if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
   if (int r = check_name_length(parent, name, true)) return r;
-  if (only_virtual(parent, name)) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
+  if (is_virtual_name(parent, name)) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
   if (read_only_) return EROFS;
   return volume_->metadata().rmdir(parent, name);
 }
@@ -142,7 +142,7 @@ int Filesystem::rename(Ino parent, const std::string& name, Ino new_parent, cons
   if (new_parent & kVirtualBit) return record_at(EROFS, new_parent, new_name, "views and /.mmfs are read-only");
   if (int r = check_name_length(parent, name, true)) return r;
   if (int r = check_name_length(new_parent, new_name, false)) return r;
-  if (only_virtual(parent, name)) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
+  if (is_virtual_name(parent, name)) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
   if (is_virtual_name(new_parent, new_name))
     return record_at(EROFS, new_parent, new_name, "views and /.mmfs are read-only: nothing can be renamed onto them");
   if (read_only_) return EROFS;
