@@ -2,9 +2,11 @@
 // path (fs/volume.h, fs/metadata.h, fs/fsck.h) on the fault-injecting device.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <random>
@@ -295,6 +297,39 @@ TEST_CASE("metadata operations: POSIX semantics and fsck", "[volume]") {
   auto report = check_volume(*vol, false);
   INFO((report.problems.empty() ? "" : report.problems[0]));
   CHECK(report.problems.empty());
+}
+
+TEST_CASE("device nodes keep their rdev; names_of finds every link", "[volume]") {
+  auto g = small_disk();
+  auto dev = formatted(*g);
+  MemoryDevice* raw = dev.get();
+  auto vol = open_ok(std::move(dev));
+  Metadata& m = vol->metadata();
+  Inode chr, blk, fifo, d;
+  const std::uint64_t chr_dev = makedev(1, 3), blk_dev = makedev(259, 70000);
+  REQUIRE(m.create(kRootIno, "chr", S_IFCHR | 0640, 0, 0, "", &chr, chr_dev) == 0);
+  REQUIRE(m.create(kRootIno, "blk", S_IFBLK | 0600, 0, 0, "", &blk, blk_dev) == 0);
+  REQUIRE(m.create(kRootIno, "fifo", S_IFIFO | 0644, 0, 0, "", &fifo, 1234) == 0);  // no device: rdev ignored
+  CHECK(chr.rdev == chr_dev);
+  CHECK(m.inode(blk.ino)->rdev == blk_dev);
+  CHECK(m.inode(fifo.ino)->rdev == 0);
+  REQUIRE(m.create(kRootIno, "d", S_IFDIR | 0755, 0, 0, "", &d) == 0);
+  REQUIRE(m.link(chr.ino, d.ino, "again", nullptr) == 0);
+  auto names = m.names_of(chr.ino);
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::pair<Ino, std::string>>{{kRootIno, "chr"}, {d.ino, "again"}});
+  CHECK(m.names_of(blk.ino) == std::vector<std::pair<Ino, std::string>>{{kRootIno, "blk"}});
+  CHECK(m.names_of(999999).empty());
+  REQUIRE(m.sync() == 0);
+  CHECK(check_volume(*vol, false).problems.empty());
+  // From the device again: the numbers persisted.
+  auto copy = std::make_unique<MemoryDevice>(raw->bytes().size(), 512);
+  std::copy(raw->bytes().begin(), raw->bytes().end(), copy->bytes().begin());
+  vol.reset();
+  auto again = open_ok(std::move(copy));
+  CHECK(again->metadata().inode(chr.ino)->rdev == chr_dev);
+  CHECK(again->metadata().inode(blk.ino)->rdev == blk_dev);
+  CHECK(S_ISBLK(again->metadata().inode(blk.ino)->mode));
 }
 
 TEST_CASE("fsck repairs link counts, dangling entries and orphans", "[volume]") {
