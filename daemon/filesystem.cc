@@ -230,6 +230,9 @@ int Filesystem::fill_stat(const Inode& inode, struct stat* st) {
       }
       for (const auto& e : volume_->metadata().extents(inode.ino)) sectors += e.sectors;
     }
+    // Unlinked while open: its last name is gone (it waits in the orphan
+    // directory only so that its data outlives the name).
+    if (it != open_.end() && it->second.orphaned) st->st_nlink = 0;
   }
   if (S_ISLNK(inode.mode)) st->st_size = std::int64_t(inode.symlink.size());
   st->st_blocks = std::int64_t(sectors * volume_->geometry().sector_size() / 512);
@@ -416,6 +419,7 @@ int Filesystem::lookup_virtual(Ino parent, const std::string& name, struct stat*
 
 int Filesystem::lookup(Ino parent, const std::string& name, struct stat* st) {
   if (parent & kVirtualBit) return lookup_virtual(parent, name, st);
+  if (int r = check_name_length(parent, name, true)) return r;
   fs::Metadata& md = volume_->metadata();
   if (parent == fs::kRootIno && name == ".mmfs") {
     Ino vino = intern_vnode(parent, name, VNode{0, {}, true, false, 0, {}});
@@ -530,135 +534,6 @@ std::string attr_message(const std::string& name, const std::string& msg) {
 
 }  // namespace
 
-int Filesystem::mknod(Ino parent, const std::string& name, std::uint32_t mode, const Caller& who, struct stat* st) {
-  if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
-  if (read_only_) return EROFS;
-  if (is_virtual_name(parent, name)) return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
-  Inode n;
-  if (int r = volume_->metadata().create(parent, name, mode, who.uid, who.gid, "", &n)) return r;
-  remember(n.ino, parent, name);
-  return fill_stat(n, st);
-}
-
-int Filesystem::mkdir(Ino parent, const std::string& name, std::uint32_t mode, const Caller& who, struct stat* st) {
-  return mknod(parent, name, S_IFDIR | (mode & 07777), who, st);
-}
-
-int Filesystem::symlink(Ino parent, const std::string& name, const std::string& target, const Caller& who,
-                        struct stat* st) {
-  if (parent & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
-  if (read_only_) return EROFS;
-  Inode n;
-  if (int r = volume_->metadata().create(parent, name, S_IFLNK | 0777, who.uid, who.gid, target, &n)) return r;
-  return fill_stat(n, st);
-}
-
-int Filesystem::readlink(Ino ino, std::string* target) {
-  if (ino & kVirtualBit) return EINVAL;
-  auto n = volume_->metadata().inode(ino);
-  if (!n) return ENOENT;
-  if (!S_ISLNK(n->mode)) return EINVAL;
-  *target = n->symlink;
-  return 0;
-}
-
-int Filesystem::link(Ino ino, Ino parent, const std::string& name, struct stat* st) {
-  if ((ino | parent) & kVirtualBit) return record_at(EROFS, parent, name, "views are read-only");
-  if (read_only_) return EROFS;
-  Inode n;
-  if (int r = volume_->metadata().link(ino, parent, name, &n)) return r;
-  remember(ino, parent, name);
-  return fill_stat(n, st);
-}
-
-int Filesystem::orphan_if_open(Ino parent, const std::string& name) {
-  // Called with mu_ held. A file unlinked while open keeps its data until the
-  // last close: it moves to the orphan directory instead of being freed.
-  fs::Metadata& md = volume_->metadata();
-  auto child = md.lookup(parent, name);
-  if (!child) return -1;
-  auto it = open_.find(*child);
-  if (it == open_.end() || it->second.opens == 0 || orphans_ == 0) return -1;
-  auto n = md.inode(*child);
-  if (!n || S_ISDIR(n->mode) || n->nlink > 1) return -1;
-  if (int r = md.rename(parent, name, orphans_, std::to_string(*child), fs::Metadata::kNoReplace)) return r;
-  it->second.orphaned = true;
-  return 0;
-}
-
-bool Filesystem::is_virtual_name(Ino parent, const std::string& name) {
-  if (parent == fs::kRootIno && name == ".mmfs") return true;
-  if (name.size() < 2 || name.back() != '@') return false;
-  auto base = volume_->metadata().lookup(parent, name.substr(0, name.size() - 1));
-  if (!base) return false;
-  if (auto n = volume_->metadata().inode(*base); n && S_ISDIR(n->mode)) return true;
-  auto s = stored_schema(*base);
-  return s && !s->shape.empty();
-}
-
-int Filesystem::unlink(Ino parent, const std::string& name) {
-  if ((parent & kVirtualBit) || is_virtual_name(parent, name))
-    return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
-  if (read_only_) return EROFS;
-  std::lock_guard lock(mu_);
-  int r = orphan_if_open(parent, name);
-  if (r >= 0) return r;
-  auto child = volume_->metadata().lookup(parent, name);
-  if (!child) return ENOENT;
-  return remove_locked(*child, [&] { return volume_->metadata().unlink(parent, name); });
-}
-
-int Filesystem::remove_locked(Ino ino, const std::function<int()>& op) {
-  // A loaded array may still hold dirty cells (its last handle is closed, but
-  // the RELEASE's write-back can run concurrently on another thread, as can the
-  // flusher): the removal runs inside the array's retirement so that no
-  // write-back lands in the extents it frees.
-  std::shared_ptr<ArrayFile> array;
-  if (auto it = arrays_.find(ino); it != arrays_.end()) array = it->second.lock();
-  int r = 0;
-  auto remove = [&] {
-    r = op();
-    return r == 0 && !volume_->metadata().inode(ino);
-  };
-  if (array)
-    array->retire_if(remove);
-  else
-    remove();
-  if (r == 0 && !volume_->metadata().inode(ino)) forget_array_locked(ino);
-  return r;
-}
-
-int Filesystem::rmdir(Ino parent, const std::string& name) {
-  if ((parent & kVirtualBit) || is_virtual_name(parent, name))
-    return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
-  if (read_only_) return EROFS;
-  return volume_->metadata().rmdir(parent, name);
-}
-
-int Filesystem::rename(Ino parent, const std::string& name, Ino new_parent, const std::string& new_name,
-                       unsigned flags) {
-  if (((parent | new_parent) & kVirtualBit) || is_virtual_name(parent, name) || is_virtual_name(new_parent, new_name))
-    return record_at(EROFS, parent, name, "views and /.mmfs are read-only");
-  if (read_only_) return EROFS;
-  if (flags & ~unsigned(fs::Metadata::kNoReplace | fs::Metadata::kExchange)) return EINVAL;
-  std::lock_guard lock(mu_);
-  fs::Metadata& md = volume_->metadata();
-  if (!(flags & (fs::Metadata::kNoReplace | fs::Metadata::kExchange))) {
-    auto src = md.lookup(parent, name), dst = md.lookup(new_parent, new_name);
-    if (src && dst && *src != *dst) {
-      int r = orphan_if_open(new_parent, new_name);
-      if (r > 0) return r;
-    }
-  }
-  auto src = md.lookup(parent, name), dst = md.lookup(new_parent, new_name);
-  auto do_rename = [&] { return md.rename(parent, name, new_parent, new_name, flags); };
-  // A rename over another file may free it.
-  int r = dst && src && *dst != *src ? remove_locked(*dst, do_rename) : do_rename();
-  if (r == 0 && src) remember(*src, new_parent, new_name);
-  if (r == 0 && dst && (flags & fs::Metadata::kExchange)) remember(*dst, parent, name);
-  return r;
-}
-
 int Filesystem::statfs(struct statvfs* st) {
   std::memset(st, 0, sizeof *st);
   const fs::Allocator& a = volume_->allocator();
@@ -732,6 +607,9 @@ int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
   auto n = volume_->metadata().inode(ino);
   if (!n) return ENOENT;
   if (S_ISDIR(n->mode)) return EISDIR;
+  if (!S_ISREG(n->mode))  // the kernel opens FIFOs itself and device nodes not at all (nodev)
+    return record(ENXIO, ino, "only regular files are opened here: FIFOs, sockets and device nodes are stored, "
+                              "not served (the mount is nodev)");
   auto schema = stored_schema(ino);
   std::shared_ptr<ArrayFile> array;
   if (schema && !schema->shape.empty()) {
@@ -827,8 +705,21 @@ int Filesystem::fallocate(Handle& h, int mode, std::uint64_t offset, std::uint64
     plain = it->second.plain;
     if (it->second.array) return record(EOPNOTSUPP, h.ino, "fallocate: an array file's space is fixed by its shape");
   }
-  if (mode & ~FALLOC_FL_KEEP_SIZE) return EOPNOTSUPP;
-  return plain->fallocate(offset, length, mode & FALLOC_FL_KEEP_SIZE);
+  if (mode & ~FALLOC_FL_KEEP_SIZE)
+    return record(EOPNOTSUPP, h.ino,
+                  fmt::format("fallocate: mode {:#x} is not supported (0 and FALLOC_FL_KEEP_SIZE are)", mode));
+  std::uint64_t before = plain->size();
+  if (int r = plain->fallocate(offset, length, mode & FALLOC_FL_KEEP_SIZE))
+    return record(r, h.ino, fmt::format("fallocate of {} bytes at {} failed", length, offset));
+  if (plain->size() != before) {
+    // A change of size marks ctime and mtime (as ftruncate does; POSIX).
+    std::lock_guard lock(mu_);
+    if (auto it = open_.find(h.ino); it != open_.end()) {
+      it->second.mtime_ns = now_ns();
+      it->second.times_dirty = true;
+    }
+  }
+  return 0;
 }
 
 int Filesystem::fsync(Handle* h, Ino ino) {
@@ -985,7 +876,8 @@ int Filesystem::setxattr(Ino ino, const std::string& name, const std::string& va
       if (int r = md.set_xattr(ino, std::string(ArrayFile::kSchemaXattr), fs::encode_schema(next))) return r;
       return 0;
     }
-    // Setting the shape makes the file an array.
+    // Setting the shape makes the file an array (and gives it views, A@).
+    if (int r = check_may_become_array(ino, name)) return r;
     std::lock_guard lock(mu_);
     n = md.inode(ino);  // again, under the registry lock (a release may have just committed)
     if (!n) return ENOENT;

@@ -73,7 +73,10 @@ class Filesystem {
   int getattr(Ino ino, struct stat* st);
   int setattr(Ino ino, const struct stat& attr, int to_set, const Caller& who, Handle* fh, struct stat* out);
   int readdir(Ino ino, std::vector<std::pair<std::string, struct stat>>* entries);
-  int mknod(Ino parent, const std::string& name, std::uint32_t mode, const Caller& who, struct stat* st);
+  // Regular files, FIFOs, sockets, and character and block devices (kept with
+  // their `rdev`; the mount is nodev, so the kernel never opens them).
+  int mknod(Ino parent, const std::string& name, std::uint32_t mode, std::uint64_t rdev, const Caller& who,
+            struct stat* st);
   int mkdir(Ino parent, const std::string& name, std::uint32_t mode, const Caller& who, struct stat* st);
   int symlink(Ino parent, const std::string& name, const std::string& target, const Caller& who, struct stat* st);
   int readlink(Ino ino, std::string* target);
@@ -156,6 +159,23 @@ class Filesystem {
   int commit_open_file(Ino ino, OpenFile& of);
   int flush_all(bool durable);
   int orphan_if_open(Ino parent, const std::string& name);
+  // Namespace changes (daemon/namespace_ops.cc): every node is made here.
+  int make_node(Ino parent, const std::string& name, std::uint32_t mode, std::uint64_t rdev, const std::string& target,
+                const Caller& who, struct stat* st);
+  // Name rules (daemon/name_rules.cc); each returns 0 or an errno it has
+  // recorded in /.mmfs/errors. NAME_MAX (`existing`: a name looked up, which
+  // may be a view's `A@` one byte longer).
+  int check_name_length(Ino parent, const std::string& name, bool existing);
+  // A new real entry `name` in `parent` (`has_views`: a directory or an
+  // array) must not be a view's name, hide a real `name@`, or be hidden as
+  // the `X@` of an existing X. `leaving`: an entry the same operation removes
+  // (a rename's source).
+  int check_new_entry(Ino parent, const std::string& name, bool has_views,
+                      const std::optional<std::pair<Ino, std::string>>& leaving = std::nullopt);
+  // Setting the shape makes `ino` an array: refused while a real `X@` sits
+  // beside any of its names X.
+  int check_may_become_array(Ino ino, const std::string& attr);
+  bool is_array(Ino ino) const;
   int record(int error, Ino ino, const std::string& message);
   int record_at(int error, Ino parent, const std::string& name, const std::string& message);
   void flusher();

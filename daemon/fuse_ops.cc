@@ -95,9 +95,12 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (int r = fsys(req).lookup(parent, name, &st)) {
     if (r == ENOENT && !(parent & kVirtualBit)) {
       // A negative entry the kernel may cache: every create goes through it.
+      // Not for `X@`: it appears without a change to its directory, when X
+      // becomes an array (setting user.mmfs.shape) or a directory.
+      std::size_t len = std::strlen(name);
       fuse_entry_param e;
       std::memset(&e, 0, sizeof e);
-      e.entry_timeout = kEntryTimeout;
+      e.entry_timeout = len > 1 && name[len - 1] == '@' ? 0 : kEntryTimeout;
       fuse_reply_entry(req, &e);
       return;
     }
@@ -144,13 +147,9 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {
   fuse_reply_readlink(req, target.c_str());
 }
 
-void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
-  if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISSOCK(mode)) {
-    fuse_reply_err(req, EPERM);
-    return;
-  }
+void op_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   struct stat st;
-  if (int r = fsys(req).mknod(parent, name, mode, caller(req), &st)) {
+  if (int r = fsys(req).mknod(parent, name, mode, rdev, caller(req), &st)) {
     fuse_reply_err(req, r);
     return;
   }
@@ -236,7 +235,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   struct stat st;
   Filesystem& f = fsys(req);
-  if (int r = f.mknod(parent, name, S_IFREG | (mode & 07777), caller(req), &st)) {
+  if (int r = f.mknod(parent, name, S_IFREG | (mode & 07777), 0, caller(req), &st)) {
     fuse_reply_err(req, r);
     return;
   }

@@ -191,6 +191,17 @@ void Metadata::readdir(Ino parent, const std::function<bool(std::string_view, In
   });
 }
 
+std::vector<std::pair<Ino, std::string>> Metadata::names_of(Ino ino) const {
+  std::vector<std::pair<Ino, std::string>> names;
+  const std::size_t prefix = keys::dirent_prefix(0).size();
+  store_.scan("d/", [&](std::string_view k, std::string_view v) {
+    if (v.size() == 8 && k.size() >= prefix && get_be64(v) == ino)
+      names.emplace_back(get_be64(k.substr(2, 8)), std::string(k.substr(prefix)));
+    return true;
+  });
+  return names;
+}
+
 Ino Metadata::allocate_ino(WriteBatch& batch) {
   Ino ino = next_ino_++;
   std::string n;
@@ -221,7 +232,7 @@ int Metadata::apply_with_inode(Ino ino, const std::function<void(Inode&)>& edit,
 }
 
 int Metadata::create(Ino parent, std::string_view name, std::uint32_t mode, std::uint32_t uid, std::uint32_t gid,
-                     std::string_view symlink_target, Inode* out) {
+                     std::string_view symlink_target, Inode* out, std::uint64_t rdev) {
   if (int r = check_name(name)) return r;
   std::lock_guard lock(mu_);
   auto dir = inode(parent);
@@ -237,6 +248,7 @@ int Metadata::create(Ino parent, std::string_view name, std::uint32_t mode, std:
   n.nlink = S_ISDIR(mode) ? 2 : 1;
   n.atime_ns = n.mtime_ns = n.ctime_ns = now_ns();
   n.generation = n.ino;
+  if (S_ISCHR(mode) || S_ISBLK(mode)) n.rdev = rdev;
   if (S_ISDIR(mode)) n.parent = parent;
   if (S_ISLNK(mode)) {
     n.symlink = std::string(symlink_target);

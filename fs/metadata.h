@@ -71,11 +71,14 @@ class Metadata {
   std::optional<Ino> lookup(Ino parent, std::string_view name) const;
   // Visits (name, child) in name order; return false to stop.
   void readdir(Ino parent, const std::function<bool(std::string_view, Ino)>& visit) const;
+  // Every (directory, name) that links to `ino`: a scan of all directories.
+  std::vector<std::pair<Ino, std::string>> names_of(Ino ino) const;
 
   // Each returns 0 or an errno (ENOENT, ENOTDIR, EEXIST, ENOTEMPTY, EISDIR,
   // EINVAL, ENAMETOOLONG, ENOSPC, EIO).
+  // `rdev`: the device number of a character or block device node.
   int create(Ino parent, std::string_view name, std::uint32_t mode, std::uint32_t uid, std::uint32_t gid,
-             std::string_view symlink_target, Inode* out);
+             std::string_view symlink_target, Inode* out, std::uint64_t rdev = 0);
   int link(Ino ino, Ino new_parent, std::string_view new_name, Inode* out);
   int unlink(Ino parent, std::string_view name);  // files, symlinks; frees the inode at nlink 0
   int rmdir(Ino parent, std::string_view name);

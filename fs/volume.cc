@@ -8,13 +8,17 @@
 #include <ctime>
 #include <random>
 
+#include "fs/meta_codec.h"
 #include "geometry/load.h"
 
 namespace mmfs::fs {
 namespace {
 
 constexpr std::uint64_t kMiB = 1ull << 20;
-constexpr std::uint64_t kMinMetaBytes = 4 * kMiB;
+constexpr std::uint64_t kMinMetaBytes = meta::kMinRegionBytes;  // what the MetaStore accepts
+constexpr std::uint64_t kMaxDefaultMetaBytes = 4096 * kMiB;
+constexpr std::uint64_t kFullMetaFloor = 8 * kMiB;  // the default's floor on volumes of 64 MiB and more
+constexpr std::uint64_t kStep = 4096;               // device sizes are planned in 4 KiB steps
 
 std::uint64_t align_down(std::uint64_t v, std::uint64_t a) { return v / a * a; }
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
@@ -24,15 +28,27 @@ struct Plan {
   geom::Lbn data_first, data_end;
 };
 
-// Where everything goes on a device of `device_bytes`.
+// The default metadata region of a volume of `volume_bytes`: 1/32 of it, at
+// least 8 MiB and at most 4 GiB; a volume under 64 MiB gets 1/8 of itself
+// (at least 64 KiB) instead of the 8 MiB floor, so small devices format.
+std::uint64_t default_meta_bytes(std::uint64_t volume_bytes) {
+  std::uint64_t floor = std::clamp<std::uint64_t>(volume_bytes / 8, kMinMetaBytes, kFullMetaFloor);
+  return std::clamp<std::uint64_t>(volume_bytes / 32, floor, kMaxDefaultMetaBytes);
+}
+
+// Where everything goes on a device of `device_bytes`, with a metadata region
+// of `meta_bytes` (0: the default for the volume's size).
 bool plan_volume(const geom::Geometry& g, std::uint64_t device_bytes, std::uint32_t block, std::uint64_t meta_bytes,
                  Plan* p) {
   const std::uint64_t ss = g.sector_size();
+  // Both superblocks and the smallest metadata region, before anything is
+  // subtracted from the device's size.
+  if (device_bytes < 2 * std::uint64_t(kSuperblockBytes) + kMinMetaBytes + kStep) return false;
   p->backup_offset = backup_superblock_offset(device_bytes);
   // The modeled device ends at its capacity; the backup copy sits at the end of the real one.
   p->volume_bytes = std::min<std::uint64_t>(device_bytes, g.capacity_sectors() * ss);
   p->meta_offset = align_up(kSuperblockBytes, block);
-  std::uint64_t meta = meta_bytes ? meta_bytes : std::clamp<std::uint64_t>(p->volume_bytes / 32, 8 * kMiB, 4096 * kMiB);
+  std::uint64_t meta = meta_bytes ? meta_bytes : default_meta_bytes(p->volume_bytes);
   p->meta_length = align_up(std::max(meta, kMinMetaBytes), std::max<std::uint64_t>(block, 4096));
   std::uint64_t meta_end_lbn = align_up(p->meta_offset + p->meta_length, ss) / ss;
   if (meta_end_lbn >= g.capacity_sectors()) return false;
@@ -41,6 +57,27 @@ bool plan_volume(const geom::Geometry& g, std::uint64_t device_bytes, std::uint3
   p->data_end = std::min<geom::Lbn>(g.capacity_sectors(), std::min(p->volume_bytes, p->backup_offset) / ss);
   // At least a few whole tracks of data.
   return p->data_first < p->data_end && p->data_end - p->data_first >= 4 * g.track_length(p->data_first);
+}
+
+// The smallest device size (a multiple of 4 KiB) the plan fits, or 0 when no
+// size does (the modeled device itself is too small). A larger device is
+// planned with the metadata region of this smallest one when its own default
+// does not fit (see format_volume), so every size from here up formats.
+std::uint64_t smallest_plan(const geom::Geometry& g, std::uint32_t block, std::uint64_t meta_bytes) {
+  Plan p;
+  // Past the modeled device plus both superblocks nothing changes: the
+  // volume, its metadata and its data area are those of the modeled device.
+  std::uint64_t lo = 2 * std::uint64_t(kSuperblockBytes) + kMinMetaBytes;
+  std::uint64_t hi = align_up(g.capacity_sectors() * g.sector_size() + 2 * kSuperblockBytes, kStep) + 2 * kStep;
+  if (!plan_volume(g, hi, block, meta_bytes, &p)) return 0;
+  lo = align_down(lo, kStep);
+  // plan(lo) fails, plan(hi) fits.
+  while (hi - lo > kStep) {
+    std::uint64_t mid = align_down(lo + (hi - lo) / 2, kStep);
+    if (plan_volume(g, mid, block, meta_bytes, &p)) hi = mid;
+    else lo = mid;
+  }
+  return hi;
 }
 
 std::array<std::uint8_t, 16> random_uuid() {
@@ -55,7 +92,7 @@ std::array<std::uint8_t, 16> random_uuid() {
 int read_superblock_at(BlockDevice& dev, std::uint64_t offset, std::optional<Superblock>* out,
                        SuperblockStatus* status) {
   AlignedBuffer buf(kSuperblockBytes);
-  if (offset + kSuperblockBytes > dev.size_bytes()) {
+  if (offset > dev.size_bytes() || dev.size_bytes() - offset < kSuperblockBytes) {
     *status = SuperblockStatus::Malformed;
     return 0;
   }
@@ -67,19 +104,15 @@ int read_superblock_at(BlockDevice& dev, std::uint64_t offset, std::optional<Sup
 }  // namespace
 
 std::uint64_t backup_superblock_offset(std::uint64_t device_bytes) {
-  return align_down(device_bytes, 4096) - kSuperblockBytes;
+  // A device too small for one superblock has no backup slot: offset 0 (the
+  // primary's), never an offset wrapped around below zero.
+  std::uint64_t end = align_down(device_bytes, 4096);
+  return end >= 2 * std::uint64_t(kSuperblockBytes) ? end - kSuperblockBytes : 0;
 }
 
-std::uint64_t minimum_volume_bytes(const geom::Geometry& g, std::uint32_t block) {
-  // Superblock, the smallest metadata region, four tracks, the backup superblock.
-  std::uint64_t ss = g.sector_size();
-  std::uint64_t meta_end = align_up(kSuperblockBytes, block) + align_up(kMinMetaBytes, std::max<std::uint32_t>(block, 4096));
-  std::uint64_t lbn = align_up(meta_end, ss) / ss;
-  if (lbn >= g.capacity_sectors()) return UINT64_MAX;
-  geom::TrackBounds t = g.track_boundaries(lbn);
-  std::uint64_t first = t.low == lbn ? lbn : t.high + 1;
-  return align_up((first + 4 * g.track_length(std::min<geom::Lbn>(first, g.capacity_sectors() - 1))) * ss, 4096) +
-         kSuperblockBytes + 4096;
+std::uint64_t minimum_volume_bytes(const geom::Geometry& g, std::uint32_t block, std::uint64_t meta_bytes) {
+  std::uint64_t min = smallest_plan(g, block, meta_bytes);
+  return min ? min : UINT64_MAX;
 }
 
 std::string detect_signature(BlockDevice& dev) {
@@ -116,10 +149,25 @@ int format_volume(BlockDevice& dev, const geom::Geometry& g, const FormatOptions
     *message = "the label is longer than 63 bytes";
     return EINVAL;
   }
-  std::uint64_t min = minimum_volume_bytes(g, dev.block_size());
+  std::uint64_t min = smallest_plan(g, dev.block_size(), opt.meta_bytes);
+  if (min == 0) {
+    *message = fmt::format("geometry '{}' models a device of {} bytes, too small for an mmfs volume (two {}-byte "
+                           "superblocks, a metadata region of at least {} bytes and 4 tracks of data)",
+                           g.name(), g.capacity_sectors() * g.sector_size(), kSuperblockBytes,
+                           std::max(opt.meta_bytes, kMinMetaBytes));
+    return ENOSPC;
+  }
   Plan p;
-  if (dev.size_bytes() < min || !plan_volume(g, dev.size_bytes(), dev.block_size(), opt.meta_bytes, &p)) {
-    *message = fmt::format("the target holds {} bytes; a volume of geometry '{}' needs at least {} bytes ({:.1f} MiB)",
+  bool fits = dev.size_bytes() >= min && plan_volume(g, dev.size_bytes(), dev.block_size(), opt.meta_bytes, &p);
+  if (!fits && dev.size_bytes() >= min) {
+    // The default metadata region of this size pushed the data area past a
+    // track boundary it could not spare: take the smallest volume's region.
+    Plan smallest;
+    fits = plan_volume(g, min, dev.block_size(), opt.meta_bytes, &smallest) &&
+           plan_volume(g, dev.size_bytes(), dev.block_size(), smallest.meta_length, &p);
+  }
+  if (!fits) {
+    *message = fmt::format("the target holds {} bytes; a volume of geometry '{}' needs at least {} bytes ({:.2f} MiB)",
                            dev.size_bytes(), g.name(), min, double(min) / kMiB);
     return ENOSPC;
   }
@@ -199,18 +247,23 @@ int format_volume(BlockDevice& dev, const geom::Geometry& g, const FormatOptions
         "tracks:       {} (data area: LBN {}..{})\n"
         "depth D:      {}\n"
         "track length: {} sectors\n"
-        "metadata:     {} MiB at byte {}\n",
+        "metadata:     {} at byte {}\n",
         uuid_string(sb.uuid), sb.label, g.name(), to_string(g.kind()), data_sectors * g.sector_size(),
         double(data_sectors * g.sector_size()) / (1 << 30), data_sectors, g.sector_size(), g.tracks(),
-        sb.data_first_lbn, sb.data_end_lbn - 1, g.depth(), tracks, sb.meta_length / kMiB, sb.meta_offset);
+        sb.data_first_lbn, sb.data_end_lbn - 1, g.depth(), tracks,
+        sb.meta_length % kMiB ? fmt::format("{} KiB", sb.meta_length >> 10) : fmt::format("{} MiB", sb.meta_length / kMiB),
+        sb.meta_offset);
     if (summary->unused_bytes)
       summary->text += fmt::format("note:         the target is {} bytes larger than the modeled device; that part "
                                    "is left unused\n",
                                    summary->unused_bytes);
     else if (dev.size_bytes() < modeled)
-      summary->text += fmt::format("note:         the target holds the first {:.1f} % of the modeled device (its outer "
+    {
+      double percent = 100.0 * double(dev.size_bytes()) / double(modeled);
+      summary->text += fmt::format("note:         the target holds the first {} % of the modeled device (its outer "
                                    "zones)\n",
-                                   100.0 * double(dev.size_bytes()) / double(modeled));
+                                   percent >= 1 ? fmt::format("{:.1f}", percent) : fmt::format("{:.2g}", percent));
+    }
   }
   return 0;
 }
@@ -222,6 +275,9 @@ std::unique_ptr<Volume> Volume::open(std::unique_ptr<BlockDevice> device, int* e
     *message = std::move(m);
     return std::unique_ptr<Volume>();
   };
+  if (device->size_bytes() < 2 * std::uint64_t(kSuperblockBytes) + kMinMetaBytes)
+    return fail(EINVAL, fmt::format("not an mmfs volume (the target holds {} bytes, less than the smallest volume)",
+                                    device->size_bytes()));
   std::unique_ptr<Volume> v(new Volume());
   std::optional<Superblock> a, b;
   SuperblockStatus sa = SuperblockStatus::Malformed, sbs = SuperblockStatus::Malformed;

@@ -18,7 +18,9 @@ namespace mmfs::fs {
 struct FormatOptions {
   std::string label;
   bool force = false;            // overwrite an existing filesystem signature
-  std::uint64_t meta_bytes = 0;  // metadata region size; 0 = 1/32 of the volume, 8 MiB..4 GiB
+  // Metadata region size; 0 = the default: 1/32 of the volume, 8 MiB..4 GiB,
+  // and 1/8 of a volume under 64 MiB (at least 64 KiB).
+  std::uint64_t meta_bytes = 0;
 };
 
 struct FormatSummary {
@@ -28,8 +30,12 @@ struct FormatSummary {
   std::string text;                // the human summary mkfs prints
 };
 
-// The smallest device that holds a volume of this geometry.
-std::uint64_t minimum_volume_bytes(const geom::Geometry& geometry, std::uint32_t device_block_size);
+// The smallest device (a multiple of 4 KiB) that holds a volume of this
+// geometry with a metadata region of `meta_bytes` (0: the default); every
+// larger device holds one too. UINT64_MAX when the modeled device is itself
+// too small.
+std::uint64_t minimum_volume_bytes(const geom::Geometry& geometry, std::uint32_t device_block_size,
+                                   std::uint64_t meta_bytes = 0);
 
 // Names a known filesystem signature found at the start of the device ("mmfs",
 // "ext4", "xfs", ...) or returns an empty string.

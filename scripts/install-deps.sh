@@ -10,6 +10,7 @@ APT_PACKAGES=(
   catch2 nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev
   attr fio
   python3 python3-pip
+  libacl1-dev curl ca-certificates
 )
 PIP_PACKAGES=(numpy h5py pytest matplotlib zarr duckdb pyroaring)
 
@@ -63,4 +64,61 @@ if ! python3 -c 'import numpy, h5py, pytest, matplotlib, zarr' >/dev/null 2>&1; 
     log "Python packages still not importable after pip install" >&2
     exit 1
   }
+fi
+
+# --- pjdfstest (tests/integration/test_pjdfstest.py) ---------------------------------
+# The POSIX conformance suite's Rust rewrite, from crates.io, built by cargo
+# into /opt/pjdfstest-VERSION (it needs libacl1-dev, above, and Rust 1.85 or
+# later: rustup's toolchain, since Debian 12's cargo is 1.63). Its user
+# switching needs the users nobody (group nogroup) and tests. A failure here
+# is reported, not fatal: the test then fails (or skips when there is no
+# cargo at all) and the rest of the suite still runs.
+PJDFSTEST_VERSION=0.2.2
+PJDFSTEST_ROOT=/opt/pjdfstest-$PJDFSTEST_VERSION
+
+if ! id -u tests >/dev/null 2>&1; then
+  log "creating the user 'tests' (pjdfstest switches to it)"
+  as_root useradd --system --user-group --no-create-home --home-dir / --shell /usr/sbin/nologin tests ||
+    log "could not create the user 'tests': test_pjdfstest.py will fail" >&2
+fi
+
+# A cargo of Rust 1.85 or later: on PATH, in ~/.cargo/bin, or installed by rustup.
+find_cargo() {
+  local c v
+  for c in "$(command -v cargo 2>/dev/null)" "$HOME/.cargo/bin/cargo"; do
+    [[ -n $c && -x $c ]] || continue
+    v=$("$c" --version 2>/dev/null | awk '{print $2}')
+    # 1.85.0 or later (major 1 assumed; a 2.x would pass too)
+    if [[ ${v%%.*} -gt 1 || (${v%%.*} -eq 1 && $(cut -d. -f2 <<<"$v") -ge 85) ]]; then
+      echo "$c"
+      return 0
+    fi
+  done
+  return 1
+}
+
+install_pjdfstest() {
+  local cargo
+  if ! cargo=$(find_cargo); then
+    log "installing the Rust toolchain with rustup (pjdfstest needs Rust 1.85 or later)"
+    local init
+    init=$(mktemp)
+    quiet curl --proto '=https' --tlsv1.2 -sSf -o "$init" https://sh.rustup.rs || { rm -f "$init"; return 1; }
+    quiet sh "$init" -y --profile minimal --no-modify-path || { rm -f "$init"; return 1; }
+    rm -f "$init"
+    cargo=$(find_cargo) || return 1
+  fi
+  log "building pjdfstest $PJDFSTEST_VERSION from crates.io into $PJDFSTEST_ROOT (a few minutes, once)"
+  # Built as the current user (whose toolchain it is), installed as root.
+  local staging rc=0
+  staging=$(mktemp -d)
+  quiet env PATH="$(dirname "$cargo"):$PATH" "$cargo" install pjdfstest --version "$PJDFSTEST_VERSION" --locked \
+    --root "$staging" &&
+    quiet as_root install -D -m 755 "$staging/bin/pjdfstest" "$PJDFSTEST_ROOT/bin/pjdfstest" || rc=$?
+  rm -rf "$staging"
+  return "$rc"
+}
+
+if [[ ! -x $PJDFSTEST_ROOT/bin/pjdfstest ]]; then
+  install_pjdfstest || log "could not install pjdfstest $PJDFSTEST_VERSION: test_pjdfstest.py will fail or skip" >&2
 fi

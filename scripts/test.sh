@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs dependencies, builds, runs the Catch2
-# unit tests and the pytest integration tests, and ends with one line
-# "N passed, M failed" (totals over both). Exits non-zero if anything failed.
+# unit tests and the pytest integration tests (pjdfstest among them), and ends
+# with one line "N passed, M failed" (totals over both). Exits non-zero if
+# anything failed.
 #
 #   scripts/test.sh               against build/
 #   scripts/test.sh --sanitize    against build-asan/ (ASan + UBSan)
@@ -13,7 +14,7 @@ sanitize=${MMFS_SANITIZE:-0}
 for arg in "$@"; do
   case "$arg" in
     --sanitize) sanitize=1 ;;
-    -h|--help) sed -n '2,7s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument '$arg' (accepted: --sanitize)" >&2; exit 2 ;;
   esac
 done
@@ -91,6 +92,11 @@ esac
 passed=$((passed + p_pass))
 failed=$((failed + p_fail))
 
+# pjdfstest ran inside pytest (tests/integration/test_pjdfstest.py, counted
+# there as one test); its summary line again, next to the totals.
+pjd=$(strip_colour "$logs/pytest.txt" | grep -E '^pjdfstest [0-9.]+: ' | tail -n1 || true)
+
 echo
+echo "${pjd:-pjdfstest: no summary (skipped, or failed before it ran: see the pytest output above)}"
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -13,6 +13,16 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+# Lines a test wants at the end of the pytest output (e.g. pjdfstest's summary,
+# which scripts/test.sh repeats before its totals).
+TERMINAL_SUMMARY = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in TERMINAL_SUMMARY:
+        terminalreporter.write_line(line)
+
+
 def build_dir() -> Path:
     env = os.environ.get("MMFS_BUILD")
     return Path(env).resolve() if env else REPO_ROOT / "build"

@@ -141,6 +141,78 @@ def test_fallocate(d):
         os.close(fd)
 
 
+FALLOC_FL_KEEP_SIZE = 1
+
+
+def fallocate(fd, mode, offset, length):
+    if _libc.fallocate(fd, mode, ctypes.c_long(offset), ctypes.c_long(length)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def test_fallocate_marks_ctime_and_mtime_when_it_changes_the_size(d):
+    p = d / "times.bin"
+    fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        old = os.fstat(fd)
+        time.sleep(0.02)
+        os.posix_fallocate(fd, 0, 123)  # extends an empty file (pjdfstest posix_fallocate::update_ctime_success)
+        st = os.fstat(fd)
+        assert st.st_size == 123
+        assert st.st_ctime_ns > old.st_ctime_ns and st.st_mtime_ns > old.st_mtime_ns
+        old = st
+        time.sleep(0.02)
+        os.posix_fallocate(fd, 0, 100)  # inside the file: the size stays, so do the times
+        fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 1 * MiB)  # space only, past the end
+        st = os.fstat(fd)
+        assert st.st_size == 123
+        assert (st.st_ctime_ns, st.st_mtime_ns) == (old.st_ctime_ns, old.st_mtime_ns)
+        time.sleep(0.02)
+        os.posix_fallocate(fd, 500, 1000)  # extends again
+        st = os.fstat(fd)
+        assert st.st_size == 1500 and st.st_mtime_ns > old.st_mtime_ns and st.st_ctime_ns > old.st_ctime_ns
+        expect_errno(errno.EINVAL, os.posix_fallocate, fd, 0, 0)
+    finally:
+        os.close(fd)
+    # Committed at the close: the same times from the metadata store.
+    assert os.stat(p).st_mtime_ns == st.st_mtime_ns and os.stat(p).st_size == 1500
+
+
+def test_an_open_file_unlinked_or_renamed_over_has_no_links(d):
+    p = d / "doomed"
+    write(p, b"still readable")
+    fd = os.open(p, os.O_RDWR)
+    try:
+        assert os.fstat(fd).st_nlink == 1
+        os.unlink(p)
+        assert os.fstat(fd).st_nlink == 0  # POSIX: the last link is gone
+        assert pread_all(fd, 14, 0) == b"still readable"
+        pwrite_all(fd, b"STILL", 0)
+        assert os.fstat(fd).st_nlink == 0 and pread_all(fd, 5, 0) == b"STILL"
+    finally:
+        os.close(fd)
+    target, other = d / "target", d / "other"
+    write(target, b"old")
+    write(other, b"new")
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        os.rename(other, target)
+        assert os.fstat(fd).st_nlink == 0 and pread_all(fd, 3, 0) == b"old"
+        assert os.stat(target).st_nlink == 1 and read(target) == b"new"
+    finally:
+        os.close(fd)
+    # One of two links: the file keeps the other.
+    write(d / "a", b"x")
+    os.link(d / "a", d / "b")
+    fd = os.open(d / "a", os.O_RDONLY)
+    try:
+        os.unlink(d / "a")
+        assert os.fstat(fd).st_nlink == 1
+    finally:
+        os.close(fd)
+    assert sorted(os.listdir(d)) == ["b", "target"]
+
+
 def test_fsync_and_fdatasync(d):
     p = d / "sync.bin"
     fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
@@ -279,6 +351,55 @@ def test_symlinks(d):
     expect_errno(errno.EINVAL, os.readlink, target)
     os.unlink(d / "rel")
     assert os.path.exists(target)
+
+
+def test_device_nodes_fifos_and_sockets_are_stored_like_any_inode(vol, d):
+    """mknod of character and block devices (pjdfstest's ::char and ::block cases): stat,
+    chmod, chown, rename, link and unlink work and st_rdev survives a remount; the mount
+    is nodev, so opening a device node is refused by the kernel (EACCES)."""
+    chr_dev, blk_dev = os.makedev(1, 3), os.makedev(259, 70000)  # a minor past 255: the long encoding
+    os.mknod(d / "chr", stat.S_IFCHR | 0o640, chr_dev)
+    os.mknod(d / "blk", stat.S_IFBLK | 0o600, blk_dev)
+    os.mknod(d / "fifo", stat.S_IFIFO | 0o644)
+    os.mknod(d / "sock", stat.S_IFSOCK | 0o644)
+    st = os.lstat(d / "chr")
+    assert stat.S_ISCHR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o640 and st.st_rdev == chr_dev
+    assert st.st_size == 0 and st.st_nlink == 1
+    st = os.lstat(d / "blk")
+    assert stat.S_ISBLK(st.st_mode) and st.st_rdev == blk_dev
+    assert os.major(st.st_rdev) == 259 and os.minor(st.st_rdev) == 70000
+    assert stat.S_ISFIFO(os.lstat(d / "fifo").st_mode) and os.lstat(d / "fifo").st_rdev == 0
+    assert stat.S_ISSOCK(os.lstat(d / "sock").st_mode)
+    types = {e.name: e for e in os.scandir(d)}
+    assert not types["chr"].is_file() and not types["chr"].is_dir()  # readdir's type: DT_CHR
+    # Opening: the kernel refuses device nodes on a nodev mount; FIFOs it serves itself.
+    expect_errno(errno.EACCES, os.open, d / "chr", os.O_RDONLY)
+    expect_errno(errno.EACCES, os.open, d / "blk", os.O_RDONLY)
+    fd = os.open(d / "fifo", os.O_RDWR)
+    try:
+        os.write(fd, b"through the pipe")
+        assert os.read(fd, 100) == b"through the pipe"
+    finally:
+        os.close(fd)
+    # Attributes and names.
+    os.chmod(d / "chr", 0o604)
+    os.chown(d / "chr", 1234, 5678)
+    os.rename(d / "chr", d / "chr2")
+    os.link(d / "chr2", d / "chr3")
+    st = os.lstat(d / "chr3")
+    assert stat.S_IMODE(st.st_mode) == 0o604 and (st.st_uid, st.st_gid) == (1234, 5678)
+    assert st.st_nlink == 2 and st.st_rdev == chr_dev
+    os.unlink(d / "chr2")
+    assert os.lstat(d / "chr3").st_nlink == 1
+    expect_errno(errno.EEXIST, os.mknod, d / "blk", stat.S_IFBLK | 0o600, blk_dev)
+    vol.remount()
+    st = os.lstat(d / "chr3")
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == chr_dev and (st.st_uid, st.st_gid) == (1234, 5678)
+    assert os.lstat(d / "blk").st_rdev == blk_dev
+    assert sorted(os.listdir(d)) == ["blk", "chr3", "fifo", "sock"]
+    for name in ("blk", "chr3", "fifo", "sock"):
+        os.unlink(d / name)
+    assert os.listdir(d) == []
 
 
 def test_chmod_chown_utimens(d):

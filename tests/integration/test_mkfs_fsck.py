@@ -1,7 +1,9 @@
 """mkfs.mmfs and mmfsck on image files (SPEC §2, §3)."""
+import json
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -161,3 +163,99 @@ def test_a_mounted_volume_is_not_opened_by_a_second_writer(volume, tmp_path):
     assert (volume.mnt / "kept").read_bytes() == b"still here"
     volume.remount()
     assert (volume.mnt / "kept").read_bytes() == b"still here"
+
+
+# --- small volumes ------------------------------------------------------------------
+
+@pytest.fixture
+def scratch():
+    """A fresh directory under /var/tmp (O_DIRECT works there), removed afterwards."""
+    import shutil
+    import tempfile
+    from mmfs_mount import SCRATCH, is_mounted
+    root = Path(tempfile.mkdtemp(dir=SCRATCH, prefix="mmfs-small-"))
+    try:
+        yield root
+    finally:
+        if not is_mounted(root / "mnt"):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def minimum_of(err):
+    m = re.search(r"needs at least (\d+) bytes", err)
+    assert m, f"no minimum named in: {err}"
+    return int(m.group(1))
+
+
+@pytest.mark.parametrize("geometry,size", [("toy1000", "4M"), ("toy2000", "8M"), ("toy1000", "min"),
+                                           ("ssd", "8M"), ("atlas10k3", "8M")])
+def test_small_volumes_format_mount_and_keep_data(scratch, toy_disk_definition, geometry, size):
+    """SPEC §7's toy disks (4 MB and 8 MB modeled devices) and 8 MiB devices of the
+    built-in profiles format, mount, and keep plain files and arrays across a remount."""
+    import numpy as np
+    from mmfs_mount import make_array, mounted, read_array, view
+    if geometry.startswith("toy"):
+        definition = dict(toy_disk_definition, cylinders=int(geometry[3:]))
+        geo = scratch / f"{geometry}.json"
+        geo.write_text(json.dumps(definition))
+    else:
+        geo = geometry
+    image = scratch / "vol.img"
+    if size == "min":
+        rc, _, err = mkfs("-s", "64K", "-g", geo, image)
+        assert rc == 1
+        size = str(minimum_of(err))
+        image.unlink()
+    rc, out, err = mkfs("-s", size, "-g", geo, image)
+    assert rc == 0, err
+    assert "metadata:" in out
+    capacity = int(re.search(r"capacity: +(\d+) bytes of data", out).group(1))
+    rng = np.random.default_rng(7)
+    # The smallest volume holds 4 tracks (16 KiB of the toy disk): 1/4 of it
+    # for the plain file, a 4x8 array (two 512-byte cells) beside it.
+    data = rng.integers(0, 256, min(100_000, capacity // 4), dtype=np.uint8).tobytes()
+    arr = rng.standard_normal((16, 24) if capacity > 1 << 20 else (4, 8))
+    mnt = scratch / "mnt"
+    with mounted(image, mnt):
+        (mnt / "dir").mkdir()
+        (mnt / "dir" / "plain.bin").write_bytes(data)
+        make_array(mnt / "a", arr.shape, data=arr)
+        assert (mnt / "dir" / "plain.bin").read_bytes() == data
+        assert np.array_equal(read_array(mnt / "a", "float64", arr.shape), arr)
+    with mounted(image, mnt):  # after a remount: from the device
+        assert (mnt / "dir" / "plain.bin").read_bytes() == data
+        assert np.array_equal(read_array(mnt / "a", "float64", arr.shape), arr)
+        assert np.array_equal(np.fromfile(view(mnt / "a", "slice", 1, 5)), arr[:, 5])
+
+
+@pytest.mark.parametrize("geometry", ["toy1000", "toy2000", "ssd", "atlas10k3"])
+def test_too_small_targets_are_refused_naming_the_real_minimum(image, toy_disk_definition, geometry):
+    if geometry.startswith("toy"):
+        geo = image.parent / f"{geometry}.json"
+        geo.write_text(json.dumps(dict(toy_disk_definition, cylinders=int(geometry[3:]))))
+    else:
+        geo = geometry
+    rc, _, err = mkfs("-s", "64K", "-g", geo, image)
+    assert rc == 1 and "18446744073709551615" not in err
+    minimum = minimum_of(err)
+    assert 64 << 10 < minimum < 4 << 20
+    # One 4 KiB step short: refused with the same minimum; nothing written.
+    image.unlink()
+    rc, _, err = mkfs("-s", str(minimum - 4096), "-g", geo, image)
+    assert rc == 1 and minimum_of(err) == minimum
+    assert not any(image.read_bytes())
+    # The minimum itself, and a size just above it, format and check clean.
+    for size in (minimum, minimum + 4096 + 17):
+        image.unlink()
+        rc, _, err = mkfs("-q", "-s", str(size), "-g", geo, image)
+        assert rc == 0, f"{size} bytes: {err}"
+        rc, out, err = fsck("-n", image)
+        assert rc == 0, out + err
+
+
+def test_a_modeled_device_too_small_for_any_volume_is_refused(image, toy_disk_definition):
+    geo = image.parent / "toy10.json"
+    geo.write_text(json.dumps(dict(toy_disk_definition, cylinders=10)))  # 40 KB
+    rc, _, err = mkfs("-s", "1M", "-g", geo, image)
+    assert rc == 1
+    assert "too small" in err and "40960 bytes" in err and "18446744073709551615" not in err

@@ -2,9 +2,11 @@
 // path (fs/volume.h, fs/metadata.h, fs/fsck.h) on the fault-injecting device.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <random>
@@ -96,9 +98,9 @@ TEST_CASE("format refuses signatures, small targets and small sectors", "[volume
   CHECK(format_volume(ext4, *g, FormatOptions{}, nullptr, &msg) == EEXIST);
   CHECK_THAT(msg, Catch::Contains("ext"));
 
-  MemoryDevice tiny(1 << 20, 512);
+  MemoryDevice tiny(96 << 10, 512);
   CHECK(format_volume(tiny, *g, FormatOptions{}, nullptr, &msg) == ENOSPC);
-  CHECK_THAT(msg, Catch::Contains("at least"));
+  CHECK_THAT(msg, Catch::Contains(fmt::format("at least {} bytes", minimum_volume_bytes(*g, 512))));
   CHECK(std::all_of(tiny.bytes().begin(), tiny.bytes().end(), [](std::byte b) { return b == std::byte{0}; }));
 
   MemoryDevice four_k(64 << 20, 4096);
@@ -107,6 +109,85 @@ TEST_CASE("format refuses signatures, small targets and small sectors", "[volume
   MemoryDevice eight_k(16 << 20, 8192);
   CHECK(format_volume(eight_k, *g, FormatOptions{}, nullptr, &msg) == EINVAL);
   CHECK_THAT(msg, Catch::Contains("smaller"));
+}
+
+namespace {
+
+// The uniform toy disk of SPEC §7: CYLINDERS x 8 sectors of 512 bytes.
+std::unique_ptr<geom::Geometry> toy_disk(int cylinders) {
+  return geom::load_geometry(nlohmann::json{{"kind", "disk"}, {"sector_size", 512}, {"cylinders", cylinders},
+                                            {"surfaces", 1}, {"sectors_per_track", 8}, {"rpm", 10000},
+                                            {"track_skew_sectors", 0}, {"settle_ms", 1.0},
+                                            {"settle_cylinders", 4}, {"conservatism_deg", 0}});
+}
+
+// Formats a fresh device of `bytes`; returns format_volume's result.
+int format_fresh(const geom::Geometry& g, std::uint64_t bytes, std::uint32_t block, std::string* msg,
+                 std::unique_ptr<MemoryDevice>* out = nullptr) {
+  auto dev = std::make_unique<MemoryDevice>(bytes, block);
+  int r = format_volume(*dev, g, FormatOptions{}, nullptr, msg);
+  if (out) *out = std::move(dev);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("small devices format down to the minimum the error message names", "[volume]") {
+  std::string msg;
+  // The toy disks of SPEC §7 (4 MB and 8 MB modeled devices), the default
+  // ssd and the Atlas 10K III: every size from the minimum up formats, mounts
+  // clean, and the metadata region scales with the volume.
+  std::vector<std::pair<std::string, std::unique_ptr<geom::Geometry>>> geometries;
+  geometries.emplace_back("toy 1000", toy_disk(1000));
+  geometries.emplace_back("toy 2000", toy_disk(2000));
+  geometries.emplace_back("ssd", geom::load_geometry("ssd"));
+  geometries.emplace_back("atlas10k3", geom::load_geometry("atlas10k3"));
+  for (auto& [name, g] : geometries) {
+    INFO(name);
+    const std::uint32_t block = g->sector_size() >= 4096 ? 4096 : 512;
+    const std::uint64_t min = minimum_volume_bytes(*g, block);
+    REQUIRE(min < 4 << 20);
+    CHECK(min % 4096 == 0);
+    // One 4 KiB step below the minimum: refused, naming the minimum.
+    CHECK(format_fresh(*g, min - 4096, block, &msg) == ENOSPC);
+    CHECK_THAT(msg, Catch::Contains(fmt::format("needs at least {} bytes", min)));
+    // The minimum and every size above it (byte-granular sizes too).
+    for (std::uint64_t bytes : {min, min + 1, min + 4096, min + 12345, min + (256 << 10), min + (1 << 20),
+                                std::uint64_t(8) << 20}) {
+      INFO(bytes);
+      std::unique_ptr<MemoryDevice> dev;
+      REQUIRE(format_fresh(*g, bytes, block, &msg, &dev) == 0);
+      auto vol = open_ok(std::move(dev));
+      const Superblock& sb = vol->superblock();
+      CHECK(sb.meta_length >= 64 << 10);
+      CHECK(sb.meta_length <= std::max<std::uint64_t>(bytes / 8 + 4096, 64 << 10));
+      CHECK(sb.data_end_lbn - sb.data_first_lbn >= 4 * vol->geometry().track_length(sb.data_first_lbn));
+      CHECK(sb.data_end_lbn * g->sector_size() <= sb.backup_offset);
+      Inode f;
+      REQUIRE(vol->metadata().create(kRootIno, "f", S_IFREG | 0644, 0, 0, "", &f) == 0);
+      REQUIRE(vol->metadata().sync() == 0);
+      CHECK(check_volume(*vol, false).problems.empty());
+    }
+    // Every 4 KiB size over the first 2 MiB above the minimum.
+    for (std::uint64_t bytes = min; bytes < min + (2 << 20); bytes += 4096)
+      CHECK(format_fresh(*g, bytes, block, &msg) == 0);
+  }
+  // From 64 MiB up the metadata region is what it always was: 1/32, at least 8 MiB.
+  auto g = geom::load_geometry("atlas10k3");
+  std::unique_ptr<MemoryDevice> dev;
+  REQUIRE(format_fresh(*g, 64 << 20, 512, &msg, &dev) == 0);
+  CHECK(open_ok(std::move(dev))->superblock().meta_length == 8 << 20);
+  // A modeled device too small for any volume: the message says why, no number wraps.
+  auto tiny = toy_disk(10);
+  CHECK(minimum_volume_bytes(*tiny, 512) == UINT64_MAX);
+  CHECK(format_fresh(*tiny, 1 << 20, 512, &msg) == ENOSPC);
+  CHECK_THAT(msg, Catch::Contains("too small") && !Catch::Contains("18446744073709551615"));
+  // Devices smaller than one superblock: refused, and open() reads nothing wrapped.
+  CHECK(format_fresh(*toy_disk(1000), 8192, 512, &msg) == ENOSPC);
+  CHECK(backup_superblock_offset(8192) == 0);
+  int err = 0;
+  CHECK(Volume::open(std::make_unique<MemoryDevice>(8192, 512), &err, &msg) == nullptr);
+  CHECK(err == EINVAL);
 }
 
 TEST_CASE("open refuses what is not a healthy mmfs volume", "[volume]") {
@@ -216,6 +297,39 @@ TEST_CASE("metadata operations: POSIX semantics and fsck", "[volume]") {
   auto report = check_volume(*vol, false);
   INFO((report.problems.empty() ? "" : report.problems[0]));
   CHECK(report.problems.empty());
+}
+
+TEST_CASE("device nodes keep their rdev; names_of finds every link", "[volume]") {
+  auto g = small_disk();
+  auto dev = formatted(*g);
+  MemoryDevice* raw = dev.get();
+  auto vol = open_ok(std::move(dev));
+  Metadata& m = vol->metadata();
+  Inode chr, blk, fifo, d;
+  const std::uint64_t chr_dev = makedev(1, 3), blk_dev = makedev(259, 70000);
+  REQUIRE(m.create(kRootIno, "chr", S_IFCHR | 0640, 0, 0, "", &chr, chr_dev) == 0);
+  REQUIRE(m.create(kRootIno, "blk", S_IFBLK | 0600, 0, 0, "", &blk, blk_dev) == 0);
+  REQUIRE(m.create(kRootIno, "fifo", S_IFIFO | 0644, 0, 0, "", &fifo, 1234) == 0);  // no device: rdev ignored
+  CHECK(chr.rdev == chr_dev);
+  CHECK(m.inode(blk.ino)->rdev == blk_dev);
+  CHECK(m.inode(fifo.ino)->rdev == 0);
+  REQUIRE(m.create(kRootIno, "d", S_IFDIR | 0755, 0, 0, "", &d) == 0);
+  REQUIRE(m.link(chr.ino, d.ino, "again", nullptr) == 0);
+  auto names = m.names_of(chr.ino);
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::pair<Ino, std::string>>{{kRootIno, "chr"}, {d.ino, "again"}});
+  CHECK(m.names_of(blk.ino) == std::vector<std::pair<Ino, std::string>>{{kRootIno, "blk"}});
+  CHECK(m.names_of(999999).empty());
+  REQUIRE(m.sync() == 0);
+  CHECK(check_volume(*vol, false).problems.empty());
+  // From the device again: the numbers persisted.
+  auto copy = std::make_unique<MemoryDevice>(raw->bytes().size(), 512);
+  std::copy(raw->bytes().begin(), raw->bytes().end(), copy->bytes().begin());
+  vol.reset();
+  auto again = open_ok(std::move(copy));
+  CHECK(again->metadata().inode(chr.ino)->rdev == chr_dev);
+  CHECK(again->metadata().inode(blk.ino)->rdev == blk_dev);
+  CHECK(S_ISBLK(again->metadata().inode(blk.ino)->mode));
 }
 
 TEST_CASE("fsck repairs link counts, dangling entries and orphans", "[volume]") {
