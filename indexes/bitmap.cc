@@ -302,6 +302,21 @@ Bitmap union_all(std::vector<const Bitmap*> parts) {
   return out;
 }
 
+Bitmap intersect(const Bitmap& a, const Bitmap& b) {
+  const BucketsPtr member = buckets_member(BucketsTag{});
+  const Buckets& right = b.*member;
+  Bitmap out;
+  Buckets& into = out.*member;
+  for (const auto& [key, r] : a.*member) {
+    auto it = right.find(key);
+    if (it == right.end()) continue;
+    roaring_bitmap_t* both = roaring_bitmap_and(&r.roaring, &it->second.roaring);
+    if (both == nullptr) throw std::bad_alloc();
+    into.emplace(key, Roaring(both));
+  }
+  return out;
+}
+
 std::uint64_t and_count(const Bitmap& a, const Bitmap& b) {
   const BucketsPtr member = buckets_member(BucketsTag{});
   const Buckets& right = b.*member;

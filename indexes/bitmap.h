@@ -82,6 +82,9 @@ Bitmap union_all(std::vector<const Bitmap*> parts);
 // map's bucket (no temporary bitmap per call: index builds add millions of
 // short runs).
 void add_rows32(Bitmap* b, std::uint32_t high, const std::uint32_t* low, std::size_t n);
+// a ∩ b as a new bitmap. (Roaring64Map's operator& copies a whole, then
+// intersects the copy in place.)
+Bitmap intersect(const Bitmap& a, const Bitmap& b);
 // |a ∩ b|, without building the intersection.
 std::uint64_t and_count(const Bitmap& a, const Bitmap& b);
 // The rows, ascending. (Roaring64Map's own iterator of 0.2.66 can hang on

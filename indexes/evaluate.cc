@@ -21,16 +21,6 @@ Estimate negate(Estimate e, std::uint64_t rows) {
   return out;
 }
 
-// Accumulates into `into`, moving `from` when `into` is still empty (a
-// copy of a large bitmap costs more than the operation itself).
-void unite(Bitmap& into, Bitmap&& from) {
-  if (into.isEmpty()) {
-    into = std::move(from);
-  } else {
-    into |= from;
-  }
-}
-
 // AND folded over n children. Pairwise, sure = s1 & s2 and the union
 // sure | maybe = (s1 | m1) & (s2 | m2), so over n children `sure` is the
 // intersection of the sures and `sure | maybe` that of the unions. A NOT
@@ -109,14 +99,23 @@ Estimate conjunction(const Condition& c, std::uint64_t rows, const std::function
 
 // OR folded over n children: sure is the union of the sures, maybe the
 // union of the maybes less the sure rows.
+// The children's sure rows are merged in one pass (CRoaring's many-way
+// union), read where they are: lent rows are not copied first.
 Estimate disjunction(const Condition& c, std::uint64_t rows, const std::function<Estimate(const Atom&)>& atom) {
-  Estimate out;
-  for (const Condition& child : c.children) {
-    Estimate e = combine(child, rows, atom);
-    unite(out.sure, std::move(e.sure));
-    unite(out.maybe, std::move(e.maybe));
+  std::vector<Estimate> children;
+  children.reserve(c.children.size());
+  for (const Condition& child : c.children) children.push_back(child_estimate(child, rows, atom));
+  std::vector<const Bitmap*> sure, maybe;
+  for (const Estimate& e : children) {
+    sure.push_back(&e.sure_rows());
+    if (!e.maybe.isEmpty()) maybe.push_back(&e.maybe);
   }
-  if (!out.maybe.isEmpty()) out.maybe -= out.sure;
+  Estimate out;
+  out.sure = union_all(std::move(sure));
+  if (!maybe.empty()) {
+    out.maybe = union_all(std::move(maybe));
+    out.maybe -= out.sure;
+  }
   return out;
 }
 
@@ -149,11 +148,11 @@ std::variant<std::uint64_t, Estimate> combine_for_count(const Condition& c, std:
   if (neg.empty()) {
     if (n == 1) return pos[0].sure_rows().cardinality();
     if (n == 2) return and_count(pos[0].sure_rows(), pos[1].sure_rows());
-    Bitmap acc = pos[0].sure_rows() & pos[1].sure_rows();
+    Bitmap acc = intersect(pos[0].sure_rows(), pos[1].sure_rows());
     for (std::size_t i = 2; i + 1 < n; ++i) acc &= pos[i].sure_rows();
     return and_count(acc, pos[n - 1].sure_rows());
   }
-  Bitmap acc = n >= 2 ? Bitmap(pos[0].sure_rows() & pos[1].sure_rows()) : Bitmap(pos[0].sure_rows() - neg[0].sure_rows());
+  Bitmap acc = n >= 2 ? intersect(pos[0].sure_rows(), pos[1].sure_rows()) : Bitmap(pos[0].sure_rows() - neg[0].sure_rows());
   for (std::size_t i = 2; i < n; ++i) acc &= pos[i].sure_rows();
   for (std::size_t j = n >= 2 ? 0 : 1; j < neg.size(); ++j) acc -= neg[j].sure_rows();
   return acc.cardinality();
