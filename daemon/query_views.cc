@@ -72,7 +72,7 @@ int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::Array
   }
   fs::QueryOutcome outcome;
   try {
-    if (int r = fs::run_query(view, arrays, &outcome, message)) return r;
+    if (int r = fs::run_query(view, arrays, plan, &outcome, message)) return r;
   } catch (const std::bad_alloc&) {
     *message = "the query's result does not fit in memory";
     return ENOMEM;

@@ -60,7 +60,7 @@ std::string render(const QueryView& view, const Bitmap& rows, ArrayFile* self, s
 
 }  // namespace
 
-int run_query(const QueryView& view, const QueryArrays& arrays, QueryOutcome* out, std::string* message) {
+int run_query(const QueryView& view, const QueryArrays& arrays, bool model, QueryOutcome* out, std::string* message) {
   // Every atom's array, and the shape they share.
   std::map<std::string, Column> columns;
   std::vector<std::uint64_t> shape;
@@ -175,6 +175,14 @@ int run_query(const QueryView& view, const QueryArrays& arrays, QueryOutcome* ou
   out->content = counted ? fmt::format("{}\n", *counted) : render(view, e.sure, arrays.self.get(), rows, &cost, &err,
                                                                      message);
   if (err) return err;
+  out->plan = {{"index_bytes", cost.index_bytes},
+               {"index_bytes_from_device", cost.index_read_bytes},
+               {"data_bytes", cost.data_bytes},
+               {"index_requests", cost.requests},
+               {"candidates", candidates},
+               {"matches", counted ? *counted : e.sure.cardinality()},
+               {"scanned", cost.scanned}};
+  if (!model) return 0;
   // The modeled device time of what was read: the index's requests, then
   // the data's (the cells of the candidates and of the values read, or the
   // scan).
@@ -197,15 +205,8 @@ int run_query(const QueryView& view, const QueryArrays& arrays, QueryOutcome* ou
     modeled_ms = layouts::model_plan(modeled, (arrays.self ? arrays.self : columns.begin()->second.array)->geometry());
   std::uint64_t requests = 0;
   for (const auto& b : modeled.batches) requests += b.requests.size();
-  out->plan = {{"index_bytes", cost.index_bytes},
-               {"requests", requests},
-               {"index_bytes_from_device", cost.index_read_bytes},
-               {"modeled_ms", modeled_ms},
-               {"data_bytes", cost.data_bytes},
-               {"index_requests", cost.requests},
-               {"candidates", candidates},
-               {"matches", counted ? *counted : e.sure.cardinality()},
-               {"scanned", cost.scanned}};
+  out->plan["requests"] = requests;
+  out->plan["modeled_ms"] = modeled_ms;
   return 0;
 }
 

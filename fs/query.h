@@ -23,11 +23,14 @@ struct QueryArrays {
 
 struct QueryOutcome {
   std::string content;   // the view file's bytes
-  nlohmann::json plan;   // index_bytes, data_bytes, requests, modeled_ms, ... (also for plan views)
+  nlohmann::json plan;   // index_bytes, data_bytes, candidates, matches, ...; with `model`
+                         // also requests and modeled_ms (A@/plan/query/...)
 };
 
 // EINVAL: an unnamed atom in a directory query, arrays of different shapes;
-// errors of the arrays' reads as they come.
-int run_query(const QueryView& view, const QueryArrays& arrays, QueryOutcome* out, std::string* message);
+// errors of the arrays' reads as they come. `model`: also model the device
+// time of what was read (a second pass over the candidates' cells, so only
+// for plan views).
+int run_query(const QueryView& view, const QueryArrays& arrays, bool model, QueryOutcome* out, std::string* message);
 
 }  // namespace mmfs::fs

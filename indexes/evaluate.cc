@@ -98,9 +98,9 @@ Estimate conjunction(const Condition& c, std::uint64_t rows, const std::function
 }
 
 // OR folded over n children: sure is the union of the sures, maybe the
-// union of the maybes less the sure rows.
-// The children's sure rows are merged in one pass (CRoaring's many-way
-// union), read where they are: lent rows are not copied first.
+// union of the maybes less the sure rows. Each is merged in one pass
+// (CRoaring's many-way union) from the children's rows where they are:
+// lent rows are not copied first.
 Estimate disjunction(const Condition& c, std::uint64_t rows, const std::function<Estimate(const Atom&)>& atom) {
   std::vector<Estimate> children;
   children.reserve(c.children.size());
