@@ -19,7 +19,7 @@ run_decoders() {
   python3 geometry/embed_profiles.py "$out/embedded_profiles.cc" geometry/profiles/*.json
   clang++ "${flags[@]}" \
     tools/fuzz/fuzz_decoders.cc fs/*.cc layouts/*.cc geometry/*.cc indexes/*.cc "$out/embedded_profiles.cc" \
-    -lfmt -luring -lxxhash -lroaring -o "$out/fuzz_decoders"
+    -lfmt -luring -lxxhash -lroaring -lzstd -o "$out/fuzz_decoders"
   # Seed the corpus with real on-disk structures: a freshly formatted region.
   if [ ! -e "$out/corpus/seeded" ]; then
     python3 - "$out/corpus" <<'PY'
@@ -34,11 +34,11 @@ PY
 
 run_conditions() {
   mkdir -p "$out/corpus_conditions"
-  clang++ "${flags[@]}" tools/fuzz/fuzz_conditions.cc indexes/*.cc -lfmt -lxxhash -lroaring \
+  clang++ "${flags[@]}" tools/fuzz/fuzz_conditions.cc indexes/*.cc -lfmt -lxxhash -lroaring -lzstd \
     -o "$out/fuzz_conditions"
   # Seeds: condition texts, an index object of every encoding, a delta, a bitmap.
   clang++ -std=c++20 -O1 -I. -DMMFS_FUZZ_SEED_MAIN tools/fuzz/fuzz_conditions.cc indexes/*.cc \
-    -lfmt -lxxhash -lroaring -o "$out/fuzz_conditions_seed"
+    -lfmt -lxxhash -lroaring -lzstd -o "$out/fuzz_conditions_seed"
   "$out/fuzz_conditions_seed" "$out/corpus_conditions"
   (cd "$out" && ./fuzz_conditions -max_total_time="$seconds" -max_len=65536 -print_final_stats=1 corpus_conditions)
 }
