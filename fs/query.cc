@@ -4,9 +4,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <fmt/ranges.h>
 
 #include "indexes/evaluate.h"
+#include "indexes/scan.h"
 
 namespace mmfs::fs {
 
@@ -159,17 +161,39 @@ int run_query(const QueryView& view, const QueryArrays& arrays, bool model, Quer
   if (candidates) {
     for (auto& [name, c] : columns)
       if (int r = c.array->gather_rows(e.maybe, &c.values, &cost, message)) return r;
-    std::vector<std::uint64_t> hits;
+    // The condition on the candidates' values, a column at a time: each
+    // atom is one typed scan of its array's values (indexes/scan.h), the
+    // tree is set algebra over candidate positions 0..m-1.
     const std::vector<std::uint64_t> maybe = indexes::rows_of(e.maybe);
-    for (std::uint64_t i = 0; i < maybe.size(); ++i) {
-      const bool match = indexes::evaluate_row(view.condition, [&](const Atom& a) {
-        Column& c = columns[a.name];
-        const std::size_t k = std::size_t(std::find(c.atoms.begin(), c.atoms.end(), &a) - c.atoms.begin());
-        return indexes::contains(c.keys[k], c.type,
-                                 reinterpret_cast<const std::byte*>(c.values.data()) + i * indexes::itemsize(c.type));
-      });
-      if (match) hits.push_back(maybe[i]);
-    }
+    const std::uint64_t m = maybe.size();
+    std::function<Bitmap(const indexes::Condition&)> matching = [&](const indexes::Condition& c) -> Bitmap {
+      using Kind = indexes::Condition::Kind;
+      switch (c.kind) {
+        case Kind::Atom: {
+          const Column& col = columns.at(c.atom.name);
+          const std::size_t k = std::size_t(std::find(col.atoms.begin(), col.atoms.end(), &c.atom) - col.atoms.begin());
+          Bitmap out;
+          indexes::scan_keys(col.type, col.keys[k], reinterpret_cast<const std::byte*>(col.values.data()),
+                             std::size_t(m), 0, &out);
+          return out;
+        }
+        case Kind::Not: return indexes::range_bitmap(0, m) - matching(c.children.at(0));
+        case Kind::And: {
+          Bitmap out = matching(c.children.at(0));
+          for (std::size_t i = 1; i < c.children.size() && !out.isEmpty(); ++i) out &= matching(c.children[i]);
+          return out;
+        }
+        case Kind::Or: {
+          Bitmap out;
+          for (const indexes::Condition& child : c.children) out |= matching(child);
+          return out;
+        }
+      }
+      return {};
+    };
+    const std::vector<std::uint64_t> at = indexes::rows_of(matching(view.condition));
+    std::vector<std::uint64_t> hits(at.size());
+    for (std::size_t i = 0; i < at.size(); ++i) hits[i] = maybe[at[i]];
     e.sure.addMany(hits.size(), hits.data());
   }
   out->content = counted ? fmt::format("{}\n", *counted) : render(view, e.sure, arrays.self.get(), rows, &cost, &err,
