@@ -255,10 +255,13 @@ int ArrayFile::rows_from_cells(const Bitmap& rows, std::byte* out, std::uint64_t
     batch.clear();
     return 0;
   };
+  // A batch ends only between slabs of cells (cell[0] rows of the first
+  // dimension): no cell spans two slabs, so none is read by two batches.
+  const std::uint64_t slab_rows = g.cell()[0] * (g.elements() / shape[0]);
   for (std::uint64_t row : indexes::rows_of(rows)) {
-    batch.push_back(row);
-    if (batch.size() == kRowBatch)
+    if (batch.size() >= kRowBatch && row / slab_rows != batch.back() / slab_rows)
       if (int r = flush_batch()) return r;
+    batch.push_back(row);
   }
   return batch.empty() ? 0 : flush_batch();
 }
