@@ -64,6 +64,7 @@ ARRAY_CONFIG = """\
 blockmode = true
 
 [weights]
+truncate = 0
 read = 10
 write = 10
 mapread = 10
@@ -105,13 +106,13 @@ def fsx():
     pytest.fail(f"fsx {FSX_VERSION} is not installed: run scripts/install-deps.sh (or set $FSX)", pytrace=False)
 
 
-def run_fsx(fsx, vol, target, config_text, what):
+def run_fsx(fsx, vol, target, config_text, tag, what):
     """Runs fsx on TARGET with CONFIG_TEXT, OPS operations and SEED; its artifacts
     (the config, .fsxlog and .fsxgood on failure) go to the volume's scratch
     directory, outside the mount. Returns the ops/s."""
-    config = vol.root / f"fsx-{what}.toml"
+    config = vol.root / f"fsx-{tag}.toml"
     config.write_text(config_text)
-    artifacts = vol.root / f"fsx-{what}"
+    artifacts = vol.root / f"fsx-{tag}"
     artifacts.mkdir()
     cmd = [fsx, "-N", str(OPS), "-S", str(SEED), "-f", str(config), "-P", str(artifacts), str(target)]
     started = time.monotonic()
@@ -130,14 +131,14 @@ def run_fsx(fsx, vol, target, config_text, what):
 
 
 def test_fsx_plain_file(fsx, volume):
-    run_fsx(fsx, volume, volume.mnt / "fsx.plain", PLAIN_CONFIG, "plain file")
+    run_fsx(fsx, volume, volume.mnt / "fsx.plain", PLAIN_CONFIG, "plain", "plain file")
 
 
 def test_fsx_array_file(fsx, volume):
     path = make_array(volume.mnt / "fsx.array", ARRAY_SHAPE, ARRAY_DTYPE)
     size = int(np.prod(ARRAY_SHAPE)) * np.dtype(ARRAY_DTYPE).itemsize
     assert os.stat(path).st_size == size
-    run_fsx(fsx, volume, path, ARRAY_CONFIG, f"array file {ARRAY_DTYPE} {'x'.join(map(str, ARRAY_SHAPE))}")
+    run_fsx(fsx, volume, path, ARRAY_CONFIG, "array", f"array file {ARRAY_DTYPE} {'x'.join(map(str, ARRAY_SHAPE))}")
     # Still the same array: fsx changed its bytes, never its size or schema.
     assert os.stat(path).st_size == size
     assert getx(path, "shape") == ",".join(map(str, ARRAY_SHAPE))
