@@ -97,10 +97,12 @@ find_cargo() {
   return 1
 }
 
-install_pjdfstest() {
+# Prints the path of a cargo that find_cargo finds, after installing the Rust
+# toolchain with rustup when there is none.
+ensure_cargo() {
   local cargo
   if ! cargo=$(find_cargo); then
-    log "installing the Rust toolchain with rustup (pjdfstest needs Rust 1.85 or later)"
+    log "installing the Rust toolchain with rustup (pjdfstest needs Rust 1.85 or later)" >&2
     local init
     init=$(mktemp)
     quiet curl --proto '=https' --tlsv1.2 -sSf -o "$init" https://sh.rustup.rs || { rm -f "$init"; return 1; }
@@ -108,17 +110,39 @@ install_pjdfstest() {
     rm -f "$init"
     cargo=$(find_cargo) || return 1
   fi
-  log "building pjdfstest $PJDFSTEST_VERSION from crates.io into $PJDFSTEST_ROOT (a few minutes, once)"
-  # Built as the current user (whose toolchain it is), installed as root.
+  echo "$cargo"
+}
+
+# cargo_install_opt CRATE VERSION BINARY: builds CRATE VERSION from crates.io
+# (with its own Cargo.lock) and installs its executable BINARY as
+# /opt/CRATE-VERSION/bin/BINARY. Built as the current user (whose toolchain
+# it is), installed as root.
+cargo_install_opt() {
+  local crate=$1 version=$2 binary=$3 cargo
+  cargo=$(ensure_cargo) || return 1
+  log "building $crate $version from crates.io into /opt/$crate-$version (a minute or a few, once)"
   local staging rc=0
   staging=$(mktemp -d)
-  quiet env PATH="$(dirname "$cargo"):$PATH" "$cargo" install pjdfstest --version "$PJDFSTEST_VERSION" --locked \
+  quiet env PATH="$(dirname "$cargo"):$PATH" "$cargo" install "$crate" --version "$version" --locked \
     --root "$staging" &&
-    quiet as_root install -D -m 755 "$staging/bin/pjdfstest" "$PJDFSTEST_ROOT/bin/pjdfstest" || rc=$?
+    quiet as_root install -D -m 755 "$staging/bin/$binary" "/opt/$crate-$version/bin/$binary" || rc=$?
   rm -rf "$staging"
   return "$rc"
 }
 
 if [[ ! -x $PJDFSTEST_ROOT/bin/pjdfstest ]]; then
-  install_pjdfstest || log "could not install pjdfstest $PJDFSTEST_VERSION: test_pjdfstest.py will fail or skip" >&2
+  cargo_install_opt pjdfstest "$PJDFSTEST_VERSION" pjdfstest ||
+    log "could not install pjdfstest $PJDFSTEST_VERSION: test_pjdfstest.py will fail or skip" >&2
+fi
+
+# --- fsx-rs (tests/integration/test_outside_fsx.py) ------------------------------------
+# The File System eXerciser's Rust rewrite ("fsx" on crates.io, Rust 1.82 or
+# later), built by cargo into /opt/fsx-VERSION like pjdfstest above. A failure
+# here is reported, not fatal: test_outside_fsx.py then fails (or skips when
+# there is no cargo at all).
+FSX_VERSION=0.3.2
+FSX_ROOT=/opt/fsx-$FSX_VERSION
+
+if [[ ! -x $FSX_ROOT/bin/fsx ]]; then
+  cargo_install_opt fsx "$FSX_VERSION" fsx || log "could not install fsx $FSX_VERSION: test_outside_fsx.py will fail or skip" >&2
 fi
