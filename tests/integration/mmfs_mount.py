@@ -537,3 +537,21 @@ def wait_pid_gone(pid, timeout):
         time.sleep(0.05)
     return False
 
+
+
+# --- outside tools built from crates.io by scripts/install-deps.sh ---------------
+
+def cargo_tool(name, version, env_var):
+    """The path of an outside test tool (pjdfstest, fsx) that install-deps.sh
+    builds into /opt/NAME-VERSION: $ENV_VAR, then /opt, then PATH, then
+    ~/.cargo/bin. Skips the test only where there is no cargo to build it
+    with; otherwise a missing tool fails it (CI installs both)."""
+    for c in (os.environ.get(env_var), f"/opt/{name}-{version}/bin/{name}", shutil.which(name),
+              str(Path.home() / ".cargo" / "bin" / name)):
+        if c and os.access(c, os.X_OK):
+            return c
+    if shutil.which("cargo") is None and not os.access(Path.home() / ".cargo" / "bin" / "cargo", os.X_OK):
+        pytest.skip(f"{name} is not installed and there is no cargo to build it "
+                    "(scripts/install-deps.sh installs both)")
+    pytest.fail(f"{name} {version} is not installed: run scripts/install-deps.sh (or set ${env_var})",
+                pytrace=False)

@@ -24,16 +24,14 @@ for it; scripts/stress.sh runs 1,000,000. scripts/install-deps.sh builds fsx int
 of the pytest output (conftest.py).
 """
 import os
-import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import conftest
-from mmfs_mount import getx, make_array
+from mmfs_mount import cargo_tool, getx, make_array
 
 FSX_VERSION = "0.3.2"
 OPS = int(os.environ.get("MMFS_FSX_OPS", "20000"))
@@ -86,27 +84,9 @@ ARRAY_SHAPE = (96, 40, 35)
 ARRAY_DTYPE = "uint16"
 
 
-def find_fsx():
-    candidates = [os.environ.get("FSX"), f"/opt/fsx-{FSX_VERSION}/bin/fsx", shutil.which("fsx"),
-                  str(Path.home() / ".cargo" / "bin" / "fsx")]
-    for c in candidates:
-        if c and os.access(c, os.X_OK):
-            return c
-    return None
-
-
-def have_cargo():
-    return shutil.which("cargo") is not None or os.access(Path.home() / ".cargo" / "bin" / "cargo", os.X_OK)
-
-
 @pytest.fixture(scope="module")
 def fsx():
-    binary = find_fsx()
-    if binary:
-        return binary
-    if not have_cargo():
-        pytest.skip("fsx is not installed and there is no cargo to build it (scripts/install-deps.sh installs both)")
-    pytest.fail(f"fsx {FSX_VERSION} is not installed: run scripts/install-deps.sh (or set $FSX)", pytrace=False)
+    return cargo_tool("fsx", FSX_VERSION, "FSX")
 
 
 def run_fsx(fsx, vol, target, config_text, tag, what):

@@ -16,15 +16,13 @@ allowed only for the reasons listed in ALLOWED_SKIPS.
 import os
 import pwd
 import re
-import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 import conftest
-from mmfs_mount import Volume
+from mmfs_mount import Volume, cargo_tool
 
 PJDFSTEST_VERSION = "0.2.2"
 FEATURES = ["posix_fallocate", "rename_ctime", "utime_now", "utimensat"]
@@ -61,29 +59,9 @@ SUMMARY = re.compile(r"Summary: (\d+) failed, (\d+) skipped, (\d+) passed, (\d+)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def find_pjdfstest():
-    candidates = [os.environ.get("PJDFSTEST"), f"/opt/pjdfstest-{PJDFSTEST_VERSION}/bin/pjdfstest",
-                  shutil.which("pjdfstest"), str(Path.home() / ".cargo" / "bin" / "pjdfstest")]
-    for c in candidates:
-        if c and os.access(c, os.X_OK):
-            return c
-    return None
-
-
-def have_cargo():
-    return shutil.which("cargo") is not None or os.access(Path.home() / ".cargo" / "bin" / "cargo", os.X_OK)
-
-
 @pytest.fixture(scope="module")
 def pjdfstest():
-    binary = find_pjdfstest()
-    if binary:
-        return binary
-    if not have_cargo():
-        pytest.skip("pjdfstest is not installed and there is no cargo to build it (scripts/install-deps.sh "
-                    "installs both)")
-    pytest.fail(f"pjdfstest {PJDFSTEST_VERSION} is not installed: run scripts/install-deps.sh (or set $PJDFSTEST)",
-                pytrace=False)
+    return cargo_tool("pjdfstest", PJDFSTEST_VERSION, "PJDFSTEST")
 
 
 def parse(output):
