@@ -177,6 +177,7 @@ int main(int argc, char** argv) {
 
   // Check the volume before mounting anything, so a bad target fails loudly.
   std::string geometry_json;
+  mmfs::fs::MetaOpenReport metadata_report;
   {
     int err = 0;
     std::string msg;
@@ -185,12 +186,20 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "mmfs: {}\n", msg);
       return 1;
     }
-    auto vol = mmfs::fs::Volume::open(std::move(dev), &err, &msg);
+    // This open compares both copies of the metadata and rewrites a damaged
+    // one from its twin; the daemon's own open below need not again.
+    mmfs::fs::MetaOpenOptions meta;
+    meta.verify_copies = true;
+    meta.repair = !o.read_only;
+    auto vol = mmfs::fs::Volume::open(std::move(dev), &err, &msg, false, meta);
     if (!vol) {
       fmt::print(stderr, "mmfs: {}: {}\n", target, msg);
       return 1;
     }
     geometry_json = vol->superblock().geometry_json;
+    metadata_report = vol->metadata_report();
+    for (const auto& p : metadata_report.problems) fmt::print(stderr, "mmfs: {}: {}\n", target, p);
+    for (const auto& r : metadata_report.repairs) fmt::print(stderr, "mmfs: {}: {}\n", target, r);
   }
 
   std::vector<std::string> args = {argv[0], "-o", fmt::format("fsname={},subtype=mmfs,max_read=1048576", target)};
@@ -259,6 +268,9 @@ int main(int argc, char** argv) {
     } else {
       filesystem = std::make_unique<mmfs::daemon::Filesystem>(std::move(vol), o.read_only);
       slot = filesystem.get();
+      for (const auto& p : metadata_report.problems)
+        filesystem->errors().record(EUCLEAN, "/", "metadata found damaged at mount: " + p);
+      for (const auto& r : metadata_report.repairs) filesystem->errors().record(EUCLEAN, "/", "metadata " + r);
       if (poller) {
         filesystem->set_transport_stats([p = poller.get()] {
           auto c = p->counters();

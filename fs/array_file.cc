@@ -106,6 +106,11 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
                     std::string* message) {
   std::unique_ptr<ArrayState> state;
   if (int r = build(ctx, ino, schema, false, &state, message)) return r;
+  std::uint64_t settled = 0;
+  if (int r = state->settle_torn_rewrites(&settled)) {
+    *message = "reading the cells a crash interrupted the rewrite of failed";
+    return r;
+  }
   std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, ino, schema, std::move(state)));
   {
     std::unique_lock lock(a->mu_);

@@ -29,6 +29,43 @@ bool ArrayState::cell_valid(std::uint64_t cell, std::span<const std::byte> conte
   return alt_.get(cell) != 0 && cell_checksum(contents) == alt_.get(cell);
 }
 
+int ArrayState::read_stored_cells(std::span<const std::uint64_t> cells, AlignedBuffer* out) const {
+  const std::uint32_t ss = io_.sector_size();
+  std::vector<std::uint64_t> coords(grid().dims());
+  Run r[2];
+  *out = AlignedBuffer(cells.size() * cell_storage_);
+  std::vector<SectorRun> runs;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    coords_of(cells[i], coords.data());
+    std::size_t k = layout_->cell_runs(coords, r);
+    std::byte* p = out->data() + i * cell_storage_;
+    for (std::size_t j = 0; j < k; ++j) {
+      runs.push_back({r[j].lbn, r[j].sectors, p});
+      p += std::uint64_t(r[j].sectors) * ss;
+    }
+  }
+  return io_.read(runs);
+}
+
+int ArrayState::settle_torn_rewrites(std::uint64_t* settled) {
+  *settled = 0;
+  std::vector<std::uint64_t> rewriting;
+  for (std::uint64_t c = 0; c < alt_.cells(); ++c)
+    if (alt_.get(c) != 0) rewriting.push_back(c);
+  if (rewriting.empty()) return 0;
+  const std::uint64_t brick = grid().cell_bytes();
+  AlignedBuffer buf;
+  if (int rc = read_stored_cells(rewriting, &buf)) return rc;
+  for (std::size_t i = 0; i < rewriting.size(); ++i) {
+    const std::span<const std::byte> cell(buf.data() + i * cell_storage_, brick);
+    if (cell_valid(rewriting[i], cell)) continue;
+    sums_.set(rewriting[i], cell);
+    alt_.set_raw(rewriting[i], 0);
+    ++*settled;
+  }
+  return 0;
+}
+
 void ArrayState::clear() {
   dirty_.clear();
   sums_.clear();
@@ -107,18 +144,8 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
   for (auto& [linear, dc] : dirty_)
     if (!dc.complete) partial.push_back(linear);
   if (!partial.empty()) {
-    AlignedBuffer buf(partial.size() * cell_storage_);
-    std::vector<SectorRun> runs;
-    for (std::size_t i = 0; i < partial.size(); ++i) {
-      coords_of(partial[i], coords.data());
-      std::size_t k = layout_->cell_runs(coords, r);
-      std::byte* p = buf.data() + i * cell_storage_;
-      for (std::size_t j = 0; j < k; ++j) {
-        runs.push_back({r[j].lbn, r[j].sectors, p});
-        p += std::uint64_t(r[j].sectors) * ss;
-      }
-    }
-    if (int rc = io_.read(runs)) return rc;
+    AlignedBuffer buf;
+    if (int rc = read_stored_cells(partial, &buf)) return rc;
     for (std::size_t i = 0; i < partial.size(); ++i) {
       const std::byte* old = buf.data() + i * cell_storage_;
       if (!cell_valid(partial[i], {old, brick})) {

@@ -55,6 +55,17 @@ class ArrayState {
   int write_back(std::uint64_t* bad_cell, const std::function<int(WriteBatch&)>& make_durable);
   // Drops the dirty cache and marks every cell unwritten (reads as zeros).
   void clear();
+  // A crash during write_back can tear a cell that spans several device
+  // blocks: each block then holds its old or its new bytes, and the cell
+  // matches neither its checksum nor its alternative. That is what a crash
+  // may leave of bytes written but not yet synced (ext4 leaves the same), so
+  // such a cell is accepted as it is: its checksum becomes that of its
+  // contents and the alternative is dropped (both in sums()/alternatives(),
+  // not staged: the next load settles them again until a flush commits
+  // them). Only cells with an alternative, i.e. mid-rewrite at the crash, are
+  // considered; a mismatch anywhere else stays damage (EIO).
+  // *settled counts the cells accepted so.
+  int settle_torn_rewrites(std::uint64_t* settled);
 
   // Reads the selection into `out` (selection.elements() * itemsize bytes, C
   // order of the selection), executing the layout's IoPlan. Dirty cells must
@@ -78,6 +89,8 @@ class ArrayState {
   void element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset) const;
 
  private:
+  // Reads the stored bytes of `cells` (cell_storage_ each, unverified) into *out.
+  int read_stored_cells(std::span<const std::uint64_t> cells, AlignedBuffer* out) const;
   struct DirtyCell {
     std::vector<std::byte> data;        // the cell's sectors (brick in C order, then padding)
     std::vector<std::uint64_t> written;  // one bit per byte of the brick; empty when complete

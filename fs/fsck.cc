@@ -40,7 +40,15 @@ FsckReport check_volume(Volume& vol, bool repair) {
             true);
     if (repair) vol.rewrite_superblocks();
   }
-  // 2. What the open found (extents used twice or outside the data area, no root).
+  // 2. What the open found: damaged metadata copies (rewritten from their
+  // twins, or a salvaged prefix, with repair), extents used twice or outside
+  // the data area, no root.
+  const MetaOpenReport& meta = vol.metadata_report();
+  for (const std::string& p : meta.problems) {
+    rep.problems.push_back(p);
+    if (!repair) ++rep.uncorrected;
+  }
+  for (const std::string& r : meta.repairs) rep.repairs.push_back(r);
   for (const std::string& p : vol.problems()) problem(p, false);
 
   // 3. Every record.

@@ -26,11 +26,17 @@
 
 namespace mmfs::fs::meta {
 
-inline constexpr std::uint32_t kFormatVersion = 1;
+// Version 2 (written by format() since 2026-11-24) keeps two copies of every
+// structure, one in each half of the region; version 1 regions (one copy, the
+// log's whole area replayed and scanned at open) are still opened and written.
+inline constexpr std::uint32_t kFormatVersion = 2;
+inline constexpr std::uint32_t kOldestVersion = 1;
 inline constexpr std::size_t kRegionHeaderSize = 80;
 inline constexpr std::size_t kChunkHeaderSize = 80;
 inline constexpr std::size_t kCheckpointHeaderSize = 80;
 inline constexpr std::uint64_t kMinRegionBytes = 64 * 1024;
+// The smallest log window of a version 2 region (see log_window()).
+inline constexpr std::uint64_t kMinLogWindow = 4 << 20;
 // Serialized size of one state entry in a checkpoint: u32 key length, key,
 // u32 value length, value.
 inline constexpr std::uint64_t checkpoint_entry_bytes(std::uint64_t key_len, std::uint64_t value_len) {
@@ -49,10 +55,26 @@ struct RegionHeader {
   std::uint64_t slot_length = 0;
   std::uint64_t log_offset = 0;  // relative to the region start
   std::uint64_t log_length = 0;
+
+  // Copies of every structure: 2 from version 2 on. Offsets above are
+  // relative to the start of a copy; copy c starts at c * copy_stride().
+  int copies() const { return version >= 2 ? 2 : 1; }
+  std::uint64_t copy_stride() const {
+    return version >= 2 && block_size ? region_length / block_size / 2 * block_size : 0;
+  }
+  // Bytes of the region one copy spans (the areas lie inside it).
+  std::uint64_t copy_length() const { return version >= 2 ? copy_stride() : region_length; }
 };
+// The log bytes the chunks of one epoch may use, fixed by its checkpoint of
+// `checkpoint_bytes` (header + payload): replay and the scan for lost chunks
+// at open never read more of the log than this. Version 1: the whole log.
+// Version 2: twice the checkpoint (so checkpoints cost at most half of what
+// the log writes), at least kMinLogWindow, at most the log.
+std::uint64_t log_window(const RegionHeader& h, std::uint64_t checkpoint_bytes);
 // REQUIRES: out.size() >= kRegionHeaderSize.
 void encode_region_header(const RegionHeader& h, std::span<std::byte> out);
 // Checks magic and header checksum only (not version or geometry).
+// `bytes` must be at least kRegionHeaderSize long.
 std::optional<RegionHeader> decode_region_header(std::span<const std::byte> bytes);
 // Empty when the geometry is consistent with the device and region; else why not.
 std::string check_region_geometry(const RegionHeader& h, std::uint32_t device_block_size,

@@ -12,8 +12,11 @@
 //     older of two slots and the log restarts behind it.
 // A crash at any instant leaves, after open(), the state of some prefix of
 // the applied batches that includes every batch whose sync() returned.
-// Every block on the device carries a checksum; open() refuses a region it
-// cannot trust with EUCLEAN (corrupt) rather than returning a mixed state.
+// Every block on the device carries a checksum, and every structure is kept
+// in two copies (version 2 regions), so one bad block is read from its twin
+// and rewritten. open() refuses a region it cannot trust with EUCLEAN
+// (corrupt) rather than returning a mixed state; mmfsck can salvage the
+// longest consistent prefix of it.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +57,28 @@ class WriteBatch {
   std::vector<Op> ops_;
 };
 
+// What open() may do beyond reading the newest consistent state.
+struct MetaOpenOptions {
+  // Rewrite a copy found corrupt or incomplete from its good twin (the
+  // device must be writable): the daemon's mount and `mmfsck -y`.
+  bool repair = false;
+  // Read and compare both copies of every live structure, not only the first
+  // good one (mmfsck). Without it, open() reads the second copy of a
+  // structure only when the first fails, plus the last write's twin.
+  bool verify_copies = false;
+  // When a log chunk or checkpoint is lost in both copies but later metadata
+  // exists, open the longest consistent prefix instead of refusing and, with
+  // `repair`, make it the durable state (`mmfsck -y`).
+  bool salvage = false;
+};
+
+// What open() found and did, one line each.
+struct MetaOpenReport {
+  std::vector<std::string> problems;  // damage: a corrupt copy, metadata lost in both copies
+  std::vector<std::string> repairs;   // copies rewritten from their twins, a salvaged prefix made durable
+  std::uint64_t lost_batches = 0;     // batches after a salvaged prefix known to be lost
+};
+
 struct MetaStats {
   std::uint64_t batches_applied = 0, batches_durable = 0;
   std::uint64_t log_writes = 0, flushes = 0, checkpoints = 0;
@@ -64,12 +89,17 @@ struct MetaStats {
 class MetaStore {
  public:
   // Writes an empty store into the region (mkfs). Returns 0 or an errno.
-  static int format(BlockDevice& device, const MetaRegion& region);
+  // `version` 0 is the current format; 1 (one copy of everything) is kept
+  // for tests of the volumes formatted before version 2.
+  static int format(BlockDevice& device, const MetaRegion& region, std::uint32_t version = 0);
   // Opens the store: reads the newest valid checkpoint and replays the log
-  // after it. Returns nullptr with *error set (EUCLEAN: corrupt/unreadable
-  // metadata; EIO: device error) and a one-line *message.
+  // after it, taking each structure from whichever copy is intact. Returns
+  // nullptr with *error set (EUCLEAN: corrupt/unreadable metadata; EIO:
+  // device error) and a one-line *message. `report` (optional) says what was
+  // found and repaired.
   static std::unique_ptr<MetaStore> open(BlockDevice& device, const MetaRegion& region, int* error,
-                                         std::string* message);
+                                         std::string* message, const MetaOpenOptions& options = {},
+                                         MetaOpenReport* report = nullptr);
   ~MetaStore();
 
   // Applies the batch to the in-memory state (atomically with respect to
@@ -90,6 +120,7 @@ class MetaStore {
 
  private:
   struct Impl;
+  friend class MetaOpener;
   explicit MetaStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

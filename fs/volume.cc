@@ -269,7 +269,7 @@ int format_volume(BlockDevice& dev, const geom::Geometry& g, const FormatOptions
 }
 
 std::unique_ptr<Volume> Volume::open(std::unique_ptr<BlockDevice> device, int* error, std::string* message,
-                                     bool for_check) {
+                                     bool for_check, const MetaOpenOptions& metadata) {
   auto fail = [&](int e, std::string m) {
     *error = e;
     *message = std::move(m);
@@ -310,7 +310,8 @@ std::unique_ptr<Volume> Volume::open(std::unique_ptr<BlockDevice> device, int* e
     return fail(EUCLEAN, "damaged volume: the superblock's areas lie beyond the device");
   int err = 0;
   std::string msg;
-  v->store_ = MetaStore::open(*device, {v->sb_.meta_offset, v->sb_.meta_length}, &err, &msg);
+  v->store_ = MetaStore::open(*device, {v->sb_.meta_offset, v->sb_.meta_length}, &err, &msg, metadata,
+                              &v->metadata_report_);
   if (!v->store_) return fail(err ? err : EUCLEAN, "damaged metadata: " + msg);
   v->allocator_ = std::make_unique<Allocator>(g, v->sb_.data_first_lbn, v->sb_.data_end_lbn);
   // The free map is the complement of every extent map.

@@ -56,9 +56,13 @@ class Volume {
   // a one-line *message.
   // `for_check` (mmfsck) opens a volume whose extent maps overlap or whose
   // root is missing instead of refusing it; problems() lists what was found.
+  // `metadata` says whether the metadata store verifies both copies, repairs
+  // one from its twin and salvages a prefix (fs/meta_store.h); what it found
+  // and did is metadata_report().
   static std::unique_ptr<Volume> open(std::unique_ptr<BlockDevice> device, int* error, std::string* message,
-                                      bool for_check = false);
+                                      bool for_check = false, const MetaOpenOptions& metadata = {});
   const std::vector<std::string>& problems() const { return problems_; }
+  const MetaOpenReport& metadata_report() const { return metadata_report_; }
 
   BlockDevice& device() { return *device_; }
   const Superblock& superblock() const { return sb_; }
@@ -82,6 +86,7 @@ class Volume {
   std::unique_ptr<Metadata> metadata_;
   bool primary_ok_ = false, backup_ok_ = false;
   std::vector<std::string> problems_;
+  MetaOpenReport metadata_report_;
 };
 
 // Byte offset of the backup superblock on a device of `device_bytes`.

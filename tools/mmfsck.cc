@@ -36,7 +36,13 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "mmfsck: {}\n", msg.empty() ? std::strerror(err) : msg);
     return 8;
   }
-  auto vol = mmfs::fs::Volume::open(std::move(dev), &err, &msg, /*for_check=*/true);
+  // Both copies of the metadata are compared; -y rewrites a damaged copy from
+  // its twin and salvages the longest consistent prefix of a log damaged in
+  // both copies.
+  mmfs::fs::MetaOpenOptions meta;
+  meta.verify_copies = true;
+  meta.repair = meta.salvage = yes;
+  auto vol = mmfs::fs::Volume::open(std::move(dev), &err, &msg, /*for_check=*/true, meta);
   if (!vol) {
     fmt::print(stderr, "mmfsck: {}: {}\n", target, msg);
     return err == EUCLEAN ? 4 : 8;
