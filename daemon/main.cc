@@ -176,8 +176,14 @@ int main(int argc, char** argv) {
   }
 
   // Check the volume before mounting anything, so a bad target fails loudly.
+  // The daemon then serves this very open (after the fork, which keeps the
+  // device's descriptor, its lock and its io_uring rings: the rings are
+  // shared mappings and the child submits as any task may), so mounting
+  // reads the metadata once; only a simulated device, which wraps the
+  // device in the volume's own geometry, opens again.
   std::string geometry_json;
   mmfs::fs::MetaOpenReport metadata_report;
+  std::unique_ptr<mmfs::fs::Volume> checked;
   {
     int err = 0;
     std::string msg;
@@ -200,6 +206,7 @@ int main(int argc, char** argv) {
     metadata_report = vol->metadata_report();
     for (const auto& p : metadata_report.problems) fmt::print(stderr, "mmfs: {}: {}\n", target, p);
     for (const auto& r : metadata_report.repairs) fmt::print(stderr, "mmfs: {}: {}\n", target, r);
+    if (!o.simulate) checked = std::move(vol);
   }
 
   std::vector<std::string> args = {argv[0], "-o", fmt::format("fsname={},subtype=mmfs,max_read=1048576", target)};
@@ -255,13 +262,16 @@ int main(int argc, char** argv) {
   {
     int err = 0;
     std::string msg;
-    auto dev = open_target(target, o, &err, &msg);
     std::unique_ptr<mmfs::geom::Geometry> sim_geometry;
-    if (dev && o.simulate) {
-      sim_geometry = mmfs::geom::load_geometry(nlohmann::json::parse(geometry_json));
-      dev = std::make_unique<mmfs::fs::SimulatedDevice>(std::move(dev), *sim_geometry);
+    std::unique_ptr<mmfs::fs::Volume> vol = std::move(checked);
+    if (!vol) {
+      auto dev = open_target(target, o, &err, &msg);
+      if (dev && o.simulate) {
+        sim_geometry = mmfs::geom::load_geometry(nlohmann::json::parse(geometry_json));
+        dev = std::make_unique<mmfs::fs::SimulatedDevice>(std::move(dev), *sim_geometry);
+      }
+      vol = dev ? mmfs::fs::Volume::open(std::move(dev), &err, &msg) : nullptr;
     }
-    auto vol = dev ? mmfs::fs::Volume::open(std::move(dev), &err, &msg) : nullptr;
     if (!vol) {
       fmt::print(stderr, "mmfs: {}: {}\n", target, msg);
       rc = 1;

@@ -8,23 +8,29 @@
 // ===========================================================================
 //
 // Integers are little-endian, fixed width, unaligned. Checksums are XXH3-64
-// (xxhash's XXH3_64bits, seed 0). Offsets below are relative to the start of
-// the region; BS is the device's logical block size. All areas are
-// block-aligned.
+// (xxhash's XXH3_64bits, seed 0). BS is the device's logical block size. All
+// areas are block-aligned.
+//
+// Copies. A version 2 region holds two copies of every structure: copy 0 at
+// the start of the region, copy 1 at stride = floor(length/BS/2)*BS (an odd
+// last block is unused). Every write goes to both copies in one submit,
+// followed by one flush; each copy is laid out as below, offsets relative to
+// the start of the copy. A version 1 region is one copy spanning the region.
 //
 //   +--------+---------------------+---------------------+---------------+
 //   | header | checkpoint slot 0   | checkpoint slot 1   | log (a ring)  |
 //   +--------+---------------------+---------------------+---------------+
-//   0        BS                    BS+S                  BS+2S           length
+//   0        BS                    BS+S                  BS+2S      copy length
 //
 // Split (chosen by format(), recorded in the header; open() reads it from
-// there): N = length/BS blocks, R = N-1; log = max(2, R/4) blocks, each slot
-// S = (R - log)/2 blocks, the log gets the remainder. A 512 KiB region on
-// 4 KiB blocks: header 4 KiB, slots 192 KiB each, log 124 KiB.
+// there): N = copy length/BS blocks, R = N-1; log = max(2, R/4) blocks, each
+// slot S = (R - log)/2 blocks, the log gets the remainder. A 512 KiB version
+// 2 region on 4 KiB blocks: two copies of 256 KiB, each a header of 4 KiB,
+// slots of 96 KiB and a log of 60 KiB.
 //
 // Region header (block 0, written only by format()):
 //    0  8  magic "MMFSMETA"
-//    8  4  version (1)
+//    8  4  version (2; 1 for regions of one copy)
 //   12  4  block size
 //   16  8  nonce: random per format(); every chunk and checkpoint carries it,
 //          so data left by an earlier format is never taken for ours
@@ -72,9 +78,11 @@
 //
 // Writing. A chunk goes at the log tail if it fits before the end of the log
 // area, else at offset 0 (the rest of the area is skipped). It is one device
-// write followed by one flush. The log space from the newest durable
+// write per copy followed by one flush. The log space from the newest durable
 // checkpoint's log position up to the tail (including skipped ends) is in
-// use; a chunk that would not fit in the free space is not written: a
+// use; it never exceeds the checkpoint's log window (log_window(): version 2
+// max(4 MiB, 2 x the checkpoint's bytes) capped at the log; version 1 the
+// whole log). A chunk that would not fit in the window is not written: a
 // checkpoint is written instead. A checkpoint holds the whole in-memory state,
 // i.e. every batch applied so far, so it also makes the pending batches
 // durable and pending batches are never split over several chunks. It goes to
@@ -82,23 +90,37 @@
 // as its log position, and is flushed before any later chunk is written; only
 // then does the space before the tail become free again.
 //
-// Replay (open). Take the valid checkpoint with the highest sequence; at its
-// log position expect chunk `next chunk sequence`: read the header there (or,
-// if it is not valid there, at offset 0 - allowed only when a chunk of that
-// length would not have fit at the tail); accept it when magic, nonce, both
+// Replay (open, fs/meta_open.cc). Take the checkpoint with the highest
+// sequence that validates in some copy (headers of all four copies first,
+// then payloads, newest first); at its log position expect chunk `next chunk
+// sequence`: read the header there (or, if it is not valid there, at offset 0
+// - allowed only when a chunk of that length would not have fit at the
+// tail), in copy 0 and else in copy 1; accept it when magic, nonce, both
 // checksums, chunk sequence, epoch (= the checkpoint's sequence), position,
-// batch continuity (first batch = last applied + 1) and bounds hold; apply its
-// batches and go on behind it. The first chunk that fails any check ends the
-// log: a torn or lost last chunk is simply not there, and stale chunks never
-// match the expected sequence and epoch. Then open() reads every block of the
-// log area and refuses with EUCLEAN if any holds a valid chunk header (this
-// nonce) of a newer epoch than the chosen checkpoint (a newer checkpoint was
-// durable and is now corrupt) or of the same epoch with a higher chunk
-// sequence than the one replay stopped at (a chunk in the middle of the log is
-// corrupt). Neither can follow a torn or lost write: a chunk is flushed before
-// the next one is written and a checkpoint before the chunks of its epoch.
-// A corrupt last chunk or a corrupt newest checkpoint with no chunk after it
-// cannot be told from a torn write; open() then returns the older prefix state.
+// batch continuity (first batch = last applied + 1) and bounds (inside the
+// window) hold; apply its batches and go on behind it. The first chunk that
+// fails in both copies ends the log: a torn or lost last chunk is simply not
+// there, and stale chunks never match the expected sequence and epoch. Then
+// open() reads, in both copies, the rest of the window behind the end of the
+// log, the block at the end and block 0 (where a newer epoch's first chunk
+// goes when it wraps), and refuses with EUCLEAN if any holds a valid chunk
+// header (this nonce) of a newer epoch than the chosen checkpoint (a newer
+// checkpoint was durable and is now corrupt in both copies) or of the same
+// epoch with a higher chunk sequence than the one replay stopped at (a chunk
+// in the middle of the log is corrupt in both copies). Neither can follow a
+// torn or lost write: a chunk is flushed before the next one is written and a
+// checkpoint before the chunks of its epoch. A structure lost in both copies
+// at the end of the log cannot be told from a torn write; open() then returns
+// the older prefix state.
+//
+// Twins. Both copies of every structure replay uses hold the same bytes,
+// except that the last write (the last chunk, or the checkpoint when no chunk
+// follows it) may have reached one copy only when the power went. A copy that
+// fails its checks or differs from its twin is rewritten from the twin
+// (MetaOpenOptions::repair); elsewhere than in the last write it is reported
+// as damage. Salvage (MetaOpenOptions::salvage) opens the prefix instead of
+// refusing, and makes it durable with a checkpoint whose sequence exceeds
+// every epoch found in the log.
 // ===========================================================================
 #include "fs/meta_codec.h"
 

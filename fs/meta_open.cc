@@ -68,6 +68,7 @@ class MetaOpener {
   int slot_ = 0, slot_copy_ = 0;
   AlignedBuffer ck_bytes_;  // its blocks as read
   std::uint64_t ck_len_ = 0;
+  std::uint64_t state_bytes_ = 0;  // checkpoint_bytes() of the state, kept up to date by replay
   bool twin_checked_ = false;
 
   // Replay.
@@ -175,6 +176,7 @@ int MetaOpener::choose_checkpoint() {
     slot_copy_ = cand.copy;
     ck_bytes_ = std::move(all);
     ck_len_ = len;
+    state_bytes_ = meta::kCheckpointHeaderSize + ck_.header.payload_length;
     window_ = meta::log_window(geo_, meta::kCheckpointHeaderSize + ck_.header.payload_length);
     return 0;
   }
@@ -265,7 +267,7 @@ int MetaOpener::replay() {
                              fmt::format("metadata log chunk {} (copy 1)", seq_), false});
       last_chunk_.twin_checked = true;
     }
-    for (const meta::LogBatch& b : got->batches) apply_to(ck_.state, b.batch);
+    for (meta::LogBatch& b : got->batches) apply_replayed(ck_.state, std::move(b.batch), &state_bytes_);
     last_ = got->header.last_batch;
     used_ += consume;
     ++seq_;
@@ -402,7 +404,7 @@ std::unique_ptr<MetaStore> MetaOpener::open(int* error, std::string* message, Me
   }
   if (read_region_header() || choose_checkpoint() || replay() || find_lost_metadata() || rewrite_copies())
     return done(nullptr);
-  const std::uint64_t state_bytes = meta::checkpoint_bytes(ck_.state);
+  const std::uint64_t state_bytes = state_bytes_;
   if (state_bytes > geo_.slot_length) {
     fail(EUCLEAN, "metadata state exceeds a checkpoint slot");
     return done(nullptr);

@@ -52,6 +52,7 @@ class WriteBatch {
     std::string key, value;
   };
   const std::vector<Op>& ops() const { return ops_; }
+  std::vector<Op> take_ops() && { return std::move(ops_); }
 
  private:
   std::vector<Op> ops_;

@@ -79,6 +79,25 @@ inline int check_region(const BlockDevice& dev, const MetaRegion& region) {
   return 0;
 }
 
+// Replay's version: moves the batch's strings into the map and keeps
+// *state_bytes (the checkpoint size of the state) up to date.
+inline void apply_replayed(StateMap& state, WriteBatch&& batch, std::uint64_t* state_bytes) {
+  for (auto& op : std::move(batch).take_ops()) {
+    auto it = state.lower_bound(op.key);
+    const bool found = it != state.end() && it->first == op.key;
+    if (found) *state_bytes -= meta::checkpoint_entry_bytes(it->first.size(), it->second.size());
+    if (!op.is_put) {
+      if (found) state.erase(it);
+      continue;
+    }
+    *state_bytes += meta::checkpoint_entry_bytes(op.key.size(), op.value.size());
+    if (found)
+      it->second = std::move(op.value);
+    else
+      state.emplace_hint(it, std::move(op.key), std::move(op.value));
+  }
+}
+
 inline void apply_to(StateMap& state, const WriteBatch& batch) {
   for (const auto& op : batch.ops()) {
     if (op.is_put) {

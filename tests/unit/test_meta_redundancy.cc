@@ -269,6 +269,10 @@ TEST_CASE("meta: open reads the live metadata, not the whole log area", "[meta][
     auto s = MetaStore::open(counted, region, &err, &msg, {.repair = true, .verify_copies = true});
     REQUIRE(s);
     CHECK(dump(*s) == model.m);
+    // Replay keeps the state's checkpoint size without walking the map.
+    std::uint64_t state_bytes = meta::kCheckpointHeaderSize;
+    for (const auto& [k, v] : model.m) state_bytes += meta::checkpoint_entry_bytes(k.size(), v.size());
+    CHECK(s->stats().state_bytes == state_bytes);
     std::printf("meta open, version %u region of 256 MiB (log %llu KiB per copy): read %llu KiB\n", version,
                 static_cast<unsigned long long>(geo.log_length >> 10),
                 static_cast<unsigned long long>(counted.read_bytes >> 10));
