@@ -21,11 +21,16 @@ ops/s; ext4 on /var/tmp, the same config and seed: 57 s, 1,747 ops/s) and
 76 s (array, 1,325 ops/s), too long for every CI run: set MMFS_FSX_OPS=100000
 for it; scripts/stress.sh runs 1,000,000. scripts/install-deps.sh builds fsx into
 /opt/fsx-VERSION; $FSX names another binary. Each run's ops/s goes to the end
-of the pytest output (conftest.py).
+of the pytest output (conftest.py), next to the plain file's rate on the
+filesystem holding the test volumes (ext4 on the test machine), with the same
+config and seed: the reference the issue asks for, measured in the same run.
 """
 import os
 import subprocess
+import tempfile
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -89,7 +94,7 @@ def fsx():
     return cargo_tool("fsx", FSX_VERSION, "FSX")
 
 
-def run_fsx(fsx, vol, target, config_text, tag, what):
+def run_fsx(fsx, vol, target, config_text, tag, what, where="mmfs"):
     """Runs fsx on TARGET with CONFIG_TEXT, OPS operations and SEED; its artifacts
     (the config, .fsxlog and .fsxgood on failure) go to the volume's scratch
     directory, outside the mount. Returns the ops/s."""
@@ -107,7 +112,7 @@ def run_fsx(fsx, vol, target, config_text, tag, what):
         f"{' '.join(cmd)}: exit {proc.returncode} after {seconds:.1f} s\n{output[-8000:]}"
         f"\n.mmfs/errors (last lines):\n{vol.errors()[-2000:]}")
     rate = OPS / seconds
-    line = (f"fsx {FSX_VERSION} on mmfs, {what}: {OPS} ops (seed {SEED}) in {seconds:.1f} s, {rate:,.0f} ops/s")
+    line = (f"fsx {FSX_VERSION} on {where}, {what}: {OPS} ops (seed {SEED}) in {seconds:.1f} s, {rate:,.0f} ops/s")
     print(line)
     conftest.TERMINAL_SUMMARY.append(line)
     return rate
@@ -126,3 +131,18 @@ def test_fsx_array_file(fsx, volume):
     assert os.stat(path).st_size == size
     assert getx(path, "shape") == ",".join(map(str, ARRAY_SHAPE))
     assert getx(path, "dtype") == ARRAY_DTYPE
+
+
+def test_fsx_plain_file_reference_on_the_host_filesystem(fsx):
+    """The plain-file run on the filesystem under /var/tmp (the rate mmfs is
+    compared with; skipped when that is not ext4, xfs or btrfs)."""
+    kind = subprocess.run(["stat", "-f", "-c", "%T", "/var/tmp"], capture_output=True, text=True).stdout.strip()
+    if kind not in ("ext2/ext3", "xfs", "btrfs"):
+        pytest.skip(f"/var/tmp is {kind}, not a disk filesystem")
+    root = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="fsx-reference-"))
+    try:
+        vol = SimpleNamespace(root=root, errors=lambda: "")
+        name = "ext4" if kind == "ext2/ext3" else kind
+        run_fsx(fsx, vol, root / "fsx.plain", PLAIN_CONFIG, "plain", "plain file", where=f"{name} (/var/tmp)")
+    finally:
+        subprocess.run(["rm", "-rf", str(root)], check=False)
