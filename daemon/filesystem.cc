@@ -617,6 +617,13 @@ int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
     if (int r = array_for(ino, &array, &msg)) return record(r, ino, msg);
   }
   std::lock_guard lock(mu_);
+  // Again under the registry lock: an unlink decides between removing the
+  // inode and keeping it as an orphan under this lock, by the open count. An
+  // unlink that ran since the check above has removed it, and an open
+  // registered now would write to a file that no longer exists (its
+  // checksums would outlive the inode).
+  n = volume_->metadata().inode(ino);
+  if (!n) return ENOENT;
   OpenFile& of = open_[ino];
   if (array) of.array = array;
   else plain_for_locked(ino, *n);
