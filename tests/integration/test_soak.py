@@ -481,7 +481,11 @@ def test_soak(volume):
             for p, receive in procs:
                 left = deadline + 300 - time.time()
                 assert receive.poll(max(left, 1)), f"a process (pid {p.pid}) did not finish within 300 s of the end"
-                results.append(receive.recv())
+                try:
+                    results.append(receive.recv())
+                except EOFError:
+                    p.join(10)
+                    raise AssertionError(f"process {p.pid} ended without a result (exit code {p.exitcode})") from None
                 p.join(30)
         seconds = time.monotonic() - started
     finally:
