@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "daemon/heap_trim.h"
+
 namespace mmfs::daemon {
 
 using fs::ArrayFile;
@@ -20,6 +22,9 @@ namespace {
 
 constexpr const char* kOrphanDir = ".mmfs-orphans";
 constexpr auto kFlushInterval = std::chrono::seconds(5);
+// Free heap kept for reuse at each flusher tick (daemon/heap_trim.h): a
+// streaming reader's prefetched chunks and their device buffers.
+constexpr std::size_t kFreeHeapReserve = 256u << 20;
 
 // FUSE_SET_ATTR_* (fuse_lowlevel.h); kept numeric so this file stays FUSE-free.
 constexpr int kSetMode = 1 << 0, kSetUid = 1 << 1, kSetGid = 1 << 2, kSetSize = 1 << 3, kSetAtime = 1 << 4,
@@ -92,6 +97,7 @@ void Filesystem::flusher() {
     if (stopping_) break;
     lock.unlock();
     flush_all(true);
+    trim_free_heap(kFreeHeapReserve);
     lock.lock();
   }
 }
