@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "daemon/heap_trim.h"
+
 namespace mmfs::daemon {
 
 using fs::ArrayFile;
@@ -20,6 +22,9 @@ namespace {
 
 constexpr const char* kOrphanDir = ".mmfs-orphans";
 constexpr auto kFlushInterval = std::chrono::seconds(5);
+// Free heap kept for reuse at each flusher tick (daemon/heap_trim.h): a
+// streaming reader's prefetched chunks and their device buffers.
+constexpr std::size_t kFreeHeapReserve = 256u << 20;
 
 // FUSE_SET_ATTR_* (fuse_lowlevel.h); kept numeric so this file stays FUSE-free.
 constexpr int kSetMode = 1 << 0, kSetUid = 1 << 1, kSetGid = 1 << 2, kSetSize = 1 << 3, kSetAtime = 1 << 4,
@@ -92,6 +97,7 @@ void Filesystem::flusher() {
     if (stopping_) break;
     lock.unlock();
     flush_all(true);
+    trim_free_heap(kFreeHeapReserve);
     lock.lock();
   }
 }
@@ -617,6 +623,13 @@ int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
     if (int r = array_for(ino, &array, &msg)) return record(r, ino, msg);
   }
   std::lock_guard lock(mu_);
+  // Again under the registry lock: an unlink decides between removing the
+  // inode and keeping it as an orphan under this lock, by the open count. An
+  // unlink that ran since the check above has removed it, and an open
+  // registered now would write to a file that no longer exists (its
+  // checksums would outlive the inode).
+  n = volume_->metadata().inode(ino);
+  if (!n) return ENOENT;
   OpenFile& of = open_[ino];
   if (array) of.array = array;
   else plain_for_locked(ino, *n);

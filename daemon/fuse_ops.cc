@@ -2,12 +2,15 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <unordered_set>
 #include <string>
 #include <vector>
+
+#include "daemon/invalidate_then_reply.h"
 
 namespace mmfs::daemon {
 
@@ -21,6 +24,12 @@ constexpr double kEntryTimeout = 1.0;
 constexpr double kAttrTimeout = 1.0;
 
 fuse_session* notify_session = nullptr;
+
+// How long a truncate to 0 of an array waits for the kernel to drop the
+// array's cached pages before it replies anyway (daemon/invalidate_then_reply.h):
+// a truncate that dropped 256 MiB of clean pages took 0.07 s in all; only
+// pages dirtied through a shared mapping wait for the reply.
+constexpr std::chrono::milliseconds kInvalidatePatience{1000};
 
 // A schema xattr can change st_size (setting the shape, a new dtype): the
 // kernel's cached attributes of the file must go. Invalidating attributes
@@ -133,6 +142,13 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
   struct stat st;
   if (int r = fsys(req).setattr(ino, *attr, to_set, caller(req), fi ? handle(fi) : nullptr, &st)) {
     fuse_reply_err(req, r);
+    return;
+  }
+  // A truncate to 0 that leaves a size zeroed an array (SPEC §4): the kernel
+  // keeps the pages descriptors opened before cached, unless told.
+  if (notify_session && (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0 && st.st_size != 0) {
+    invalidate_then_reply([ino] { fuse_lowlevel_notify_inval_inode(notify_session, ino, 0, 0); },
+                          [&] { reply_attr(req, st); }, kInvalidatePatience);
     return;
   }
   reply_attr(req, st);

@@ -84,7 +84,10 @@ int Allocator::allocate(const layouts::SpaceRequest& req, std::vector<Extent>* o
   };
   out->clear();
   if (req.shape == layouts::SpaceShape::Runs) {
-    // Whole tracks, lowest first, as few runs as the free map allows.
+    // Whole tracks, lowest first, as few runs as the free map allows. Each
+    // run counts only the whole units (cells) it holds: a layout places no
+    // cell across two runs.
+    const std::uint64_t unit = std::max<std::uint64_t>(1, req.unit_sectors);
     std::uint64_t need = req.sectors;
     if (need == 0) return 0;
     while (need > 0) {
@@ -101,8 +104,8 @@ int Allocator::allocate(const layouts::SpaceRequest& req, std::vector<Extent>* o
           last_full = stop;
           if (stop - start >= need) break;
         }
-        if (last_full == start) continue;
-        std::uint64_t got = std::min<std::uint64_t>(need, last_full - start);
+        std::uint64_t got = std::min<std::uint64_t>(need, (last_full - start) / unit * unit);
+        if (got == 0) continue;
         // Round the final piece up to a whole track (the rest of the track is the layout's slack).
         Lbn piece_end = start + got;
         if (piece_end < last_full) piece_end = geometry_.track_boundaries(piece_end - 1).high + 1;

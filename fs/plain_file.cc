@@ -139,7 +139,7 @@ int PlainFile::write_blocks_locked(std::uint64_t first_block, std::uint64_t bloc
       alt_.set_raw(b, cell_checksum({data + (b - first_block) * block_, block_}));
     WriteBatch batch;
     alt_.stage(batch);
-    if (int r = metadata_.apply(batch, {})) return r;
+    if (int r = metadata_.apply_to(ino_, batch, {})) return r;
     if (int r = metadata_.sync()) return r;
   }
   std::vector<SectorRun> runs;
@@ -224,7 +224,7 @@ int PlainFile::truncate(std::uint64_t size) {
   alt_.stage(batch);
   if (extents_.empty()) batch.del(keys::extents(ino_));
   else batch.put(keys::extents(ino_), encode_extents(extents_));
-  if (int r = metadata_.apply(batch, std::move(dropped))) return r;
+  if (int r = metadata_.apply_to(ino_, batch, std::move(dropped))) return r;
   dirty_ = true;  // the size still has to reach the inode
   return 0;
 }
