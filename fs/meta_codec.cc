@@ -23,10 +23,10 @@
 //   0        BS                    BS+S                  BS+2S      copy length
 //
 // Split (chosen by format(), recorded in the header; open() reads it from
-// there): N = copy length/BS blocks, R = N-1; log = max(2, R/4) blocks, each
-// slot S = (R - log)/2 blocks, the log gets the remainder. A 512 KiB version
-// 2 region on 4 KiB blocks: two copies of 256 KiB, each a header of 4 KiB,
-// slots of 96 KiB and a log of 60 KiB.
+// there): N = copy length/BS blocks, R = N-1; log = max(2, R/8) blocks
+// (version 1: R/4), each slot S = (R - log)/2 blocks, the log gets the
+// remainder. A 512 KiB version 2 region on 4 KiB blocks: two copies of
+// 256 KiB, each a header of 4 KiB, slots of 112 KiB and a log of 28 KiB.
 //
 // Region header (block 0, written only by format()):
 //    0  8  magic "MMFSMETA"

@@ -140,11 +140,13 @@ int MetaStore::format(BlockDevice& device, const MetaRegion& region, std::uint32
   g.version = version;
   g.block_size = static_cast<std::uint32_t>(bs);
   g.region_length = region.length;
-  // Each copy: a header block, two slots and the log.
+  // Each copy: a header block, two slots and the log. Version 2 logs are an
+  // eighth of the copy: the log window keeps replay to twice the state, so
+  // the rest is better spent on the slots, which bound the state.
   const std::uint64_t copy_blocks = g.copy_length() / bs;
   if (copy_blocks < 8) return EINVAL;
   const std::uint64_t r = copy_blocks - 1;
-  std::uint64_t log_blocks = std::max<std::uint64_t>(2, r / 4);
+  std::uint64_t log_blocks = std::max<std::uint64_t>(2, version >= 2 ? r / 8 : r / 4);
   const std::uint64_t slot_blocks = (r - log_blocks) / 2;
   log_blocks = r - 2 * slot_blocks;
 

@@ -16,7 +16,7 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kMinMetaBytes = meta::kMinRegionBytes;  // what the MetaStore accepts
-constexpr std::uint64_t kMaxDefaultMetaBytes = 4096 * kMiB;
+constexpr std::uint64_t kMaxDefaultMetaBytes = 8192 * kMiB;
 constexpr std::uint64_t kFullMetaFloor = 8 * kMiB;  // the default's floor on volumes of 64 MiB and more
 constexpr std::uint64_t kStep = 4096;               // device sizes are planned in 4 KiB steps
 
@@ -28,12 +28,13 @@ struct Plan {
   geom::Lbn data_first, data_end;
 };
 
-// The default metadata region of a volume of `volume_bytes`: 1/32 of it, at
-// least 8 MiB and at most 4 GiB; a volume under 64 MiB gets 1/8 of itself
-// (at least 64 KiB) instead of the 8 MiB floor, so small devices format.
+// The default metadata region of a volume of `volume_bytes`: 1/16 of it (the
+// region holds two copies of everything, so each copy has 1/32), at least
+// 8 MiB and at most 8 GiB; a volume under 64 MiB gets 1/8 of itself (at least
+// 64 KiB) instead of the 8 MiB floor, so small devices format.
 std::uint64_t default_meta_bytes(std::uint64_t volume_bytes) {
   std::uint64_t floor = std::clamp<std::uint64_t>(volume_bytes / 8, kMinMetaBytes, kFullMetaFloor);
-  return std::clamp<std::uint64_t>(volume_bytes / 32, floor, kMaxDefaultMetaBytes);
+  return std::clamp<std::uint64_t>(volume_bytes / 16, floor, kMaxDefaultMetaBytes);
 }
 
 // Where everything goes on a device of `device_bytes`, with a metadata region

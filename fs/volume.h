@@ -18,8 +18,8 @@ namespace mmfs::fs {
 struct FormatOptions {
   std::string label;
   bool force = false;            // overwrite an existing filesystem signature
-  // Metadata region size; 0 = the default: 1/32 of the volume, 8 MiB..4 GiB,
-  // and 1/8 of a volume under 64 MiB (at least 64 KiB).
+  // Metadata region size; 0 = the default: 1/16 of the volume (two copies of
+  // 1/32), 8 MiB..8 GiB, and 1/8 of a volume under 64 MiB (at least 64 KiB).
   std::uint64_t meta_bytes = 0;
 };
 

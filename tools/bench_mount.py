@@ -123,7 +123,7 @@ storage; warm: the image file's pages cached, bytes read from storage; median of
 |---|---|---|---|
 """ + "\n".join(rows) + """
 
-The metadata region of a 1 TiB volume is 4 GiB (two copies of 2 GiB, each
+The metadata region of a 1 TiB volume is 8 GiB (two copies of 4 GiB, each
 with a 512 MiB log). Mounting reads the checkpoint and the log window behind
 it (docs/on-disk-format.md, "Log window"), not the region: the cost follows
 the live metadata.
