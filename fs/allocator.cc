@@ -86,6 +86,7 @@ int Allocator::allocate(const layouts::SpaceRequest& req, std::vector<Extent>* o
   if (req.shape == layouts::SpaceShape::Runs) {
     // Whole tracks, lowest first, as few runs as the free map allows.
     std::uint64_t need = req.sectors;
+    const std::uint64_t unit = std::max<std::uint64_t>(1, req.unit_sectors);
     if (need == 0) return 0;
     while (need > 0) {
       bool found = false;
@@ -101,8 +102,13 @@ int Allocator::allocate(const layouts::SpaceRequest& req, std::vector<Extent>* o
           last_full = stop;
           if (stop - start >= need) break;
         }
-        if (last_full == start) continue;
-        std::uint64_t got = std::min<std::uint64_t>(need, last_full - start);
+        // Only whole units count: a layout never places a cell across two
+        // extents, so a hole of a track whose length is no multiple of the
+        // cell's sectors holds less than its length (once free space is
+        // fragmented, an array would otherwise get fewer cells than it has).
+        std::uint64_t usable = (last_full - start) / unit * unit;
+        if (usable == 0) continue;
+        std::uint64_t got = std::min<std::uint64_t>(need, usable);
         // Round the final piece up to a whole track (the rest of the track is the layout's slack).
         Lbn piece_end = start + got;
         if (piece_end < last_full) piece_end = geometry_.track_boundaries(piece_end - 1).high + 1;

@@ -40,6 +40,10 @@ struct SpaceRequest {
   std::uint64_t group_tracks = 0;     // TrackGroups
   std::uint64_t groups = 0;           // TrackGroups
   std::uint64_t min_track_sectors = 0;
+  // Runs: the layout places whole units of this many sectors (a cell) in
+  // each extent, never one across two; a run's tail shorter than a unit is
+  // slack, not space.
+  std::uint64_t unit_sectors = 1;
 };
 
 // A run of sectors a cell occupies (a cell spans one run, or two when it
