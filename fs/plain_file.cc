@@ -152,6 +152,17 @@ int PlainFile::write_blocks_locked(std::uint64_t first_block, std::uint64_t bloc
   return 0;
 }
 
+int PlainFile::zero_tail_locked() {
+  const std::uint64_t from = size_ % block_;
+  const std::uint64_t b = size_ / block_;
+  if (from == 0 || !block_stored(b)) return 0;
+  AlignedBuffer buf(block_);
+  if (int r = read_blocks_locked(b, 1, buf.data(), true)) return r;
+  if (std::all_of(buf.data() + from, buf.data() + block_, [](std::byte x) { return x == std::byte{0}; })) return 0;
+  std::memset(buf.data() + from, 0, block_ - from);
+  return write_blocks_locked(b, 1, buf.data());
+}
+
 int PlainFile::read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got) {
   std::lock_guard lock(mu_);
   *got = 0;
@@ -171,6 +182,9 @@ int PlainFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
   std::uint64_t end = offset + length;
   if (end < offset) return EFBIG;
   if (int r = ensure_capacity_locked(end)) return r;
+  // A hole between the end and the write reads as zeros.
+  if (offset > size_)
+    if (int r = zero_tail_locked()) return r;
   std::uint64_t b0 = offset / block_, b1 = div_up(end, block_);
   AlignedBuffer buf((b1 - b0) * block_);
   // Read-modify-write of the partial blocks at either end.
@@ -189,19 +203,15 @@ int PlainFile::truncate(std::uint64_t size) {
   std::lock_guard lock(mu_);
   if (size == size_) return 0;
   if (size > size_) {
-    // Growing needs no space: the new blocks read as zeros until written. The
-    // old last block's tail is already zeros (shrinking zeroes it).
+    // Growing needs no space: the new blocks read as zeros until written.
+    if (int r = zero_tail_locked()) return r;
     size_ = size;
     dirty_ = true;
     return 0;
   }
+  // Shrinking: the size, the checksums past it and the extents freed, one
+  // batch. The last block keeps its bytes past the new end (see the header).
   std::uint64_t keep_blocks = div_up(size, block_);
-  if (size % block_ != 0 && keep_blocks - 1 < sums_.cells() && sums_.get(keep_blocks - 1) != 0) {
-    AlignedBuffer buf(block_);
-    if (int r = read_blocks_locked(keep_blocks - 1, 1, buf.data(), true)) return r;
-    std::memset(buf.data() + size % block_, 0, block_ - size % block_);
-    if (int r = write_blocks_locked(keep_blocks - 1, 1, buf.data())) return r;
-  }
   WriteBatch batch;
   if (sums_.cells() > keep_blocks) {
     sums_.resize(keep_blocks);
@@ -224,8 +234,10 @@ int PlainFile::truncate(std::uint64_t size) {
   alt_.stage(batch);
   if (extents_.empty()) batch.del(keys::extents(ino_));
   else batch.put(keys::extents(ino_), encode_extents(extents_));
-  if (int r = metadata_.apply(batch, std::move(dropped))) return r;
-  dirty_ = true;  // the size still has to reach the inode
+  if (int r = metadata_.apply_with_inode(ino_, [&](Inode& n) { n.size = size; }, std::move(batch),
+                                         std::move(dropped)))
+    return r;
+  dirty_ = false;
   return 0;
 }
 
@@ -235,6 +247,7 @@ int PlainFile::fallocate(std::uint64_t offset, std::uint64_t length, bool keep_s
   if (end < offset) return EFBIG;
   if (int r = ensure_capacity_locked(end)) return r;
   if (!keep_size && end > size_) {
+    if (int r = zero_tail_locked()) return r;
     size_ = end;
     dirty_ = true;
   }
@@ -254,7 +267,7 @@ int PlainFile::commit(const std::function<void(Inode&)>& edit) {
     n.size = size;
   };
   if (int r = metadata_.apply_with_inode(ino_, set_size, std::move(batch), {})) return r;
-  committed_size_ = size_;
+  committed_size_ = std::max(committed_size_, size_);
   dirty_ = false;
   return 0;
 }
