@@ -130,17 +130,26 @@ int PlainFile::write_blocks_locked(std::uint64_t first_block, std::uint64_t bloc
     sums_.resize(first_block + blocks);
     alt_.resize(first_block + blocks);
   }
-  // Blocks a crash could bring back (inside the committed size): their new
-  // checksums become durable alternatives before the bytes change.
+  // Blocks a crash could bring back (inside the committed size, holding
+  // data): their new checksums become durable alternatives before the bytes
+  // change. A block that holds no data reads as zeros without the device
+  // until its checksum commits; an alternative would make its stale sectors
+  // (an earlier file's bytes) its contents after a crash before the write.
   std::uint64_t committed_blocks = div_up(committed_size_, block_);
   if (first_block < committed_blocks) {
     std::uint64_t end = std::min(first_block + blocks, committed_blocks);
+    bool any = false;
     for (std::uint64_t b = first_block; b < end; ++b)
-      alt_.set_raw(b, cell_checksum({data + (b - first_block) * block_, block_}));
-    WriteBatch batch;
-    alt_.stage(batch);
-    if (int r = metadata_.apply(batch, {})) return r;
-    if (int r = metadata_.sync()) return r;
+      if (block_stored(b)) {
+        alt_.set_raw(b, cell_checksum({data + (b - first_block) * block_, block_}));
+        any = true;
+      }
+    if (any) {
+      WriteBatch batch;
+      alt_.stage(batch);
+      if (int r = metadata_.apply(batch, {})) return r;
+      if (int r = metadata_.sync()) return r;
+    }
   }
   std::vector<SectorRun> runs;
   map_locked(first_block * sectors_per_block_, blocks * sectors_per_block_, const_cast<std::byte*>(data), &runs);

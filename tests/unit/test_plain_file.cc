@@ -589,3 +589,67 @@ TEST_CASE("plain file: a truncate cut by a crash leaves the old file or the new 
     CHECK(report.problems.empty());
   }
 }
+
+// The same for a plain file's blocks: a hole inside the file reads as zeros
+// without a device read while its sectors hold an earlier file's bytes. The
+// daemon killed anywhere in a write into the hole must leave the hole
+// reading as zeros or as the new bytes, never as EIO.
+TEST_CASE("plain file: the daemon killed in a write into a hole leaves zeros or the new bytes",
+          "[plain_file][crash]") {
+  auto g = toy_disk();
+  auto golden = formatted(*g);
+  std::mt19937_64 rng(1920);
+  const Bytes head = random_bytes(rng, 4096), tail = random_bytes(rng, 4096), fill = random_bytes(rng, 8192);
+  Ino ino = 0;
+  {
+    Mount m = mount(*golden);
+    ino = new_file(m.md(), "h");
+    auto p = m.plain(ino);
+    REQUIRE(pwrite(*p, 0, head) == 0);
+    REQUIRE(pwrite(*p, 20480, tail) == 0);  // blocks 1-4: a hole
+    REQUIRE(p->commit() == 0);
+    REQUIRE(m.md().sync() == 0);
+    // An earlier file's bytes in the hole's sectors.
+    auto ex = p->extents();
+    for (std::uint64_t pos = 4096; pos < 20480; ++pos) golden->bytes()[device_byte(ex, pos)] = std::byte{0x5A};
+  }
+  auto run = [&](BlockDevice& dev) {
+    int err = 0;
+    std::string msg;
+    auto vol = Volume::open(std::make_unique<RefDevice>(dev), &err, &msg);
+    REQUIRE(vol);
+    SectorIo io(vol->device(), vol->geometry());
+    PlainFile p(vol->metadata(), vol->allocator(), io, vol->geometry(), ino, vol->metadata().inode(ino)->size);
+    if (pwrite(p, 8192, fill) != 0 || p.commit() != 0) return;
+    vol->metadata().sync();
+  };
+  std::uint64_t events = 0;
+  {
+    auto copy = std::make_unique<MemoryDevice>(golden->size_bytes(), golden->block_size());
+    copy->bytes() = golden->bytes();
+    testing::KilledAfter counter(*copy, 0);
+    run(counter);
+    events = counter.events();
+    REQUIRE(events > 2);
+  }
+  for (std::uint64_t cut = 1; cut <= events; ++cut) {
+    INFO("killed after " << cut << " of " << events << " device events");
+    auto image = std::make_unique<MemoryDevice>(golden->size_bytes(), golden->block_size());
+    image->bytes() = golden->bytes();
+    {
+      testing::KilledAfter killed(*image, cut);
+      run(killed);
+    }
+    Mount m = mount(*image);
+    auto p = m.plain(ino);
+    Bytes got(24576);
+    std::size_t n = 0;
+    int r = p->read(0, got.size(), reinterpret_cast<std::byte*>(got.data()), &n);
+    REQUIRE(r == 0);
+    REQUIRE(n == got.size());
+    Bytes hole(got.begin() + 8192, got.begin() + 16384);
+    CHECK((hole == Bytes(8192, 0) || hole == fill));
+    CHECK(std::equal(head.begin(), head.end(), got.begin()));
+    CHECK(std::equal(tail.begin(), tail.end(), got.begin() + 20480));
+  }
+}
