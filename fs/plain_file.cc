@@ -20,8 +20,7 @@ PlainFile::PlainFile(Metadata& metadata, Allocator& allocator, SectorIo& io, con
       size_(size),
       extents_(metadata.extents(ino)),
       sums_(metadata.store(), ino, div_up(size, block_)),
-      alt_(metadata.store(), ino, div_up(size, block_), 'a'),
-      committed_size_(size) {
+      alt_(metadata.store(), ino, div_up(size, block_), 'a') {
   for (const Extent& e : extents_) {
     starts_.push_back(capacity_sectors_);
     capacity_sectors_ += e.sectors;
@@ -130,26 +129,25 @@ int PlainFile::write_blocks_locked(std::uint64_t first_block, std::uint64_t bloc
     sums_.resize(first_block + blocks);
     alt_.resize(first_block + blocks);
   }
-  // Blocks a crash could bring back (inside the committed size, holding
-  // data): their new checksums become durable alternatives before the bytes
-  // change. A block that holds no data reads as zeros without the device
-  // until its checksum commits; an alternative would make its stale sectors
-  // (an earlier file's bytes) its contents after a crash before the write.
-  std::uint64_t committed_blocks = div_up(committed_size_, block_);
-  if (first_block < committed_blocks) {
-    std::uint64_t end = std::min(first_block + blocks, committed_blocks);
-    bool any = false;
-    for (std::uint64_t b = first_block; b < end; ++b)
-      if (block_stored(b)) {
-        alt_.set_raw(b, cell_checksum({data + (b - first_block) * block_, block_}));
-        any = true;
-      }
-    if (any) {
-      WriteBatch batch;
-      alt_.stage(batch);
-      if (int r = metadata_.apply(batch, {})) return r;
-      if (int r = metadata_.sync()) return r;
+  // Blocks that hold data are rewritten in place. Their new checksums become
+  // durable alternatives before the bytes change, in a commit of the file's
+  // state so far (size, extents, the checksums of earlier writes): a block
+  // rewritten before is then committed as that version before it changes
+  // again, and no alternative record is cleared (records hold 1,024 blocks)
+  // while its block's new checksum is not committed. So every block a crash
+  // can bring back matches its checksum or its alternative. A block that
+  // holds no data needs none: it reads as zeros without the device until its
+  // checksum commits, and an alternative would make its stale sectors (an
+  // earlier file's bytes) its contents after a crash before the write.
+  bool rewrites = false;
+  for (std::uint64_t b = first_block; b < first_block + blocks; ++b)
+    if (block_stored(b)) {
+      alt_.set_raw(b, cell_checksum({data + (b - first_block) * block_, block_}));
+      rewrites = true;
     }
+  if (rewrites) {
+    if (int r = commit_locked({}, {}, {})) return r;
+    if (int r = metadata_.sync()) return r;
   }
   std::vector<SectorRun> runs;
   map_locked(first_block * sectors_per_block_, blocks * sectors_per_block_, const_cast<std::byte*>(data), &runs);
@@ -239,15 +237,7 @@ int PlainFile::truncate(std::uint64_t size) {
     starts_.pop_back();
   }
   size_ = size;
-  sums_.stage(batch);
-  alt_.stage(batch);
-  if (extents_.empty()) batch.del(keys::extents(ino_));
-  else batch.put(keys::extents(ino_), encode_extents(extents_));
-  if (int r = metadata_.apply_with_inode(ino_, [&](Inode& n) { n.size = size; }, std::move(batch),
-                                         std::move(dropped)))
-    return r;
-  dirty_ = false;
-  return 0;
+  return commit_locked(std::move(batch), std::move(dropped), {});
 }
 
 int PlainFile::fallocate(std::uint64_t offset, std::uint64_t length, bool keep_size) {
@@ -265,7 +255,10 @@ int PlainFile::fallocate(std::uint64_t offset, std::uint64_t length, bool keep_s
 
 int PlainFile::commit(const std::function<void(Inode&)>& edit) {
   std::lock_guard lock(mu_);
-  WriteBatch batch;
+  return commit_locked({}, {}, edit);
+}
+
+int PlainFile::commit_locked(WriteBatch batch, std::vector<Extent> dropped, const std::function<void(Inode&)>& edit) {
   if (extents_.empty()) batch.del(keys::extents(ino_));
   else batch.put(keys::extents(ino_), encode_extents(extents_));
   sums_.stage(batch);
@@ -275,8 +268,7 @@ int PlainFile::commit(const std::function<void(Inode&)>& edit) {
     if (edit) edit(n);
     n.size = size;
   };
-  if (int r = metadata_.apply_with_inode(ino_, set_size, std::move(batch), {})) return r;
-  committed_size_ = std::max(committed_size_, size_);
+  if (int r = metadata_.apply_with_inode(ino_, set_size, std::move(batch), std::move(dropped))) return r;
   dirty_ = false;
   return 0;
 }

@@ -9,10 +9,11 @@
 //
 // Writes go to the device at once (write-through); the size, extent map and
 // checksums reach the metadata store at commit() (fsync, release, the
-// periodic flusher), in one batch. A block inside the committed size is
-// rewritten in place only after its new checksum is durable as an
-// alternative (as array cells are, see fs/array_state.h), so a crash leaves
-// it readable as old or new bytes; appends need no such step.
+// periodic flusher), in one batch. A block that holds data is rewritten in
+// place only after its new checksum is durable as an alternative (as array
+// cells are, see fs/array_state.h), committed with the file's state so far,
+// so a crash leaves it readable as one of its versions; appends and writes
+// into holes need no such step.
 //
 // A shrinking truncate commits the new size with the checksums and extents
 // it drops, in one batch, and writes nothing: a crash leaves the old file or
@@ -57,6 +58,10 @@ class PlainFile {
   int ensure_capacity_locked(std::uint64_t bytes);
   int read_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, std::byte* out, bool verify);
   int write_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, const std::byte* data);
+  // Stages extents, checksums and alternatives into `batch` and commits it
+  // with the inode (its size, after `edit`); `dropped` extents are freed
+  // after the next sync.
+  int commit_locked(WriteBatch batch, std::vector<Extent> dropped, const std::function<void(Inode&)>& edit);
   // Zeroes the bytes past size_ in its block (before the file grows).
   int zero_tail_locked();
   bool block_stored(std::uint64_t block) const;
@@ -78,10 +83,6 @@ class PlainFile {
   std::uint64_t capacity_sectors_ = 0;
   CellChecksums sums_;
   CellChecksums alt_;
-  // The largest size committed since the file was opened: a smaller commit
-  // (a shrink) may not be durable yet, and a crash would bring the larger
-  // size back, so blocks below it are rewritten as if inside the file.
-  std::uint64_t committed_size_;
   bool dirty_ = false;
 };
 
