@@ -617,6 +617,11 @@ int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
     if (int r = array_for(ino, &array, &msg)) return record(r, ino, msg);
   }
   std::lock_guard lock(mu_);
+  // Again under the registry lock: an unlink that ran since the lookup above
+  // freed the inode (a file open here would have been orphaned instead). The
+  // open comes after it, as if the name had been gone already; registering
+  // the file would let writes reach an inode that no longer exists.
+  if (!volume_->metadata().inode(ino)) return ENOENT;
   OpenFile& of = open_[ino];
   if (array) of.array = array;
   else plain_for_locked(ino, *n);

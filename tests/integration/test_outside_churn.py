@@ -28,19 +28,11 @@ import stat
 import time
 import traceback
 
-import pytest
-
 import conftest
-from mmfs_mount import fsck, fsck_path, run_tool
 
 SECONDS = float(os.environ.get("MMFS_CHURN_SECONDS", "20"))
 SEED = int(os.environ.get("MMFS_CHURN_SEED", "19"))
 WORKERS = int(os.environ.get("MMFS_CHURN_WORKERS", "4"))
-
-# A finding of mmfsck after the churn that is a known mmfs bug, not yet fixed:
-# an unlinked file's alternative cell checksums survive it (a write racing the
-# removal of the inode's records, seen once in 20 s of churn).
-KNOWN_FSCK_BUG = "alternative cell checksums of missing inode"
 
 # Name pools: directories d*, files f*, symlinks s*; a name's pool never
 # changes (files are renamed and linked to f* names only, and so on), so a
@@ -273,25 +265,12 @@ def test_metadata_churn(volume):
     conftest.TERMINAL_SUMMARY.append(line)
     assert all(done[name] > 0 for name in OPS), f"operations that never succeeded: {set(OPS) - set(done)}"
 
-    # The unmount runs mmfsck -n: the volume must be clean. One finding is a
-    # known mmfs bug (KNOWN_FSCK_BUG): then the volume is repaired (mmfsck -y,
-    # and -n must be clean after it), the rest of the test runs, and the test
-    # ends as an expected failure naming it; any other finding fails.
-    known = None
-    try:
-        volume.unmount()
-    except AssertionError as e:
-        findings = [ln for ln in str(e).splitlines() if ln.startswith(str(volume.image) + ": ")
-                    and "errors left uncorrected" not in ln]
-        if not findings or not all(KNOWN_FSCK_BUG in ln for ln in findings) or "mmfsck -n" not in str(e):
-            raise
-        known = "; ".join(findings)
-        run_tool(fsck_path(), "-y", volume.image, timeout=600)
-        fsck(volume.image)
+    # The unmount runs mmfsck -n: the volume must be clean. (It once found
+    # alternative cell checksums of a missing inode: an open racing an unlink,
+    # now tests/integration/test_daemon_races.py.)
+    volume.unmount()
     volume.mount()
     assert walk(root) == tree, "the tree changed across the remount"
     shutil.rmtree(root)
     assert not os.path.exists(root)
-    if known:
-        pytest.xfail(f"known mmfs bug: {known}")
     # the fixture unmounts and runs mmfsck -n again
