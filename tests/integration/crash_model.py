@@ -94,14 +94,14 @@ def apply(space: Space, op) -> None:
     elif kind in ("prename", "arename"):
         pool = space.plain if kind == "prename" else space.arrays
         pool[op["dst"]] = pool.pop(op["src"])
-    elif kind == "punlink":
+    elif kind in ("punlink", "porphan"):
         del space.plain[op["name"]]
     elif kind == "aunlink":
         del space.arrays[op["name"]]
-    elif kind == "acreate":
+    elif kind in ("acreate", "aconvert"):
         shape, dtype = ARRAY_KINDS[op["array_kind"]]
         space.arrays[op["name"]] = ArrayObj(array_values(op["seed"], shape, dtype), op["layout"],
-                                            default_order(len(shape)), op["index"])
+                                            default_order(len(shape)), op.get("index", "none"))
     elif kind == "awrite":
         a = space.arrays[op["name"]]
         flat = a.data.reshape(-1).view(np.uint8)
@@ -128,9 +128,9 @@ def names_of(op):
 # --- choosing the next operation ---------------------------------------------------------------
 
 # kind -> weight
-WEIGHTS = {"pcreate": 6, "pwrite": 5, "pappend": 4, "ptruncate": 2, "prename": 3, "punlink": 2,
-           "acreate": 4, "awrite": 5, "arelayout": 4, "aindex": 3, "azero": 1, "arename": 2, "aunlink": 1,
-           "read": 2}
+WEIGHTS = {"pcreate": 6, "pwrite": 5, "pappend": 4, "ptruncate": 2, "prename": 3, "punlink": 2, "porphan": 1,
+           "acreate": 4, "aconvert": 2, "awrite": 5, "arelayout": 4, "aindex": 3, "azero": 1, "arename": 2,
+           "aunlink": 1, "read": 2}
 
 
 def choose(rng: random.Random, space: Space):
@@ -159,10 +159,15 @@ def choose(rng: random.Random, space: Space):
             return {"kind": kind, "src": src, "dst": rng.choice([n for n in PLAIN_NAMES if n != src])}
         if kind == "punlink" and plain:
             return {"kind": kind, "name": rng.choice(plain)}
+        if kind == "porphan" and plain:  # unlinked while open, then written: freed at the close
+            return {"kind": kind, "name": rng.choice(plain), "len": rng.randint(1, 64 * 1024), "seed": seed}
         if kind == "acreate" and free_arrays:
             return {"kind": kind, "name": rng.choice(free_arrays), "array_kind": rng.randrange(len(ARRAY_KINDS)),
                     "layout": rng.choice(LAYOUTS), "index": rng.choice(["none", "none"] + INDEXES[1:]),
                     "pieces": rng.choice([1, 1, 4]), "seed": seed}
+        if kind == "aconvert" and free_arrays:  # a plain file of the right size becomes the array
+            return {"kind": kind, "name": rng.choice(free_arrays), "array_kind": rng.randrange(len(ARRAY_KINDS)),
+                    "layout": rng.choice(LAYOUTS), "seed": seed}
         if kind == "awrite" and arrays:
             name = rng.choice(arrays)
             a = space.arrays[name]

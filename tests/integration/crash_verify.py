@@ -14,7 +14,10 @@ the model the next round starts from.
   array to 0 zeroes all of it or none; a write leaves every byte old or new
   (plain files: a size between the two); a creation leaves nothing, an empty
   plain file (removed here), or the array with its schema and every byte
-  zero or written.
+  zero or written; converting a plain file into an array leaves the plain
+  file (a prefix of its bytes, removed here) or the whole array, never an
+  array of other bytes; a file unlinked while open and then written is
+  there as it was, or gone.
 """
 import collections
 import errno
@@ -78,7 +81,8 @@ def check_array(path, a: cm.ArrayObj, tally, seed):
             "index": a.index}
     expect(attrs == want, f"{path}: schema xattrs {attrs}, expected {want}")
     got = read_bytes(path)
-    expect(got == d.tobytes(), f"{path}: the array's bytes differ from those written{first_difference(got, d.tobytes())}")
+    expect(got == d.tobytes(),
+           f"{path}: the array's bytes differ from those written{first_difference(got, d.tobytes())}")
     info = read_json(view(path, "info"))
     seen = {"shape": shape_str(info["shape"]), "dtype": info["dtype"], "layout": info["layout"],
             "order": shape_str(info["order"]), "index": info["index"]}
@@ -161,7 +165,7 @@ def resolve(root, space, op, tally, seed):
     kind = op["kind"]
     after = space.copy()
     cm.apply(after, op)
-    if kind in ("prename", "arename", "punlink", "aunlink"):
+    if kind in ("prename", "arename", "punlink", "aunlink", "porphan"):
         problems = []
         for state, label in ((space, "old"), (after, "new")):
             try:
@@ -187,27 +191,34 @@ def resolve(root, space, op, tally, seed):
         space.plain[op["name"]] = found
         check_plain(path, found, tally)
         return
-    if kind == "acreate":
+    if kind in ("acreate", "aconvert"):
         if not exists:
             tally.outcome(op, "old")
             return
+        want = after.arrays[op["name"]]
         a = load_array(path)
-        if a is None:  # created, its shape not set yet: an empty plain file
-            expect(os.stat(path).st_size == 0, f"{path}: a plain file of {os.stat(path).st_size} bytes after {op}")
+        if a is None:  # its shape not set yet: a plain file (empty, or being written for aconvert)
+            found = read_bytes(path)
+            expect(want.data.tobytes().startswith(found) if kind == "aconvert" else found == b"",
+                   f"{path}: a plain file of {len(found)} bytes that are not the start of the array's, after {op}")
             os.unlink(path)
             fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            tally.outcome(op, "empty file")
+            tally.outcome(op, "plain file")
             return
-        want = after.arrays[op["name"]]
         got = (shape_str(a.data.shape), a.data.dtype, a.layout, a.order, a.index)
         expect(got == (shape_str(want.data.shape), want.data.dtype, want.layout, want.order, want.index),
-               f"{path}: the array created by {op} has the schema {got}")
-        zeros = bytes(want.data.nbytes)
-        tally.outcome(op, old_or_new(a.data.tobytes(), zeros, want.data.tobytes(), path))
+               f"{path}: the array made by {op} has the schema {got}")
+        if kind == "acreate":  # written after the shape was set: each byte zero or written
+            tally.outcome(op, old_or_new(a.data.tobytes(), bytes(want.data.nbytes), want.data.tobytes(), path))
+        else:  # converted in one commit: the file's bytes, all of them
+            diff = first_difference(a.data.tobytes(), want.data.tobytes())
+            expect(a.data.tobytes() == want.data.tobytes(),
+                   f"{path}: a conversion cut by the crash left other bytes than the file's{diff}")
+            tally.outcome(op, "new")
         space.arrays[op["name"]] = a
         check_array(path, a, tally, seed)
         return

@@ -97,6 +97,23 @@ def execute(root, space, op):
     elif kind in ("punlink", "aunlink"):
         os.unlink(path(op["name"]))
         fsync_dir(root)
+    elif kind == "porphan":
+        fd = os.open(path(op["name"]), os.O_RDWR)
+        try:
+            os.unlink(path(op["name"]))
+            fsync_dir(root)
+            pwrite_all(fd, cm.plain_bytes(op["seed"], op["len"]), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    elif kind == "aconvert":
+        shape, dtype = cm.ARRAY_KINDS[op["array_kind"]]
+        data = cm.array_values(op["seed"], shape, dtype).tobytes()
+        write_file(path(op["name"]), os.O_WRONLY | os.O_CREAT | os.O_EXCL, data)
+        setx(path(op["name"]), "dtype", dtype)
+        setx(path(op["name"]), "layout", op["layout"])
+        setx(path(op["name"]), "shape", shape_str(shape))  # returns when the array is durable
+        fsync_dir(root)
     elif kind == "acreate":
         create_array(path(op["name"]), op)
         fsync_dir(root)

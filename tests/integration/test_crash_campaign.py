@@ -9,9 +9,10 @@ One 512 MiB atlas10k3 volume for the whole campaign. Each crash point:
 
 1. the daemon is started (`mmfs -f`), WORKERS processes (crash_worker.py) run
    random operations on their own directories — plain files created,
-   overwritten, appended to, truncated, renamed (over others too) and
-   unlinked; arrays created through the schema xattrs (every layout, index or
-   not), written (whole rows, or spans that cut elements and cells), relaid
+   overwritten, appended to, truncated, renamed (over others too), unlinked,
+   unlinked while open and written; arrays created through the schema xattrs
+   (every layout, index or not) or converted from a plain file of their
+   bytes, written (whole rows, or spans that cut elements and cells), relaid
    out (layout or order), indexed or unindexed, truncated to 0, renamed,
    unlinked — each to its durability point, journalled outside the mount;
 2. after a random delay (mostly 0.05-1.5 s; one point in 20 waits up to 7 s,
