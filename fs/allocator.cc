@@ -84,11 +84,9 @@ int Allocator::allocate(const layouts::SpaceRequest& req, std::vector<Extent>* o
   };
   out->clear();
   if (req.shape == layouts::SpaceShape::Runs) {
-    // Whole tracks, lowest first, as few runs as the free map allows. Each
-    // run counts only the whole units (cells) it holds: a layout places no
-    // cell across two runs.
-    const std::uint64_t unit = std::max<std::uint64_t>(1, req.unit_sectors);
+    // Whole tracks, lowest first, as few runs as the free map allows.
     std::uint64_t need = req.sectors;
+    const std::uint64_t unit = std::max<std::uint64_t>(1, req.unit_sectors);
     if (need == 0) return 0;
     while (need > 0) {
       bool found = false;
@@ -104,8 +102,13 @@ int Allocator::allocate(const layouts::SpaceRequest& req, std::vector<Extent>* o
           last_full = stop;
           if (stop - start >= need) break;
         }
-        std::uint64_t got = std::min<std::uint64_t>(need, (last_full - start) / unit * unit);
-        if (got == 0) continue;
+        // Only whole units count: a layout never places a cell across two
+        // extents, so a hole of a track whose length is no multiple of the
+        // cell's sectors holds less than its length (once free space is
+        // fragmented, an array would otherwise get fewer cells than it has).
+        std::uint64_t usable = (last_full - start) / unit * unit;
+        if (usable == 0) continue;
+        std::uint64_t got = std::min<std::uint64_t>(need, usable);
         // Round the final piece up to a whole track (the rest of the track is the layout's slack).
         Lbn piece_end = start + got;
         if (piece_end < last_full) piece_end = geometry_.track_boundaries(piece_end - 1).high + 1;

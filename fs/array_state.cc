@@ -158,12 +158,23 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
     }
   }
 
-  // The new contents' checksums become durable alternatives first.
+  // The new contents' checksums become durable alternatives first. Not for
+  // cells that never held data: they read as zeros without the device until
+  // their checksums commit, and their sectors hold stale bytes (an earlier
+  // file's) until the write lands, which an alternative would make them read
+  // after a crash in between (EIO instead of zeros).
   if (make_durable) {
-    for (auto& [linear, dc] : dirty_) alt_.set_raw(linear, cell_checksum({dc.data.data(), brick}));
-    WriteBatch batch;
-    alt_.stage(batch);
-    if (int rc = make_durable(batch)) return rc;
+    bool any = false;
+    for (auto& [linear, dc] : dirty_)
+      if (may_hold_data(linear)) {
+        alt_.set_raw(linear, cell_checksum({dc.data.data(), brick}));
+        any = true;
+      }
+    if (any) {
+      WriteBatch batch;
+      alt_.stage(batch);
+      if (int rc = make_durable(batch)) return rc;
+    }
   }
 
   // Write back in LBN order; neighbouring cells become one request.

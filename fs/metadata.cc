@@ -231,12 +231,6 @@ int Metadata::apply_with_inode(Ino ino, const std::function<void(Inode&)>& edit,
   return commit(batch, std::move(dropped));
 }
 
-int Metadata::apply_to(Ino ino, const WriteBatch& batch, std::vector<Extent> dropped) {
-  std::lock_guard lock(mu_);
-  if (!inode(ino)) return ENOENT;
-  return commit(batch, std::move(dropped));
-}
-
 int Metadata::create(Ino parent, std::string_view name, std::uint32_t mode, std::uint32_t uid, std::uint32_t gid,
                      std::string_view symlink_target, Inode* out, std::uint64_t rdev) {
   if (int r = check_name(name)) return r;

@@ -107,10 +107,6 @@ class Metadata {
   // stale copy (ENOENT when the inode is gone).
   int apply_with_inode(Ino ino, const std::function<void(Inode&)>& edit, WriteBatch batch,
                        std::vector<Extent> dropped);
-  // `batch` (records of `ino`: checksums, extents) only while `ino` exists,
-  // checked inside the namespace lock: records committed after the removal
-  // of their inode would outlive it (ENOENT, nothing applied).
-  int apply_to(Ino ino, const WriteBatch& batch, std::vector<Extent> dropped);
   MetaStore& store() { return store_; }
 
   // Durability point: every operation before it is durable afterwards, and

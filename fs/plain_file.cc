@@ -20,8 +20,7 @@ PlainFile::PlainFile(Metadata& metadata, Allocator& allocator, SectorIo& io, con
       size_(size),
       extents_(metadata.extents(ino)),
       sums_(metadata.store(), ino, div_up(size, block_)),
-      alt_(metadata.store(), ino, div_up(size, block_), 'a'),
-      committed_size_(size) {
+      alt_(metadata.store(), ino, div_up(size, block_), 'a') {
   for (const Extent& e : extents_) {
     starts_.push_back(capacity_sectors_);
     capacity_sectors_ += e.sectors;
@@ -130,16 +129,24 @@ int PlainFile::write_blocks_locked(std::uint64_t first_block, std::uint64_t bloc
     sums_.resize(first_block + blocks);
     alt_.resize(first_block + blocks);
   }
-  // Blocks a crash could bring back (inside the committed size): their new
-  // checksums become durable alternatives before the bytes change.
-  std::uint64_t committed_blocks = div_up(committed_size_, block_);
-  if (first_block < committed_blocks) {
-    std::uint64_t end = std::min(first_block + blocks, committed_blocks);
-    for (std::uint64_t b = first_block; b < end; ++b)
+  // Blocks that hold data are rewritten in place. Their new checksums become
+  // durable alternatives before the bytes change, in a commit of the file's
+  // state so far (size, extents, the checksums of earlier writes): a block
+  // rewritten before is then committed as that version before it changes
+  // again, and no alternative record is cleared (records hold 1,024 blocks)
+  // while its block's new checksum is not committed. So every block a crash
+  // can bring back matches its checksum or its alternative. A block that
+  // holds no data needs none: it reads as zeros without the device until its
+  // checksum commits, and an alternative would make its stale sectors (an
+  // earlier file's bytes) its contents after a crash before the write.
+  bool rewrites = false;
+  for (std::uint64_t b = first_block; b < first_block + blocks; ++b)
+    if (block_stored(b)) {
       alt_.set_raw(b, cell_checksum({data + (b - first_block) * block_, block_}));
-    WriteBatch batch;
-    alt_.stage(batch);
-    if (int r = metadata_.apply_to(ino_, batch, {})) return r;
+      rewrites = true;
+    }
+  if (rewrites) {
+    if (int r = commit_locked({}, {}, {})) return r;
     if (int r = metadata_.sync()) return r;
   }
   std::vector<SectorRun> runs;
@@ -150,6 +157,17 @@ int PlainFile::write_blocks_locked(std::uint64_t first_block, std::uint64_t bloc
     alt_.set_raw(first_block + i, 0);
   }
   return 0;
+}
+
+int PlainFile::zero_tail_locked() {
+  const std::uint64_t from = size_ % block_;
+  const std::uint64_t b = size_ / block_;
+  if (from == 0 || !block_stored(b)) return 0;
+  AlignedBuffer buf(block_);
+  if (int r = read_blocks_locked(b, 1, buf.data(), true)) return r;
+  if (std::all_of(buf.data() + from, buf.data() + block_, [](std::byte x) { return x == std::byte{0}; })) return 0;
+  std::memset(buf.data() + from, 0, block_ - from);
+  return write_blocks_locked(b, 1, buf.data());
 }
 
 int PlainFile::read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got) {
@@ -171,6 +189,9 @@ int PlainFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
   std::uint64_t end = offset + length;
   if (end < offset) return EFBIG;
   if (int r = ensure_capacity_locked(end)) return r;
+  // A hole between the end and the write reads as zeros.
+  if (offset > size_)
+    if (int r = zero_tail_locked()) return r;
   std::uint64_t b0 = offset / block_, b1 = div_up(end, block_);
   AlignedBuffer buf((b1 - b0) * block_);
   // Read-modify-write of the partial blocks at either end.
@@ -189,19 +210,15 @@ int PlainFile::truncate(std::uint64_t size) {
   std::lock_guard lock(mu_);
   if (size == size_) return 0;
   if (size > size_) {
-    // Growing needs no space: the new blocks read as zeros until written. The
-    // old last block's tail is already zeros (shrinking zeroes it).
+    // Growing needs no space: the new blocks read as zeros until written.
+    if (int r = zero_tail_locked()) return r;
     size_ = size;
     dirty_ = true;
     return 0;
   }
+  // Shrinking: the size, the checksums past it and the extents freed, one
+  // batch. The last block keeps its bytes past the new end (see the header).
   std::uint64_t keep_blocks = div_up(size, block_);
-  if (size % block_ != 0 && keep_blocks - 1 < sums_.cells() && sums_.get(keep_blocks - 1) != 0) {
-    AlignedBuffer buf(block_);
-    if (int r = read_blocks_locked(keep_blocks - 1, 1, buf.data(), true)) return r;
-    std::memset(buf.data() + size % block_, 0, block_ - size % block_);
-    if (int r = write_blocks_locked(keep_blocks - 1, 1, buf.data())) return r;
-  }
   WriteBatch batch;
   if (sums_.cells() > keep_blocks) {
     sums_.resize(keep_blocks);
@@ -220,13 +237,7 @@ int PlainFile::truncate(std::uint64_t size) {
     starts_.pop_back();
   }
   size_ = size;
-  sums_.stage(batch);
-  alt_.stage(batch);
-  if (extents_.empty()) batch.del(keys::extents(ino_));
-  else batch.put(keys::extents(ino_), encode_extents(extents_));
-  if (int r = metadata_.apply_to(ino_, batch, std::move(dropped))) return r;
-  dirty_ = true;  // the size still has to reach the inode
-  return 0;
+  return commit_locked(std::move(batch), std::move(dropped), {});
 }
 
 int PlainFile::fallocate(std::uint64_t offset, std::uint64_t length, bool keep_size) {
@@ -235,6 +246,7 @@ int PlainFile::fallocate(std::uint64_t offset, std::uint64_t length, bool keep_s
   if (end < offset) return EFBIG;
   if (int r = ensure_capacity_locked(end)) return r;
   if (!keep_size && end > size_) {
+    if (int r = zero_tail_locked()) return r;
     size_ = end;
     dirty_ = true;
   }
@@ -243,7 +255,10 @@ int PlainFile::fallocate(std::uint64_t offset, std::uint64_t length, bool keep_s
 
 int PlainFile::commit(const std::function<void(Inode&)>& edit) {
   std::lock_guard lock(mu_);
-  WriteBatch batch;
+  return commit_locked({}, {}, edit);
+}
+
+int PlainFile::commit_locked(WriteBatch batch, std::vector<Extent> dropped, const std::function<void(Inode&)>& edit) {
   if (extents_.empty()) batch.del(keys::extents(ino_));
   else batch.put(keys::extents(ino_), encode_extents(extents_));
   sums_.stage(batch);
@@ -253,8 +268,7 @@ int PlainFile::commit(const std::function<void(Inode&)>& edit) {
     if (edit) edit(n);
     n.size = size;
   };
-  if (int r = metadata_.apply_with_inode(ino_, set_size, std::move(batch), {})) return r;
-  committed_size_ = size_;
+  if (int r = metadata_.apply_with_inode(ino_, set_size, std::move(batch), std::move(dropped))) return r;
   dirty_ = false;
   return 0;
 }

@@ -9,10 +9,17 @@
 //
 // Writes go to the device at once (write-through); the size, extent map and
 // checksums reach the metadata store at commit() (fsync, release, the
-// periodic flusher), in one batch. A block inside the committed size is
-// rewritten in place only after its new checksum is durable as an
-// alternative (as array cells are, see fs/array_state.h), so a crash leaves
-// it readable as old or new bytes; appends need no such step.
+// periodic flusher), in one batch. A block that holds data is rewritten in
+// place only after its new checksum is durable as an alternative (as array
+// cells are, see fs/array_state.h), committed with the file's state so far,
+// so a crash leaves it readable as one of its versions; appends and writes
+// into holes need no such step.
+//
+// A shrinking truncate commits the new size with the checksums and extents
+// it drops, in one batch, and writes nothing: a crash leaves the old file or
+// the new one. So the bytes past the end in the last block are whatever they
+// were; every way of growing the file (a write past the end, truncate,
+// fallocate) zeroes them first.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +58,12 @@ class PlainFile {
   int ensure_capacity_locked(std::uint64_t bytes);
   int read_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, std::byte* out, bool verify);
   int write_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, const std::byte* data);
+  // Stages extents, checksums and alternatives into `batch` and commits it
+  // with the inode (its size, after `edit`); `dropped` extents are freed
+  // after the next sync.
+  int commit_locked(WriteBatch batch, std::vector<Extent> dropped, const std::function<void(Inode&)>& edit);
+  // Zeroes the bytes past size_ in its block (before the file grows).
+  int zero_tail_locked();
   bool block_stored(std::uint64_t block) const;
   bool block_valid(std::uint64_t block, std::span<const std::byte> contents) const;
   void map_locked(std::uint64_t first_sector, std::uint64_t sectors, std::byte* buffer,
@@ -70,7 +83,6 @@ class PlainFile {
   std::uint64_t capacity_sectors_ = 0;
   CellChecksums sums_;
   CellChecksums alt_;
-  std::uint64_t committed_size_;
   bool dirty_ = false;
 };
 

@@ -40,9 +40,9 @@ struct SpaceRequest {
   std::uint64_t group_tracks = 0;     // TrackGroups
   std::uint64_t groups = 0;           // TrackGroups
   std::uint64_t min_track_sectors = 0;
-  // Runs: the sectors of one cell. A run holds whole cells only, so when the
-  // space comes in several runs, a run's tail shorter than a cell does not
-  // count towards `sectors` (a multiple of it).
+  // Runs: the layout places whole units of this many sectors (a cell) in
+  // each extent, never one across two; a run's tail shorter than a unit is
+  // slack, not space.
   std::uint64_t unit_sectors = 1;
 };
 

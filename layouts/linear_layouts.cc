@@ -22,7 +22,7 @@ SpaceRequest LinearLayout::space() const {
   SpaceRequest r;
   r.shape = SpaceShape::Runs;
   r.sectors = grid_.cells() * spc_;
-  r.unit_sectors = spc_;
+  r.unit_sectors = spc_;  // place() counts whole cells per extent
   return r;
 }
 

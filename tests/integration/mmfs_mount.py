@@ -2,8 +2,9 @@
 shared by tests/integration/test_daemon_*.py.
 
 * `mkfs(image, size, geometry)` formats an image file with build/mkfs/mkfs.mmfs.
-* `mounted(image, mountpoint, options)` runs `build/daemon/mmfs -f [-o OPTS]
-  IMAGE MOUNTPOINT`, waits (at most 15 s) until the mount is up, yields a
+* `start_daemon(image, mountpoint, options)` runs `build/daemon/mmfs -f [-o OPTS]
+  IMAGE MOUNTPOINT` and waits (at most 15 s) until the mount is up.
+* `mounted(image, mountpoint, options)` starts the daemon so, yields a
   `Mount`, and on the way out ALWAYS unmounts (`fusermount3 -u`, falling back
   to `fusermount3 -uz` and killing the daemon), waits for the daemon, asserts
   it exited with status 0, and asserts `mmfsck -n IMAGE` finds the volume clean.
@@ -138,9 +139,11 @@ class Mount:
 _serial = itertools.count()
 
 
-@contextlib.contextmanager
-def mounted(image, mountpoint, options=()):
-    """Mounts IMAGE at MOUNTPOINT with the daemon in the foreground (see the module doc)."""
+def start_daemon(image, mountpoint, options=()) -> Mount:
+    """Runs `mmfs -f [-o OPTS] IMAGE MOUNTPOINT` and waits (at most MOUNT_TIMEOUT)
+    for the mount. A daemon that exits first or never mounts fails the test,
+    killed and its mount point cleaned first. The caller owns the running daemon:
+    `mounted` unmounts and checks it; a crash test may kill it."""
     image, mountpoint = Path(image), Path(mountpoint)
     daemon = daemon_path()
     mountpoint.mkdir(parents=True, exist_ok=True)
@@ -153,7 +156,6 @@ def mounted(image, mountpoint, options=()):
     with open(stderr_path, "wb") as err:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
     mount = Mount(proc, image, mountpoint, stderr_path)
-    up = False
     try:
         deadline = time.monotonic() + MOUNT_TIMEOUT
         while not is_mounted(mountpoint):
@@ -165,12 +167,26 @@ def mounted(image, mountpoint, options=()):
                             pytrace=False)
             time.sleep(0.05)
         assert os.path.ismount(mountpoint), f"{mountpoint} is in mountinfo but not a mount point"
-        up = True
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()  # never came up: our own child, by its pid
+        try:
+            proc.wait(timeout=30)
+        finally:
+            unmount(mountpoint)
+        raise
+    return mount
+
+
+@contextlib.contextmanager
+def mounted(image, mountpoint, options=()):
+    """Mounts IMAGE at MOUNTPOINT with the daemon in the foreground (see the module doc)."""
+    mount = start_daemon(image, mountpoint, options)
+    proc, image, mountpoint = mount.proc, mount.image, mount.mnt
+    try:
         yield mount
     finally:
         problems = []
-        if not up and proc.poll() is None:
-            proc.kill()  # never came up: our own child, by its pid
         problem = unmount(mountpoint)
         if problem:
             problems.append(problem)
@@ -183,12 +199,11 @@ def mounted(image, mountpoint, options=()):
             rc = None
         if is_mounted(mountpoint):
             unmount(mountpoint)
-        if up:
-            if rc is not None and rc != 0:
-                problems.append(f"the daemon exited with status {rc} after the unmount (expected 0)")
-            if problems:
-                raise AssertionError("; ".join(problems) + f"\ndaemon stderr:\n{mount.stderr()}")
-            fsck(image)
+        if rc is not None and rc != 0:
+            problems.append(f"the daemon exited with status {rc} after the unmount (expected 0)")
+        if problems:
+            raise AssertionError("; ".join(problems) + f"\ndaemon stderr:\n{mount.stderr()}")
+        fsck(image)
 
 
 class Volume:

@@ -266,8 +266,8 @@ def test_metadata_churn(volume):
     assert all(done[name] > 0 for name in OPS), f"operations that never succeeded: {set(OPS) - set(done)}"
 
     # The unmount runs mmfsck -n: the volume must be clean. (It once found
-    # the alternative cell checksums of an unlinked file, which an open racing
-    # the unlink had written: see Filesystem::open.)
+    # alternative cell checksums of a missing inode: an open racing an unlink,
+    # now tests/integration/test_daemon_races.py.)
     volume.unmount()
     volume.mount()
     assert walk(root) == tree, "the tree changed across the remount"

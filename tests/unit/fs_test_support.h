@@ -1,9 +1,10 @@
 // Shared by the unit tests of fs/ data paths (test_array_file.cc,
-// test_plain_file.cc): a small disk geometry and a device adapter.
+// test_plain_file.cc): a small disk geometry and device adapters.
 #pragma once
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <cerrno>
 #include <span>
 
 #include "fs/block_device.h"
@@ -35,6 +36,37 @@ class RefDevice final : public BlockDevice {
 
  private:
   BlockDevice& d_;
+};
+
+// The daemon killed (SIGKILL) after `events` device writes and flushes: the
+// device keeps every write issued before (the kernel has them; no power was
+// lost), and every later write or flush fails with EIO (nothing after the
+// kill happens). The device the test owns is then the image a new mount sees.
+class KilledAfter final : public BlockDevice {
+ public:
+  KilledAfter(BlockDevice& d, std::uint64_t events) : d_(d), left_(events) {}
+  std::uint64_t size_bytes() const override { return d_.size_bytes(); }
+  std::uint32_t block_size() const override { return d_.block_size(); }
+  int submit(std::span<IoRequest> batch) override {
+    bool writes = false;
+    for (const IoRequest& r : batch) writes |= r.op == IoRequest::Op::Write;
+    if (writes && !pass()) {
+      for (IoRequest& r : batch) r.result = EIO;
+      return EIO;
+    }
+    return d_.submit(batch);
+  }
+  int flush() override { return pass() ? d_.flush() : EIO; }
+  std::uint64_t events() const { return events_; }
+
+ private:
+  bool pass() {
+    ++events_;
+    return left_ == 0 || events_ <= left_;
+  }
+  BlockDevice& d_;
+  std::uint64_t left_;  // 0: never killed (counts the events)
+  std::uint64_t events_ = 0;
 };
 
 }  // namespace mmfs::fs::testing

@@ -1156,6 +1156,69 @@ TEST_CASE("array file: fsynced elements survive a crash after a later unsynced w
   }
 }
 
+// A cell that never held data reads as zeros without a device read; the
+// sectors the placement got hold whatever an earlier file left there. The
+// daemon killed anywhere in the first write-back of such cells (the
+// alternative checksums durable, the cells not yet written) must leave each
+// cell reading as zeros or as its new bytes, never as EIO.
+TEST_CASE("array file: the daemon killed in the first write-back of cells leaves zeros or the new bytes",
+          "[array_file][crash]") {
+  auto g = toy_disk();
+  std::mt19937_64 rng(1919);
+  ArraySchema s = make_schema({16, 16, 16}, "float64", "zorder");
+  const Bytes data = random_bytes(rng, array_bytes(s));
+  auto golden = formatted(*g);
+  Ino ino = 0;
+  {
+    Mount m = mount(std::make_unique<RefDevice>(*golden));
+    ino = create_array(m, "a", s)->ino();
+    // An earlier file's bytes in the array's sectors.
+    for (const Extent& e : m.md().extents(ino))
+      std::fill_n(golden->bytes().begin() + std::ptrdiff_t(e.start * 512), e.sectors * 512, std::byte{0x5A});
+  }
+  auto run = [&](BlockDevice& dev) {
+    Mount m = mount(std::make_unique<RefDevice>(dev));
+    auto a = open_stored(m, ino);
+    std::string msg;
+    if (write_file(*a, 0, data) != 0) return;
+    a->flush(true, &msg);
+  };
+  std::uint64_t events = 0;
+  {
+    auto copy = copy_of(*golden);
+    testing::KilledAfter counter(*copy, 0);
+    run(counter);
+    events = counter.events();
+    REQUIRE(events > 2);
+  }
+  for (std::uint64_t cut = 1; cut <= events; ++cut) {
+    INFO("killed after " << cut << " of " << events << " device events");
+    auto image = copy_of(*golden);
+    {
+      testing::KilledAfter killed(*image, cut);
+      run(killed);
+    }
+    Mount m = mount(std::make_unique<RefDevice>(*image));
+    auto a = open_stored(m, ino);
+    Bytes got(data.size());
+    std::size_t n = 0;
+    std::string msg;
+    int r = a->read(0, got.size(), reinterpret_cast<std::byte*>(got.data()), &n, &msg);
+    INFO(msg);
+    REQUIRE(r == 0);
+    // Element by element: zero (the cell's old state) or the value written.
+    for (std::size_t e = 0; e < data.size(); e += 8) {
+      Bytes x(got.begin() + std::ptrdiff_t(e), got.begin() + std::ptrdiff_t(e + 8));
+      bool zero = x == Bytes(8, 0);
+      bool written = std::equal(x.begin(), x.end(), data.begin() + std::ptrdiff_t(e));
+      if (!zero && !written) FAIL("element " << e / 8 << " is neither zero nor the value written");
+    }
+    auto report = check_volume(*m.vol, false);
+    INFO((report.problems.empty() ? "" : report.problems[0]));
+    CHECK(report.problems.empty());
+  }
+}
+
 // The same during a relayout: change_schema first writes the dirty cells
 // back in place (old placement), then copies. A power cut before its commit
 // leaves the old placement, whose cells must still read (old or new bytes).
