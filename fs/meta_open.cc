@@ -276,7 +276,8 @@ int MetaOpener::replay() {
   }
   // The last write's twin: a crash may have left it in one copy only.
   if (chunks_replayed_ == 0) return check_checkpoint_twin(/*last_write=*/true);
-  if (int err = check_checkpoint_twin(/*last_write=*/false)) return err;
+  if (opt_.verify_copies)
+    if (int err = check_checkpoint_twin(/*last_write=*/false)) return err;
   if (geo_.copies() == 2 && !last_chunk_.twin_checked) {
     std::span<const std::byte> mine, twin;
     if (int err = copies[0].get(last_chunk_.at, last_chunk_.len, &mine)) return fail(err, "cannot read the metadata log");
