@@ -23,19 +23,11 @@ import traceback
 import numpy as np
 
 import crash_model as cm
-from mmfs_mount import pwrite_all, setx, shape_str, view
+from mmfs_mount import fsync_dir, pwrite_all, setx, shape_str, view
 
 # What a call answers once the daemon is gone (ENOTCONN for new requests,
 # ECONNABORTED for the ones in flight when the connection was aborted).
 DISCONNECTED = {errno.ENOTCONN, errno.ECONNABORTED}
-
-
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_file(path, flags, data, offset=None, truncate=None):

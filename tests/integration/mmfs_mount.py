@@ -365,6 +365,15 @@ class ErrorLog:
         return False
 
 
+def fsync_dir(path):
+    """fsync of a directory (makes its entries durable)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def pwrite_all(fd, data, offset):
     view = memoryview(data)
     while view:

@@ -14,6 +14,8 @@ import multiprocessing
 import os
 import time
 
+from mmfs_mount import fsync_dir
+
 SECONDS = 5.0  # the daemon before the fix left a stray record within 4 s every time (3 of 3 runs)
 
 
@@ -46,14 +48,6 @@ def unlinker(d, deadline):
         except FileNotFoundError:
             pass
         n += 1
-
-
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def run(target, d, deadline):
