@@ -190,14 +190,11 @@ int ArrayFile::rows_from_cells(const Bitmap& rows, std::byte* out, std::uint64_t
   const auto& shape = g.shape();
   const std::size_t n = shape.size();
   const std::uint64_t is = g.itemsize();
-  const std::uint64_t brick = g.cell_bytes();
   std::vector<std::uint64_t> batch;
   std::vector<std::uint64_t> coords(n), cc;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> where;  // (cell, byte in cell) per row of the batch
   std::vector<std::uint64_t> cells;
-  // Every byte of a cell read is written by read_cells: no zero fill.
-  std::unique_ptr<std::byte[]> bricks;
-  std::size_t bricks_cells = 0;
+  ArrayState::CellReads reads;  // kept across batches: its pages fault in once
   std::uint64_t done = 0;
   const std::uint64_t last_extent = shape[n - 1], last_cell_extent = g.cell()[n - 1];
   auto flush_batch = [&]() -> int {
@@ -233,23 +230,19 @@ int ArrayFile::rows_from_cells(const Bitmap& rows, std::byte* out, std::uint64_t
     }
     std::sort(cells.begin(), cells.end());
     cells.erase(std::unique(cells.begin(), cells.end()), cells.end());
-    if (cells.size() > bricks_cells) {
-      bricks.reset(new std::byte[cells.size() * brick]);
-      bricks_cells = cells.size();
-    }
     std::uint64_t bad = 0;
-    if (int r = state_->read_cells(cells, bricks.get(), &bad, data_bytes)) {
+    if (int r = state_->read_cells(cells, &reads, &bad, data_bytes)) {
       *message = r == EIO ? bad_cell_message(bad) : "reading the array failed";
       return r;
     }
     std::uint64_t last_cell = ~0ull;
-    std::size_t slot = 0;
+    const std::byte* brick_at = nullptr;
     for (const auto& [cell, byte] : where) {
       if (cell != last_cell) {
-        slot = std::size_t(std::lower_bound(cells.begin(), cells.end(), cell) - cells.begin());
+        brick_at = reads.at[std::size_t(std::lower_bound(cells.begin(), cells.end(), cell) - cells.begin())];
         last_cell = cell;
       }
-      std::memcpy(out + done * is, bricks.get() + slot * brick + byte, is);
+      std::memcpy(out + done * is, brick_at + byte, is);
       ++done;
     }
     batch.clear();

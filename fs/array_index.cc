@@ -345,12 +345,10 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
     const std::uint32_t ss = env_.io.sector_size();
     for (std::size_t i = 0; i < plan.bitmaps.size();) {
       std::size_t j = i + 1;
-      while (j < plan.bitmaps.size() && plan.bitmaps[j] < dir.size() &&
-             dir[plan.bitmaps[j]].offset == dir[plan.bitmaps[j - 1]].offset + dir[plan.bitmaps[j - 1]].length)
-        ++j;
-      if (plan.bitmaps[i] < dir.size() && plan.bitmaps[j - 1] < dir.size()) {
-        const std::uint64_t begin = dir[plan.bitmaps[i]].offset;
-        const std::uint64_t end = dir[plan.bitmaps[j - 1]].offset + dir[plan.bitmaps[j - 1]].length;
+      while (j < plan.bitmaps.size() && plan.bitmaps[j] == plan.bitmaps[j - 1] + 1) ++j;  // back to back
+      if (plan.bitmaps[j - 1] < dir.size()) {
+        const std::uint64_t begin = dir.offset(plan.bitmaps[i]);
+        const std::uint64_t end = dir.offset(plan.bitmaps[j - 1]) + dir.length(plan.bitmaps[j - 1]);
         for (const Piece& p : object_pieces(object_extents_, begin / ss, (end + ss - 1) / ss - begin / ss))
           cost->trace.push_back({p.lbn, std::uint32_t(p.sectors)});
       }
@@ -373,7 +371,14 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
       return 0;
     }
   }
+  // Cached bitmaps, and the stored bytes of the others: read (neighbours as
+  // one request) and checked against their checksums here, decoded only when
+  // the evaluation asks for them. A union of many fine bins is ORed from
+  // the bytes straight into a bitset instead: decoding the 1,001 bitmaps of
+  // a range of a 10,000-bin index, 150 containers each, took 27 ms.
   std::unordered_map<std::uint32_t, std::shared_ptr<const Bitmap>> have;
+  std::unordered_map<std::uint32_t, std::span<const std::byte>> stored;
+  std::vector<std::vector<std::byte>> buffers;
   std::vector<std::uint32_t> missing;
   for (std::uint32_t id : plan.bitmaps) {
     if (id >= dir.size()) {
@@ -381,47 +386,86 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
       return EIO;
     }
     if (auto hit = cached(bitmap_key(id))) {
-      if (cost) cost->cached_bytes += dir[id].length;
+      if (cost) cost->cached_bytes += dir.length(id);
       have[id] = std::move(hit->bitmap);
     } else {
       missing.push_back(id);
     }
   }
-  // Neighbouring bitmaps (a range's bins) are one read.
   std::size_t i = 0;
   while (i < missing.size()) {
     std::size_t j = i + 1;
-    while (j < missing.size() && dir[missing[j]].offset == dir[missing[j - 1]].offset + dir[missing[j - 1]].length) ++j;
-    const std::uint64_t begin = dir[missing[i]].offset;
-    const std::uint64_t end = dir[missing[j - 1]].offset + dir[missing[j - 1]].length;
-    std::vector<std::byte> bytes;
+    while (j < missing.size() && missing[j] == missing[j - 1] + 1) ++j;  // back to back in the object
+    const std::uint64_t begin = dir.offset(missing[i]);
+    const std::uint64_t end = dir.offset(missing[j - 1]) + dir.length(missing[j - 1]);
     if (end > object_bytes_ || begin > end) {
       *message = "the index directory points past the index";
       return EIO;
     }
+    std::vector<std::byte>& bytes = buffers.emplace_back();
     if (int r = read_blob(object_extents_, begin, end - begin, &bytes, cost)) {
       *message = "reading the index failed";
       return r;
     }
+    std::uint64_t at = 0;
     for (std::size_t k = i; k < j; ++k) {
-      const auto& e = dir[missing[k]];
-      auto bitmap = std::make_shared<Bitmap>();
-      if (!header_.decode_bitmap(missing[k], {bytes.data() + (e.offset - begin), e.length}, bitmap.get())) {
+      const std::span<const std::byte> one(bytes.data() + at, dir.length(missing[k]));
+      at += one.size();
+      if (!header_.check_bitmap(missing[k], one)) {
         *message = fmt::format("bitmap {} of the index failed its checksum (the device returned other bytes than "
                                "were written)",
                                missing[k]);
         return EIO;
       }
-      remember(bitmap_key(missing[k]), Cached{bitmap, nullptr, e.length, {}});
-      have[missing[k]] = std::move(bitmap);
+      stored[missing[k]] = one;
     }
     i = j;
   }
+  std::optional<std::uint32_t> malformed;  // checksum right, yet not a bitmap: written wrong
+  const Bitmap none;
+  auto fetch = [&](std::uint32_t id) -> const Bitmap& {
+    if (auto it = have.find(id); it != have.end()) return *it->second;
+    auto bitmap = std::make_shared<Bitmap>();
+    if (!indexes::deserialize(stored.at(id), bitmap.get())) {
+      malformed = id;
+      return none;
+    }
+    remember(bitmap_key(id), Cached{bitmap, nullptr, dir.length(id), {}});
+    return *(have[id] = std::move(bitmap));
+  };
+  // Rows below 2^28 (a 32 MiB bitset at most); wider unions than this many
+  // bins. The fine bitmap of bin b is directory entry b.
+  constexpr std::uint32_t kBitsetUnionBins = 8;
+  const bool bitset_unions = header_.rows() <= (1ull << 28);
+  auto fine_union = [&](std::uint32_t first, std::uint32_t last) -> std::optional<Bitmap> {
+    if (!bitset_unions || last - first + 1 < kBitsetUnionBins) return std::nullopt;
+    std::vector<std::uint64_t> words((header_.rows() + 65535) / 65536 * 1024, 0);
+    std::vector<const Bitmap*> decoded;
+    for (std::uint32_t b = first; b <= last; ++b) {
+      if (auto it = have.find(b); it != have.end()) {
+        decoded.push_back(it->second.get());
+      } else if (auto st = stored.find(b); st != stored.end()) {
+        if (!indexes::or_serialized_into(st->second, words)) malformed = b;
+      }  // else an empty bin: no bitmap
+    }
+    Bitmap rows = indexes::bitmap_of_words(words);
+    if (decoded.empty()) return rows;
+    decoded.push_back(&rows);
+    return indexes::union_all(std::move(decoded));
+  };
   if (auto lone = header_.lone_bitmap(plan); lone && delta_.empty()) {
-    *out = indexes::Estimate{Bitmap(), Bitmap(), have.at(*lone)};  // lent from the cache
-    return 0;
+    fetch(*lone);
+    if (!malformed) {
+      *out = indexes::Estimate{Bitmap(), Bitmap(), have.at(*lone)};  // lent from the cache
+      return 0;
+    }
+  } else {
+    *out = header_.evaluate(plan, fetch, fine_union);
   }
-  *out = header_.evaluate(plan, [&](std::uint32_t id) -> const Bitmap& { return *have.at(id); });
+  if (malformed) {
+    *message = fmt::format("bitmap {} of the index is malformed (its checksum matches: it was written so)", *malformed);
+    return EIO;
+  }
   if (combined) {
     auto kept = std::make_shared<const indexes::Estimate>(*out);
     const std::uint64_t bytes = kept->sure.getSizeInBytes(true) + kept->maybe.getSizeInBytes(true);

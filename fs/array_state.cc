@@ -301,7 +301,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
   }
 }
 
-int ArrayState::read_cells(std::span<const std::uint64_t> cells, std::byte* out, std::uint64_t* bad_cell,
+int ArrayState::read_cells(std::span<const std::uint64_t> cells, CellReads* reads, std::uint64_t* bad_cell,
                            std::uint64_t* bytes_read) {
   const CellGrid& g = grid();
   const std::uint32_t ss = io_.sector_size();
@@ -312,25 +312,30 @@ int ArrayState::read_cells(std::span<const std::uint64_t> cells, std::byte* out,
     std::size_t n;
   };
   std::vector<Want> wants;
+  wants.reserve(cells.size());
   std::vector<std::uint64_t> cc(g.dims());
   for (std::uint64_t i = 0; i < cells.size(); ++i) {
-    if (!may_hold_data(cells[i])) {
-      std::memset(out + i * brick, 0, brick);
-      continue;
-    }
+    if (!may_hold_data(cells[i])) continue;
     coords_of(cells[i], cc.data());
     Want w{i, {}, 0};
     w.n = layout_->cell_runs(cc, w.runs);
     wants.push_back(w);
   }
   // Buffer slots in LBN order, so cells next to each other on the device are
-  // one request.
+  // one request. The slot after the last holds a zero cell.
   std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) { return a.runs[0].lbn < b.runs[0].lbn; });
-  AlignedBuffer buf(std::max<std::uint64_t>(1, wants.size()) * cell_storage_, AlignedBuffer::Uninitialized{});
+  const std::uint64_t need = (wants.size() + 1) * cell_storage_;
+  if (reads->buffer.size() < need)
+    reads->buffer = AlignedBuffer(std::max<std::uint64_t>(need, reads->buffer.size() * 5 / 4),
+                                  AlignedBuffer::Uninitialized{});
+  std::byte* buf = reads->buffer.data();
+  std::byte* zero = buf + wants.size() * cell_storage_;
+  reads->at.assign(cells.size(), zero);
+  if (wants.size() < cells.size()) std::memset(zero, 0, brick);
   std::vector<SectorRun> runs;
   std::uint64_t total = 0;
   for (std::size_t k = 0; k < wants.size(); ++k) {
-    std::byte* at = buf.data() + k * cell_storage_;
+    std::byte* at = buf + k * cell_storage_;
     for (std::size_t j = 0; j < wants[k].n; ++j) {
       const Run& r = wants[k].runs[j];
       if (!runs.empty() && runs.back().lbn + runs.back().sectors == r.lbn &&
@@ -345,13 +350,13 @@ int ArrayState::read_cells(std::span<const std::uint64_t> cells, std::byte* out,
   if (int rc = io_.read(runs)) return rc;
   if (bytes_read) *bytes_read += total * ss;
   for (std::size_t k = 0; k < wants.size(); ++k) {
-    const std::byte* cell = buf.data() + k * cell_storage_;
+    const std::byte* cell = buf + k * cell_storage_;
     const std::uint64_t linear = cells[wants[k].slot];
     if (!cell_valid(linear, {cell, brick})) {
       *bad_cell = linear;
       return EIO;
     }
-    std::memcpy(out + wants[k].slot * brick, cell, brick);
+    reads->at[wants[k].slot] = cell;
   }
   return 0;
 }

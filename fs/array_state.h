@@ -75,11 +75,19 @@ class ArrayState {
   // the next chunk's reads there, keeping the device busy).
   int read_selection(const layouts::Selection& selection, std::byte* out, std::uint64_t* bad_cell,
                      const std::function<void()>& device_done = {}, std::uint64_t* bytes_read = nullptr);
-  // Reads whole cells (linear ids, ascending, unique) into `out`, one C-order
-  // brick of cell_bytes() each, in one device batch: the cells of the
-  // scattered rows a query needs. Cells that never held data read as zeros.
-  // *bytes_read counts the device bytes. EIO with *bad_cell on a mismatch.
-  int read_cells(std::span<const std::uint64_t> cells, std::byte* out, std::uint64_t* bad_cell,
+  // Whole cells read for a caller that uses them where they landed. The
+  // buffer is kept from one call to the next: a query reading tens of MiB of
+  // cells in batches faults its pages in once, and nothing is copied.
+  struct CellReads {
+    AlignedBuffer buffer;
+    std::vector<const std::byte*> at;  // per requested cell: its C-order brick
+  };
+  // Reads whole cells (linear ids, ascending, unique) in one device batch:
+  // the cells of the scattered rows a query needs. reads->at[i] is then cell
+  // i's brick of cell_bytes(), valid until the next call with `reads`. Cells
+  // that never held data read as zeros. *bytes_read counts the device bytes.
+  // EIO with *bad_cell on a mismatch.
+  int read_cells(std::span<const std::uint64_t> cells, CellReads* reads, std::uint64_t* bad_cell,
                  std::uint64_t* bytes_read);
   // Results of at least this many bytes are gathered with streamed stores
   // (more than a core's L2: they would only evict the cells being gathered).

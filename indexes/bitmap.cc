@@ -3,8 +3,12 @@
 #include <map>
 #include <new>
 
+#include <roaring/containers/bitset.h>
+#include <roaring/containers/containers.h>
+#include <roaring/containers/convert.h>
 #include <roaring/roaring.hh>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <exception>
@@ -25,11 +29,21 @@ constexpr std::uint32_t kCookieNoRun = 12346;
 constexpr std::uint32_t kCookieRun = 12347;
 constexpr std::uint32_t kMaxArray = 4096;
 
+// What check_portable32 hands each container to, once it is checked.
+struct IgnoreContainers {
+  void run(std::uint16_t, std::uint32_t, std::uint32_t) {}
+  void bitset(std::uint16_t, const std::byte*) {}
+  void array(std::uint16_t, const std::byte*, std::uint32_t) {}
+};
+
 // Checks one 32-bit CRoaring portable serialization completely — lengths,
 // key order, sorted arrays, disjoint in-range runs, bitmap cardinalities —
 // because CRoaring 0.2.66's readSafe only bounds its reads and would accept
 // containers that break its invariants. Returns the serialization's length.
-std::optional<std::size_t> check_portable32(std::span<const std::byte> b) {
+// Each container, once checked, goes to `visit`: run(key, start, length - 1)
+// per run, bitset(key, its 8 KiB), array(key, its values, count).
+template <class Visit = IgnoreContainers>
+std::optional<std::size_t> check_portable32(std::span<const std::byte> b, Visit&& visit = {}) {
   std::size_t pos = 0;
   auto need = [&](std::size_t n) { return n <= b.size() - pos; };
   if (!need(4)) return std::nullopt;
@@ -83,12 +97,15 @@ std::optional<std::size_t> check_portable32(std::span<const std::byte> b) {
         total += len + 1;
       }
       if (total != card) return std::nullopt;
+      for (std::uint32_t r = 0; r < runs; ++r)
+        visit.run(key, load<std::uint16_t>(b.data() + pos + 4 * r), load<std::uint16_t>(b.data() + pos + 4 * r + 2));
       pos += std::size_t(runs) * 4;
     } else if (card > kMaxArray) {
       if (!need(8192)) return std::nullopt;
       std::uint32_t ones = 0;
       for (std::size_t w = 0; w < 1024; ++w) ones += std::popcount(load<std::uint64_t>(b.data() + pos + 8 * w));
       if (ones != card) return std::nullopt;
+      visit.bitset(key, b.data() + pos);
       pos += 8192;
     } else {
       if (!need(std::size_t(card) * 2)) return std::nullopt;
@@ -98,6 +115,7 @@ std::optional<std::size_t> check_portable32(std::span<const std::byte> b) {
         if (long(v) <= prev) return std::nullopt;
         prev = v;
       }
+      visit.array(key, b.data() + pos, card);
       pos += std::size_t(card) * 2;
     }
   }
@@ -332,6 +350,107 @@ void add_rows32(Bitmap* b, std::uint32_t high, const std::uint32_t* low, std::si
   if (n == 0) return;
   Buckets& buckets = (*b).*buckets_member(BucketsTag{});
   buckets[high].addMany(n, low);
+}
+
+bool or_serialized_into(std::span<const std::byte> bytes, std::span<std::uint64_t> words) {
+  constexpr std::size_t kChunkWords = 1024;  // 2^16 rows
+  struct Or {
+    std::span<std::uint64_t> words;
+    std::uint64_t high = 0;  // the bucket's first row / 2^16
+    bool fits = true;
+    std::uint64_t* chunk(std::uint16_t key) {
+      const std::uint64_t at = (high + key) * kChunkWords;
+      if (at + kChunkWords > words.size()) {
+        fits = false;
+        return nullptr;
+      }
+      return words.data() + at;
+    }
+    void run(std::uint16_t key, std::uint32_t start, std::uint32_t len) {
+      std::uint64_t* w = chunk(key);
+      if (w == nullptr) return;
+      const std::uint32_t end = start + len + 1;  // exclusive, <= 2^16
+      for (std::uint32_t i = start; i < end;) {
+        const std::uint32_t bit = i % 64, n = std::min(64 - bit, end - i);
+        w[i / 64] |= (n == 64 ? ~0ull : ((1ull << n) - 1)) << bit;
+        i += n;
+      }
+    }
+    void bitset(std::uint16_t key, const std::byte* bits) {
+      std::uint64_t* w = chunk(key);
+      if (w == nullptr) return;
+      for (std::size_t i = 0; i < kChunkWords; ++i) w[i] |= load<std::uint64_t>(bits + 8 * i);
+    }
+    void array(std::uint16_t key, const std::byte* values, std::uint32_t n) {
+      std::uint64_t* w = chunk(key);
+      if (w == nullptr) return;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const std::uint16_t v = load<std::uint16_t>(values + 2 * i);
+        w[v / 64] |= 1ull << (v % 64);
+      }
+    }
+  } visit{words};
+  if (bytes.size() < 8) return false;
+  const std::uint64_t buckets = load<std::uint64_t>(bytes.data());
+  if (buckets > (bytes.size() - 8) / 12) return false;
+  std::size_t pos = 8;
+  long long prev_key = -1;
+  for (std::uint64_t i = 0; i < buckets; ++i) {
+    if (bytes.size() - pos < 4) return false;
+    const std::uint32_t key = load<std::uint32_t>(bytes.data() + pos);
+    if ((long long)key <= prev_key) return false;
+    prev_key = key;
+    pos += 4;
+    visit.high = std::uint64_t(key) << 16;
+    auto len = check_portable32(bytes.subspan(pos), visit);
+    if (!len || !visit.fits) return false;
+    pos += *len;
+  }
+  return pos == bytes.size();
+}
+
+Bitmap bitmap_of_words(std::span<const std::uint64_t> words) {
+  constexpr std::size_t kChunkWords = BITSET_CONTAINER_SIZE_IN_WORDS;
+  Roaring r;
+  // A chunk of at most kMaxArray rows must be an array container (CRoaring's
+  // invariant); it is converted from this scratch bitset.
+  bitset_container_t* scratch = bitset_container_create();
+  if (scratch == nullptr) throw std::bad_alloc();
+  for (std::size_t first = 0; first < words.size(); first += kChunkWords) {
+    const std::size_t n = std::min(kChunkWords, words.size() - first);
+    std::uint64_t card = 0;
+    for (std::size_t i = 0; i < n; ++i) card += std::popcount(words[first + i]);
+    if (card == 0) continue;
+    const auto key = std::uint16_t(first / kChunkWords);
+    void* container = nullptr;
+    std::uint8_t type = 0;
+    bitset_container_t* target = card > kMaxArray ? bitset_container_create() : scratch;
+    if (target == nullptr) {
+      bitset_container_free(scratch);
+      throw std::bad_alloc();
+    }
+    std::memcpy(target->array, words.data() + first, n * 8);
+    std::memset(target->array + n, 0, (kChunkWords - n) * 8);
+    target->cardinality = std::int32_t(card);
+    if (target == scratch) {
+      container = array_container_from_bitset(scratch);
+      type = ARRAY_CONTAINER_TYPE_CODE;
+    } else {
+      container = target;
+      type = BITSET_CONTAINER_TYPE_CODE;
+    }
+    if (container == nullptr) {
+      bitset_container_free(scratch);
+      throw std::bad_alloc();
+    }
+    ra_append(&r.roaring.high_low_container, key, container, type);
+  }
+  bitset_container_free(scratch);
+  r.runOptimize();
+  r.shrinkToFit();
+  Bitmap out;
+  if (!r.isEmpty()) (out.*buckets_member(BucketsTag{}))[0] = std::move(r);
+  return out;
 }
 
 std::vector<std::uint64_t> rows_of(const Bitmap& b) {

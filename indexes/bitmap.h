@@ -82,6 +82,16 @@ Bitmap union_all(std::vector<const Bitmap*> parts);
 // map's bucket (no temporary bitmap per call: index builds add millions of
 // short runs).
 void add_rows32(Bitmap* b, std::uint32_t high, const std::uint32_t* low, std::size_t n);
+// The rows whose bits are set in `words` (row r: bit r % 64 of word r / 64;
+// fewer than 2^32 rows), each 2^16-row chunk handed to CRoaring as a finished
+// container, so a dense bit slice costs a copy, not an insertion per row.
+// Run-optimized.
+Bitmap bitmap_of_words(std::span<const std::uint64_t> words);
+// ORs the rows of a serialize()d bitmap into `words` (as above; their
+// number a multiple of 1024, one per 2^16 rows) straight from its bytes,
+// checked as deserialize() checks them: no container is built. False when
+// the bytes are malformed or hold a row past the words.
+bool or_serialized_into(std::span<const std::byte> bytes, std::span<std::uint64_t> words);
 // a ∩ b as a new bitmap. (Roaring64Map's operator& copies a whole, then
 // intersects the copy in place.)
 Bitmap intersect(const Bitmap& a, const Bitmap& b);

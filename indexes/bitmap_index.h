@@ -43,6 +43,7 @@
 #include "indexes/binning.h"
 #include "indexes/bitmap.h"
 #include "indexes/evaluate.h"
+#include "indexes/header_columns.h"
 #include "indexes/values.h"
 
 namespace mmfs::indexes {
@@ -50,18 +51,6 @@ namespace mmfs::indexes {
 enum class Encoding : std::uint8_t { E1, BN, Range, Interval, RE, IE };
 std::optional<Encoding> parse_encoding(std::string_view name);  // e1 bn range interval re ie
 std::string_view encoding_name(Encoding e);
-
-struct BinStats {
-  std::uint64_t rows = 0;
-  std::uint64_t min_key = ~0ull;  // min_key > max_key: no row yet
-  std::uint64_t max_key = 0;
-  bool operator==(const BinStats&) const = default;
-};
-
-// One stored bitmap: where it is in the object and its XXH3-64.
-struct BitmapEntry {
-  std::uint64_t offset = 0, length = 0, checksum = 0;
-};
 
 // Pass 2 of building: every row's element once (any order of pieces).
 // Arrays of at most `direct_rows` rows are built bin by bin from a sort of
@@ -86,6 +75,7 @@ class IndexBuilder {
   std::string finish_direct(std::vector<std::uint32_t>* groups, std::vector<BitmapEntry>* directory);
   std::string finish_incremental(std::vector<std::uint32_t>* groups,
                                  std::vector<BitmapEntry>* directory);
+  std::string finish_bit_sliced(std::vector<BitmapEntry>* directory);
 
   std::vector<std::uint32_t> bin_of_row_;  // direct: each row's bin
   std::vector<Bitmap> fine_;               // incremental: one per bin (NaN last)
@@ -123,12 +113,13 @@ class IndexHeader {
   Encoding encoding() const { return encoding_; }
   std::uint64_t rows() const { return rows_; }
   const Binning& binning() const { return binning_; }
-  const std::vector<BinStats>& stats() const { return stats_; }  // per bin (NaN last)
+  // Per bin (NaN last); a view of the header's columns, valid while it lives.
+  BinStatsView stats() const { return {&bin_rows_, &min_offsets_, &max_offsets_, binning_.lower().data()}; }
   std::uint64_t object_bytes() const { return object_bytes_; }
   std::uint64_t header_length() const { return header_length_; }
 
   using Entry = BitmapEntry;
-  const std::vector<Entry>& directory() const { return directory_; }
+  const BitmapDirectory& directory() const { return directory_; }
   // Directory ids of the fine level's bitmap of bin b, and of the coarse
   // level (empty without one), for reports.
   std::uint32_t coarse_bins() const { return std::uint32_t(coarse_groups_.size()); }
@@ -142,25 +133,35 @@ class IndexHeader {
   AtomPlan plan(const KeySet& keys) const;
   // Rows of the atom from the fetched bitmaps (`bitmap(id)` for each id of
   // plan.bitmaps).
-  Estimate evaluate(const AtomPlan& plan, const std::function<const Bitmap&(std::uint32_t)>& bitmap) const;
+  // `fine_union`, when given, may answer the union of the fine level's
+  // bitmaps of bins first..last (ids first..last) itself, e.g. from their
+  // stored bytes without decoding each; nullopt leaves it to `bitmap`.
+  using FineUnion = std::function<std::optional<Bitmap>(std::uint32_t first, std::uint32_t last)>;
+  Estimate evaluate(const AtomPlan& plan, const std::function<const Bitmap&(std::uint32_t)>& bitmap,
+                    const FineUnion& fine_union = {}) const;
   // The one stored bitmap that is exactly the plan's rows (sure, no
   // candidates), if there is one: a caller holding it can lend it as is.
   std::optional<std::uint32_t> lone_bitmap(const AtomPlan& plan) const;
   // Decodes one fetched bitmap, checking its checksum (false when it fails).
   bool decode_bitmap(std::uint32_t id, std::span<const std::byte> bytes, Bitmap* out) const;
+  // Whether the fetched bytes are bitmap `id` as written (length, checksum).
+  bool check_bitmap(std::uint32_t id, std::span<const std::byte> bytes) const;
 
  private:
   Encoding encoding_ = Encoding::E1;
   std::uint64_t rows_ = 0;
   Binning binning_;
-  std::vector<BinStats> stats_;
+  std::shared_ptr<const std::byte[]> columns_;  // the unpacked columns the views below point into
+  PackedColumn bin_rows_, min_offsets_, max_offsets_;
   std::vector<std::uint32_t> coarse_groups_;  // first fine bin of each coarse bin
-  std::vector<Entry> directory_;
+  BitmapDirectory directory_;
   std::uint64_t object_bytes_ = 0;
   std::uint64_t header_length_ = 0;
-  // The stored object: this header (directory offsets relative to `body`,
-  // made absolute here) followed by `body`.
-  std::string encode(std::string_view body);
+  // The stored object: the header of these parts followed by `body` (the
+  // bitmaps back to back, in directory order; offsets are not stored).
+  static std::string encode(Encoding encoding, std::uint64_t rows, const Binning& binning,
+                            const std::vector<BinStats>& stats, const std::vector<std::uint32_t>& coarse_groups,
+                            const std::vector<Entry>& directory, std::string_view body);
   struct Planner;  // index_plan.cc
   friend class IndexBuilder;
 };

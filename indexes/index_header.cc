@@ -106,25 +106,6 @@ void put_column(std::string* out, const std::vector<std::uint64_t>& values) {
   }
 }
 
-// Hands the `n` values of a column to sink(i, value); false when its width
-// or length is wrong.
-template <class Sink>
-bool get_column(std::span<const std::byte> in, std::size_t* pos, std::size_t n, Sink&& sink) {
-  if (*pos >= in.size()) return false;
-  const auto width = std::to_integer<unsigned>(in[*pos]);
-  if (width != 1 && width != 2 && width != 4 && width != 8) return false;
-  ++*pos;
-  if ((in.size() - *pos) / width < n) return false;
-  const std::byte* p = in.data() + *pos;
-  for (std::size_t i = 0; i < n; ++i, p += width) {
-    std::uint64_t v = 0;
-    std::memcpy(&v, p, width);
-    sink(i, v);
-  }
-  *pos += n * width;
-  return true;
-}
-
 std::optional<Prefix> parse_prefix(std::span<const std::byte> bytes) {
   if (bytes.size() < IndexHeader::kPrefixBytes || std::memcmp(bytes.data(), kMagic, 8) != 0) return std::nullopt;
   Reader r{bytes, 8};
@@ -162,9 +143,11 @@ std::optional<Prefix> parse_prefix(std::span<const std::byte> bytes) {
 }
 }  // namespace
 
-std::string IndexHeader::encode(std::string_view body) {
-  const std::uint32_t value_bins = binning_.value_bins();
-  const std::vector<std::uint64_t>& lower = binning_.lower();
+std::string IndexHeader::encode(Encoding encoding, std::uint64_t rows, const Binning& binning,
+                                const std::vector<BinStats>& stats, const std::vector<std::uint32_t>& coarse_groups,
+                                const std::vector<Entry>& directory, std::string_view body) {
+  const std::uint32_t value_bins = binning.value_bins();
+  const std::vector<std::uint64_t>& lower = binning.lower();
   Writer columns;
   std::vector<std::uint64_t> column;
   auto emit = [&](std::size_t n, auto&& value) {
@@ -173,33 +156,32 @@ std::string IndexHeader::encode(std::string_view body) {
     put_column(&columns.out, column);
   };
   emit(value_bins, [&](std::size_t i) { return i == 0 ? lower[0] : lower[i] - lower[i - 1]; });
-  emit(stats_.size(), [&](std::size_t i) { return stats_[i].rows; });
-  emit(value_bins, [&](std::size_t i) { return stats_[i].min_key - lower[i]; });
-  emit(value_bins, [&](std::size_t i) { return stats_[i].max_key - stats_[i].min_key; });
-  emit(coarse_groups_.size(), [&](std::size_t i) { return std::uint64_t(coarse_groups_[i]); });
-  emit(directory_.size(), [&](std::size_t i) { return directory_[i].length; });
-  emit(directory_.size(), [&](std::size_t i) { return directory_[i].checksum; });
+  emit(stats.size(), [&](std::size_t i) { return stats[i].rows; });
+  emit(value_bins, [&](std::size_t i) { return stats[i].min_key - lower[i]; });
+  emit(value_bins, [&](std::size_t i) { return stats[i].max_key - stats[i].min_key; });
+  emit(coarse_groups.size(), [&](std::size_t i) { return std::uint64_t(coarse_groups[i]); });
+  emit(directory.size(), [&](std::size_t i) { return directory[i].length; });
+  emit(directory.size(), [&](std::size_t i) { return directory[i].checksum; });
   std::string packed(ZSTD_compressBound(columns.out.size()), '\0');
   const std::size_t n = ZSTD_compress(packed.data(), packed.size(), columns.out.data(), columns.out.size(), kPackLevel);
   if (ZSTD_isError(n)) throw std::runtime_error(std::string("zstd: ") + ZSTD_getErrorName(n));
   packed.resize(n);
 
-  header_length_ = kPrefixBytes + packed.size() + 8;
-  for (Entry& e : directory_) e.offset += header_length_;
-  object_bytes_ = header_length_ + body.size();
+  const std::uint64_t header_length = kPrefixBytes + packed.size() + 8;
+  const std::uint64_t object_bytes = header_length + body.size();
   Writer w;
-  w.out.reserve(header_length_ + body.size());
+  w.out.reserve(object_bytes);
   w.out.append(kMagic, 8);
   w.put(kVersion);
-  w.put(std::uint8_t(type()));
-  w.put(std::uint8_t(encoding_));
+  w.put(std::uint8_t(binning.type()));
+  w.put(std::uint8_t(encoding));
   w.put(std::uint16_t(0));
-  w.put(rows_);
-  w.put(header_length_);
-  w.put(object_bytes_);
+  w.put(rows);
+  w.put(header_length);
+  w.put(object_bytes);
   w.put(value_bins);
-  w.put(std::uint32_t(coarse_groups_.size()));
-  w.put(std::uint32_t(directory_.size()));
+  w.put(std::uint32_t(coarse_groups.size()));
+  w.put(std::uint32_t(directory.size()));
   w.put(std::uint32_t(0));
   w.put(std::uint64_t(packed.size()));
   w.out.append(packed);
@@ -216,77 +198,106 @@ std::optional<std::uint64_t> IndexHeader::header_bytes(std::span<const std::byte
 
 namespace {
 
-// The sections of a header, as read (not yet checked).
-struct Sections {
-  std::vector<std::uint64_t> lower;
-  std::vector<BinStats> stats;
-  std::vector<std::uint32_t> groups;
-  std::vector<IndexHeader::Entry> directory;
+// The seven columns of a header, unpacked (not yet checked).
+struct Columns {
+  std::shared_ptr<const std::byte[]> bytes;
+  PackedColumn lower_deltas, rows, min_offsets, max_offsets, groups, lengths, checksums;
 };
 
-Sections read_v1(const Prefix& p, std::span<const std::byte> header, std::uint32_t bins) {
-  Sections s;
-  Reader r{header, IndexHeader::kPrefixBytes};
-  s.lower.resize(p.value_bins);
-  for (auto& k : s.lower) k = r.get<std::uint64_t>();
-  s.stats.resize(bins);
-  for (BinStats& b : s.stats) {
-    b.rows = r.get<std::uint64_t>();
-    b.min_key = r.get<std::uint64_t>();
-    b.max_key = r.get<std::uint64_t>();
-  }
-  s.groups.resize(p.coarse_bins);
-  for (auto& g : s.groups) g = r.get<std::uint32_t>();
-  s.directory.resize(p.entries);
-  for (auto& e : s.directory) {
-    e.offset = r.get<std::uint64_t>();
-    e.length = r.get<std::uint64_t>();
-    e.checksum = r.get<std::uint64_t>();
-  }
-  return s;
+// The next column of `n` values at *pos: its width byte, then the values.
+std::optional<PackedColumn> next_column(std::span<const std::byte> in, std::size_t* pos, std::size_t n) {
+  if (*pos >= in.size()) return std::nullopt;
+  const auto width = std::to_integer<unsigned>(in[*pos]);
+  if (width != 1 && width != 2 && width != 4 && width != 8) return std::nullopt;
+  ++*pos;
+  if ((in.size() - *pos) / width < n) return std::nullopt;
+  PackedColumn c(in.data() + *pos, width, n);
+  *pos += n * width;
+  return c;
 }
 
-std::variant<Sections, std::string> read_v2(const Prefix& p, std::span<const std::byte> header, std::uint32_t bins) {
+std::optional<Columns> locate(std::shared_ptr<const std::byte[]> bytes, std::size_t size, const Prefix& p,
+                              std::uint32_t bins) {
+  const std::span<const std::byte> in(bytes.get(), size);
+  std::size_t pos = 0;
+  Columns c;
+  for (auto [column, n] : {std::pair{&c.lower_deltas, std::size_t(p.value_bins)}, {&c.rows, std::size_t(bins)},
+                           {&c.min_offsets, std::size_t(p.value_bins)}, {&c.max_offsets, std::size_t(p.value_bins)},
+                           {&c.groups, std::size_t(p.coarse_bins)}, {&c.lengths, std::size_t(p.entries)},
+                           {&c.checksums, std::size_t(p.entries)}}) {
+    auto got = next_column(in, &pos, n);
+    if (!got) return std::nullopt;
+    *column = *got;
+  }
+  if (pos != size) return std::nullopt;
+  c.bytes = std::move(bytes);
+  return c;
+}
+
+std::variant<Columns, std::string> read_v2(const Prefix& p, std::span<const std::byte> header, std::uint32_t bins) {
   const std::uint64_t bound = columns_bound(p.value_bins, bins > p.value_bins, p.coarse_bins, p.entries);
   const std::byte* frame = header.data() + IndexHeader::kPrefixBytes;
   const unsigned long long raw = ZSTD_getFrameContentSize(frame, p.packed);
   if (raw == ZSTD_CONTENTSIZE_UNKNOWN || raw == ZSTD_CONTENTSIZE_ERROR || raw > bound) {
     return std::string("index header: packed columns have the wrong size");
   }
-  std::unique_ptr<std::byte[]> columns(new std::byte[raw]);  // every byte is written by the frame
+  std::shared_ptr<std::byte[]> columns(new std::byte[raw]);  // every byte is written by the frame
   const std::size_t n = ZSTD_decompress(columns.get(), raw, frame, p.packed);
   if (ZSTD_isError(n) || n != raw) return std::string("index header: packed columns do not unpack");
-  const std::span<const std::byte> in(columns.get(), raw);
-  std::size_t pos = 0;
-  Sections s;
-  s.lower.resize(p.value_bins);
-  s.stats.resize(bins);
-  s.groups.resize(p.coarse_bins);
-  s.directory.resize(p.entries);
-  std::uint64_t previous = 0, offset = p.header_length;
-  bool groups_fit = true;
-  const bool ok =
-      get_column(in, &pos, p.value_bins, [&](std::size_t i, std::uint64_t v) { previous = s.lower[i] = previous + v; }) &&
-      get_column(in, &pos, bins, [&](std::size_t i, std::uint64_t v) { s.stats[i].rows = v; }) &&
-      get_column(in, &pos, p.value_bins, [&](std::size_t i, std::uint64_t v) { s.stats[i].min_key = s.lower[i] + v; }) &&
-      get_column(in, &pos, p.value_bins,
-                 [&](std::size_t i, std::uint64_t v) { s.stats[i].max_key = s.stats[i].min_key + v; }) &&
-      get_column(in, &pos, p.coarse_bins,
-                 [&](std::size_t i, std::uint64_t v) {
-                   groups_fit = groups_fit && v <= 0xFFFFFFFFu;
-                   s.groups[i] = std::uint32_t(v);
-                 }) &&
-      get_column(in, &pos, p.entries,
-                 [&](std::size_t i, std::uint64_t v) {
-                   s.directory[i].offset = offset;
-                   s.directory[i].length = v;
-                   offset += v;  // wraps only on a lie, which the directory check catches
-                 }) &&
-      get_column(in, &pos, p.entries, [&](std::size_t i, std::uint64_t v) { s.directory[i].checksum = v; }) &&
-      pos == in.size();
-  if (!ok) return std::string("index header: malformed packed columns");
-  if (!groups_fit) return std::string("index header: bad coarse bins");
-  return s;
+  auto c = locate(std::move(columns), raw, p, bins);
+  if (!c) return std::string("index header: malformed packed columns");
+  return std::move(*c);
+}
+
+// Version 1's raw sections, repacked as version 2's columns. Its offsets
+// are not kept: they must be the running sum of the lengths (checked).
+std::variant<Columns, std::string> read_v1(const Prefix& p, std::span<const std::byte> header, std::uint32_t bins) {
+  Reader r{header, IndexHeader::kPrefixBytes};
+  std::string out;
+  std::vector<std::uint64_t> column(p.value_bins);
+  std::uint64_t previous = 0;
+  for (auto& k : column) {
+    const std::uint64_t edge = r.get<std::uint64_t>();
+    k = edge - previous;  // wraps for a decreasing edge: caught as a bad edge after the running sum
+    previous = edge;
+  }
+  put_column(&out, column);
+  // The smallest and largest keys as offsets (modulo 2^64, so any stored
+  // pair comes back as it was; the checks after decoding judge them).
+  std::vector<std::uint64_t> rows(bins), min_offsets(p.value_bins), max_offsets(p.value_bins);
+  const std::size_t edges_at = IndexHeader::kPrefixBytes;
+  for (std::uint32_t b = 0; b < bins; ++b) {
+    rows[b] = r.get<std::uint64_t>();
+    const std::uint64_t lo = r.get<std::uint64_t>(), hi = r.get<std::uint64_t>();
+    if (b < p.value_bins) {
+      std::uint64_t edge;
+      std::memcpy(&edge, header.data() + edges_at + 8 * b, 8);
+      min_offsets[b] = lo - edge;
+      max_offsets[b] = hi - lo;
+    }
+  }
+  put_column(&out, rows);
+  put_column(&out, min_offsets);
+  put_column(&out, max_offsets);
+  column.resize(p.coarse_bins);
+  for (auto& g : column) g = r.get<std::uint32_t>();
+  put_column(&out, column);
+  std::vector<std::uint64_t> lengths(p.entries), checksums(p.entries);
+  std::uint64_t next = p.header_length;
+  for (std::uint32_t i = 0; i < p.entries; ++i) {
+    const std::uint64_t offset = r.get<std::uint64_t>();
+    lengths[i] = r.get<std::uint64_t>();
+    checksums[i] = r.get<std::uint64_t>();
+    if (offset != next) return std::string("index header: bad bitmap directory");
+    next = offset + lengths[i];
+  }
+  put_column(&out, lengths);
+  put_column(&out, checksums);
+  std::shared_ptr<std::byte[]> bytes(new std::byte[out.size()]);
+  std::memcpy(bytes.get(), out.data(), out.size());
+  auto c = locate(std::move(bytes), out.size(), p, bins);
+  if (!c) return std::string("index header: malformed sections");
+  return std::move(*c);
 }
 
 }  // namespace
@@ -300,32 +311,35 @@ std::variant<IndexHeader, std::string> IndexHeader::decode(std::span<const std::
   if (XXH3_64bits(header.data(), header.size() - 8) != sum) return std::string("index header checksum mismatch");
 
   const std::uint32_t bins = p->value_bins + (is_float(p->type) ? 1 : 0);
-  Sections s;
-  if (p->version == 1) {
-    s = read_v1(*p, header, bins);
-  } else {
-    auto v2 = read_v2(*p, header, bins);
-    if (auto* e = std::get_if<std::string>(&v2)) return *e;
-    s = std::move(std::get<Sections>(v2));
-  }
+  auto read = p->version == 1 ? read_v1(*p, header, bins) : read_v2(*p, header, bins);
+  if (auto* e = std::get_if<std::string>(&read)) return *e;
+  Columns& c = std::get<Columns>(read);
 
   IndexHeader h;
   h.encoding_ = p->encoding;
   h.rows_ = p->rows;
   h.header_length_ = p->header_length;
   h.object_bytes_ = p->object_bytes;
-  if (s.lower[0] != min_key(p->type)) return std::string("index header: bad first bin edge");
-  for (std::size_t i = 1; i < s.lower.size(); ++i) {
-    if (s.lower[i] <= s.lower[i - 1] || s.lower[i] > max_key(p->type)) return std::string("index header: bad bin edges");
+  std::vector<std::uint64_t> lower(p->value_bins);
+  std::uint64_t previous = 0;
+  for (std::size_t i = 0; i < lower.size(); ++i) previous = lower[i] = previous + c.lower_deltas[i];
+  if (lower[0] != min_key(p->type)) return std::string("index header: bad first bin edge");
+  for (std::size_t i = 1; i < lower.size(); ++i) {
+    if (lower[i] <= lower[i - 1] || lower[i] > max_key(p->type)) return std::string("index header: bad bin edges");
   }
-  h.binning_ = Binning(p->type, std::move(s.lower));
-  h.stats_ = std::move(s.stats);
+  h.binning_ = Binning(p->type, std::move(lower));
+  h.columns_ = c.bytes;
+  h.bin_rows_ = c.rows;
+  h.min_offsets_ = c.min_offsets;
+  h.max_offsets_ = c.max_offsets;
   std::uint64_t total = 0;
-  for (std::uint32_t b = 0; b < h.stats_.size(); ++b) {
-    const BinStats& st = h.stats_[b];
-    if (st.rows > h.rows_) return std::string("index header: bad bin statistics");
-    total += st.rows;
-    if (b < h.binning_.value_bins() && st.rows > 0) {
+  const BinStatsView stats = h.stats();
+  for (std::uint32_t b = 0; b < bins; ++b) {
+    const std::uint64_t rows = stats.rows(b);
+    if (rows > h.rows_) return std::string("index header: bad bin statistics");
+    total += rows;
+    if (b < h.binning_.value_bins() && rows > 0) {
+      const BinStats st = stats[b];
       auto [lo, hi] = h.binning_.key_range(b);
       if (st.min_key > st.max_key || st.min_key < lo || st.max_key > hi) {
         return std::string("index header: bin statistics outside the bin");
@@ -333,41 +347,44 @@ std::variant<IndexHeader, std::string> IndexHeader::decode(std::span<const std::
     }
   }
   if (total != h.rows_) return std::string("index header: bins do not hold every row");
-  h.coarse_groups_ = std::move(s.groups);
-  for (std::size_t j = 0; j < h.coarse_groups_.size(); ++j) {
-    bool ok = j == 0 ? h.coarse_groups_[0] == 0
-                     : h.coarse_groups_[j] > h.coarse_groups_[j - 1] && h.coarse_groups_[j] < p->value_bins;
+  h.coarse_groups_.resize(c.groups.size());
+  for (std::size_t j = 0; j < c.groups.size(); ++j) {
+    const std::uint64_t g = c.groups[j];
+    const bool ok = j == 0 ? g == 0 : g > h.coarse_groups_[j - 1] && g < p->value_bins;
     if (!ok) return std::string("index header: bad coarse bins");
+    h.coarse_groups_[j] = std::uint32_t(g);
   }
-  h.directory_ = std::move(s.directory);
+  // Bitmaps follow the header back to back, up to the object's end.
   std::uint64_t next = h.header_length_;
-  for (const Entry& e : h.directory_) {
-    // Bitmaps follow the header back to back, up to the object's end.
-    if (e.offset != next || e.length < 8 || e.length > h.object_bytes_ - e.offset) {
-      return std::string("index header: bad bitmap directory");
-    }
-    next = e.offset + e.length;
+  for (std::size_t i = 0; i < c.lengths.size(); ++i) {
+    const std::uint64_t length = c.lengths[i];
+    if (length < 8 || length > h.object_bytes_ - next) return std::string("index header: bad bitmap directory");
+    next += length;
   }
   if (next != h.object_bytes_) return std::string("index header: directory does not cover the object");
+  h.directory_ = BitmapDirectory(std::move(c.bytes), c.lengths, c.checksums, h.header_length_);
   return h;
 }
 
+bool IndexHeader::check_bitmap(std::uint32_t id, std::span<const std::byte> bytes) const {
+  return id < directory_.size() && bytes.size() == directory_.length(id) &&
+         XXH3_64bits(bytes.data(), bytes.size()) == directory_[id].checksum;
+}
+
 bool IndexHeader::decode_bitmap(std::uint32_t id, std::span<const std::byte> bytes, Bitmap* out) const {
-  if (id >= directory_.size() || bytes.size() != directory_[id].length) return false;
-  if (XXH3_64bits(bytes.data(), bytes.size()) != directory_[id].checksum) return false;
-  return deserialize(bytes, out);
+  return check_bitmap(id, bytes) && deserialize(bytes, out);
 }
 
 std::uint64_t IndexHeader::fine_bytes() const {
   detail::Layout layout{encoding_, binning_.value_bins(), binning_.has_nan_bin(), coarse_bins()};
   std::uint64_t sum = 0;
-  for (std::uint32_t i = 0; i < layout.coarse_first(); ++i) sum += directory_[i].length;
+  for (std::uint32_t i = 0; i < layout.coarse_first(); ++i) sum += directory_.length(i);
   return sum;
 }
 std::uint64_t IndexHeader::coarse_bytes() const {
   detail::Layout layout{encoding_, binning_.value_bins(), binning_.has_nan_bin(), coarse_bins()};
   std::uint64_t sum = 0;
-  for (std::uint32_t i = layout.coarse_first(); i < layout.total(); ++i) sum += directory_[i].length;
+  for (std::uint32_t i = layout.coarse_first(); i < layout.total(); ++i) sum += directory_.length(i);
   return sum;
 }
 

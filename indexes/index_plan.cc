@@ -56,12 +56,12 @@ struct IndexHeader::Planner {
         layout{header.encoding_, header.binning_.value_bins(), header.binning_.has_nan_bin(), header.coarse_bins()},
         B(header.binning_.value_bins()) {}
 
-  bool nan_rows() const { return layout.nan && h.stats_[B].rows > 0; }
-  bool empty(std::uint32_t bin) const { return h.stats_[bin].rows == 0; }
-  std::uint64_t bytes(std::uint32_t id) const { return h.directory_[id].length; }
+  bool nan_rows() const { return layout.nan && h.bin_rows_[B] > 0; }
+  bool empty(std::uint32_t bin) const { return h.bin_rows_[bin] == 0; }
+  std::uint64_t bytes(std::uint32_t id) const { return h.directory_.length(id); }
   // Stored bytes of e1's fine bitmaps of bins f..l (contiguous, in bin order).
   std::uint64_t fine_span(std::uint32_t f, std::uint32_t l) const {
-    return h.directory_[l].offset + h.directory_[l].length - h.directory_[f].offset;
+    return h.directory_.offset(l) + h.directory_.length(l) - h.directory_.offset(f);
   }
   std::uint32_t groups() const { return std::uint32_t(h.coarse_groups_.size()); }
   std::uint32_t group_first(std::uint32_t g) const { return h.coarse_groups_[g]; }
@@ -147,6 +147,7 @@ struct IndexHeader::Planner {
   struct Eval {
     const Planner& p;
     const Fetch& fetch;
+    const FineUnion& fine_union;
     std::optional<Bitmap> universe;  // non-NaN rows, made once
 
     const Bitmap& values() {
@@ -157,6 +158,8 @@ struct IndexHeader::Planner {
       return *universe;
     }
     Bitmap fine(std::uint32_t f, std::uint32_t l) {
+      if (fine_union)
+        if (std::optional<Bitmap> u = fine_union(f, l)) return std::move(*u);
       std::vector<const Bitmap*> parts;
       for (std::uint32_t b = f; b <= l; ++b)
         if (!p.empty(b)) parts.push_back(&fetch(b));
@@ -252,9 +255,10 @@ struct IndexHeader::Planner {
       if (!spans.empty() && b0 <= spans.back().second + 1) spans.back().second = std::max(spans.back().second, b1);
       else spans.push_back({b0, b1});
     }
+    const BinStatsView stats = h.stats();
     for (const auto& [b0, b1] : spans)
       for (std::uint32_t b = b0; b <= b1 && b < B; ++b) {
-        cls[b] = detail::classify(keys, h.binning_.key_range(b), h.stats_[b]);
+        cls[b] = detail::classify(keys, h.binning_.key_range(b), stats[b]);
         if (cls[b] == BinClass::Maybe) plan.maybe_bins.push_back(b);
       }
     plan.sure_nan = keys.nan && nan_rows();
@@ -280,7 +284,7 @@ struct IndexHeader::Planner {
         bool any_sure = false;
         while (e < end && (cls[e] == BinClass::Sure || cls[e] == BinClass::Empty)) {
           any_sure |= cls[e] == BinClass::Sure;
-          sure_rows += h.stats_[e].rows;
+          sure_rows += h.bin_rows_[e];
           ++e;
         }
         if (any_sure) choose_run(b, e - 1, &plan, &needed);
@@ -291,7 +295,7 @@ struct IndexHeader::Planner {
     for (std::uint32_t id : needed) plan.bytes += bytes(id);
     plan.bitmaps = std::move(needed);
     plan.aligned = plan.maybe_bins.empty();
-    if (plan.aligned) plan.count = sure_rows + (plan.sure_nan ? h.stats_[B].rows : 0);
+    if (plan.aligned) plan.count = sure_rows + (plan.sure_nan ? h.bin_rows_[B] : 0);
     return plan;
   }
 
@@ -325,13 +329,13 @@ std::optional<std::uint32_t> IndexHeader::lone_bitmap(const AtomPlan& plan) cons
   if (plan.sure.size() != 1 || !plan.maybe_bins.empty() || plan.sure_nan) return std::nullopt;
   if (encoding_ != Encoding::E1 && encoding_ != Encoding::RE && encoding_ != Encoding::IE) return std::nullopt;
   const AtomPlan::Range& r = plan.sure[0];
-  if (r.first != r.last || r.coarse || r.complement || stats_.at(r.first).rows == 0) return std::nullopt;
+  if (r.first != r.last || r.coarse || r.complement || r.first >= bin_rows_.size() || bin_rows_[r.first] == 0) return std::nullopt;
   return r.first;  // the fine level is stored in bin order, first in the directory
 }
 
-Estimate IndexHeader::evaluate(const AtomPlan& plan, const Fetch& bitmap) const {
+Estimate IndexHeader::evaluate(const AtomPlan& plan, const Fetch& bitmap, const FineUnion& fine_union) const {
   Planner p(*this);
-  Planner::Eval ev{p, bitmap, std::nullopt};
+  Planner::Eval ev{p, bitmap, fine_union, std::nullopt};
   Estimate out;
   // A bitmap moved into an empty result is not copied again.
   auto unite = [](Bitmap& into, Bitmap&& from) {

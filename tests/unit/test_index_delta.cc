@@ -65,7 +65,7 @@ TEST_CASE("delta: base index plus rewrites equals brute force", "[indexes][delta
           AtomPlan plan = h.plan(keys);
           std::map<std::uint32_t, Bitmap> cache;
           Estimate base = h.evaluate(plan, [&](std::uint32_t id) -> const Bitmap& {
-            auto& e = h.directory()[id];
+            const auto e = h.directory()[id];
             Bitmap b;
             REQUIRE(h.decode_bitmap(id, as_bytes(object).subspan(e.offset, e.length), &b));
             return cache[id] = std::move(b);

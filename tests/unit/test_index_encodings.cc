@@ -48,7 +48,7 @@ KeySet between(std::int32_t lo, std::int32_t hi) {
 Estimate run(const Index& ix, const AtomPlan& plan) {
   std::map<std::uint32_t, Bitmap> cache;
   return ix.header.evaluate(plan, [&](std::uint32_t id) -> const Bitmap& {
-    auto& e = ix.header.directory()[id];
+    const auto e = ix.header.directory()[id];
     Bitmap b;
     REQUIRE(ix.header.decode_bitmap(id, as_bytes(ix.object).subspan(e.offset, e.length), &b));
     return cache[id] = std::move(b);
@@ -84,7 +84,7 @@ TEST_CASE("stored bitmaps per encoding", "[indexes][encodings]") {
   // The stored bitmaps are the encoding's: bn slice k holds rows whose value has bit k.
   Index bn = make(Encoding::BN, 2000, 8);
   for (std::uint32_t k = 0; k < 3; ++k) {
-    auto& e = bn.header.directory()[k];
+    const auto e = bn.header.directory()[k];
     Bitmap s;
     REQUIRE(bn.header.decode_bitmap(k, as_bytes(bn.object).subspan(e.offset, e.length), &s));
     for (std::size_t r = 0; r < bn.values.size(); ++r) CHECK(s.contains(std::uint64_t(r)) == bool((bn.values[r] >> k) & 1));
@@ -92,7 +92,7 @@ TEST_CASE("stored bitmaps per encoding", "[indexes][encodings]") {
   // range: R_i = rows with value <= i.
   Index range = make(Encoding::Range, 2000, 5);
   for (std::uint32_t i = 0; i < 4; ++i) {
-    auto& e = range.header.directory()[i];
+    const auto e = range.header.directory()[i];
     Bitmap s;
     REQUIRE(range.header.decode_bitmap(i, as_bytes(range.object).subspan(e.offset, e.length), &s));
     CHECK(s.cardinality() == truth(range, 0, std::int32_t(i)));
@@ -100,7 +100,7 @@ TEST_CASE("stored bitmaps per encoding", "[indexes][encodings]") {
   // Directory order: bitmaps back to back after the header.
   Index e1 = make(Encoding::E1, 2000, 20);
   std::uint64_t next = e1.header.header_length();
-  for (auto& e : e1.header.directory()) {
+  for (const auto e : e1.header.directory()) {
     CHECK(e.offset == next);
     next += e.length;
   }
@@ -178,7 +178,7 @@ TEST_CASE("corruption of the stored object is detected", "[indexes][encodings][c
     }
     // Every byte of every bitmap (sampled in large ones), flipped.
     for (std::uint32_t id = 0; id < ix.header.directory().size(); ++id) {
-      auto& e = ix.header.directory()[id];
+      const auto e = ix.header.directory()[id];
       for (std::size_t i = 0; i < e.length; i += 1 + e.length / 64) {
         std::string bad = ix.object.substr(e.offset, e.length);
         bad[i] = char(bad[i] ^ 0x10);
@@ -225,6 +225,76 @@ TEST_CASE("corruption of the stored object is detected", "[indexes][encodings][c
   CHECK(Roaring::readSafe(empty.data(), empty.size()).isEmpty());
 }
 
+TEST_CASE("a bitmap from words equals the one built row by row", "[indexes][encodings]") {
+  std::mt19937_64 rng(7);
+  // Chunks of 2^16 rows (1024 words) that are empty, sparse (array
+  // containers, up to the 4096-row limit), dense (bitsets), all set (a run
+  // after optimization), with a last partial chunk.
+  for (std::size_t words_n : {1ul, 1023ul, 1024ul, 1025ul, 6 * 1024ul + 17}) {
+    std::vector<std::uint64_t> words(words_n, 0);
+    for (std::size_t chunk = 0; chunk * 1024 < words_n; ++chunk) {
+      const std::size_t first = chunk * 1024, n = std::min<std::size_t>(1024, words_n - first);
+      switch (chunk % 6) {
+        case 0: break;  // empty
+        case 1:         // exactly 4096 rows: still an array
+          for (std::size_t i = 0; i < n && i < 64; ++i) words[first + i] = ~0ull;
+          break;
+        case 2:  // 4097 rows: the first bitset
+          for (std::size_t i = 0; i < n && i < 64; ++i) words[first + i] = ~0ull;
+          if (n > 64) words[first + 64] = 1;
+          break;
+        case 3:
+          for (std::size_t i = 0; i < n; ++i) words[first + i] = rng() & rng();
+          break;
+        case 4:
+          for (std::size_t i = 0; i < n; ++i) words[first + i] = ~0ull;
+          break;
+        default: words[first + n - 1] = 1ull << 63;
+      }
+    }
+    Bitmap expected;
+    for (std::size_t w = 0; w < words_n; ++w)
+      for (unsigned b = 0; b < 64; ++b)
+        if ((words[w] >> b) & 1) expected.add(std::uint64_t(w) * 64 + b);
+    expected.runOptimize();
+    expected.shrinkToFit();
+    const Bitmap got = bitmap_of_words(words);
+    CHECK(same_rows(got, expected));
+    CHECK(got.cardinality() == expected.cardinality());
+    CHECK(serialize(got) == serialize(expected));  // the same containers, so the same stored bytes
+  }
+  CHECK(bitmap_of_words({}).isEmpty());
+}
+
+TEST_CASE("a serialized bitmap ORed into words equals its decoded rows", "[indexes][encodings]") {
+  std::mt19937_64 rng(11);
+  const std::uint64_t rows = 5 * 65536 + 300;
+  std::vector<std::uint64_t> words((rows + 65535) / 65536 * 1024, 0);
+  Bitmap expected;
+  for (int trial = 0; trial < 6; ++trial) {
+    // Arrays, bitsets and runs (after runOptimize), over several chunks.
+    Bitmap b;
+    for (int i = 0; i < 3000; ++i) b.add(rng() % rows);
+    b |= range_bitmap(rng() % rows / 2, rows / 2 + rng() % (rows / 2));
+    for (std::uint64_t r = 65536ull * (trial % 5); r < 65536ull * (trial % 5) + 65536; r += 1 + rng() % 3) b.add(r);
+    b.runOptimize();
+    const std::string bytes = serialize(b);
+    REQUIRE(or_serialized_into(as_bytes(bytes), words));
+    expected |= b;
+    CHECK(same_rows(bitmap_of_words(words), expected));
+  }
+  // A row past the words, or malformed bytes: refused.
+  Bitmap far;
+  far.add(rows + 70000);
+  CHECK(!or_serialized_into(as_bytes(serialize(far)), words));
+  Bitmap high;
+  high.add(std::uint64_t(1) << 33);
+  CHECK(!or_serialized_into(as_bytes(serialize(high)), words));
+  std::string bad = serialize(expected);
+  bad.resize(bad.size() - 3);
+  CHECK(!or_serialized_into(as_bytes(bad), words));
+}
+
 TEST_CASE("index headers: packed columns, and version 1 still decodes", "[indexes][encodings]") {
   for (Encoding enc : {Encoding::E1, Encoding::BN, Encoding::RE}) {
     Index ix = make(enc, 20000, 2000);
@@ -269,7 +339,7 @@ TEST_CASE("index headers: packed columns, and version 1 still decodes", "[indexe
     CHECK(old.stats() == h.stats());
     REQUIRE(old.directory().size() == entries);
     for (std::uint32_t id = 0; id < entries; ++id) {
-      const auto& e = old.directory()[id];
+      const auto e = old.directory()[id];
       Bitmap a, b;
       REQUIRE(old.decode_bitmap(id, as_bytes(v1).subspan(e.offset, e.length), &a));
       REQUIRE(h.decode_bitmap(id, as_bytes(ix.object).subspan(h.directory()[id].offset, e.length), &b));
