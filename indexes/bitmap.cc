@@ -6,6 +6,7 @@
 #include <roaring/containers/bitset.h>
 #include <roaring/containers/containers.h>
 #include <roaring/containers/convert.h>
+#include <roaring/containers/run.h>
 #include <roaring/roaring.hh>
 
 #include <algorithm>
@@ -451,6 +452,144 @@ Bitmap bitmap_of_words(std::span<const std::uint64_t> words) {
   Bitmap out;
   if (!r.isEmpty()) (out.*buckets_member(BucketsTag{}))[0] = std::move(r);
   return out;
+}
+
+namespace {
+
+// One CRoaring container, read in place.
+struct ContainerRef {
+  const void* c = nullptr;
+  std::uint8_t type = 0;
+  std::uint32_t cardinality() const {
+    switch (type) {
+      case BITSET_CONTAINER_TYPE_CODE: return std::uint32_t(static_cast<const bitset_container_t*>(c)->cardinality);
+      case ARRAY_CONTAINER_TYPE_CODE: return std::uint32_t(static_cast<const array_container_t*>(c)->cardinality);
+      default: {
+        const auto* r = static_cast<const run_container_t*>(c);
+        std::uint32_t n = 0;
+        for (std::int32_t i = 0; i < r->n_runs; ++i) n += r->runs[i].length + 1u;
+        return n;
+      }
+    }
+  }
+  bool contains(std::uint16_t v) const {
+    switch (type) {
+      case BITSET_CONTAINER_TYPE_CODE:
+        return (static_cast<const bitset_container_t*>(c)->array[v / 64] >> (v % 64)) & 1;
+      case ARRAY_CONTAINER_TYPE_CODE: {
+        const auto* a = static_cast<const array_container_t*>(c);
+        return std::binary_search(a->array, a->array + a->cardinality, v);
+      }
+      default: {
+        const auto* r = static_cast<const run_container_t*>(c);
+        const rle16_t* begin = r->runs;
+        const rle16_t* it =
+            std::upper_bound(begin, begin + r->n_runs, v, [](std::uint16_t x, const rle16_t& run) { return x < run.value; });
+        return it != begin && v <= std::uint32_t(std::prev(it)->value) + std::prev(it)->length;
+      }
+    }
+  }
+  // Applies `op(word, bits)` to each of the 1024 words of w with this
+  // container's bits of that word.
+  template <class Op>
+  void combine_words(std::uint64_t* w, Op op) const {
+    if (type == BITSET_CONTAINER_TYPE_CODE) {
+      const std::uint64_t* bits = static_cast<const bitset_container_t*>(c)->array;
+      for (std::size_t i = 0; i < 1024; ++i) w[i] = op(w[i], bits[i]);
+      return;
+    }
+    std::uint64_t bits[1024] = {};
+    if (type == ARRAY_CONTAINER_TYPE_CODE) {
+      const auto* a = static_cast<const array_container_t*>(c);
+      for (std::int32_t i = 0; i < a->cardinality; ++i) bits[a->array[i] / 64] |= 1ull << (a->array[i] % 64);
+    } else {
+      const auto* r = static_cast<const run_container_t*>(c);
+      for (std::int32_t k = 0; k < r->n_runs; ++k)
+        for (std::uint32_t v = r->runs[k].value, e = v + r->runs[k].length; v <= e; ++v) bits[v / 64] |= 1ull << (v % 64);
+    }
+    for (std::size_t i = 0; i < 1024; ++i) w[i] = op(w[i], bits[i]);
+  }
+};
+
+// The container of `key` in `ra`, advancing *at (keys ascend).
+std::optional<ContainerRef> container_at(const roaring_array_t& ra, std::uint16_t key, std::int32_t* at) {
+  while (*at < ra.size && ra.keys[*at] < key) ++*at;
+  if (*at >= ra.size || ra.keys[*at] != key) return std::nullopt;
+  std::uint8_t type = ra.typecodes[*at];
+  const void* c = container_unwrap_shared(ra.containers[*at], &type);
+  return ContainerRef{c, type};
+}
+
+}  // namespace
+
+std::uint64_t count_all_none(std::span<const Bitmap* const> all_of, std::span<const Bitmap* const> none_of) {
+  if (all_of.empty()) return 0;
+  const BucketsPtr member = buckets_member(BucketsTag{});
+  std::uint64_t total = 0;
+  std::uint64_t words[1024];
+  for (const auto& [high, first] : (*all_of[0]).*member) {
+    std::vector<const roaring_array_t*> pos, neg;
+    for (const Bitmap* b : all_of) {
+      const Buckets& buckets = (*b).*member;
+      auto it = buckets.find(high);
+      if (it == buckets.end()) break;
+      pos.push_back(&it->second.roaring.high_low_container);
+    }
+    if (pos.size() != all_of.size()) continue;
+    for (const Bitmap* b : none_of) {
+      const Buckets& buckets = (*b).*member;
+      if (auto it = buckets.find(high); it != buckets.end()) neg.push_back(&it->second.roaring.high_low_container);
+    }
+    // Walk the keys of the operand with the fewest containers.
+    std::size_t lead = 0;
+    for (std::size_t j = 1; j < pos.size(); ++j)
+      if (pos[j]->size < pos[lead]->size) lead = j;
+    std::vector<std::int32_t> pos_at(pos.size(), 0), neg_at(neg.size(), 0);
+    std::vector<ContainerRef> cs(pos.size()), ns;
+    for (std::int32_t i = 0; i < pos[lead]->size; ++i) {
+      const std::uint16_t key = pos[lead]->keys[i];
+      bool everywhere = true;
+      for (std::size_t j = 0; j < pos.size() && everywhere; ++j) {
+        auto c = container_at(*pos[j], key, &pos_at[j]);
+        if (c) cs[j] = *c;
+        everywhere = c.has_value();
+      }
+      if (!everywhere) continue;
+      ns.clear();
+      for (std::size_t j = 0; j < neg.size(); ++j)
+        if (auto c = container_at(*neg[j], key, &neg_at[j])) ns.push_back(*c);
+      // A sparse operand: test its rows in the others. Else word by word.
+      std::size_t smallest = 0;
+      std::uint32_t smallest_card = cs[0].cardinality();
+      for (std::size_t j = 1; j < cs.size(); ++j)
+        if (std::uint32_t n = cs[j].cardinality(); n < smallest_card) smallest = j, smallest_card = n;
+      if (cs[smallest].type == ARRAY_CONTAINER_TYPE_CODE && smallest_card <= 1024) {
+        const auto* a = static_cast<const array_container_t*>(cs[smallest].c);
+        for (std::int32_t v = 0; v < a->cardinality; ++v) {
+          const std::uint16_t x = a->array[v];
+          bool in = true;
+          for (std::size_t j = 0; j < cs.size() && in; ++j) in = j == smallest || cs[j].contains(x);
+          for (std::size_t j = 0; j < ns.size() && in; ++j) in = !ns[j].contains(x);
+          total += in;
+        }
+        continue;
+      }
+      // Start from a bitset operand's words (the common case: no fill pass).
+      std::size_t start = cs.size();
+      for (std::size_t j = 0; j < cs.size() && start == cs.size(); ++j)
+        if (cs[j].type == BITSET_CONTAINER_TYPE_CODE) start = j;
+      if (start < cs.size()) {
+        std::memcpy(words, static_cast<const bitset_container_t*>(cs[start].c)->array, sizeof words);
+      } else {
+        std::fill(std::begin(words), std::end(words), ~0ull);
+      }
+      for (std::size_t j = 0; j < cs.size(); ++j)
+        if (j != start) cs[j].combine_words(words, [](std::uint64_t w, std::uint64_t b) { return w & b; });
+      for (const ContainerRef& c : ns) c.combine_words(words, [](std::uint64_t w, std::uint64_t b) { return w & ~b; });
+      for (std::uint64_t w : words) total += std::uint64_t(std::popcount(w));
+    }
+  }
+  return total;
 }
 
 std::vector<std::uint64_t> rows_of(const Bitmap& b) {

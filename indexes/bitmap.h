@@ -97,6 +97,12 @@ bool or_serialized_into(std::span<const std::byte> bytes, std::span<std::uint64_
 Bitmap intersect(const Bitmap& a, const Bitmap& b);
 // |a ∩ b|, without building the intersection.
 std::uint64_t and_count(const Bitmap& a, const Bitmap& b);
+// The rows in every bitmap of all_of and in none of none_of, counted
+// without building any intersection: container by container (2^16 rows),
+// the operands' words ANDed in place, or a sparse one's rows looked up in
+// the others. A count of five dense atoms cost CRoaring four intersections,
+// each allocating its result's containers.
+std::uint64_t count_all_none(std::span<const Bitmap* const> all_of, std::span<const Bitmap* const> none_of);
 // The rows, ascending. (Roaring64Map's own iterator of 0.2.66 can hang on
 // empty buckets, which set operations leave behind: never iterate a Bitmap.)
 std::vector<std::uint64_t> rows_of(const Bitmap& b);

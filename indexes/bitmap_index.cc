@@ -60,22 +60,6 @@ void add_rows(Bitmap* b, const std::uint64_t* rows, std::size_t n) {
   }
 }
 
-KeySet normalized(const KeySet& keys) {
-  KeySet out;
-  out.nan = keys.nan;
-  auto ranges = keys.ranges;
-  std::sort(ranges.begin(), ranges.end());
-  for (auto [lo, hi] : ranges) {
-    if (lo > hi) continue;
-    if (!out.ranges.empty() && (out.ranges.back().second == ~0ull || lo <= out.ranges.back().second + 1)) {
-      out.ranges.back().second = std::max(out.ranges.back().second, hi);
-    } else {
-      out.ranges.push_back({lo, hi});
-    }
-  }
-  return out;
-}
-
 namespace {
 // The range of `keys` holding key k, if any (keys normalized).
 const std::pair<std::uint64_t, std::uint64_t>* range_at(const KeySet& keys, std::uint64_t k) {

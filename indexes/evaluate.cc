@@ -140,22 +140,16 @@ std::variant<std::uint64_t, Estimate> combine_for_count(const Condition& c, std:
   if (c.kind != Kind::And) return combine(c, rows, atom);
   Conjunction parts = children_of(c, rows, atom);
   if (parts.any_maybe || parts.positive.empty()) return conjoin(std::move(parts), rows);
-  // Every row is decided. Borrowed rows are only read: the first step
-  // makes a new bitmap, and the last intersection is counted, not built.
-  const auto& pos = parts.positive;
-  const auto& neg = parts.negated;
-  const std::size_t n = pos.size();
-  if (neg.empty()) {
-    if (n == 1) return pos[0].sure_rows().cardinality();
-    if (n == 2) return and_count(pos[0].sure_rows(), pos[1].sure_rows());
-    Bitmap acc = intersect(pos[0].sure_rows(), pos[1].sure_rows());
-    for (std::size_t i = 2; i + 1 < n; ++i) acc &= pos[i].sure_rows();
-    return and_count(acc, pos[n - 1].sure_rows());
-  }
-  Bitmap acc = n >= 2 ? intersect(pos[0].sure_rows(), pos[1].sure_rows()) : Bitmap(pos[0].sure_rows() - neg[0].sure_rows());
-  for (std::size_t i = 2; i < n; ++i) acc &= pos[i].sure_rows();
-  for (std::size_t j = n >= 2 ? 0 : 1; j < neg.size(); ++j) acc -= neg[j].sure_rows();
-  return acc.cardinality();
+  // Every row is decided: counted from the operands where they are
+  // (borrowed rows are only read), nothing built.
+  std::vector<const Bitmap*> all_of, none_of;
+  for (const Estimate& e : parts.positive) all_of.push_back(&e.sure_rows());
+  for (const Estimate& e : parts.negated) none_of.push_back(&e.sure_rows());
+  // Two operands: CRoaring's own intersection count is one pass.
+  if (none_of.empty() && all_of.size() <= 2)
+    return all_of.size() == 1 ? all_of[0]->cardinality() : and_count(*all_of[0], *all_of[1]);
+  if (none_of.size() == 1 && all_of.size() == 1) return all_of[0]->cardinality() - and_count(*all_of[0], *none_of[0]);
+  return count_all_none(all_of, none_of);
 }
 
 bool evaluate_row(const Condition& c, const std::function<bool(const Atom&)>& atom) {

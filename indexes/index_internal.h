@@ -38,7 +38,7 @@ void add_rows(Bitmap* b, const std::uint64_t* rows, std::size_t n);
 enum class BinClass : std::uint8_t { Sure, Maybe, Skip, Empty };
 BinClass classify(const KeySet& keys, std::pair<std::uint64_t, std::uint64_t> bin_keys, const BinStats& stats);
 // Ascending, disjoint, non-adjacent ranges.
-KeySet normalized(const KeySet& keys);
+using indexes::normalized;
 
 // Elements of a piece bucketed by bin: rows (first_row + i) grouped by bin
 // in ascending row order, with per-bin key statistics.

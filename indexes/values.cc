@@ -390,4 +390,27 @@ bool contains(const KeySet& s, ValueType t, const std::byte* element) {
   return it != s.ranges.begin() && k <= std::prev(it)->second;
 }
 
+KeySet normalized(const KeySet& keys) {
+  KeySet out;
+  out.nan = keys.nan;
+  auto ranges = keys.ranges;
+  std::sort(ranges.begin(), ranges.end());
+  for (auto [lo, hi] : ranges) {
+    if (lo > hi) continue;
+    if (!out.ranges.empty() && (out.ranges.back().second == ~0ull || lo <= out.ranges.back().second + 1)) {
+      out.ranges.back().second = std::max(out.ranges.back().second, hi);
+    } else {
+      out.ranges.push_back({lo, hi});
+    }
+  }
+  return out;
+}
+
+KeySet unite(const KeySet& a, const KeySet& b) {
+  KeySet both = a;
+  both.nan = a.nan || b.nan;
+  both.ranges.insert(both.ranges.end(), b.ranges.begin(), b.ranges.end());
+  return normalized(both);
+}
+
 }  // namespace mmfs::indexes

@@ -64,5 +64,10 @@ KeySet compare_keys(ValueType t, CompareOp op, const Number& constant);
 KeySet interval_keys(ValueType t, const Number& low, const Number& high);
 KeySet complement(ValueType t, const KeySet& s);  // NaN flips too
 bool contains(const KeySet& s, ValueType t, const std::byte* element);
+// Ranges sorted, overlapping and adjacent ones merged (what contains() and
+// the index planner expect).
+KeySet normalized(const KeySet& keys);
+// The keys of either set (x matches a OR x matches b), normalized.
+KeySet unite(const KeySet& a, const KeySet& b);
 
 }  // namespace mmfs::indexes

@@ -266,6 +266,42 @@ TEST_CASE("a bitmap from words equals the one built row by row", "[indexes][enco
   CHECK(bitmap_of_words({}).isEmpty());
 }
 
+TEST_CASE("counting rows in all of some bitmaps and none of others", "[indexes][encodings]") {
+  std::mt19937_64 rng(5);
+  // Sparse (arrays), dense (bitsets) and run-optimized bitmaps over several
+  // 2^16-row chunks, some past 2^32 (a second bucket).
+  auto random_bitmap = [&](int kind) {
+    Bitmap b;
+    const std::uint64_t base = (rng() % 4 == 0) ? (std::uint64_t(1) << 32) - 70000 : 0;
+    if (kind == 0) {
+      for (int i = 0; i < 2000; ++i) b.add(base + rng() % 400000);
+    } else if (kind == 1) {
+      for (std::uint64_t r = base; r < base + 400000; ++r)
+        if (rng() % 3) b.add(r);
+    } else {
+      b = range_bitmap(base + rng() % 200000, base + 200000 + rng() % 200000);
+      b.runOptimize();
+    }
+    b.add(std::uint64_t(1) << 32 | (rng() % 1000));
+    return b;
+  };
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::size_t n_all = 1 + rng() % 4, n_none = rng() % 3;
+    std::vector<Bitmap> all, none;
+    for (std::size_t i = 0; i < n_all; ++i) all.push_back(random_bitmap(int(rng() % 3)));
+    for (std::size_t i = 0; i < n_none; ++i) none.push_back(random_bitmap(int(rng() % 3)));
+    Bitmap expected = all[0];
+    for (std::size_t i = 1; i < all.size(); ++i) expected &= all[i];
+    for (const Bitmap& b : none) expected -= b;
+    std::vector<const Bitmap*> a, z;
+    for (const Bitmap& b : all) a.push_back(&b);
+    for (const Bitmap& b : none) z.push_back(&b);
+    INFO("trial " << trial);
+    CHECK(count_all_none(a, z) == expected.cardinality());
+  }
+  CHECK(count_all_none({}, {}) == 0);
+}
+
 TEST_CASE("a serialized bitmap ORed into words equals its decoded rows", "[indexes][encodings]") {
   std::mt19937_64 rng(11);
   const std::uint64_t rows = 5 * 65536 + 300;
