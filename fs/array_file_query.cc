@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <future>
 #include <memory>
 
 #include "fs/array_file.h"
@@ -184,28 +185,43 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
   return 0;
 }
 
+// Rows are gathered in batches, each a plan (the cell and byte of every
+// row), a device read of the cells and a copy out. The read of one batch
+// runs on a second thread while this one plans the next and copies the
+// last: the 86 MiB of cells a 2.7 M-candidate query reads then arrive while
+// its rows are mapped and copied, not before.
 int ArrayFile::rows_from_cells(const Bitmap& rows, std::byte* out, std::uint64_t* data_bytes,
                                std::string* message) {
   const layouts::CellGrid& g = state_->grid();
   const auto& shape = g.shape();
   const std::size_t n = shape.size();
   const std::uint64_t is = g.itemsize();
-  std::vector<std::uint64_t> batch;
+  struct Batch {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> where;  // (cell, byte in cell) per row
+    std::vector<std::uint64_t> cells;                            // ascending, unique
+    ArrayState::CellReads reads;  // kept across batches: its pages fault in once
+    std::uint64_t bad = 0, bytes = 0;
+  };
+  Batch batches[2];
   std::vector<std::uint64_t> coords(n), cc;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> where;  // (cell, byte in cell) per row of the batch
-  std::vector<std::uint64_t> cells;
-  ArrayState::CellReads reads;  // kept across batches: its pages fault in once
-  std::uint64_t done = 0;
   const std::uint64_t last_extent = shape[n - 1], last_cell_extent = g.cell()[n - 1];
-  auto flush_batch = [&]() -> int {
-    where.clear();
-    cells.clear();
+  const std::vector<std::uint64_t> wanted = indexes::rows_of(rows);
+  std::size_t next_row = 0;
+  // A batch ends only between slabs of cells (cell[0] rows of the first
+  // dimension): no cell spans two slabs, so none is read by two batches.
+  const std::uint64_t slab_rows = g.cell()[0] * (g.elements() / shape[0]);
+  auto plan = [&](Batch* b) {
+    b->where.clear();
+    b->cells.clear();
     // The previous row's place: a row further along the same cell's line of
     // the last dimension (the common case for ascending candidates) moves
     // its byte, without the divisions of a full unravel.
     bool have_prev = false;
     std::uint64_t prev = 0, cell = 0, byte = 0, in_line = 0;
-    for (std::uint64_t row : batch) {
+    while (next_row < wanted.size()) {
+      const std::uint64_t row = wanted[next_row];
+      if (b->where.size() >= kRowBatch && row / slab_rows != prev / slab_rows) break;
+      ++next_row;
       const std::uint64_t delta = row - prev;
       if (have_prev && row > prev && coords[n - 1] + delta < last_extent && in_line + delta < last_cell_extent) {
         coords[n - 1] += delta;
@@ -223,40 +239,44 @@ int ArrayFile::rows_from_cells(const Bitmap& rows, std::byte* out, std::uint64_t
         have_prev = true;
       }
       prev = row;
-      where.push_back({cell, byte});
+      b->where.push_back({cell, byte});
       // Ascending rows meet the same cell in runs (a cell's line of the
       // last dimension): only a change of cell is noted before the sort.
-      if (cells.empty() || cells.back() != cell) cells.push_back(cell);
+      if (b->cells.empty() || b->cells.back() != cell) b->cells.push_back(cell);
     }
-    std::sort(cells.begin(), cells.end());
-    cells.erase(std::unique(cells.begin(), cells.end()), cells.end());
-    std::uint64_t bad = 0;
-    if (int r = state_->read_cells(cells, &reads, &bad, data_bytes)) {
-      *message = r == EIO ? bad_cell_message(bad) : "reading the array failed";
-      return r;
-    }
+    std::sort(b->cells.begin(), b->cells.end());
+    b->cells.erase(std::unique(b->cells.begin(), b->cells.end()), b->cells.end());
+    return !b->where.empty();
+  };
+  auto read = [this](Batch* b) { return state_->read_cells(b->cells, &b->reads, &b->bad, &b->bytes); };
+  std::uint64_t done = 0;
+  auto copy = [&](const Batch& b) {
     std::uint64_t last_cell = ~0ull;
     const std::byte* brick_at = nullptr;
-    for (const auto& [cell, byte] : where) {
+    for (const auto& [cell, byte] : b.where) {
       if (cell != last_cell) {
-        brick_at = reads.at[std::size_t(std::lower_bound(cells.begin(), cells.end(), cell) - cells.begin())];
+        brick_at = b.reads.at[std::size_t(std::lower_bound(b.cells.begin(), b.cells.end(), cell) - b.cells.begin())];
         last_cell = cell;
       }
       std::memcpy(out + done * is, brick_at + byte, is);
       ++done;
     }
-    batch.clear();
-    return 0;
   };
-  // A batch ends only between slabs of cells (cell[0] rows of the first
-  // dimension): no cell spans two slabs, so none is read by two batches.
-  const std::uint64_t slab_rows = g.cell()[0] * (g.elements() / shape[0]);
-  for (std::uint64_t row : indexes::rows_of(rows)) {
-    if (batch.size() >= kRowBatch && row / slab_rows != batch.back() / slab_rows)
-      if (int r = flush_batch()) return r;
-    batch.push_back(row);
+  if (!plan(&batches[0])) return 0;
+  std::future<int> reading = std::async(std::launch::async, read, &batches[0]);
+  for (int i = 0;; i ^= 1) {
+    const bool more = plan(&batches[i ^ 1]);  // while batch i is read
+    const int r = reading.get();
+    *data_bytes += batches[i].bytes;
+    batches[i].bytes = 0;
+    if (r) {
+      *message = r == EIO ? bad_cell_message(batches[i].bad) : "reading the array failed";
+      return r;
+    }
+    if (more) reading = std::async(std::launch::async, read, &batches[i ^ 1]);
+    copy(batches[i]);  // while batch i^1 is read
+    if (!more) return 0;
   }
-  return batch.empty() ? 0 : flush_batch();
 }
 
 int ArrayFile::gather_rows(const Bitmap& rows, std::string* out, QueryCost* cost, std::string* message) {

@@ -869,6 +869,50 @@ TEST_CASE("array file on atlas10k3: multimap array, views and a relayout", "[arr
   CHECK(check_volume(*m.vol, false).problems.empty());
 }
 
+TEST_CASE("array file: gathering scattered rows, in several batches, returns each row's element", "[array_file]") {
+  // Few enough rows for the cell-by-cell path (fs/array_file_query.cc), more
+  // than one batch of them (the next batch's cells are read while the last
+  // is copied), and a damaged cell still gives EIO, never wrong bytes.
+  auto g = geom::load_geometry("atlas10k3");
+  auto dev = formatted(*g, 32ull << 20);
+  std::mt19937_64 rng(21);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  ArraySchema s = make_schema({1200, 3000}, "uint8", "naive");
+  auto a = create_array(m, "scattered", s);
+  const Bytes model = random_bytes(rng, a->size());
+  REQUIRE(write_file(*a, 0, model) == 0);
+  std::string msg;
+  REQUIRE(a->flush(true, &msg) == 0);
+  indexes::Bitmap rows;
+  std::vector<std::uint64_t> picked;
+  for (std::uint64_t r = 0; r < model.size(); ++r)
+    if (rng() % 9 == 0 || (r / 3000 % 97 == 5 && rng() % 2)) picked.push_back(r);
+  REQUIRE(picked.size() > (1u << 18) + 10000);  // two batches at least
+  REQUIRE(picked.size() * 8 < model.size());    // and the cell-by-cell path
+  rows.addMany(picked.size(), picked.data());
+  std::string out;
+  QueryCost cost;
+  REQUIRE(a->gather_rows(rows, &out, &cost, &msg) == 0);
+  REQUIRE(out.size() == picked.size());
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < picked.size(); ++i) wrong += static_cast<unsigned char>(out[i]) != model[picked[i]];
+  CHECK(wrong == 0);
+  CHECK(cost.data_bytes > 0);
+
+  // A bit flipped in a cell of the second batch: EIO.
+  const std::uint64_t late = picked[picked.size() - 5];
+  std::string where;
+  const std::vector<std::uint64_t> at = {late / 3000, late % 3000};
+  REQUIRE(a->lbn_text(at, &where) == 0);
+  std::uint64_t lbn = 0, offset = 0;
+  REQUIRE(std::sscanf(where.c_str(), "%lu %lu", &lbn, &offset) == 2);
+  REQUIRE(std::memcmp(dev->bytes().data() + lbn * 512 + offset, &model[late], 1) == 0);
+  dev->bytes()[lbn * 512 + offset] ^= std::byte{0x10};
+  auto c = open_stored(m, a->ino());  // no cached chunks
+  std::string again;
+  CHECK(c->gather_rows(rows, &again, &cost, &msg) == EIO);
+}
+
 TEST_CASE("array file: relayout between every pair of layouts, every shape", "[array_file]") {
   auto g = toy_disk();
   auto golden = formatted(*g);
