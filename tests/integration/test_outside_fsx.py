@@ -14,7 +14,13 @@ hold; it exits non-zero on the first difference. Two runs:
   `flen` the array's size.
 
 The number of operations per run is $MMFS_FSX_OPS, the seed $MMFS_FSX_SEED
-(default SEED). The default, OPS below, is the CI's count: 20,000 per run,
+(default SEED). A run of more than $MMFS_FSX_OPS_PER_PROCESS (default
+100,000) operations is that many fsx processes in a row on the same file,
+seeds SEED, SEED+1, ... (each starts the file afresh): fsx-rs 0.3.2 never
+unmaps its mapreads, so one process's operations slow down with every
+mapping it holds (the kernel walks all of them on each write and truncate of
+the file) and a single 1,000,000-operation process would take hours on any
+filesystem. The default, OPS below, is the CI's count: 20,000 per run,
 about 20 s for both on the 2-core test machine (plain 11 s, ~1,700 ops/s;
 array 8 s, ~2,500 ops/s). The issue's 100,000 ops took 128 s (plain, 781
 ops/s; ext4 on /var/tmp, the same config and seed: 57 s, 1,747 ops/s) and
@@ -41,6 +47,7 @@ from mmfs_mount import cargo_tool, getx, make_array
 FSX_VERSION = "0.3.2"
 OPS = int(os.environ.get("MMFS_FSX_OPS", "20000"))
 SEED = int(os.environ.get("MMFS_FSX_SEED", "19"))
+OPS_PER_PROCESS = int(os.environ.get("MMFS_FSX_OPS_PER_PROCESS", "100000"))
 
 # Every operation fsx-rs 0.3.2 has but punch_hole (mmfs's fallocate takes
 # modes 0 and FALLOC_FL_KEEP_SIZE only).
@@ -92,13 +99,17 @@ ARRAY_DTYPE = "uint16"
 # fsx-rs 0.3.2's mapread never unmaps its mapping (src/main.rs, domapread):
 # each one stays until fsx exits, and at vm.max_map_count (65,530 by default)
 # mmap() fails with ENOMEM and fsx panics - after about 430,000 operations of
-# the plain configuration, on any filesystem. Long runs need a higher limit.
+# the plain configuration, on any filesystem. Long processes need a higher
+# limit; and they slow down as the mappings pile up: a 1,000,000-operation
+# process on mmfs had done ~413,000 operations after 29 minutes (76,000
+# mappings; the kernel's time went to walking the file's mappings,
+# vma_interval_tree_*, on each write and truncate). Hence OPS_PER_PROCESS.
 MAPS_PER_OP = 0.16  # mapread's share of the operations, with some margin
 
 
 @pytest.fixture(scope="module")
 def fsx():
-    need = int(OPS * MAPS_PER_OP) + 1000
+    need = int(min(OPS, OPS_PER_PROCESS) * MAPS_PER_OP) + 1000
     limit = Path("/proc/sys/vm/max_map_count")
     if int(limit.read_text()) < need:
         try:
@@ -110,24 +121,33 @@ def fsx():
 
 
 def run_fsx(fsx, vol, target, config_text, tag, what, where="mmfs"):
-    """Runs fsx on TARGET with CONFIG_TEXT, OPS operations and SEED; its artifacts
-    (the config, .fsxlog and .fsxgood on failure) go to the volume's scratch
+    """Runs fsx on TARGET with CONFIG_TEXT: OPS operations, in processes of at
+    most OPS_PER_PROCESS with seeds SEED, SEED+1, ...; their artifacts (the
+    config, .fsxlog and .fsxgood on failure) go to the volume's scratch
     directory, outside the mount. Returns the ops/s."""
     config = vol.root / f"fsx-{tag}.toml"
     config.write_text(config_text)
     artifacts = vol.root / f"fsx-{tag}"
     artifacts.mkdir()
-    cmd = [fsx, "-N", str(OPS), "-S", str(SEED), "-f", str(config), "-P", str(artifacts), str(target)]
-    started = time.monotonic()
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=max(600, OPS // 50), env=dict(os.environ, RUST_BACKTRACE="0"))
-    seconds = time.monotonic() - started
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0 and "All operations completed A-OK!" in output, (
-        f"{' '.join(cmd)}: exit {proc.returncode} after {seconds:.1f} s\n{output[-8000:]}"
-        f"\n.mmfs/errors (last lines):\n{vol.errors()[-2000:]}")
+    seconds = 0.0
+    done, seed = 0, SEED
+    while done < OPS:
+        n = min(OPS_PER_PROCESS, OPS - done)
+        cmd = [fsx, "-N", str(n), "-S", str(seed), "-f", str(config), "-P", str(artifacts), str(target)]
+        started = time.monotonic()
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=max(600, n // 50), env=dict(os.environ, RUST_BACKTRACE="0"))
+        seconds += time.monotonic() - started
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 0 and "All operations completed A-OK!" in output, (
+            f"{' '.join(cmd)}: exit {proc.returncode} after {done} operations of earlier processes\n"
+            f"{output[-8000:]}\n.mmfs/errors (last lines):\n{vol.errors()[-2000:]}")
+        done += n
+        seed += 1
     rate = OPS / seconds
-    line = (f"fsx {FSX_VERSION} on {where}, {what}: {OPS} ops (seed {SEED}) in {seconds:.1f} s, {rate:,.0f} ops/s")
+    processes = f", {seed - SEED} processes of <= {OPS_PER_PROCESS}" if seed - SEED > 1 else ""
+    line = (f"fsx {FSX_VERSION} on {where}, {what}: {OPS} ops (seed {SEED}{processes}) in {seconds:.1f} s, "
+            f"{rate:,.0f} ops/s")
     print(line)
     conftest.TERMINAL_SUMMARY.append(line)
     return rate
