@@ -2,7 +2,10 @@
 # The outside suites (issue 19) with long counts, for a release or a night run:
 # the same pytest modules scripts/test.sh runs with CI counts, here with
 #
-#   fsx-rs           MMFS_FSX_OPS=1000000       per run (a plain and an array file)
+#   fsx-rs           MMFS_FSX_OPS=1000000       per run (a plain and an array file,
+#                                               and the plain one on /var/tmp's
+#                                               filesystem; fsx processes of
+#                                               MMFS_FSX_OPS_PER_PROCESS=100000)
 #   O_DIRECT checker MMFS_ODIRECT_OPS=100000    per run (a plain and an array file)
 #   metadata churn   MMFS_CHURN_SECONDS=600     4 processes (MMFS_CHURN_WORKERS)
 #   concurrency soak MMFS_SOAK_SECONDS=600      16 readers of views, 2 writers
@@ -23,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 case "${1:-}" in
-  -h|--help) sed -n '2,21s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,24s/^# \{0,1\}//p' "$0"; exit 0 ;;
 esac
 
 export MMFS_FSX_OPS=${MMFS_FSX_OPS:-1000000}
