@@ -441,12 +441,15 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
     if (!bitset_unions || last - first + 1 < kBitsetUnionBins) return std::nullopt;
     std::vector<std::uint64_t> words((header_.rows() + 65535) / 65536 * 1024, 0);
     std::vector<const Bitmap*> decoded;
+    const indexes::BinStatsView bins = header_.stats();
     for (std::uint32_t b = first; b <= last; ++b) {
       if (auto it = have.find(b); it != have.end()) {
         decoded.push_back(it->second.get());
       } else if (auto st = stored.find(b); st != stored.end()) {
         if (!indexes::or_serialized_into(st->second, words)) malformed = b;
-      }  // else an empty bin: no bitmap
+      } else if (bins.rows(b) > 0) {
+        return std::nullopt;  // not fetched: the bitmap-by-bitmap way reports it
+      }  // else an empty bin, which the plan does not read
     }
     Bitmap rows = indexes::bitmap_of_words(words);
     if (decoded.empty()) return rows;

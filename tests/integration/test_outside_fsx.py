@@ -32,6 +32,7 @@ filesystem holding the test volumes (ext4 on the test machine), with the same
 config and seed: the reference the issue asks for, measured in the same run.
 """
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -120,6 +121,23 @@ def fsx():
     return cargo_tool("fsx", FSX_VERSION, "FSX")
 
 
+# fsx-rs 0.3.2 sometimes draws a posix_fallocate of zero bytes (offset one
+# past its end; seed 21 of the plain configuration, operation 1125).
+# posix_fallocate(2) refuses a zero length with EINVAL on every filesystem
+# (ext4 too), and fsx then stops with "Test file system does not support
+# posix_fallocate." A process that ends so, with that operation last in its
+# log, is fsx's defect: its seed is skipped (and reported) and the next one
+# runs in its place.
+ZERO_FALLOCATE = re.compile(r"\[ERROR fsx\]\s+\d+ POSIX_FALLOCATE\s+0x[0-9a-f]+ => 0x[0-9a-f]+ \(\s*0x0 bytes\)\s*$")
+MAX_SKIPPED_SEEDS = 5
+
+
+def fsx_drew_zero_fallocate(output):
+    lines = [line for line in output.strip().splitlines() if line.startswith("[ERROR fsx]")]
+    return ("does not support posix_fallocate" in output and bool(lines)
+            and ZERO_FALLOCATE.search(lines[-1]) is not None)
+
+
 def run_fsx(fsx, vol, target, config_text, tag, what, where="mmfs"):
     """Runs fsx on TARGET with CONFIG_TEXT: OPS operations, in processes of at
     most OPS_PER_PROCESS with seeds SEED, SEED+1, ...; their artifacts (the
@@ -130,24 +148,33 @@ def run_fsx(fsx, vol, target, config_text, tag, what, where="mmfs"):
     artifacts = vol.root / f"fsx-{tag}"
     artifacts.mkdir()
     seconds = 0.0
-    done, seed = 0, SEED
+    done, seed, processes = 0, SEED, 0
+    skipped = []
     while done < OPS:
         n = min(OPS_PER_PROCESS, OPS - done)
         cmd = [fsx, "-N", str(n), "-S", str(seed), "-f", str(config), "-P", str(artifacts), str(target)]
         started = time.monotonic()
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=max(600, n // 50), env=dict(os.environ, RUST_BACKTRACE="0"))
-        seconds += time.monotonic() - started
         output = proc.stdout + proc.stderr
+        if proc.returncode != 0 and fsx_drew_zero_fallocate(output) and len(skipped) < MAX_SKIPPED_SEEDS:
+            skipped.append(seed)
+            seed += 1
+            continue
+        seconds += time.monotonic() - started
+        head = "\n".join(output.splitlines()[:5])
         assert proc.returncode == 0 and "All operations completed A-OK!" in output, (
             f"{' '.join(cmd)}: exit {proc.returncode} after {done} operations of earlier processes\n"
-            f"{output[-8000:]}\n.mmfs/errors (last lines):\n{vol.errors()[-2000:]}")
+            f"{head}\n...\n{output[-8000:]}\n.mmfs/errors (last lines):\n{vol.errors()[-2000:]}")
         done += n
         seed += 1
+        processes += 1
     rate = OPS / seconds
-    processes = f", {seed - SEED} processes of <= {OPS_PER_PROCESS}" if seed - SEED > 1 else ""
-    line = (f"fsx {FSX_VERSION} on {where}, {what}: {OPS} ops (seed {SEED}{processes}) in {seconds:.1f} s, "
-            f"{rate:,.0f} ops/s")
+    detail = f", {processes} processes of <= {OPS_PER_PROCESS}" if processes > 1 else ""
+    if skipped:
+        detail += (f"; {'seeds' if len(skipped) > 1 else 'seed'} {', '.join(map(str, skipped))} skipped: fsx drew "
+                   f"a zero-length posix_fallocate")
+    line = f"fsx {FSX_VERSION} on {where}, {what}: {OPS} ops (seed {SEED}{detail}) in {seconds:.1f} s, {rate:,.0f} ops/s"
     print(line)
     conftest.TERMINAL_SUMMARY.append(line)
     return rate

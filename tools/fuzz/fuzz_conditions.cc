@@ -146,7 +146,14 @@ std::vector<Binning> binnings() {
 
 void fuzz_decoders(std::span<const std::byte> in) {
   Bitmap b;
-  if (deserialize(in, &b)) (void)b.cardinality();
+  const bool decodes = deserialize(in, &b);
+  if (decodes) (void)b.cardinality();
+  // ORed straight into words, the same bytes must be accepted exactly when
+  // they decode (and fit the words) and give the same rows.
+  std::vector<std::uint64_t> words(8 * 1024, 0);
+  const bool ored = or_serialized_into(in, words);
+  if (ored && !decodes) fail("or_serialized_into accepted bytes deserialize refuses", "");
+  if (ored && !same_rows(bitmap_of_words(words), b)) fail("or_serialized_into: other rows than deserialize", "");
   static const std::vector<Binning> kBinnings = binnings();
   for (const Binning& binning : kBinnings)
     if (auto delta = IndexDelta::decode(binning, in)) {
