@@ -11,8 +11,8 @@
 #   concurrency soak MMFS_SOAK_SECONDS=600      16 readers of views, 2 writers
 #   crash campaign   MMFS_CRASH_POINTS=10000    SIGKILLs of the daemon under load
 #
-# Each variable already set in the environment wins (e.g. MMFS_FSX_OPS=100000
-# for the 100,000-op fsx run); so do the seeds MMFS_FSX_SEED,
+# Each variable already set in the environment wins (e.g. MMFS_FSX_OPS=300000
+# for a shorter fsx run; CI runs 100,000); so do the seeds MMFS_FSX_SEED,
 # MMFS_ODIRECT_SEED, MMFS_CHURN_SEED, MMFS_SOAK_SEED and MMFS_CRASH_SEED.
 # About an hour and ten minutes on a 2-core machine (fsx runs at roughly
 # 1,000 ops/s on mmfs), plus about three hours for the crash campaign (~1 s

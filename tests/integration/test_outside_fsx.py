@@ -20,12 +20,11 @@ seeds SEED, SEED+1, ... (each starts the file afresh): fsx-rs 0.3.2 never
 unmaps its mapreads, so one process's operations slow down with every
 mapping it holds (the kernel walks all of them on each write and truncate of
 the file) and a single 1,000,000-operation process would take hours on any
-filesystem. The default, OPS below, is the CI's count: 20,000 per run,
-about 20 s for both on the 2-core test machine (plain 11 s, ~1,700 ops/s;
-array 8 s, ~2,500 ops/s). The issue's 100,000 ops took 128 s (plain, 781
-ops/s; ext4 on /var/tmp, the same config and seed: 57 s, 1,747 ops/s) and
-76 s (array, 1,325 ops/s), too long for every CI run: set MMFS_FSX_OPS=100000
-for it; scripts/stress.sh runs 1,000,000. scripts/install-deps.sh builds fsx into
+filesystem. The default, OPS below, is the CI's count and the issue's:
+100,000 per run, about four minutes for the three on the 2-core test machine
+(alone: plain 112 s, 891 ops/s; array 75 s, 1,330 ops/s; ext4 on /var/tmp,
+the same config and seed, 62 s, 1,618 ops/s; docs/benchmarks/stress-fsx.md).
+scripts/stress.sh runs 1,000,000. scripts/install-deps.sh builds fsx into
 /opt/fsx-VERSION; $FSX names another binary. Each run's ops/s goes to the end
 of the pytest output (conftest.py), next to the plain file's rate on the
 filesystem holding the test volumes (ext4 on the test machine), with the same
@@ -46,7 +45,7 @@ import conftest
 from mmfs_mount import cargo_tool, getx, make_array
 
 FSX_VERSION = "0.3.2"
-OPS = int(os.environ.get("MMFS_FSX_OPS", "20000"))
+OPS = int(os.environ.get("MMFS_FSX_OPS", "100000"))
 SEED = int(os.environ.get("MMFS_FSX_SEED", "19"))
 OPS_PER_PROCESS = int(os.environ.get("MMFS_FSX_OPS_PER_PROCESS", "100000"))
 
