@@ -8,6 +8,7 @@
 #include <span>
 
 #include "fs/block_device.h"
+#include "fs/fault_device.h"
 #include "geometry/geometry.h"
 #include "geometry/load.h"
 
@@ -68,5 +69,35 @@ class KilledAfter final : public BlockDevice {
   std::uint64_t left_;  // 0: never killed (counts the events)
   std::uint64_t events_ = 0;
 };
+
+// The daemon killed at every device event of `run(BlockDevice&)`: run once on
+// a copy of `golden` to count its events, then once per cut k = 1..events
+// (and k = events + 1, never killed, when `and_unkilled`) on a fresh copy
+// killed after k events; check(image, k) then looks at what a new mount of
+// that image sees. Returns the number of events.
+template <class Run, class Check>
+std::uint64_t kill_at_every_event(MemoryDevice& golden, Run&& run, Check&& check, bool and_unkilled = false) {
+  auto copy = [&] {
+    auto c = std::make_unique<MemoryDevice>(golden.size_bytes(), golden.block_size());
+    c->bytes() = golden.bytes();
+    return c;
+  };
+  std::uint64_t events = 0;
+  {
+    auto image = copy();
+    KilledAfter counter(*image, 0);
+    run(counter);
+    events = counter.events();
+  }
+  for (std::uint64_t cut = 1; cut <= events + (and_unkilled ? 1 : 0); ++cut) {
+    auto image = copy();
+    {
+      KilledAfter killed(*image, cut);
+      run(killed);
+    }
+    check(*image, cut, events);
+  }
+  return events;
+}
 
 }  // namespace mmfs::fs::testing

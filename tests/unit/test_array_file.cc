@@ -1227,22 +1227,9 @@ TEST_CASE("array file: the daemon killed in the first write-back of cells leaves
     if (write_file(*a, 0, data) != 0) return;
     a->flush(true, &msg);
   };
-  std::uint64_t events = 0;
-  {
-    auto copy = copy_of(*golden);
-    testing::KilledAfter counter(*copy, 0);
-    run(counter);
-    events = counter.events();
-    REQUIRE(events > 2);
-  }
-  for (std::uint64_t cut = 1; cut <= events; ++cut) {
+  auto check = [&](MemoryDevice& image, std::uint64_t cut, std::uint64_t events) {
     INFO("killed after " << cut << " of " << events << " device events");
-    auto image = copy_of(*golden);
-    {
-      testing::KilledAfter killed(*image, cut);
-      run(killed);
-    }
-    Mount m = mount(std::make_unique<RefDevice>(*image));
+    Mount m = mount(std::make_unique<RefDevice>(image));
     auto a = open_stored(m, ino);
     Bytes got(data.size());
     std::size_t n = 0;
@@ -1260,7 +1247,8 @@ TEST_CASE("array file: the daemon killed in the first write-back of cells leaves
     auto report = check_volume(*m.vol, false);
     INFO((report.problems.empty() ? "" : report.problems[0]));
     CHECK(report.problems.empty());
-  }
+  };
+  REQUIRE(testing::kill_at_every_event(*golden, run, check) > 2);
 }
 
 // The same during a relayout: change_schema first writes the dirty cells

@@ -678,24 +678,10 @@ TEST_CASE("plain file: the daemon killed in a write into a hole leaves zeros or 
     if (pwrite(p, 8192, fill) != 0 || p.commit() != 0) return;
     vol->metadata().sync();
   };
-  std::uint64_t events = 0;
-  {
-    auto copy = std::make_unique<MemoryDevice>(golden->size_bytes(), golden->block_size());
-    copy->bytes() = golden->bytes();
-    testing::KilledAfter counter(*copy, 0);
-    run(counter);
-    events = counter.events();
-    REQUIRE(events > 2);
-  }
-  for (std::uint64_t cut = 1; cut <= events; ++cut) {
-    INFO("killed after " << cut << " of " << events << " device events");
-    auto image = std::make_unique<MemoryDevice>(golden->size_bytes(), golden->block_size());
-    image->bytes() = golden->bytes();
-    {
-      testing::KilledAfter killed(*image, cut);
-      run(killed);
-    }
-    Mount m = mount(*image);
+  const std::uint64_t events = testing::kill_at_every_event(*golden, run, [&](MemoryDevice& image, std::uint64_t cut,
+                                                                               std::uint64_t all) {
+    INFO("killed after " << cut << " of " << all << " device events");
+    Mount m = mount(image);
     auto p = m.plain(ino);
     Bytes got(24576);
     std::size_t n = 0;
@@ -706,7 +692,8 @@ TEST_CASE("plain file: the daemon killed in a write into a hole leaves zeros or 
     CHECK((hole == Bytes(8192, 0) || hole == fill));
     CHECK(std::equal(head.begin(), head.end(), got.begin()));
     CHECK(std::equal(tail.begin(), tail.end(), got.begin() + 20480));
-  }
+  });
+  REQUIRE(events > 2);
 }
 
 // Overwrites in place before a commit: each block's new checksum is made
@@ -741,28 +728,11 @@ TEST_CASE("plain file: the daemon killed between overwrites before a commit leav
     if (pwrite(p, 0, x) || pwrite(p, 4096, y) || pwrite(p, 0, z) || p.commit()) return;
     vol->metadata().sync();
   };
-  auto copy = [&] {
-    auto c = std::make_unique<MemoryDevice>(golden->size_bytes(), golden->block_size());
-    c->bytes() = golden->bytes();
-    return c;
-  };
-  std::uint64_t events = 0;
-  {
-    auto image = copy();
-    testing::KilledAfter counter(*image, 0);
-    run(counter);
-    events = counter.events();
-  }
   auto block = [](const Bytes& b, std::size_t i) { return Bytes(b.begin() + std::ptrdiff_t(i * 4096),
                                                                 b.begin() + std::ptrdiff_t((i + 1) * 4096)); };
-  for (std::uint64_t cut = 1; cut <= events + 1; ++cut) {
+  auto check = [&](MemoryDevice& image, std::uint64_t cut, std::uint64_t events) {
     INFO("killed after " << cut << " of " << events << " device events");
-    auto image = copy();
-    {
-      testing::KilledAfter killed(*image, cut);
-      run(killed);
-    }
-    Mount m = mount(*image);
+    Mount m = mount(image);
     auto p = m.plain(ino);
     Bytes got(base.size());
     std::size_t n = 0;
@@ -771,5 +741,6 @@ TEST_CASE("plain file: the daemon killed between overwrites before a commit leav
     CHECK((b0 == block(base, 0) || b0 == x || b0 == z));
     CHECK((b1 == block(base, 1) || b1 == y));
     CHECK(block(got, 2) == block(base, 2));
-  }
+  };
+  testing::kill_at_every_event(*golden, run, check, /*and_unkilled=*/true);
 }
