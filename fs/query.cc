@@ -7,6 +7,7 @@
 #include <functional>
 #include <fmt/ranges.h>
 
+#include "indexes/disjunctions.h"
 #include "indexes/evaluate.h"
 #include "indexes/scan.h"
 
@@ -28,42 +29,11 @@ struct Column {
   std::string values;  // its elements at the candidate rows
 };
 
-KeySet keys_of(const Atom& a, indexes::ValueType t) {
-  return a.interval ? indexes::interval_keys(t, a.low, a.high) : indexes::compare_keys(t, a.op, a.value);
-}
-
-// The array an atom names: the queried one, or one of the directory's.
-std::shared_ptr<ArrayFile> array_of(const Atom& a, const QueryArrays& arrays) {
-  if (a.name.empty()) return arrays.self;
-  auto it = arrays.named.find(a.name);
+// The array a NAME names: the queried one (empty), or one of the directory's.
+std::shared_ptr<ArrayFile> array_named(const std::string& name, const QueryArrays& arrays) {
+  if (name.empty()) return arrays.self;
+  auto it = arrays.named.find(name);
   return it == arrays.named.end() ? nullptr : it->second;
-}
-
-// Atoms of one array joined by OR become one atom of their united keys
-// (`K25==11|K25==19` is K25 in {11, 19}): the index then plans them as one
-// set of bins, reads each bitmap once and keeps the atom's rows in its
-// cache, instead of the query uniting them anew every time. The merged
-// atoms' keys go to `united`, keyed by the atom in `c`.
-void merge_disjunctions(indexes::Condition* c, const QueryArrays& arrays, std::map<const Atom*, KeySet>* united) {
-  using Kind = indexes::Condition::Kind;
-  for (indexes::Condition& child : c->children) merge_disjunctions(&child, arrays, united);
-  if (c->kind != Kind::Or || c->children.size() < 2) return;
-  for (const indexes::Condition& child : c->children)
-    if (child.kind != Kind::Atom || child.atom.name != c->children[0].atom.name) return;
-  std::shared_ptr<ArrayFile> array = array_of(c->children[0].atom, arrays);
-  if (!array) return;  // the usual checks report it
-  const indexes::ValueType t = array->value_type();
-  KeySet keys;
-  for (const indexes::Condition& child : c->children) {
-    auto merged = united->find(&child.atom);  // a nested OR merged already
-    keys = indexes::unite(keys, merged != united->end() ? merged->second : keys_of(child.atom, t));
-    if (merged != united->end()) united->erase(merged);
-  }
-  Atom first = c->children[0].atom;
-  c->children.clear();
-  c->kind = Kind::Atom;
-  c->atom = std::move(first);
-  (*united)[&c->atom] = std::move(keys);
 }
 
 std::string render(const QueryView& view, const Bitmap& rows, ArrayFile* self, std::uint64_t universe,
@@ -100,7 +70,14 @@ int run_query(const QueryView& view_in, const QueryArrays& arrays, bool model, Q
               std::string* message) {
   QueryView view = view_in;
   std::map<const Atom*, KeySet> united;
-  merge_disjunctions(&view.condition, arrays, &united);
+  indexes::merge_disjunctions(
+      &view.condition,
+      [&](const std::string& name) -> std::optional<indexes::ValueType> {
+        auto array = array_named(name, arrays);
+        if (!array) return std::nullopt;
+        return array->value_type();
+      },
+      &united);
   // Every atom's array, and the shape they share.
   std::map<std::string, Column> columns;
   std::vector<std::uint64_t> shape;
@@ -147,7 +124,7 @@ int run_query(const QueryView& view_in, const QueryArrays& arrays, bool model, Q
     }
     c.atoms.push_back(&a);
     auto merged = united.find(&a);
-    c.keys.push_back(merged != united.end() ? merged->second : keys_of(a, c.type));
+    c.keys.push_back(merged != united.end() ? merged->second : indexes::atom_keys(a, c.type));
   });
   if (err) return err;
   if (view.box && !arrays.self) {

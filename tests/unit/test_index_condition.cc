@@ -9,11 +9,14 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "indexes/condition.h"
+#include "indexes/disjunctions.h"
 #include "indexes/evaluate.h"
 #include "indexes/scan.h"
 
@@ -579,4 +582,52 @@ TEST_CASE("scan_keys: float64 throughput, one range", "[.][bench][index][scan]")
     WARN("selectivity " << selectivity << ": scan_keys " << gb / best_scan << " GB/s, count_keys "
                         << gb / best_count << " GB/s (" << matched << " rows)");
   }
+}
+
+TEST_CASE("conditions: atoms of one array joined by OR become one atom of their united keys", "[index][condition]") {
+  auto parse = [](const char* text) {
+    auto c = parse_condition(text);
+    REQUIRE(std::holds_alternative<Condition>(c));
+    return std::get<Condition>(c);
+  };
+  auto type_of = [](const std::string& name) -> std::optional<ValueType> {
+    if (name == "missing") return std::nullopt;
+    return ValueType::I32;
+  };
+  auto keys = [](const char* text) {
+    const Condition c = std::get<Condition>(parse_condition(text));
+    return atom_keys(c.atom, ValueType::I32);
+  };
+  // Nested ORs of one array merge into one atom; its keys are the union.
+  Condition c = parse("(a==1|a==3)|a in [10,20]");
+  std::map<const Atom*, KeySet> united;
+  merge_disjunctions(&c, type_of, &united);
+  REQUIRE(c.kind == Condition::Kind::Atom);
+  REQUIRE(united.size() == 1);
+  REQUIRE(united.count(&c.atom) == 1);
+  CHECK(united.at(&c.atom) == unite(unite(keys("a==1"), keys("a==3")), keys("in[10,20]")));
+  CHECK(united.at(&c.atom).ranges.size() == 3);
+  // `!=` matches NaN, and so does a union holding it.
+  Condition ne = parse("x!=1|x==1");
+  united.clear();
+  merge_disjunctions(&ne, [](const std::string&) { return std::optional(ValueType::F64); }, &united);
+  REQUIRE(united.size() == 1);
+  CHECK(united.begin()->second.nan);
+  // Two arrays, a NOT, an AND or an unknown NAME: left as they are.
+  for (const char* text : {"a==1|b==2", "a==1|!a==2", "a==1|(a==2&a==3)", "missing==1|missing==2"}) {
+    Condition t = parse(text);
+    const Condition before = t;
+    united.clear();
+    merge_disjunctions(&t, type_of, &united);
+    INFO(text);
+    CHECK(united.empty());
+    CHECK(same_tree(t, before));
+  }
+  // Inside an AND, only the OR merges.
+  Condition mixed = parse("b>2&(a==1|a==2)");
+  united.clear();
+  merge_disjunctions(&mixed, type_of, &united);
+  REQUIRE(mixed.kind == Condition::Kind::And);
+  CHECK(mixed.children[1].kind == Condition::Kind::Atom);
+  CHECK(united.size() == 1);
 }
