@@ -1,0 +1,225 @@
+#include "layouts/mloc_codec.h"
+
+#include <xxhash.h>
+#include <zstd.h>
+
+#include <cstring>
+#include <roaring/roaring.h>
+#include <stdexcept>
+
+namespace mmfs::layouts {
+
+void mloc_split_chunk(const MlocGrid& grid, const std::byte* elements, std::uint64_t count,
+                      const std::uint32_t* bins, MlocChunkSplit* out) {
+  const std::uint32_t B = grid.bins(), item = grid.itemsize();
+  const auto& groups = grid.groups();
+  const std::size_t G = groups.size();
+  out->positions.assign(B, {});
+  out->planes.assign(std::size_t(B) * G, {});
+  std::vector<std::uint32_t> n(B, 0);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    if (bins[i] >= B) throw std::invalid_argument("mloc_split_chunk: bin out of range");
+    ++n[bins[i]];
+  }
+  for (std::uint32_t b = 0; b < B; ++b) {
+    out->positions[b].reserve(n[b]);
+    for (std::size_t g = 0; g < G; ++g) out->planes[b * G + g].resize(std::size_t(n[b]) * groups[g].bytes);
+  }
+  std::vector<std::uint32_t> at(B, 0);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint32_t b = bins[i];
+    const std::uint32_t k = at[b]++;
+    out->positions[b].push_back(std::uint32_t(i));
+    const std::byte* e = elements + i * item;
+    for (std::size_t g = 0; g < G; ++g) {
+      std::byte* plane = out->planes[b * G + g].data();
+      for (std::uint32_t j = 0; j < groups[g].bytes; ++j)
+        plane[std::size_t(j) * n[b] + k] = e[item - 1 - (groups[g].first_rank + j)];
+    }
+  }
+}
+
+void mloc_scatter(const MlocGrid& grid, std::span<const std::uint32_t> positions, std::uint32_t group,
+                  const std::byte* plane, std::byte* elements) {
+  const std::uint32_t item = grid.itemsize();
+  const MlocByteGroup& g = grid.groups().at(group);
+  const std::size_t n = positions.size();
+  for (std::uint32_t j = 0; j < g.bytes; ++j) {
+    const std::size_t byte = item - 1 - (g.first_rank + j);
+    const std::byte* p = plane + j * n;
+    for (std::size_t k = 0; k < n; ++k) elements[std::size_t(positions[k]) * item + byte] = p[k];
+  }
+}
+
+std::vector<std::byte> mloc_pack(std::span<const std::byte> raw, int level) {
+  if (level > 0 && raw.size() > 64) {
+    std::vector<std::byte> out(ZSTD_compressBound(raw.size()));
+    std::size_t n = ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), level);
+    if (!ZSTD_isError(n) && n < raw.size()) {
+      out.resize(n);
+      return out;
+    }
+  }
+  return std::vector<std::byte>(raw.begin(), raw.end());
+}
+
+bool mloc_unpack(std::span<const std::byte> stored, std::size_t raw_bytes, std::byte* out) {
+  if (stored.size() > raw_bytes) return false;
+  if (stored.size() == raw_bytes) {
+    if (raw_bytes) std::memcpy(out, stored.data(), raw_bytes);
+    return true;
+  }
+  std::size_t n = ZSTD_decompress(out, raw_bytes, stored.data(), stored.size());
+  return !ZSTD_isError(n) && n == raw_bytes;
+}
+
+std::vector<std::byte> mloc_encode_positions(std::span<const std::uint32_t> positions) {
+  roaring_bitmap_t* r = roaring_bitmap_of_ptr(positions.size(), positions.data());
+  roaring_bitmap_run_optimize(r);
+  std::vector<std::byte> out(roaring_bitmap_portable_size_in_bytes(r));
+  roaring_bitmap_portable_serialize(r, reinterpret_cast<char*>(out.data()));
+  roaring_bitmap_free(r);
+  return out;
+}
+
+bool mloc_decode_positions(std::span<const std::byte> bytes, std::uint64_t count, std::uint64_t limit,
+                           std::vector<std::uint32_t>* out) {
+  roaring_bitmap_t* r =
+      roaring_bitmap_portable_deserialize_safe(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  if (r == nullptr) return false;
+  // The bytes were checksummed before this; the checks below keep a bitmap
+  // this library version parses differently from escaping as positions.
+  bool ok = roaring_bitmap_get_cardinality(r) == count && roaring_bitmap_portable_size_in_bytes(r) == bytes.size();
+  if (ok) {
+    out->resize(count);
+    roaring_bitmap_to_uint32_array(r, out->data());
+    for (std::size_t i = 0; ok && i < out->size(); ++i)
+      ok = (*out)[i] < limit && (i == 0 || (*out)[i - 1] < (*out)[i]);
+  }
+  roaring_bitmap_free(r);
+  return ok;
+}
+
+std::uint32_t mloc_checksum(std::span<const std::byte> bytes) {
+  return std::uint32_t(XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+namespace {
+
+constexpr char kMagic[8] = {'M', 'M', 'F', 'S', 'M', 'L', 'C', '1'};
+
+template <class T>
+void put(std::string& s, T v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+struct Reader {
+  std::string_view s;
+  std::size_t at = 0;
+  bool ok = true;
+  template <class T>
+  T get() {
+    T v{};
+    if (s.size() - at < sizeof v) {
+      ok = false;
+      return v;
+    }
+    std::memcpy(&v, s.data() + at, sizeof v);
+    at += sizeof v;
+    return v;
+  }
+};
+
+}  // namespace
+
+void MlocDirectory::locate(std::uint32_t sector_size) {
+  header_bytes = encode().size();
+  positions_start = (header_bytes + sector_size - 1) / sector_size * sector_size;
+  std::uint64_t at = positions_start;
+  position_offset.resize(positions.size());
+  for (std::size_t i = 0; i < positions.size(); ++i) {
+    position_offset[i] = at;
+    at += positions[i].stored;
+  }
+  data_start = at;
+  unit_offset.resize(units.size());
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    unit_offset[i] = at;
+    at += units[i].stored;
+  }
+  image_bytes = at;
+}
+
+std::string MlocDirectory::encode() const {
+  std::string s(kMagic, sizeof kMagic);
+  put<std::uint32_t>(s, 1);
+  put<std::uint32_t>(s, std::uint32_t(shape.size()));
+  put<std::uint32_t>(s, itemsize);
+  put<std::uint8_t>(s, float64);
+  for (MlocLevel l : priority) put<char>(s, char(l));
+  put<std::uint32_t>(s, bins);
+  put<std::int32_t>(s, zstd_level);
+  put<std::uint32_t>(s, value_type);
+  for (auto v : shape) put<std::uint64_t>(s, v);
+  for (auto v : chunk) put<std::uint64_t>(s, v);
+  put<std::uint64_t>(s, bin_lower.size());
+  for (auto v : bin_lower) put<std::uint64_t>(s, v);
+  put<std::uint64_t>(s, positions.size());
+  put<std::uint64_t>(s, units.size());
+  s.append(reinterpret_cast<const char*>(positions.data()), positions.size() * sizeof(MlocPositionEntry));
+  s.append(reinterpret_cast<const char*>(units.data()), units.size() * sizeof(MlocUnitEntry));
+  return s;
+}
+
+std::optional<MlocDirectory> MlocDirectory::decode(std::string_view bytes, std::uint32_t sector_size) {
+  if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return std::nullopt;
+  Reader r{bytes, sizeof kMagic};
+  MlocDirectory d;
+  if (r.get<std::uint32_t>() != 1) return std::nullopt;
+  std::uint32_t dims = r.get<std::uint32_t>();
+  d.itemsize = r.get<std::uint32_t>();
+  d.float64 = r.get<std::uint8_t>() != 0;
+  for (MlocLevel& l : d.priority) l = MlocLevel(r.get<char>());
+  d.bins = r.get<std::uint32_t>();
+  d.zstd_level = r.get<std::int32_t>();
+  d.value_type = r.get<std::uint32_t>();
+  if (!r.ok || dims == 0 || dims > 16) return std::nullopt;
+  for (std::uint32_t i = 0; i < dims; ++i) d.shape.push_back(r.get<std::uint64_t>());
+  for (std::uint32_t i = 0; i < dims; ++i) d.chunk.push_back(r.get<std::uint64_t>());
+  std::uint64_t lowers = r.get<std::uint64_t>();
+  if (!r.ok || lowers > d.bins || lowers > (bytes.size() - r.at) / 8) return std::nullopt;
+  for (std::uint64_t i = 0; i < lowers; ++i) d.bin_lower.push_back(r.get<std::uint64_t>());
+  std::uint64_t np = r.get<std::uint64_t>(), nu = r.get<std::uint64_t>();
+  if (!r.ok) return std::nullopt;
+  std::optional<MlocGrid> grid;
+  try {
+    if (!parse_mloc_priority(mloc_priority_text(d.priority))) return std::nullopt;
+    grid.emplace(d.grid());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (np != std::uint64_t(grid->bins()) * grid->chunks() || nu != grid->units()) return std::nullopt;
+  if (bytes.size() - r.at != np * sizeof(MlocPositionEntry) + nu * sizeof(MlocUnitEntry)) return std::nullopt;
+  d.positions.resize(np);
+  std::memcpy(d.positions.data(), bytes.data() + r.at, np * sizeof(MlocPositionEntry));
+  r.at += np * sizeof(MlocPositionEntry);
+  d.units.resize(nu);
+  std::memcpy(d.units.data(), bytes.data() + r.at, nu * sizeof(MlocUnitEntry));
+  // Sizes must agree with the grid: counts add up per chunk, stored bytes
+  // never exceed raw ones.
+  std::vector<std::uint64_t> per_chunk(grid->chunks(), 0);
+  for (std::uint32_t b = 0; b < grid->bins(); ++b)
+    for (std::uint64_t c = 0; c < grid->chunks(); ++c) {
+      const MlocPositionEntry& e = d.positions[grid->position_entry(b, c)];
+      if (e.stored > e.raw) return std::nullopt;
+      per_chunk[c] += e.count;
+      for (std::uint32_t g = 0; g < grid->groups().size(); ++g)
+        if (d.units[grid->unit(b, g, c)].stored > mloc_unit_raw_bytes(*grid, e.count, g)) return std::nullopt;
+    }
+  for (std::uint64_t c = 0; c < grid->chunks(); ++c)
+    if (per_chunk[c] != grid->chunk_elements(c)) return std::nullopt;
+  d.locate(sector_size);
+  return d;
+}
+
+}  // namespace mmfs::layouts

@@ -1,0 +1,103 @@
+// The bytes of MLOC's units (layouts/mloc.h): how one chunk's elements split
+// into per-bin position lists and byte planes and back, how a unit is packed
+// (zstd when it shrinks, else stored raw), and the directory that says where
+// every unit of an image lies and what it must hash to. Pure.
+//
+// A unit (bin b, byte group g, chunk c) holds, for the elements of chunk c in
+// bin b taken in ascending position, the bytes of group g plane by plane:
+// first every element's byte of the group's first rank, then the next rank.
+// Planes of one significance compress far better than interleaved bytes (the
+// high-order bytes of one bin are nearly constant).
+//
+// An image (docs/on-disk-format.md, "mloc"): the directory, padded to a
+// sector; the position lists in position-entry order (bins, then chunks along
+// the curve); the units in the priority's order. Offsets are prefix sums of
+// the stored sizes, so the directory holds sizes and checksums only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "layouts/mloc.h"
+
+namespace mmfs::layouts {
+
+// One chunk's elements split by bin.
+struct MlocChunkSplit {
+  std::vector<std::vector<std::uint32_t>> positions;  // [bin]: ascending in-chunk C-order offsets
+  std::vector<std::vector<std::byte>> planes;         // [bin * groups + group]
+};
+
+// `elements` are the chunk's `count` elements in C order of its box, `bins`
+// their bins (< grid.bins()).
+void mloc_split_chunk(const MlocGrid& grid, const std::byte* elements, std::uint64_t count,
+                      const std::uint32_t* bins, MlocChunkSplit* out);
+// The inverse for one unit: writes the bytes of `group` of the elements at
+// `positions` (the unit's plane bytes, positions.size() per rank) into
+// `elements`, the chunk's C-order buffer.
+void mloc_scatter(const MlocGrid& grid, std::span<const std::uint32_t> positions, std::uint32_t group,
+                  const std::byte* plane, std::byte* elements);
+// A unit's raw size.
+inline std::uint64_t mloc_unit_raw_bytes(const MlocGrid& grid, std::uint64_t count, std::uint32_t group) {
+  return count * grid.groups()[group].bytes;
+}
+
+// zstd at `level` when that makes it smaller (level 0: never); otherwise the
+// raw bytes. A unit is compressed exactly when its stored size is below its raw size.
+std::vector<std::byte> mloc_pack(std::span<const std::byte> raw, int level);
+// false when the stored bytes do not expand to exactly `raw_bytes`.
+bool mloc_unpack(std::span<const std::byte> stored, std::size_t raw_bytes, std::byte* out);
+
+// A position list as a portable CRoaring bitmap (runs where they help).
+std::vector<std::byte> mloc_encode_positions(std::span<const std::uint32_t> positions);
+// false unless the bytes are a portable bitmap of exactly `count` positions below `limit`.
+bool mloc_decode_positions(std::span<const std::byte> bytes, std::uint64_t count, std::uint64_t limit,
+                           std::vector<std::uint32_t>* out);
+
+std::uint32_t mloc_checksum(std::span<const std::byte> bytes);
+
+struct MlocPositionEntry {
+  std::uint32_t count = 0;   // elements of the bin in the chunk
+  std::uint32_t raw = 0;     // serialised bitmap bytes
+  std::uint32_t stored = 0;  // after packing
+  std::uint32_t checksum = 0;  // of the stored bytes
+};
+struct MlocUnitEntry {
+  std::uint32_t stored = 0;
+  std::uint32_t checksum = 0;
+};
+
+// Where an image's pieces lie, in bytes from the image's start.
+struct MlocDirectory {
+  // What the grid needs, and the bins (opaque here: the fs layer's binning).
+  std::vector<std::uint64_t> shape, chunk;
+  std::uint32_t itemsize = 0;
+  bool float64 = false;
+  MlocPriority priority{MlocLevel::Value, MlocLevel::Precision, MlocLevel::Space};
+  std::uint32_t bins = 0;
+  std::int32_t zstd_level = 0;  // 0: stored raw
+  std::uint32_t value_type = 0;
+  std::vector<std::uint64_t> bin_lower;
+  std::vector<MlocPositionEntry> positions;  // grid.position_entry order
+  std::vector<MlocUnitEntry> units;          // grid.unit order
+
+  MlocGrid grid() const { return MlocGrid(shape, itemsize, float64, chunk, bins, priority); }
+  // Fills the offsets below from the sizes; REQUIRES the sizes of `grid`.
+  void locate(std::uint32_t sector_size);
+  std::uint64_t header_bytes = 0;     // encode().size()
+  std::uint64_t positions_start = 0;  // header, rounded up to a sector
+  std::uint64_t data_start = 0;
+  std::uint64_t image_bytes = 0;
+  std::vector<std::uint64_t> position_offset;  // per entry, from the image's start
+  std::vector<std::uint64_t> unit_offset;
+
+  std::string encode() const;
+  // nullopt when malformed (sizes that disagree with the grid included).
+  static std::optional<MlocDirectory> decode(std::string_view bytes, std::uint32_t sector_size);
+};
+
+}  // namespace mmfs::layouts
