@@ -117,6 +117,15 @@ int Filesystem::shutdown() {
     for (auto& [ino, weak] : arrays_)
       if (auto a = weak.lock()) loaded.push_back(a);
   }
+  // Unmount seals mloc arrays still open for writing.
+  if (!read_only_)
+    for (auto& a : loaded) {
+      std::string msg;
+      if (int e = a->settle(&msg)) {
+        record(e, a->ino(), msg);
+        if (!r) r = e;
+      }
+    }
   for (auto& a : loaded) a->quiesce();
   return r;
 }
@@ -749,7 +758,7 @@ int Filesystem::fsync(Handle* h, Ino ino) {
   }
   if (array) {
     std::string msg;
-    if (int r = array->flush(true, &msg)) return record(r, ino, msg);
+    if (int r = array->settle(&msg)) return record(r, ino, msg);
     return 0;
   }
   return volume_->metadata().sync();
@@ -781,8 +790,9 @@ int Filesystem::release(std::unique_ptr<Handle> h) {
     }
   }
   if (array) {
+    // The last close: an mloc array written since its last seal is encoded now.
     std::string msg;
-    if (int e = array->flush(false, &msg)) r = record(e, h->ino, msg);
+    if (int e = array->settle(&msg)) r = record(e, h->ino, msg);
   }
   return r;
 }

@@ -29,36 +29,42 @@ constexpr std::uint64_t kCopyBudget = 64ull << 20;
 
 // The layouts this release places; the others of SPEC §4 are accepted names.
 bool layout_implemented(const std::string& name) {
-  return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap";
+  return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap" || name == "mloc";
 }
+
+bool is_mloc(const ArraySchema& s) { return s.layout == "mloc"; }
 
 }  // namespace
 
 
 ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state)
-    : ctx_(ctx), ino_(ino), schema_(std::move(schema)), state_(std::move(state)), bytes_(state_ ? state_->bytes() : 0) {}
+    : ctx_(ctx), ino_(ino), schema_(std::move(schema)), state_(std::move(state)),
+      bytes_(state_ ? state_->bytes() : array_bytes(schema_)) {}
 
 int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
                      std::unique_ptr<ArrayState>* out, std::string* message) {
   if (!layout_implemented(schema.layout)) {
-    *message = fmt::format("user.mmfs.layout: '{}' is not implemented in this release (use naive, zorder, hilbert "
-                           "or multimap)", schema.layout);
+    *message = fmt::format("user.mmfs.layout: '{}' is not implemented in this release (use naive, zorder, hilbert, "
+                           "multimap or mloc)", schema.layout);
     return ENOTSUP;
   }
-  if (schema.compress != "none") {
+  if (schema.compress != "none" && !is_mloc(schema)) {
     *message = "user.mmfs.compress: compression comes with the mloc layout, not implemented in this release";
     return ENOTSUP;
   }
   std::unique_ptr<layouts::Layout> layout;
   try {
-    std::vector<std::uint32_t> order = schema.order;
+    // An mloc array's cells are its staging placement: naive, default cells.
+    const bool staging = is_mloc(schema);
+    std::vector<std::uint32_t> order = staging ? std::vector<std::uint32_t>{} : schema.order;
     if (order.empty()) order = CellGrid::default_order(schema.shape.size());
-    std::vector<std::uint64_t> cell = schema.cell;
+    std::vector<std::uint64_t> cell = staging ? std::vector<std::uint64_t>{} : schema.cell;
     if (cell.empty())
       cell = CellGrid::default_cell(schema.shape, schema.dtype.itemsize,
                                     CellGrid::default_cell_bytes(ctx.geometry.sector_size()), order);
     CellGrid grid(schema.shape, schema.dtype.itemsize, cell, order);
-    layout = layouts::make_layout(schema.layout, ctx.geometry, std::move(grid), schema.basic_cube);
+    layout = layouts::make_layout(staging ? "naive" : schema.layout, ctx.geometry, std::move(grid),
+                                  staging ? std::vector<std::uint64_t>{} : schema.basic_cube);
   } catch (const std::exception& e) {
     *message = e.what();
     return EINVAL;
@@ -105,13 +111,26 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
 int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, std::shared_ptr<ArrayFile>* out,
                     std::string* message) {
   std::unique_ptr<ArrayState> state;
-  if (int r = build(ctx, ino, schema, false, &state, message)) return r;
-  std::uint64_t settled = 0;
-  if (int r = state->settle_torn_rewrites(&settled)) {
-    *message = "reading the cells a crash interrupted the rewrite of failed";
-    return r;
+  std::unique_ptr<MlocImage> image;
+  // A sealed mloc array has an image and no cells; one being written has
+  // its staging cells (and no image).
+  if (is_mloc(schema) && ctx.metadata.extents(ino).empty()) {
+    MlocParams params;
+    if (int r = mloc_params(schema.shape, schema.dtype.name, schema.chunk, schema.priority, schema.compress,
+                            schema.bins, &params, message))
+      return r;
+    if (int r = MlocImage::load(ctx.metadata, ctx.io, ino, params, &image, message)) return r;
+    if (!image) image = MlocImage::empty(params, ctx.io);
+  } else {
+    if (int r = build(ctx, ino, schema, false, &state, message)) return r;
+    std::uint64_t settled = 0;
+    if (int r = state->settle_torn_rewrites(&settled)) {
+      *message = "reading the cells a crash interrupted the rewrite of failed";
+      return r;
+    }
   }
   std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, ino, schema, std::move(state)));
+  a->mloc_ = std::move(image);
   {
     std::unique_lock lock(a->mu_);
     if (int r = a->load_index_locked(message)) return r;
@@ -130,6 +149,7 @@ int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, st
   WriteBatch batch;
   batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(schema));
   batch.put(keys::extents(ino_), encode_extents(state.layout().extents()));
+  MlocImage::stage_removal(ctx_.metadata, ino_, batch, &dropped);  // cells replace an mloc image
   if (drop_old_sums) {
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
@@ -153,6 +173,40 @@ int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, st
 
 int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySchema& schema, PlainFile* source,
                       std::shared_ptr<ArrayFile>* out, std::string* message) {
+  if (is_mloc(schema) && (source == nullptr || source->size() == 0)) {
+    // Nothing to place: an empty image (no space) until the first write.
+    std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, inode.ino, schema, nullptr));
+    MlocParams params;
+    if (int r = a->mloc_params_of(schema, &params, message)) return r;
+    try {
+      a->mloc_ = MlocImage::empty(params, ctx.io);
+    } catch (const std::exception& e) {
+      *message = fmt::format("mloc: {}", e.what());
+      return EINVAL;
+    }
+    WriteBatch batch;
+    batch.put(keys::xattr(inode.ino, kSchemaXattr), encode_schema(schema));
+    std::vector<Extent> dropped = ctx.metadata.extents(inode.ino);
+    if (!dropped.empty()) batch.del(keys::extents(inode.ino));
+    CellChecksums::stage_removal(ctx.metadata.store(), inode.ino, batch);
+    CellChecksums::stage_removal(ctx.metadata.store(), inode.ino, batch, 'a');
+    const std::uint64_t size = a->bytes_;
+    if (int r = ctx.metadata.apply_with_inode(
+            inode.ino, [&](Inode& n) { n.size = size; }, std::move(batch), std::move(dropped))) {
+      *message = "metadata commit failed";
+      return r;
+    }
+    if (int r = ctx.metadata.sync()) {
+      *message = "metadata sync failed";
+      return r;
+    }
+    if (schema.index != "none") {
+      std::unique_lock lock(a->mu_);
+      if (int e = a->load_index_locked(message)) return e;
+    }
+    *out = std::move(a);
+    return 0;
+  }
   std::unique_ptr<ArrayState> state;
   if (int r = build(ctx, inode.ino, schema, true, &state, message)) return r;
   std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, inode.ino, schema, nullptr));
@@ -197,6 +251,11 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
     a->release_placement_on_failure();
     return r;
   }
+  if (r == 0 && is_mloc(schema)) {
+    // The bytes are placed (staging cells): encode them now, as a close would.
+    std::unique_lock lock(a->mu_);
+    if (int e = a->seal_locked(schema, message)) return e;
+  }
   if (r == 0 && schema.index != "none") {
     // The index goes with its own commit: a crash before it leaves an array
     // whose index is built when it is next loaded.
@@ -220,6 +279,7 @@ ArraySchema ArrayFile::schema() const {
 
 std::uint64_t ArrayFile::device_bytes() const {
   std::shared_lock lock(mu_);
+  if (!state_) return mloc_->device_bytes();
   std::uint64_t s = 0;
   for (const Extent& e : state_->layout().extents()) s += e.sectors;
   return s * ctx_.geometry.sector_size();
@@ -227,7 +287,7 @@ std::uint64_t ArrayFile::device_bytes() const {
 
 bool ArrayFile::holds_data() const {
   std::shared_lock lock(mu_);
-  return state_->holds_data();
+  return holds_data_locked();
 }
 
 std::string ArrayFile::bad_cell_message(std::uint64_t cell) const {
@@ -236,7 +296,7 @@ std::string ArrayFile::bad_cell_message(std::uint64_t cell) const {
 
 int ArrayFile::flush_locked(bool durable, std::string* message) {
   if (retired_) return 0;
-  if (state_->has_dirty()) {
+  if (has_dirty_locked()) {
     if (int r = index_before_write_back_locked(message)) return r;
     std::uint64_t bad = 0;
     auto make_durable = [&](WriteBatch& alternatives) {
@@ -276,6 +336,140 @@ int ArrayFile::flush(bool durable, std::string* message) {
   return flush_locked(durable, message);
 }
 
+int ArrayFile::settle(std::string* message) {
+  std::unique_lock lock(mu_);
+  if (retired_) return 0;
+  if (is_mloc(schema_) && state_) return seal_locked(schema_, message);
+  return flush_locked(true, message);
+}
+
+int ArrayFile::mloc_params_of(const ArraySchema& schema, MlocParams* out, std::string* message) const {
+  return mloc_params(schema.shape, schema.dtype.name, schema.chunk, schema.priority, schema.compress, schema.bins,
+                     out, message);
+}
+
+int ArrayFile::read_selection_locked(const Selection& selection, std::uint32_t keep, std::byte* out,
+                                     std::uint64_t* bytes_read, std::string* message,
+                                     const std::function<void()>& device_done) {
+  std::uint64_t ignored = 0;
+  if (!bytes_read) bytes_read = &ignored;
+  if (!state_) {
+    int r = mloc_->read_selection(selection, keep, out, bytes_read, message);
+    if (device_done) device_done();
+    return r;
+  }
+  std::uint64_t bad = 0;
+  if (int r = state_->read_selection(selection, out, &bad, device_done, bytes_read)) {
+    *message = r == EIO ? bad_cell_message(bad) : "device read failed";
+    return r;
+  }
+  return 0;
+}
+
+int ArrayFile::read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message) {
+  const CellGrid& g = grid_locked();
+  std::vector<DimRange> dims;
+  for (std::size_t d = 0; d < g.dims(); ++d) dims.push_back(DimRange{0, g.shape()[d], 1, false});
+  dims[0] = DimRange{row, row + rows, 1, false};
+  return read_selection_locked(Selection(dims), 0, out, nullptr, message);
+}
+
+int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<MlocImage> image, std::string* message) {
+  // The image is on stable storage (encode flushed it) before the record.
+  WriteBatch batch;
+  std::vector<Extent> dropped;
+  batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(next));
+  if (mloc_ && mloc_->holds_data()) dropped = mloc_->extents();
+  if (image->holds_data()) {
+    image->stage(ino_, batch);
+  } else if (mloc_ && mloc_->holds_data()) {
+    batch.del(keys::mloc_record(ino_));
+    batch.del(keys::mloc_extents(ino_));
+  }
+  if (state_) {
+    batch.del(keys::extents(ino_));
+    for (const Extent& e : state_->layout().extents()) dropped.push_back(e);
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
+  }
+  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+    image->release(ctx_.allocator);
+    *message = "metadata commit failed";
+    return r;
+  }
+  // The switch stands from here; a failing sync is still reported.
+  state_.reset();
+  mloc_ = std::move(image);
+  schema_ = next;
+  ++generation_;
+  if (int r = ctx_.metadata.sync()) {
+    *message = "metadata sync failed";
+    return r;
+  }
+  return 0;
+}
+
+int ArrayFile::seal_locked(const ArraySchema& next, std::string* message) {
+  if (state_)
+    if (int r = flush_locked(false, message)) return r;
+  MlocParams params;
+  if (int r = mloc_params_of(next, &params, message)) return r;
+  std::unique_ptr<MlocImage> image;
+  if (holds_data_locked()) {
+    auto read = [&](std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* msg) {
+      return read_rows_locked(row, rows, out, msg);
+    };
+    if (int r = MlocImage::encode(params, read, ctx_.allocator, ctx_.io, &image, message)) return r;
+  } else {
+    try {
+      image = MlocImage::empty(params, ctx_.io);
+    } catch (const std::exception& e) {
+      *message = fmt::format("mloc: {}", e.what());
+      return EINVAL;
+    }
+  }
+  return commit_image_locked(next, std::move(image), message);
+}
+
+int ArrayFile::unseal_locked(bool copy, std::string* message) {
+  std::unique_ptr<ArrayState> staging;
+  if (int r = build(ctx_, ino_, schema_, true, &staging, message)) return r;
+  auto release = [&] {
+    for (const Extent& e : staging->layout().extents()) ctx_.allocator.free(e);
+  };
+  if (copy && mloc_->holds_data()) {
+    const auto& shape = schema_.shape;
+    const std::uint64_t row = array_bytes(schema_) / shape[0];
+    const std::uint64_t rows = std::max<std::uint64_t>(1, kCopyBudget / std::max<std::uint64_t>(1, row));
+    AlignedBuffer buf(std::min(rows, shape[0]) * row);
+    for (std::uint64_t r0 = 0; r0 < shape[0]; r0 += rows) {
+      const std::uint64_t n = std::min(rows, shape[0] - r0);
+      if (int r = read_rows_locked(r0, n, buf.data(), message)) {
+        release();
+        return r;
+      }
+      staging->write_bytes(r0 * row, buf.data(), n * row);
+      if (staging->dirty_bytes() >= kDirtyLimit || r0 + n == shape[0]) {
+        std::uint64_t bad = 0;
+        if (int r = staging->write_back(&bad, nullptr)) {
+          release();
+          *message = "writing the staging placement failed";
+          return r;
+        }
+      }
+    }
+  }
+  // commit_placement drops the image's records; its extents go with them.
+  int r = commit_placement(schema_, *staging, {}, true, nullptr, message);
+  if (r > 0) {
+    release();
+    return r;
+  }
+  state_ = std::move(staging);
+  mloc_.reset();
+  return -r;
+}
+
 int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message) {
   std::unique_lock lock(mu_);
   if (offset > bytes_ || length > bytes_ - offset) {
@@ -288,6 +482,8 @@ int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
     return ESTALE;
   }
   if (length == 0) return 0;
+  if (!state_)
+    if (int r = unseal_locked(true, message)) return r;
   state_->write_bytes(offset, data, length);
   note_write_locked(offset, data, length);
   ++generation_;
@@ -297,6 +493,26 @@ int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
 
 int ArrayFile::zero(std::string* message) {
   std::unique_lock lock(mu_);
+  if (!state_) {  // a sealed mloc array: an empty image, then the index as below
+    if (mloc_->holds_data()) {
+      MlocParams params;
+      if (int r = mloc_params_of(schema_, &params, message)) return r;
+      if (int r = commit_image_locked(schema_, MlocImage::empty(params, ctx_.io), message)) return r;
+    }
+    if (!index_) return 0;
+    std::unique_ptr<ArrayIndex> fresh;
+    if (int r = build_index_locked(schema_, &fresh, message)) return r;
+    WriteBatch batch;
+    fresh->stage(batch);
+    if (int r = ctx_.metadata.apply(batch, index_->extents())) {
+      fresh->release();
+      *message = "metadata commit failed";
+      return r;
+    }
+    index_ = std::move(fresh);
+    partial_rows_.clear();
+    return 0;
+  }
   state_->clear();
   ++generation_;
   WriteBatch batch;
@@ -321,15 +537,27 @@ int ArrayFile::zero(std::string* message) {
 
 int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
   std::unique_lock lock(mu_);
-  bool data = state_->holds_data();
+  if (retired_) {
+    *message = "the array file was removed";
+    return ESTALE;
+  }
+  bool data = holds_data_locked();
   if (data && (next.shape != schema_.shape || next.dtype != schema_.dtype)) {
     *message = "shape and dtype are frozen once the array holds data (truncate it to 0 first, or make a new file)";
     return EBUSY;
   }
   bool placement = next.shape != schema_.shape || next.dtype != schema_.dtype || next.layout != schema_.layout ||
                    next.order != schema_.order || next.cell != schema_.cell || next.basic_cube != schema_.basic_cube;
+  // An mloc image also depends on its priority, chunk, compression and bins.
+  if (is_mloc(next) && (next.priority != schema_.priority || next.chunk != schema_.chunk ||
+                        next.compress != schema_.compress || next.bins != schema_.bins))
+    placement = true;
+  if (is_mloc(next)) {
+    MlocParams params;
+    if (int r = mloc_params_of(next, &params, message)) return r;
+  }
   if (!placement) {
-    if (next.compress != "none") {
+    if (next.compress != "none" && !is_mloc(next)) {
       std::unique_ptr<ArrayState> probe;
       // build() explains what is not implemented; nothing is allocated.
       if (int r = build(ctx_, ino_, next, false, &probe, message); r == ENOTSUP) return r;
@@ -355,6 +583,28 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
     return 0;
   }
   if (int r = flush_locked(false, message)) return r;
+  if (is_mloc(next)) {
+    // Encoded straight from the current placement; a new shape or dtype
+    // (only before any data) changes st_size with it.
+    if (next.shape != schema_.shape || next.dtype != schema_.dtype) {
+      std::optional<Inode> inode = ctx_.metadata.inode(ino_);
+      if (inode) {
+        inode->size = array_bytes(next);
+        WriteBatch b;
+        b.put(keys::inode(ino_), encode_inode(*inode));
+        if (int r = ctx_.metadata.apply(b, {})) {
+          *message = "metadata commit failed";
+          return r;
+        }
+      }
+    }
+    const ArraySchema before = schema_;
+    if (int r = seal_locked(next, message)) return r;
+    bytes_ = array_bytes(next);
+    if (next.index != before.index || (next.bins != before.bins && next.index != "none"))
+      return change_index_locked(next, WriteBatch{}, message);
+    return 0;
+  }
   std::unique_ptr<ArrayState> fresh;
   if (int r = build(ctx_, ino_, next, true, &fresh, message)) return r;
   auto release = [&] {
@@ -363,7 +613,7 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
   if (data) {
     // Copy in slabs along dimension 0 aligned to both placements' cells, so
     // every new cell is written whole (no read-back) exactly once.
-    const CellGrid& og = state_->grid();
+    const CellGrid& og = grid_locked();
     const CellGrid& ng = fresh->grid();
     std::uint64_t row = og.elements() / og.shape()[0] * og.itemsize();
     std::uint64_t unit = std::lcm(og.cell()[0], ng.cell()[0]);
@@ -376,9 +626,8 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
       for (std::size_t d = 0; d < og.dims(); ++d) dims.push_back(DimRange{0, og.shape()[d], 1, false});
       dims[0] = DimRange{r0, r1, 1, false};
       std::uint64_t bad = 0;
-      if (int r = state_->read_selection(Selection(dims), buf.data(), &bad)) {
+      if (int r = read_selection_locked(Selection(dims), 0, buf.data(), nullptr, message)) {
         release();
-        *message = r == EIO ? bad_cell_message(bad) : "reading the old placement failed";
         return r;
       }
       fresh->write_bytes(r0 * row, buf.data(), (r1 - r0) * row);
@@ -391,7 +640,7 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
       }
     }
   }
-  std::vector<Extent> dropped = state_->layout().extents();
+  std::vector<Extent> dropped = state_ ? state_->layout().extents() : std::vector<Extent>{};
   // A new shape or dtype (before any data) changes st_size with the placement.
   std::optional<Inode> inode = ctx_.metadata.inode(ino_);
   if (inode) inode->size = fresh->bytes();
@@ -402,6 +651,7 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
   }
   schema_ = next;
   state_ = std::move(fresh);
+  mloc_.reset();
   bytes_ = state_->bytes();
   ++generation_;
   return -r;
@@ -411,19 +661,19 @@ std::string ArrayFile::attr_text(std::string_view name) const {
   std::shared_lock lock(mu_);
   std::string text = schema_attr_text(schema_, name);
   if (!text.empty()) return text;
-  if (name == "cell") return layouts::join(state_->grid().cell());
+  if (name == "cell") return layouts::join(grid_locked().cell());
   if (name == "basic_cube") {
     if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
       return layouts::join(mm->basic_cube());
     return "none";
   }
-  if (name == "chunk") return "none";
+  if (name == "chunk") return mloc_ ? layouts::join(mloc_->grid().chunk()) : "none";
   return text;
 }
 
 nlohmann::json ArrayFile::info() const {
   std::shared_lock lock(mu_);
-  const CellGrid& g = state_->grid();
+  const CellGrid& g = grid_locked();
   nlohmann::json j;
   j["shape"] = g.shape();
   j["dtype"] = schema_.dtype.name;
@@ -431,16 +681,18 @@ nlohmann::json ArrayFile::info() const {
   j["layout"] = schema_.layout;
   j["order"] = g.order();
   j["cell"] = g.cell();
-  if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
-    j["basic_cube"] = mm->basic_cube();
+  if (state_)
+    if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
+      j["basic_cube"] = mm->basic_cube();
   j["priority"] = schema_.priority;
-  j["chunk"] = schema_.chunk.empty() ? nlohmann::json(nullptr) : nlohmann::json(schema_.chunk);
+  j["chunk"] = mloc_ ? nlohmann::json(mloc_->grid().chunk())
+                    : schema_.chunk.empty() ? nlohmann::json(nullptr) : nlohmann::json(schema_.chunk);
   j["compress"] = schema_.compress;
   j["index"] = schema_.index;
   j["bins"] = schema_attr_text(schema_, "bins");
   j["bytes"] = bytes_;
   std::uint64_t sectors = 0;
-  for (const Extent& e : state_->layout().extents()) sectors += e.sectors;
+  for (const Extent& e : state_ ? state_->layout().extents() : mloc_->extents()) sectors += e.sectors;
   j["device_bytes"] = {{"data", sectors * ctx_.geometry.sector_size()},
                        {"index", index_ ? index_->device_bytes() : 0}};
   if (!index_damage_.empty()) j["index_detail"] = {{"damaged", index_damage_}};
@@ -460,16 +712,26 @@ nlohmann::json ArrayFile::info() const {
       j["index_detail"]["edges"] = edges;
     }
   }
-  j["extents"] = state_->layout().extents().size();
+  j["extents"] = state_ ? state_->layout().extents().size() : mloc_->extents().size();
   j["geometry"] = ctx_.geometry_name;
-  j["sectors_per_cell"] = state_->layout().sectors_per_cell();
-  j["cells"] = g.cells();
+  if (state_) {
+    j["sectors_per_cell"] = state_->layout().sectors_per_cell();
+    j["cells"] = g.cells();
+  }
+  if (is_mloc(schema_)) {
+    // Sealed: the image's levels; being written: the staging cells.
+    j["mloc"] = mloc_ ? mloc_->describe() : nlohmann::json{{"sealed", false}, {"staging", "naive"}};
+  }
   return j;
 }
 
 int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* message) const {
   std::shared_lock lock(mu_);
   try {
+    if (!state_) {
+      *out = mloc_->plan(view.selection, view.plod_bytes, ctx_.geometry).to_json();
+      return 0;
+    }
     layouts::IoPlan p = layouts::plan_selection(state_->layout(), view.selection);
     layouts::model_plan(p, ctx_.geometry);
     *out = p.to_json();
@@ -482,6 +744,14 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
 
 int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out) const {
   std::shared_lock lock(mu_);
+  if (!state_) {
+    // Where an element lies depends on its value (its bin) and, compressed,
+    // on no sector at all.
+    *out = schema_.compress != "none"
+               ? "user.mmfs.compress: a compressed mloc array has no sector per element"
+               : "the mloc layout places elements by value bin: an element has no fixed sector";
+    return ENOTSUP;
+  }
   geom::Lbn lbn = 0;
   std::uint32_t offset = 0;
   state_->element_location(coords, &lbn, &offset);
@@ -491,14 +761,14 @@ int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out)
 
 std::uint64_t ArrayFile::view_chunking(const DataView& view, std::unique_ptr<layouts::SelectionChunks>* out) const {
   std::shared_lock lock(mu_);
-  *out = std::make_unique<layouts::SelectionChunks>(view.selection, state_->grid(), ctx_.chunk_bytes);
-  return view.bytes(state_->grid().itemsize());
+  *out = std::make_unique<layouts::SelectionChunks>(view.selection, grid_locked(), ctx_.chunk_bytes);
+  return view.bytes(grid_locked().itemsize());
 }
 
 DataView ArrayFile::whole() const {
   DataView all;
   std::shared_lock lock(mu_);
-  all.selection = Selection::all(state_->grid().shape());
+  all.selection = Selection::all(grid_locked().shape());
   all.spelling = "";
   return all;
 }
@@ -539,24 +809,20 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
   // Dirty cells first: a read sees every write before it.
   {
     std::shared_lock lock(mu_);
-    if (state_->has_dirty()) {
+    if (has_dirty_locked()) {
       lock.unlock();
       std::unique_lock ex(mu_);
       if (int r = flush_locked(false, message)) return r;
     }
   }
   std::shared_lock lock(mu_);
-  layouts::SelectionChunks ch(view.selection, state_->grid(), ctx_.chunk_bytes);
+  layouts::SelectionChunks ch(view.selection, grid_locked(), ctx_.chunk_bytes);
   Selection part = ch.selection(index);
-  std::uint64_t bytes = part.elements() * state_->grid().itemsize();
+  std::uint64_t bytes = part.elements() * grid_locked().itemsize();
   *out = AlignedBuffer(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
-  std::uint64_t bad = 0;
-  if (int r = state_->read_selection(part, out->data(), &bad, device_done)) {
-    *message = r == EIO ? bad_cell_message(bad) : "device read failed";
-    return r;
-  }
+  if (int r = read_selection_locked(part, view.plod_bytes, out->data(), nullptr, message, device_done)) return r;
   if (view.plod_bytes != 0)
-    apply_plod({out->data(), bytes}, state_->grid().itemsize(), schema_.dtype.name == "float64", view.plod_bytes);
+    apply_plod({out->data(), bytes}, grid_locked().itemsize(), schema_.dtype.name == "float64", view.plod_bytes);
   return 0;
 }
 
@@ -737,7 +1003,7 @@ void ArrayFile::retire_if(const std::function<bool()>& remove) {
   std::unique_lock lock(mu_);
   if (retired_ || !remove()) return;
   retired_ = true;
-  state_->clear();
+  if (state_) state_->clear();
   ++generation_;
   std::lock_guard cache_lock(cache_mu_);
   cache_.clear();

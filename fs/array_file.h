@@ -21,6 +21,7 @@
 #include "fs/array_schema.h"
 #include "fs/array_state.h"
 #include "fs/metadata.h"
+#include "fs/mloc_image.h"
 #include "fs/plain_file.h"
 #include "fs/sector_io.h"
 #include "fs/view_path.h"
@@ -98,6 +99,10 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // Writes dirty cells back and commits their checksums; `durable` syncs the
   // metadata store too (fsync).
   int flush(bool durable, std::string* message);
+  // flush(true), and an mloc array written since its last seal is encoded
+  // into a new image (re-binned) and the staging placement dropped: fsync,
+  // the last close and unmount call this.
+  int settle(std::string* message);
   bool holds_data() const;
 
   // A schema change (SPEC §4): EBUSY for shape/dtype once the array holds
@@ -180,6 +185,29 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   static int build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
                    std::unique_ptr<ArrayState>* out, std::string* message);
   int flush_locked(bool durable, std::string* message);
+
+  // The placement behind reads. Every array but a sealed mloc one has cells
+  // (state_); a sealed mloc array has only its image (mloc_), and its first
+  // write unpacks the image into a staging placement of cells (naive), which
+  // settle() encodes into a new image.
+  const layouts::CellGrid& grid_locked() const { return state_ ? state_->grid() : mloc_->chunk_cells(); }
+  bool holds_data_locked() const { return state_ ? state_->holds_data() : mloc_->holds_data(); }
+  bool has_dirty_locked() const { return state_ && state_->has_dirty(); }
+  // The selection's C-order elements (`keep` most significant bytes of
+  // each at least; 0 = all) from whichever placement holds them.
+  int read_selection_locked(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
+                            std::uint64_t* bytes_read, std::string* message,
+                            const std::function<void()>& device_done = {});
+  // Reads rows [row, row+rows) of dimension 0 into out (for re-encoding).
+  int read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message);
+  // The staging placement of a sealed mloc array (its image's elements
+  // copied in when `copy`), committed; the image is dropped with it.
+  int unseal_locked(bool copy, std::string* message);
+  // Encodes the array as it reads now into a new image for `next` and makes
+  // it current in one commit (dropping the cells or the older image).
+  int seal_locked(const ArraySchema& next, std::string* message);
+  int commit_image_locked(const ArraySchema& next, std::unique_ptr<MlocImage> image, std::string* message);
+  int mloc_params_of(const ArraySchema& schema, MlocParams* out, std::string* message) const;
   int commit_placement(const ArraySchema& schema, ArrayState& state, std::vector<Extent> dropped, bool drop_old_sums,
                        const Inode* inode, std::string* message);
   void release_placement_on_failure();
@@ -217,7 +245,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   Ino ino_;
   mutable std::shared_mutex mu_;  // guards schema_, state_, bytes_
   ArraySchema schema_;
-  std::unique_ptr<ArrayState> state_;
+  std::unique_ptr<ArrayState> state_;  // null for a sealed mloc array
+  std::unique_ptr<MlocImage> mloc_;    // a sealed mloc array's image (maybe empty)
   std::uint64_t bytes_;
   bool retired_ = false;  // guarded by mu_; see retire_if
   std::unique_ptr<ArrayIndex> index_;      // guarded by mu_; null without an index

@@ -28,7 +28,7 @@ indexes::ValueType ArrayFile::value_type() const {
 
 std::vector<std::uint64_t> ArrayFile::shape() const {
   std::shared_lock lock(mu_);
-  return state_->grid().shape();
+  return grid_locked().shape();
 }
 
 bool ArrayFile::has_index() const {
@@ -42,24 +42,20 @@ std::uint64_t ArrayFile::index_device_bytes() const {
 }
 
 int ArrayFile::read_all_locked(const ArrayIndex::Visitor& visit, std::string* message) {
-  const layouts::CellGrid& g = state_->grid();
+  const layouts::CellGrid& g = grid_locked();
   const std::uint64_t S0 = g.shape()[0];
   const std::uint64_t row_bytes = g.elements() / S0 * g.itemsize();
   const std::uint64_t row_elements = g.elements() / S0;
   const std::uint64_t rows = std::max<std::uint64_t>(1, kIndexSlabBytes / std::max<std::uint64_t>(1, row_bytes));
   AlignedBuffer buf(std::min(rows, S0) * row_bytes);  // zeros: an array without data reads as zeros
-  const bool data = state_->holds_data();
+  const bool data = holds_data_locked();
   for (std::uint64_t r0 = 0; r0 < S0; r0 += rows) {
     const std::uint64_t r1 = std::min(S0, r0 + rows);
     if (data) {
       std::vector<DimRange> dims;
       for (std::size_t d = 0; d < g.dims(); ++d) dims.push_back(DimRange{0, g.shape()[d], 1, false});
       dims[0] = DimRange{r0, r1, 1, false};
-      std::uint64_t bad = 0;
-      if (int r = state_->read_selection(Selection(dims), buf.data(), &bad)) {
-        *message = r == EIO ? bad_cell_message(bad) : "reading the array for its index failed";
-        return r;
-      }
+      if (int r = read_selection_locked(Selection(dims), 0, buf.data(), nullptr, message)) return r;
     }
     visit(r0 * row_elements, buf.data(), std::size_t((r1 - r0) * row_elements));
   }
@@ -75,8 +71,8 @@ int ArrayFile::build_index_locked(const ArraySchema& schema, std::unique_ptr<Arr
     return EINVAL;
   }
   auto reader = [&](const ArrayIndex::Visitor& visit, std::string* msg) { return read_all_locked(visit, msg); };
-  return ArrayIndex::build(env, ino_, *type, schema.index, schema.bins, state_->grid().elements(), reader,
-                           !state_->holds_data(), out, message);
+  return ArrayIndex::build(env, ino_, *type, schema.index, schema.bins, grid_locked().elements(), reader,
+                           !holds_data_locked(), out, message);
 }
 
 int ArrayFile::load_index_locked(std::string* message) {
@@ -152,7 +148,7 @@ int ArrayFile::change_index_locked(const ArraySchema& next, WriteBatch batch, st
 
 void ArrayFile::note_write_locked(std::uint64_t offset, const std::byte* data, std::size_t length) {
   if (!index_ || length == 0) return;
-  const std::uint64_t is = state_->grid().itemsize();
+  const std::uint64_t is = grid_locked().itemsize();
   const std::uint64_t end = offset + length;
   std::uint64_t first = (offset + is - 1) / is;  // first element wholly written
   const std::uint64_t last = end / is;           // one past the last wholly written
@@ -186,7 +182,7 @@ int ArrayFile::index_after_write_back_locked(WriteBatch& batch, std::vector<Exte
     partial_rows_.erase(std::unique(partial_rows_.begin(), partial_rows_.end()), partial_rows_.end());
     indexes::Bitmap rows;
     rows.addMany(partial_rows_.size(), partial_rows_.data());
-    const std::uint64_t is = state_->grid().itemsize();
+    const std::uint64_t is = grid_locked().itemsize();
     std::vector<std::byte> values(partial_rows_.size() * is);
     std::uint64_t read = 0;
     if (int r = rows_from_cells(rows, values.data(), &read, message)) return r;

@@ -96,7 +96,7 @@ struct LocalToGlobal {
 
 std::optional<std::uint64_t> ArrayFile::exact_count(const indexes::KeySet& keys) const {
   std::shared_lock lock(mu_);
-  if (!index_ || state_->has_dirty()) return std::nullopt;
+  if (!index_ || has_dirty_locked()) return std::nullopt;
   return index_->exact_count(keys);
 }
 
@@ -109,7 +109,7 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
   }
   {  // Dirty cells first: a query sees every write before it.
     std::unique_lock ex(mu_);
-    if (state_->has_dirty())
+    if (has_dirty_locked())
       if (int r = flush_locked(false, message)) return r;
   }
   std::shared_lock lock(mu_);
@@ -117,7 +117,7 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
     *message = index_damage_;
     return EIO;
   }
-  const auto& shape = state_->grid().shape();
+  const auto& shape = grid_locked().shape();
   if (index_) {
     std::optional<Bitmap> in_box;
     if (box) in_box = selection_rows(*box, shape);
@@ -140,7 +140,7 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
   cost->scanned = true;
   const auto type = *indexes::value_type(schema_.dtype.name);
   const Selection sel = box ? *box : Selection::all(shape);
-  const std::uint64_t is = state_->grid().itemsize();
+  const std::uint64_t is = grid_locked().itemsize();
   const auto& dims = sel.dims();
   const std::uint64_t first_count = dims[0].count();
   const std::uint64_t line = sel.elements() / std::max<std::uint64_t>(1, first_count);
@@ -155,12 +155,9 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
                        dims[0].step, dims[0].fixed};
     const Selection slab(part);
     const std::uint64_t n = slab.elements();
-    if (state_->holds_data()) {
-      std::uint64_t bad = 0, bytes = 0;
-      if (int r = state_->read_selection(slab, buf.data(), &bad, {}, &bytes)) {
-        *message = r == EIO ? bad_cell_message(bad) : "reading the array failed";
-        return r;
-      }
+    if (holds_data_locked()) {
+      std::uint64_t bytes = 0;
+      if (int r = read_selection_locked(slab, 0, buf.data(), &bytes, message)) return r;
       cost->data_bytes += bytes;
     } else {
       std::memset(buf.data(), 0, n * is);
@@ -192,7 +189,7 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
 // its rows are mapped and copied, not before.
 int ArrayFile::rows_from_cells(const Bitmap& rows, std::byte* out, std::uint64_t* data_bytes,
                                std::string* message) {
-  const layouts::CellGrid& g = state_->grid();
+  const layouts::CellGrid& g = grid_locked();
   const auto& shape = g.shape();
   const std::size_t n = shape.size();
   const std::uint64_t is = g.itemsize();
@@ -282,19 +279,19 @@ int ArrayFile::rows_from_cells(const Bitmap& rows, std::byte* out, std::uint64_t
 int ArrayFile::gather_rows(const Bitmap& rows, std::string* out, QueryCost* cost, std::string* message) {
   {
     std::unique_lock ex(mu_);
-    if (state_->has_dirty())
+    if (has_dirty_locked())
       if (int r = flush_locked(false, message)) return r;
   }
   std::shared_lock lock(mu_);
-  const std::uint64_t is = state_->grid().itemsize();
+  const std::uint64_t is = grid_locked().itemsize();
   const std::uint64_t count = rows.cardinality();
   out->assign(count * is, '\0');
-  if (count == 0 || !state_->holds_data()) return 0;
+  if (count == 0 || !holds_data_locked()) return 0;
   // Many rows: stream the array slab by slab (sequential reads beat one
   // request per cell); few: read just their cells.
-  const std::uint64_t cells = state_->grid().cells();
-  const std::uint64_t per_cell = state_->grid().cell_elements();
-  if (count / std::max<std::uint64_t>(1, per_cell) * 4 < cells && count * 8 < state_->grid().elements())
+  const std::uint64_t cells = grid_locked().cells();
+  const std::uint64_t per_cell = grid_locked().cell_elements();
+  if (state_ && count / std::max<std::uint64_t>(1, per_cell) * 4 < cells && count * 8 < grid_locked().elements())
     return rows_from_cells(rows, reinterpret_cast<std::byte*>(out->data()), &cost->data_bytes, message);
   std::byte* dst = reinterpret_cast<std::byte*>(out->data());
   std::uint64_t done = 0;
@@ -302,7 +299,7 @@ int ArrayFile::gather_rows(const Bitmap& rows, std::string* out, QueryCost* cost
   auto it = wanted.begin();
   int rc = 0;
   std::string msg;
-  const std::uint64_t row_elements = state_->grid().elements() / state_->grid().shape()[0];
+  const std::uint64_t row_elements = grid_locked().elements() / grid_locked().shape()[0];
   read_all_locked(
       [&](std::uint64_t first, const std::byte* p, std::size_t n) {
         if (rc) return;
@@ -324,12 +321,16 @@ int ArrayFile::gather_rows(const Bitmap& rows, std::string* out, QueryCost* cost
 
 layouts::IoPlan ArrayFile::scan_plan(const std::optional<Selection>& box) const {
   std::shared_lock lock(mu_);
-  return layouts::plan_selection(state_->layout(), box ? *box : Selection::all(state_->grid().shape()));
+  const Selection sel = box ? *box : Selection::all(grid_locked().shape());
+  if (!state_) return mloc_->plan(sel, 0, ctx_.geometry);
+  return layouts::plan_selection(state_->layout(), sel);
 }
 
 layouts::IoPlan ArrayFile::rows_plan(const Bitmap& rows) const {
   std::shared_lock lock(mu_);
-  const layouts::CellGrid& g = state_->grid();
+  // A sealed mloc array gathers rows by reading the whole array (for now).
+  if (!state_) return mloc_->plan(Selection::all(grid_locked().shape()), 0, ctx_.geometry);
+  const layouts::CellGrid& g = grid_locked();
   const auto& shape = g.shape();
   std::vector<std::uint64_t> coords(shape.size()), cc;
   std::vector<std::uint64_t> cells;

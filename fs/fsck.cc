@@ -54,7 +54,7 @@ FsckReport check_volume(Volume& vol, bool repair) {
   // 3. Every record.
   std::map<Ino, Inode> inodes;
   std::vector<Dirent> dirents;
-  std::set<Ino> xattr_owners, extent_owners, checksum_owners, alt_owners, index_owners;
+  std::set<Ino> xattr_owners, extent_owners, checksum_owners, alt_owners, index_owners, mloc_owners;
   std::uint64_t next_ino = 0;
   store.scan("", [&](std::string_view key, std::string_view value) {
     std::string k(key);
@@ -85,6 +85,10 @@ FsckReport check_volume(Volume& vol, bool repair) {
       index_owners.insert(be64(key.substr(2)));
       if (!decode_extents(value))
         problem(fmt::format("the index extent map of inode {} does not decode", be64(key.substr(2))), false);
+    } else if (key.size() == 11 && key.substr(0, 2) == "e/" && key[10] == 'm') {
+      mloc_owners.insert(be64(key.substr(2)));
+      if (!decode_extents(value))
+        problem(fmt::format("the mloc image extent map of inode {} does not decode", be64(key.substr(2))), false);
     } else if ((key.size() == 10 || (key.size() == 11 && key[10] == 'p')) && key.substr(0, 2) == "q/") {
       index_owners.insert(be64(key.substr(2)));
     } else if (key.size() == 18 && key.substr(0, 2) == "a/") {
@@ -205,6 +209,11 @@ FsckReport check_volume(Volume& vol, bool repair) {
         fix.del(std::string(k));
         return true;
       });
+    }
+  for (Ino ino : mloc_owners)
+    if (!inodes.count(ino) || removed.count(ino)) {
+      problem(fmt::format("mloc image of missing inode {}", ino), true);
+      fix.del(keys::mloc_extents(ino));
     }
   for (Ino ino : extent_owners)
     if (!inodes.count(ino) && !removed.count(ino)) {

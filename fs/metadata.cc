@@ -139,6 +139,8 @@ std::string index_prefix(Ino ino) {
 std::string index_record(Ino ino) { return index_prefix(ino); }
 std::string index_pending(Ino ino) { return index_prefix(ino) + "p"; }
 std::string index_extents(Ino ino) { return extents(ino) + "i"; }
+std::string mloc_extents(Ino ino) { return extents(ino) + "m"; }
+std::string mloc_record(Ino ino) { return xattr(ino, "mmfs.mloc"); }
 }  // namespace keys
 
 Metadata::Metadata(MetaStore& store, Allocator& allocator) : store_(store), allocator_(allocator) {
@@ -296,12 +298,13 @@ int Metadata::remove_inode(Ino ino, WriteBatch& b, std::vector<Extent>& dropped)
   b.del(keys::inode(ino));
   b.del(keys::extents(ino));
   for (const Extent& e : extents(ino)) dropped.push_back(e);
-  // The array's bitmap index goes with it.
-  if (auto v = store_.get(keys::index_extents(ino))) {
-    b.del(keys::index_extents(ino));
-    if (auto xs = decode_extents(*v))
-      for (const Extent& e : *xs) dropped.push_back(e);
-  }
+  // The array's bitmap index and mloc image go with it.
+  for (const std::string& key : {keys::index_extents(ino), keys::mloc_extents(ino)})
+    if (auto v = store_.get(key)) {
+      b.del(key);
+      if (auto xs = decode_extents(*v))
+        for (const Extent& e : *xs) dropped.push_back(e);
+    }
   store_.scan(keys::index_prefix(ino), [&](std::string_view k, std::string_view) {
     b.del(std::string(k));
     return true;

@@ -58,6 +58,11 @@ std::string index_prefix(Ino ino);
 std::string index_record(Ino ino);
 std::string index_pending(Ino ino);
 std::string index_extents(Ino ino);
+// An mloc array's sealed image (fs/mloc_image.h): its extents (an extent map,
+// "e/" + 'm') and its record (directory length and checksum), an xattr
+// record outside the user namespace.
+std::string mloc_extents(Ino ino);
+std::string mloc_record(Ino ino);
 }  // namespace keys
 
 class Metadata {

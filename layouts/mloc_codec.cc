@@ -18,6 +18,7 @@ void mloc_split_chunk(const MlocGrid& grid, const std::byte* elements, std::uint
   out->planes.assign(std::size_t(B) * G, {});
   std::vector<std::uint32_t> n(B, 0);
   for (std::uint64_t i = 0; i < count; ++i) {
+    if (bins[i] == kMlocNoBin) continue;
     if (bins[i] >= B) throw std::invalid_argument("mloc_split_chunk: bin out of range");
     ++n[bins[i]];
   }
@@ -28,6 +29,7 @@ void mloc_split_chunk(const MlocGrid& grid, const std::byte* elements, std::uint
   std::vector<std::uint32_t> at(B, 0);
   for (std::uint64_t i = 0; i < count; ++i) {
     const std::uint32_t b = bins[i];
+    if (b == kMlocNoBin) continue;
     const std::uint32_t k = at[b]++;
     out->positions[b].push_back(std::uint32_t(i));
     const std::byte* e = elements + i * item;
@@ -35,6 +37,28 @@ void mloc_split_chunk(const MlocGrid& grid, const std::byte* elements, std::uint
       std::byte* plane = out->planes[b * G + g].data();
       for (std::uint32_t j = 0; j < groups[g].bytes; ++j)
         plane[std::size_t(j) * n[b] + k] = e[item - 1 - (groups[g].first_rank + j)];
+    }
+  }
+}
+
+void mloc_mark_padding(const MlocGrid& grid, std::uint64_t rank, std::uint32_t* bins) {
+  const std::size_t n = grid.dims();
+  std::vector<std::uint64_t> lo(n), ext(n);
+  grid.chunk_box(rank, lo.data(), ext.data());
+  const auto& C = grid.chunk();
+  bool clipped = false;
+  for (std::size_t d = 0; d < n; ++d) clipped |= ext[d] < C[d];
+  if (!clipped) return;
+  std::uint64_t total = 1;
+  for (auto c : C) total *= c;
+  std::vector<std::uint64_t> x(n, 0);
+  for (std::uint64_t i = 0; i < total; ++i) {
+    bool inside = true;
+    for (std::size_t d = 0; d < n; ++d) inside &= x[d] < ext[d];
+    if (!inside) bins[i] = kMlocNoBin;
+    for (std::size_t d = n; d-- > 0;) {
+      if (++x[d] < C[d]) break;
+      x[d] = 0;
     }
   }
 }

@@ -26,14 +26,21 @@
 
 namespace mmfs::layouts {
 
+inline constexpr std::uint32_t kMlocNoBin = 0xFFFFFFFFu;
+// Sets the bins of the brick positions of chunk `rank` that lie outside the
+// array to kMlocNoBin.
+void mloc_mark_padding(const MlocGrid& grid, std::uint64_t rank, std::uint32_t* bins);
+
 // One chunk's elements split by bin.
 struct MlocChunkSplit {
   std::vector<std::vector<std::uint32_t>> positions;  // [bin]: ascending in-chunk C-order offsets
   std::vector<std::vector<std::byte>> planes;         // [bin * groups + group]
 };
 
-// `elements` are the chunk's `count` elements in C order of its box, `bins`
-// their bins (< grid.bins()).
+// `elements` is the chunk's brick (C order of the full chunk shape, padded at
+// the array's edges), `count` its length, `bins` their bins (< grid.bins(),
+// or kMlocNoBin for the padding, which no unit holds). Positions are offsets
+// in the brick.
 void mloc_split_chunk(const MlocGrid& grid, const std::byte* elements, std::uint64_t count,
                       const std::uint32_t* bins, MlocChunkSplit* out);
 // The inverse for one unit: writes the bytes of `group` of the elements at

@@ -1,0 +1,653 @@
+#include "fs/mloc_image.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <future>
+
+#include "layouts/cell_copy.h"
+
+namespace mmfs::fs {
+
+using layouts::MlocDirectory;
+using layouts::MlocGrid;
+
+namespace {
+
+// Pieces closer than this are read as one request: on the devices mmfs
+// models and on this machine's virtio disk a request costs about as much as
+// 32 KiB of transfer.
+constexpr std::uint64_t kMergeGap = 32 << 10;
+// Chunks decoded per device batch (bricks of all of them are held at once).
+constexpr std::uint64_t kBatchBrickBytes = 64ull << 20;
+// The encoder's output window.
+constexpr std::uint64_t kWriteWindow = 32ull << 20;
+
+struct Record {
+  std::uint64_t header_bytes = 0, header_hash = 0, image_bytes = 0;
+};
+
+std::string encode_record(const Record& r) {
+  std::string s(24, '\0');
+  std::memcpy(s.data(), &r.header_bytes, 8);
+  std::memcpy(s.data() + 8, &r.header_hash, 8);
+  std::memcpy(s.data() + 16, &r.image_bytes, 8);
+  return s;
+}
+
+std::optional<Record> decode_record(std::string_view s) {
+  if (s.size() != 24) return std::nullopt;
+  Record r;
+  std::memcpy(&r.header_bytes, s.data(), 8);
+  std::memcpy(&r.header_hash, s.data() + 8, 8);
+  std::memcpy(&r.image_bytes, s.data() + 16, 8);
+  return r;
+}
+
+std::uint64_t brick_elements(const MlocGrid& g) {
+  std::uint64_t n = 1;
+  for (auto c : g.chunk()) n *= c;
+  return n;
+}
+
+// Runs f(i) for i in [0, n) on two threads (this one and one more).
+template <class F>
+void on_two_threads(std::size_t n, F&& f) {
+  if (n < 2) {
+    for (std::size_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  auto other = std::async(std::launch::async, [&] {
+    for (std::size_t i = 1; i < n; i += 2) f(i);
+  });
+  for (std::size_t i = 0; i < n; i += 2) f(i);
+  other.get();
+}
+
+}  // namespace
+
+int mloc_params(std::vector<std::uint64_t> shape, std::string_view dtype, std::vector<std::uint64_t> chunk,
+                std::string_view priority, std::string_view compress, std::string bins, MlocParams* out,
+                std::string* message) {
+  MlocParams p;
+  p.shape = std::move(shape);
+  p.chunk = std::move(chunk);
+  auto t = indexes::value_type(dtype);
+  if (!t) {
+    *message = fmt::format("mloc: unknown dtype '{}'", dtype);
+    return EINVAL;
+  }
+  p.type = *t;
+  auto pr = layouts::parse_mloc_priority(priority);
+  if (!pr) {
+    *message = fmt::format("user.mmfs.priority: '{}' is not a permutation of V-M-S", priority);
+    return EINVAL;
+  }
+  p.priority = *pr;
+  if (compress == "none") {
+    p.zstd_level = 0;
+  } else if (compress == "zstd") {
+    p.zstd_level = 3;
+  } else if (compress.substr(0, 5) == "zstd:") {
+    p.zstd_level = std::atoi(std::string(compress.substr(5)).c_str());
+    if (p.zstd_level < 1 || p.zstd_level > 22) {
+      *message = fmt::format("user.mmfs.compress: '{}' (zstd levels are 1 to 22)", compress);
+      return EINVAL;
+    }
+  } else {
+    *message = fmt::format("user.mmfs.compress: '{}' (none or zstd[:LEVEL])", compress);
+    return EINVAL;
+  }
+  // MLOC bins equal-frequency by default (the paper's choice), whatever the dtype.
+  p.bins = bins.empty() ? "100" : std::move(bins);
+  *out = std::move(p);
+  return 0;
+}
+
+std::unique_ptr<MlocImage> MlocImage::empty(const MlocParams& params, SectorIo& io) {
+  std::unique_ptr<MlocImage> m(new MlocImage(io));
+  const std::uint32_t item = indexes::itemsize(params.type);
+  std::vector<std::uint64_t> chunk = params.chunk.empty() ? MlocGrid::default_chunk(params.shape, item) : params.chunk;
+  m->grid_.emplace(params.shape, item, params.type == indexes::ValueType::F64, chunk, 1, params.priority);
+  m->cells_.emplace(params.shape, item, m->grid_->chunk(), layouts::CellGrid::default_order(params.shape.size()));
+  return m;
+}
+
+int MlocImage::load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams& params,
+                    std::unique_ptr<MlocImage>* out, std::string* message) {
+  out->reset();
+  auto rec_bytes = metadata.store().get(keys::mloc_record(ino));
+  if (!rec_bytes) return 0;
+  auto rec = decode_record(*rec_bytes);
+  auto ext_bytes = metadata.store().get(keys::mloc_extents(ino));
+  std::optional<std::vector<Extent>> extents;
+  if (ext_bytes) extents = decode_extents(*ext_bytes);
+  if (!rec || !extents) {
+    *message = "the mloc image's record or extent map is malformed (run mmfsck)";
+    return EUCLEAN;
+  }
+  const std::uint32_t ss = io.sector_size();
+  std::uint64_t sectors = 0;
+  for (const Extent& e : *extents) sectors += e.sectors;
+  if (rec->header_bytes == 0 || rec->image_bytes < rec->header_bytes || sectors * ss < rec->image_bytes) {
+    *message = "the mloc image's record does not fit its extents (run mmfsck)";
+    return EUCLEAN;
+  }
+  std::unique_ptr<MlocImage> m(new MlocImage(io));
+  m->extents_ = std::move(*extents);
+  // The directory: the image's first bytes.
+  std::vector<Piece> pieces{{0, rec->header_bytes, 0}};
+  AlignedBuffer buf;
+  std::uint64_t got = 0;
+  if (int r = m->fetch(pieces, &buf, &got, nullptr)) {
+    *message = "reading the mloc image's directory failed";
+    return r;
+  }
+  std::string_view header(reinterpret_cast<const char*>(buf.data()) + pieces[0].at, rec->header_bytes);
+  if (XXH3_64bits(header.data(), header.size()) != rec->header_hash) {
+    *message = "the mloc image's directory failed its checksum (the device returned other bytes than were written)";
+    return EIO;
+  }
+  auto dir = MlocDirectory::decode(header, ss);
+  if (!dir || dir->image_bytes != rec->image_bytes || dir->shape != params.shape ||
+      dir->itemsize != indexes::itemsize(params.type)) {
+    *message = "the mloc image's directory does not describe this array (run mmfsck)";
+    return EUCLEAN;
+  }
+  m->grid_.emplace(dir->grid());
+  m->cells_.emplace(dir->shape, dir->itemsize, m->grid_->chunk(), layouts::CellGrid::default_order(dir->shape.size()));
+  std::vector<std::uint64_t> lower = dir->bin_lower;
+  auto type = indexes::ValueType(dir->value_type);
+  if (lower.empty() || dir->value_type != std::uint32_t(params.type)) {
+    *message = "the mloc image's bins are malformed (run mmfsck)";
+    return EUCLEAN;
+  }
+  try {
+    m->binning_.emplace(type, std::move(lower));
+  } catch (const std::exception&) {
+    *message = "the mloc image's bins are malformed (run mmfsck)";
+    return EUCLEAN;
+  }
+  if (m->binning_->bins() != dir->bins) {
+    *message = "the mloc image's bins disagree with its directory (run mmfsck)";
+    return EUCLEAN;
+  }
+  m->dir_ = std::move(dir);
+  *out = std::move(m);
+  return 0;
+}
+
+std::uint64_t MlocImage::device_bytes() const {
+  std::uint64_t s = 0;
+  for (const Extent& e : extents_) s += e.sectors;
+  return s * io_.sector_size();
+}
+
+void MlocImage::sector_runs(const std::vector<Piece>& pieces, std::vector<std::pair<geom::Lbn, std::uint64_t>>* runs,
+                            std::vector<std::pair<std::uint64_t, std::uint64_t>>* spans) const {
+  // Image sector ranges first (merged), then mapped onto the extents.
+  const std::uint64_t ss = io_.sector_size();
+  spans->clear();
+  for (const Piece& p : pieces) {
+    if (p.bytes == 0) continue;
+    std::uint64_t lo = p.offset / ss, hi = (p.offset + p.bytes + ss - 1) / ss;
+    if (!spans->empty() && lo * ss <= spans->back().second * ss + kMergeGap) {
+      spans->back().second = std::max(spans->back().second, hi);
+    } else {
+      spans->push_back({lo, hi});
+    }
+  }
+  runs->clear();
+  std::size_t e = 0;
+  std::uint64_t e_start = 0;
+  for (auto [lo, hi] : *spans) {
+    while (e < extents_.size() && e_start + extents_[e].sectors <= lo) e_start += extents_[e++].sectors;
+    std::uint64_t s = lo;
+    std::size_t f = e;
+    std::uint64_t f_start = e_start;
+    while (s < hi && f < extents_.size()) {
+      std::uint64_t take = std::min(hi, f_start + extents_[f].sectors) - s;
+      geom::Lbn lbn = extents_[f].start + (s - f_start);
+      if (!runs->empty() && runs->back().first + runs->back().second == lbn)
+        runs->back().second += take;
+      else
+        runs->push_back({lbn, take});
+      s += take;
+      if (s < hi) f_start += extents_[f++].sectors;
+    }
+  }
+}
+
+int MlocImage::fetch(std::vector<Piece>& pieces, AlignedBuffer* buffer, std::uint64_t* bytes_read,
+                     std::vector<geom::Request>* trace) const {
+  const std::uint64_t ss = io_.sector_size();
+  std::vector<std::size_t> order(pieces.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return pieces[a].offset < pieces[b].offset; });
+  std::vector<Piece> sorted;
+  sorted.reserve(pieces.size());
+  for (auto i : order) sorted.push_back(pieces[i]);
+  std::vector<std::pair<geom::Lbn, std::uint64_t>> runs;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
+  sector_runs(sorted, &runs, &spans);
+  std::uint64_t total = 0;
+  for (auto [lo, hi] : spans) total += hi - lo;
+  *buffer = AlignedBuffer(std::max<std::uint64_t>(total * ss, ss), AlignedBuffer::Uninitialized{});
+  // Where each span starts in the buffer; pieces find theirs by offset.
+  std::vector<std::uint64_t> span_at(spans.size());
+  std::uint64_t at = 0;
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    span_at[i] = at;
+    at += (spans[i].second - spans[i].first) * ss;
+  }
+  std::size_t s = 0;
+  for (auto i : order) {
+    Piece& p = pieces[i];
+    if (p.bytes == 0) continue;
+    while (s + 1 < spans.size() && spans[s].second * ss < p.offset + p.bytes) ++s;
+    p.at = span_at[s] + (p.offset - spans[s].first * ss);
+  }
+  std::vector<SectorRun> io;
+  std::byte* dst = buffer->data();
+  for (auto [lbn, n] : runs) {
+    io.push_back({lbn, n, dst});
+    dst += n * ss;
+    if (trace) trace->push_back({lbn, std::uint32_t(n)});
+  }
+  *bytes_read += total * ss;
+  return io.empty() ? 0 : io_.read(io);
+}
+
+void MlocImage::chunk_pieces(std::uint64_t rank, std::uint32_t groups, std::vector<Piece>* out) const {
+  const MlocGrid& g = *grid_;
+  for (std::uint32_t b = 0; b < g.bins(); ++b) {
+    std::uint64_t e = g.position_entry(b, rank);
+    if (dir_->positions[e].count == 0) continue;
+    out->push_back({dir_->position_offset[e], dir_->positions[e].stored, 0});
+    for (std::uint32_t k = 0; k < groups; ++k) {
+      std::uint64_t u = g.unit(b, k, rank);
+      out->push_back({dir_->unit_offset[u], dir_->units[u].stored, 0});
+    }
+  }
+}
+
+int MlocImage::decode_chunk(std::uint64_t rank, std::uint32_t groups, const std::vector<Piece>& pieces,
+                            std::size_t first, const AlignedBuffer& buffer, std::byte* brick,
+                            std::string* message) const {
+  const MlocGrid& g = *grid_;
+  const std::uint64_t limit = brick_elements(g);
+  std::vector<std::uint32_t> positions;
+  std::vector<std::byte> scratch;
+  std::size_t at = first;
+  for (std::uint32_t b = 0; b < g.bins(); ++b) {
+    std::uint64_t e = g.position_entry(b, rank);
+    const layouts::MlocPositionEntry& pe = dir_->positions[e];
+    if (pe.count == 0) continue;
+    const Piece& pp = pieces[at++];
+    std::span<const std::byte> stored(buffer.data() + pp.at, pp.bytes);
+    if (layouts::mloc_checksum(stored) != pe.checksum) {
+      *message = fmt::format("the positions of bin {} in chunk {} failed their checksum", b, rank);
+      return EIO;
+    }
+    scratch.resize(pe.raw);
+    if (!layouts::mloc_unpack(stored, pe.raw, scratch.data()) ||
+        !layouts::mloc_decode_positions(scratch, pe.count, limit, &positions)) {
+      *message = fmt::format("the positions of bin {} in chunk {} do not decode", b, rank);
+      return EIO;
+    }
+    for (std::uint32_t k = 0; k < groups; ++k) {
+      std::uint64_t u = g.unit(b, k, rank);
+      const Piece& up = pieces[at++];
+      std::span<const std::byte> ustored(buffer.data() + up.at, up.bytes);
+      if (layouts::mloc_checksum(ustored) != dir_->units[u].checksum) {
+        *message = fmt::format("unit (bin {}, byte group {}, chunk {}) failed its checksum", b, k, rank);
+        return EIO;
+      }
+      std::uint64_t raw = layouts::mloc_unit_raw_bytes(g, pe.count, k);
+      const std::byte* plane = ustored.data();
+      if (ustored.size() != raw) {
+        scratch.resize(raw);
+        if (!layouts::mloc_unpack(ustored, raw, scratch.data())) {
+          *message = fmt::format("unit (bin {}, byte group {}, chunk {}) does not decompress", b, k, rank);
+          return EIO;
+        }
+        plane = scratch.data();
+      }
+      layouts::mloc_scatter(g, positions, k, plane, brick);
+    }
+  }
+  return 0;
+}
+
+int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
+                              std::uint64_t* bytes_read, std::string* message) const {
+  const std::uint64_t out_bytes = selection.elements() * grid_->itemsize();
+  if (!dir_) {
+    std::memset(out, 0, out_bytes);
+    return 0;
+  }
+  layouts::SelectionGather gather(*cells_, selection);
+  const auto& touched = gather.touched();
+  for (const auto& t : touched)
+    if (t.empty()) return 0;
+  const std::uint32_t groups = layouts::mloc_groups_for_bytes(grid_->groups(), keep);
+  const std::uint64_t brick_bytes = brick_elements(*grid_) * grid_->itemsize();
+  const std::size_t n = touched.size();
+  // Every touched chunk, odometer order.
+  std::vector<std::vector<std::uint64_t>> chunks;
+  std::vector<std::size_t> idx(n, 0);
+  for (bool more = true; more;) {
+    std::vector<std::uint64_t> c(n);
+    for (std::size_t d = 0; d < n; ++d) c[d] = touched[d][idx[d]];
+    chunks.push_back(std::move(c));
+    more = false;
+    for (std::size_t d = n; d-- > 0;) {
+      if (++idx[d] < touched[d].size()) {
+        more = true;
+        break;
+      }
+      idx[d] = 0;
+    }
+  }
+  const std::size_t per_batch = std::max<std::uint64_t>(1, kBatchBrickBytes / brick_bytes);
+  for (std::size_t b0 = 0; b0 < chunks.size(); b0 += per_batch) {
+    const std::size_t b1 = std::min(chunks.size(), b0 + per_batch);
+    std::vector<Piece> pieces;
+    std::vector<std::size_t> first(b1 - b0);
+    std::vector<std::uint64_t> ranks(b1 - b0);
+    for (std::size_t i = b0; i < b1; ++i) {
+      ranks[i - b0] = grid_->rank_of(chunks[i]);
+      first[i - b0] = pieces.size();
+      chunk_pieces(ranks[i - b0], groups, &pieces);
+    }
+    AlignedBuffer buffer;
+    if (int r = fetch(pieces, &buffer, bytes_read, nullptr)) {
+      *message = "reading mloc units failed";
+      return r;
+    }
+    std::vector<AlignedBuffer> bricks(b1 - b0);
+    std::vector<int> errors(b1 - b0, 0);
+    std::vector<std::string> messages(b1 - b0);
+    on_two_threads(b1 - b0, [&](std::size_t i) {
+      bricks[i] = AlignedBuffer(brick_bytes, AlignedBuffer::Uninitialized{});
+      errors[i] = decode_chunk(ranks[i], groups, pieces, first[i], buffer, bricks[i].data(), &messages[i]);
+    });
+    for (std::size_t i = 0; i < b1 - b0; ++i) {
+      if (errors[i]) {
+        *message = messages[i];
+        return errors[i];
+      }
+      gather.copy(chunks[b0 + i], bricks[i].data(), out);
+    }
+  }
+  return 0;
+}
+
+layouts::IoPlan MlocImage::plan(const layouts::Selection& selection, std::uint32_t keep,
+                                const geom::Geometry& geometry) const {
+  layouts::IoPlan p;
+  p.bytes_useful = selection.elements() * grid_->itemsize();
+  if (!dir_) return p;
+  layouts::SelectionGather gather(*cells_, selection);
+  const auto& touched = gather.touched();
+  std::vector<Piece> pieces;
+  const std::uint32_t groups = layouts::mloc_groups_for_bytes(grid_->groups(), keep);
+  const std::size_t n = touched.size();
+  for (const auto& t : touched)
+    if (t.empty()) return p;
+  std::vector<std::size_t> idx(n, 0);
+  std::vector<std::uint64_t> c(n);
+  for (bool more = true; more;) {
+    for (std::size_t d = 0; d < n; ++d) c[d] = touched[d][idx[d]];
+    chunk_pieces(grid_->rank_of(c), groups, &pieces);
+    ++p.cells;
+    more = false;
+    for (std::size_t d = n; d-- > 0;) {
+      if (++idx[d] < touched[d].size()) {
+        more = true;
+        break;
+      }
+      idx[d] = 0;
+    }
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+  std::vector<std::pair<geom::Lbn, std::uint64_t>> runs;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
+  sector_runs(pieces, &runs, &spans);
+  layouts::IoBatch batch;
+  for (auto [lbn, s] : runs) {
+    batch.requests.push_back({lbn, std::uint32_t(s)});
+    p.sectors += s;
+  }
+  p.requests = batch.requests.size();
+  p.bytes_read = p.sectors * geometry.sector_size();
+  p.batches.push_back(std::move(batch));
+  layouts::model_plan(p, geometry);
+  return p;
+}
+
+void MlocImage::stage(Ino ino, WriteBatch& batch) const {
+  Record r;
+  std::string header = dir_->encode();
+  r.header_bytes = header.size();
+  r.header_hash = XXH3_64bits(header.data(), header.size());
+  r.image_bytes = dir_->image_bytes;
+  batch.put(keys::mloc_record(ino), encode_record(r));
+  batch.put(keys::mloc_extents(ino), encode_extents(extents_));
+}
+
+void MlocImage::stage_removal(Metadata& metadata, Ino ino, WriteBatch& batch, std::vector<Extent>* dropped) {
+  if (auto v = metadata.store().get(keys::mloc_extents(ino))) {
+    if (auto xs = decode_extents(*v)) dropped->insert(dropped->end(), xs->begin(), xs->end());
+    batch.del(keys::mloc_extents(ino));
+  }
+  if (metadata.store().get(keys::mloc_record(ino))) batch.del(keys::mloc_record(ino));
+}
+
+void MlocImage::release(Allocator& allocator) {
+  for (const Extent& e : extents_) allocator.free(e);
+  extents_.clear();
+}
+
+nlohmann::json MlocImage::describe() const {
+  nlohmann::json j;
+  j["chunk"] = grid_->chunk();
+  j["chunks"] = grid_->chunks();
+  if (!dir_) {
+    j["sealed"] = false;
+    return j;
+  }
+  const MlocGrid& g = *grid_;
+  j["bins"] = g.bins();
+  j["units"] = g.units();
+  j["zstd_level"] = dir_->zstd_level;
+  j["directory_bytes"] = dir_->header_bytes;
+  std::uint64_t pos_stored = 0, pos_raw = 0;
+  for (const auto& e : dir_->positions) {
+    pos_stored += e.stored;
+    pos_raw += e.raw;
+  }
+  j["positions"] = {{"stored", pos_stored}, {"raw", pos_raw}};
+  nlohmann::json groups = nlohmann::json::array();
+  for (std::uint32_t k = 0; k < g.groups().size(); ++k) {
+    std::uint64_t stored = 0;
+    for (std::uint32_t b = 0; b < g.bins(); ++b)
+      for (std::uint64_t c = 0; c < g.chunks(); ++c) stored += dir_->units[g.unit(b, k, c)].stored;
+    std::uint64_t raw = g.elements() * g.groups()[k].bytes;
+    groups.push_back({{"first_byte", g.groups()[k].first_rank}, {"bytes", g.groups()[k].bytes},
+                      {"stored", stored}, {"raw", raw}});
+  }
+  j["byte_groups"] = groups;
+  j["image_bytes"] = dir_->image_bytes;
+  return j;
+}
+
+int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator& allocator, SectorIo& io,
+                      std::unique_ptr<MlocImage>* out, std::string* message) {
+  const std::uint32_t item = indexes::itemsize(params.type);
+  const bool f64 = params.type == indexes::ValueType::F64;
+  std::vector<std::uint64_t> chunk = params.chunk.empty() ? MlocGrid::default_chunk(params.shape, item) : params.chunk;
+  const auto& S = params.shape;
+  const std::size_t n = S.size();
+  std::uint64_t elements = 1;
+  for (auto s : S) elements *= s;
+  const std::uint64_t row_elems = elements / S[0];
+  const std::uint64_t slab_rows = std::min(chunk[0], S[0]);
+  AlignedBuffer slab(slab_rows * row_elems * item, AlignedBuffer::Uninitialized{});
+
+  // Pass 1: the bins.
+  auto spec = indexes::parse_bin_spec(params.bins);
+  if (auto* why = std::get_if<std::string>(&spec)) {
+    *message = "user.mmfs.bins: " + *why;
+    return EINVAL;
+  }
+  indexes::BinningBuilder bb(params.type, std::get<indexes::BinSpec>(spec), elements);
+  for (std::uint64_t r0 = 0; r0 < S[0]; r0 += slab_rows) {
+    std::uint64_t rows = std::min(slab_rows, S[0] - r0);
+    if (int r = read(r0, rows, slab.data(), message)) return r;
+    bb.add(slab.data(), rows * row_elems);
+  }
+  auto binned = bb.finish();
+  if (auto* why = std::get_if<std::string>(&binned)) {
+    *message = "mloc bins: " + *why;
+    return EINVAL;
+  }
+  indexes::Binning binning = std::get<indexes::Binning>(std::move(binned));
+  std::optional<MlocGrid> grid;
+  try {
+    grid.emplace(S, item, f64, chunk, binning.bins(), params.priority);
+  } catch (const std::exception& e) {
+    *message = fmt::format("mloc: {}", e.what());
+    return EINVAL;
+  }
+  const MlocGrid& g = *grid;
+  layouts::CellGrid cells(S, item, g.chunk(), layouts::CellGrid::default_order(n));
+  const std::uint64_t brick_n = brick_elements(g), brick_bytes = brick_n * item;
+  const std::size_t G = g.groups().size();
+
+  // Pass 2: the units, packed.
+  MlocDirectory dir;
+  dir.shape = S;
+  dir.chunk = g.chunk();
+  dir.itemsize = item;
+  dir.float64 = f64;
+  dir.priority = params.priority;
+  dir.bins = g.bins();
+  dir.zstd_level = params.zstd_level;
+  dir.value_type = std::uint32_t(params.type);
+  dir.bin_lower = binning.lower();
+  dir.positions.resize(std::size_t(g.bins()) * g.chunks());
+  dir.units.resize(g.units());
+  std::vector<std::vector<std::byte>> pos_bytes(dir.positions.size()), unit_bytes(dir.units.size());
+  const std::uint64_t slab_chunks = g.chunks() / g.chunk_grid()[0];
+  std::vector<AlignedBuffer> bricks(slab_chunks);
+  for (std::uint64_t r0 = 0; r0 < S[0]; r0 += slab_rows) {
+    std::uint64_t rows = std::min(slab_rows, S[0] - r0);
+    if (int r = read(r0, rows, slab.data(), message)) return r;
+    const std::uint64_t first_cell = (r0 / g.chunk()[0]) * slab_chunks;
+    for (auto& b : bricks)
+      if (b.size() != brick_bytes) b = AlignedBuffer(brick_bytes);
+    layouts::for_each_cell_segment(cells, r0 * row_elems * item, rows * row_elems * item,
+                                   [&](std::uint64_t cell, std::span<const std::uint64_t>, std::uint64_t in_cell,
+                                       std::uint64_t in_range, std::uint64_t bytes) {
+                                     std::memcpy(bricks[cell - first_cell].data() + in_cell, slab.data() + in_range,
+                                                 bytes);
+                                   });
+    on_two_threads(slab_chunks, [&](std::size_t i) {
+      std::vector<std::uint64_t> cc(n);
+      std::uint64_t linear = first_cell + i;
+      for (std::size_t d = n; d-- > 0;) {
+        cc[d] = linear % g.chunk_grid()[d];
+        linear /= g.chunk_grid()[d];
+      }
+      const std::uint64_t rank = g.rank_of(cc);
+      std::vector<std::uint32_t> bins(brick_n);
+      binning.bins_of(bricks[i].data(), brick_n, bins.data());
+      layouts::mloc_mark_padding(g, rank, bins.data());
+      layouts::MlocChunkSplit split;
+      layouts::mloc_split_chunk(g, bricks[i].data(), brick_n, bins.data(), &split);
+      for (std::uint32_t b = 0; b < g.bins(); ++b) {
+        const std::uint64_t e = g.position_entry(b, rank);
+        auto raw = layouts::mloc_encode_positions(split.positions[b]);
+        pos_bytes[e] = layouts::mloc_pack(raw, params.zstd_level);
+        dir.positions[e] = {std::uint32_t(split.positions[b].size()), std::uint32_t(raw.size()),
+                            std::uint32_t(pos_bytes[e].size()), layouts::mloc_checksum(pos_bytes[e])};
+        for (std::size_t k = 0; k < G; ++k) {
+          const std::uint64_t u = g.unit(b, std::uint32_t(k), rank);
+          unit_bytes[u] = layouts::mloc_pack(split.planes[b * G + k], params.zstd_level);
+          dir.units[u] = {std::uint32_t(unit_bytes[u].size()), layouts::mloc_checksum(unit_bytes[u])};
+        }
+      }
+    });
+  }
+  const std::uint32_t ss = io.sector_size();
+  dir.locate(ss);
+  const std::string header = dir.encode();
+
+  // The image, written whole to fresh extents.
+  std::vector<Extent> extents;
+  layouts::SpaceRequest req;
+  req.sectors = (dir.image_bytes + ss - 1) / ss;
+  if (int r = allocator.allocate(req, &extents)) {
+    *message = fmt::format("the mloc image needs {} MiB on the device; {} MiB are free", req.sectors * ss >> 20,
+                           allocator.free_sectors() * ss >> 20);
+    return r;
+  }
+  std::unique_ptr<MlocImage> m(new MlocImage(io));
+  m->extents_ = std::move(extents);
+  AlignedBuffer window(kWriteWindow);
+  std::uint64_t window_start = 0, filled = 0;
+  auto flush_window = [&]() -> int {
+    if (filled == 0) return 0;
+    std::uint64_t bytes = (filled + ss - 1) / ss * ss;
+    std::memset(window.data() + filled, 0, bytes - filled);
+    std::vector<Piece> span{{window_start, bytes, 0}};
+    std::vector<std::pair<geom::Lbn, std::uint64_t>> runs;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
+    m->sector_runs(span, &runs, &spans);
+    std::vector<SectorRun> w;
+    std::byte* src = window.data();
+    for (auto [lbn, s] : runs) {
+      w.push_back({lbn, s, src});
+      src += s * ss;
+    }
+    window_start += bytes;
+    filled = 0;
+    return io.write(w);
+  };
+  auto append = [&](const std::byte* p, std::uint64_t bytes) -> int {
+    while (bytes > 0) {
+      std::uint64_t take = std::min(bytes, kWriteWindow - filled);
+      std::memcpy(window.data() + filled, p, take);
+      filled += take;
+      p += take;
+      bytes -= take;
+      if (filled == kWriteWindow)
+        if (int r = flush_window()) return r;
+    }
+    return 0;
+  };
+  int r = append(reinterpret_cast<const std::byte*>(header.data()), header.size());
+  std::vector<std::byte> pad(dir.positions_start - header.size());
+  if (!r) r = append(pad.data(), pad.size());
+  for (std::size_t e = 0; !r && e < pos_bytes.size(); ++e) r = append(pos_bytes[e].data(), pos_bytes[e].size());
+  for (std::size_t u = 0; !r && u < unit_bytes.size(); ++u) r = append(unit_bytes[u].data(), unit_bytes[u].size());
+  if (!r) r = flush_window();
+  if (!r) r = io.flush();
+  if (r) {
+    m->release(allocator);
+    *message = "writing the mloc image failed";
+    return r;
+  }
+  m->grid_.emplace(std::move(g));
+  m->cells_.emplace(S, item, m->grid_->chunk(), layouts::CellGrid::default_order(n));
+  m->binning_.emplace(std::move(binning));
+  m->dir_ = std::move(dir);
+  *out = std::move(m);
+  return 0;
+}
+
+}  // namespace mmfs::fs

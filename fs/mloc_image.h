@@ -1,0 +1,125 @@
+// An mloc array's sealed image on the volume (layouts/mloc.h, paper 004):
+// the directory, the per-(bin, chunk) position lists and the (bin, byte
+// group, chunk) units in the priority's order, in extents of its own.
+//
+// Metadata records (docs/on-disk-format.md, "mloc"):
+//   x/<ino>mmfs.mloc  the image's record: directory bytes, their checksum,
+//                     image bytes
+//   e/<ino>m          the image's extents
+// An image is written whole to fresh extents and flushed before its record
+// is committed; the image it replaces is freed with that commit. Images are
+// never rewritten in place: writes go to a staging placement (fs/array_file.h)
+// that the next seal encodes into a new image.
+//
+// Reads fetch only what they need: the units of the chunks a selection
+// touches, of the byte groups a PLoD keeps, and (queries) of the bins a
+// condition touches. Every stored piece is checksummed; a mismatch is EIO.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fs/allocator.h"
+#include "fs/metadata.h"
+#include "fs/sector_io.h"
+#include "indexes/binning.h"
+#include "layouts/cell_grid.h"
+#include "layouts/io_plan.h"
+#include "layouts/mloc_codec.h"
+#include "layouts/selection.h"
+
+namespace mmfs::fs {
+
+// What an mloc placement is made of (from the schema).
+struct MlocParams {
+  std::vector<std::uint64_t> shape;
+  std::vector<std::uint64_t> chunk;  // empty: MlocGrid::default_chunk
+  indexes::ValueType type = indexes::ValueType::F64;
+  layouts::MlocPriority priority{layouts::MlocLevel::Value, layouts::MlocLevel::Precision,
+                                 layouts::MlocLevel::Space};
+  int zstd_level = 0;                // 0: no compression
+  std::string bins;                  // user.mmfs.bins text
+};
+
+// Reads rows [row, row + rows) of dimension 0 (C-order bytes) into `out`.
+using RowReader = std::function<int(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message)>;
+
+class MlocImage {
+ public:
+  // No image: every element reads as zero.
+  static std::unique_ptr<MlocImage> empty(const MlocParams& params, SectorIo& io);
+  // The stored image of `ino` (nullptr in *out when it has none).
+  static int load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams& params,
+                  std::unique_ptr<MlocImage>* out, std::string* message);
+  // Encodes the array `read` yields into a new image on fresh extents,
+  // flushed; nothing is committed (stage() it). Two passes over the data:
+  // the bins, then the units.
+  static int encode(const MlocParams& params, const RowReader& read, Allocator& allocator, SectorIo& io,
+                    std::unique_ptr<MlocImage>* out, std::string* message);
+
+  bool holds_data() const { return dir_.has_value(); }
+  const layouts::MlocGrid& grid() const { return *grid_; }
+  // The chunks as a CellGrid (cell = chunk): how views are cut into pieces.
+  const layouts::CellGrid& chunk_cells() const { return *cells_; }
+  const std::vector<Extent>& extents() const { return extents_; }
+  std::uint64_t device_bytes() const;
+  const indexes::Binning* binning() const { return binning_ ? &*binning_ : nullptr; }
+
+  // The selection's elements (C order) with the `keep` most significant
+  // bytes of each read from the device (0: all); the rest of each element
+  // is left for apply_plod. *bytes_read counts the device bytes.
+  int read_selection(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
+                     std::uint64_t* bytes_read, std::string* message) const;
+  // The device requests read_selection would issue.
+  layouts::IoPlan plan(const layouts::Selection& selection, std::uint32_t keep, const geom::Geometry& geometry) const;
+
+  // The record and extent map, for the batch that makes this image current.
+  void stage(Ino ino, WriteBatch& batch) const;
+  // Removal of any image record of `ino` (its extents go with `dropped`).
+  static void stage_removal(Metadata& metadata, Ino ino, WriteBatch& batch, std::vector<Extent>* dropped);
+  // Frees the extents (an image that was never committed).
+  void release(Allocator& allocator);
+
+  // A@/info: bins, chunks, units, and stored against raw bytes per byte group.
+  nlohmann::json describe() const;
+
+ private:
+  MlocImage(SectorIo& io) : io_(io) {}
+  // A byte range of the image to fetch, and where it lands in the read buffer.
+  struct Piece {
+    std::uint64_t offset = 0, bytes = 0;
+    std::size_t at = 0;
+  };
+  // Reads the pieces (merging near ones) into *buffer; pieces[i].at is set.
+  int fetch(std::vector<Piece>& pieces, AlignedBuffer* buffer, std::uint64_t* bytes_read,
+            std::vector<geom::Request>* trace) const;
+  // The requests the pieces (sorted) need, in sectors of the volume.
+  void sector_runs(const std::vector<Piece>& pieces, std::vector<std::pair<geom::Lbn, std::uint64_t>>* runs,
+                   std::vector<std::pair<std::uint64_t, std::uint64_t>>* spans) const;
+  // The pieces holding chunk `rank`'s positions and its first `groups` groups.
+  void chunk_pieces(std::uint64_t rank, std::uint32_t groups, std::vector<Piece>* out) const;
+  // Decodes chunk `rank` from the fetched pieces (in chunk_pieces' order,
+  // starting at `first`) into `brick`.
+  int decode_chunk(std::uint64_t rank, std::uint32_t groups, const std::vector<Piece>& pieces, std::size_t first,
+                   const AlignedBuffer& buffer, std::byte* brick, std::string* message) const;
+
+  SectorIo& io_;
+  std::optional<layouts::MlocGrid> grid_;
+  std::optional<layouts::CellGrid> cells_;
+  std::optional<layouts::MlocDirectory> dir_;  // located; absent for an empty image
+  std::optional<indexes::Binning> binning_;
+  std::vector<Extent> extents_;
+};
+
+// The MlocParams of a schema's fields (EINVAL with a reason when the
+// priority or compression is malformed).
+int mloc_params(std::vector<std::uint64_t> shape, std::string_view dtype, std::vector<std::uint64_t> chunk,
+                std::string_view priority, std::string_view compress, std::string bins, MlocParams* out,
+                std::string* message);
+
+}  // namespace mmfs::fs
