@@ -400,7 +400,9 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
     case fs::ViewKind::Dir: return as_dir();
     case fs::ViewKind::Data: return as_file(node.data->bytes(schema.dtype.itemsize));
     case fs::ViewKind::Info: *content = array->info().dump(2) + "\n"; break;
-    case fs::ViewKind::Lbn: array->lbn_text(node.coords, content); break;
+    case fs::ViewKind::Lbn:
+      if (int r = array->lbn_text(node.coords, content, message)) return r;
+      break;
     case fs::ViewKind::Plan: {
       if (node.query) {
         if (int r = query_content(vino, v.home, array, *node.query, true, call, content, message)) return r;

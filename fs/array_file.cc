@@ -742,15 +742,14 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
   return 0;
 }
 
-int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out) const {
+int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out, std::string* message) const {
   std::shared_lock lock(mu_);
   if (!state_) {
-    // Where an element lies depends on its value (its bin) and, compressed,
-    // on no sector at all.
-    *out = schema_.compress != "none"
-               ? "user.mmfs.compress: a compressed mloc array has no sector per element"
-               : "the mloc layout places elements by value bin: an element has no fixed sector";
-    return ENOTSUP;
+    geom::Lbn lbn = 0;
+    std::uint32_t offset = 0;
+    if (int r = mloc_->element_location(coords, &lbn, &offset, message)) return r;
+    *out = fmt::format("{} {}\n", lbn, offset);
+    return 0;
   }
   geom::Lbn lbn = 0;
   std::uint32_t offset = 0;

@@ -142,7 +142,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   nlohmann::json info() const;
   ChunkStats chunk_stats() const;
   int plan(const DataView& view, nlohmann::json* out, std::string* message) const;
-  int lbn_text(std::span<const std::uint64_t> coords, std::string* out) const;
+  // ENOTSUP on a compressed mloc array (its elements have no sector).
+  int lbn_text(std::span<const std::uint64_t> coords, std::string* out, std::string* message) const;
 
   // Bitmap index and queries (fs/array_file_index.cc, fs/array_file_query.cc).
   indexes::ValueType value_type() const;

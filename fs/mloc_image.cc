@@ -386,6 +386,65 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
   return 0;
 }
 
+int MlocImage::element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset,
+                                std::string* message) const {
+  if (!dir_) {
+    *message = "the mloc array holds no data yet: its elements have no sector";
+    return ENODATA;
+  }
+  if (dir_->zstd_level != 0) {
+    *message = "user.mmfs.compress: the elements of a compressed mloc array have no sector of their own";
+    return ENOTSUP;
+  }
+  const MlocGrid& g = *grid_;
+  std::vector<std::uint64_t> cc(g.dims());
+  std::uint64_t in_brick = 0;
+  for (std::size_t d = 0; d < g.dims(); ++d) {
+    cc[d] = coords[d] / g.chunk()[d];
+    in_brick = in_brick * g.chunk()[d] + coords[d] % g.chunk()[d];
+  }
+  const std::uint64_t rank = g.rank_of(cc);
+  std::vector<Piece> pieces;
+  chunk_pieces(rank, 0, &pieces);
+  AlignedBuffer buffer;
+  std::uint64_t bytes = 0;
+  if (int r = fetch(pieces, &buffer, &bytes, nullptr)) {
+    *message = "reading the chunk's positions failed";
+    return r;
+  }
+  std::vector<std::uint32_t> positions;
+  std::vector<std::byte> raw;
+  std::size_t at = 0;
+  for (std::uint32_t b = 0; b < g.bins(); ++b) {
+    const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
+    if (pe.count == 0) continue;
+    const Piece& p = pieces[at++];
+    std::span<const std::byte> stored(buffer.data() + p.at, p.bytes);
+    raw.resize(pe.raw);
+    if (layouts::mloc_checksum(stored) != pe.checksum || !layouts::mloc_unpack(stored, pe.raw, raw.data()) ||
+        !layouts::mloc_decode_positions(raw, pe.count, brick_elements(g), &positions)) {
+      *message = fmt::format("the positions of bin {} in chunk {} failed their checksum", b, rank);
+      return EIO;
+    }
+    auto it = std::lower_bound(positions.begin(), positions.end(), std::uint32_t(in_brick));
+    if (it == positions.end() || *it != in_brick) continue;
+    const std::uint64_t byte = dir_->unit_offset[g.unit(b, 0, rank)] + std::uint64_t(it - positions.begin());
+    const std::uint64_t ss = io_.sector_size();
+    std::uint64_t sector = byte / ss;
+    for (const Extent& e : extents_) {
+      if (sector < e.sectors) {
+        *lbn = e.start + sector;
+        *offset = std::uint32_t(byte % ss);
+        return 0;
+      }
+      sector -= e.sectors;
+    }
+    break;
+  }
+  *message = "the element is in no bin of its chunk (run mmfsck)";
+  return EUCLEAN;
+}
+
 layouts::IoPlan MlocImage::plan(const layouts::Selection& selection, std::uint32_t keep,
                                 const geom::Geometry& geometry) const {
   layouts::IoPlan p;

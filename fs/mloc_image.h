@@ -75,6 +75,12 @@ class MlocImage {
   // is left for apply_plod. *bytes_read counts the device bytes.
   int read_selection(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
                      std::uint64_t* bytes_read, std::string* message) const;
+  // The sector of the element's most significant byte (an mloc element's
+  // bytes lie in one unit per byte group) and its offset there. ENOTSUP
+  // when the image is compressed (no byte has a sector of its own), EIO when
+  // the chunk's positions fail their checksum. An empty image: ENODATA.
+  int element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset,
+                       std::string* message) const;
   // The device requests read_selection would issue.
   layouts::IoPlan plan(const layouts::Selection& selection, std::uint32_t keep, const geom::Geometry& geometry) const;
 

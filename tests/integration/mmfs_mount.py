@@ -45,7 +45,7 @@ MOUNT_TIMEOUT = 15.0      # seconds for the mount to appear
 EXIT_TIMEOUT = 120.0      # seconds for the daemon to exit after the unmount (it flushes)
 SCRATCH = "/var/tmp"      # supports O_DIRECT, unlike a tmpfs /tmp
 
-LAYOUTS = ["naive", "zorder", "hilbert", "multimap"]
+LAYOUTS = ["naive", "zorder", "hilbert", "multimap", "mloc"]
 DTYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64"]
 SCHEMA = ["shape", "dtype", "layout", "order", "cell", "basic_cube", "priority", "chunk", "compress", "index",
           "bins"]

@@ -292,7 +292,7 @@ def test_many_errors_most_recent_last_and_the_daemon_survives(vol, target):
 def test_unimplemented_layout_on_an_array_names_the_attribute_once(vol, target):
     path, _ = target
     before = vol.errors()
-    expect_errno(errno.ENOTSUP, os.setxattr, path, "user.mmfs.layout", b"mloc")
+    expect_errno(errno.ENOTSUP, os.setxattr, path, "user.mmfs.layout", b"capsule")
     [line] = [line for line in new_lines(before, vol.errors()) if path.name in line]
-    assert "'mloc'" in line and line.count("user.mmfs.layout") == 1, line
+    assert "'capsule'" in line and line.count("user.mmfs.layout") == 1, line
     assert_unchanged(target)

@@ -1,5 +1,6 @@
 """Placement is real (SPEC §4, §5 `A@/lbn`): the bytes of an element sit in the
-image at LBN * sector_size + OFFSET, and MultiMap places cells by the paper's
+image at LBN * sector_size + OFFSET (mloc: the element's most significant byte,
+since its bytes lie in one unit per byte group), and MultiMap places cells by the paper's
 MAP (Fig. 11) on the volume's own GETADJACENT (`/.mmfs/adjacent`)."""
 import math
 import re
@@ -40,9 +41,10 @@ def test_elements_are_at_their_lbn_in_the_image(vol):
                 picks.add(tuple(int(rng.integers(0, s)) for s in shape))
             for idx in sorted(picks):
                 lbn, off = lbn_of(path, idx)
-                assert 0 <= off and off + arr.itemsize <= sector, f"{path.name}{idx}: offset {off}"
+                data = arr[idx].tobytes()[-1:] if layout == "mloc" else arr[idx].tobytes()
+                assert 0 <= off and off + len(data) <= sector, f"{path.name}{idx}: offset {off}"
                 assert (lbn + 1) * sector <= image_size, f"{path.name}{idx}: LBN {lbn} beyond the image"
-                samples.append((path.name, idx, lbn, off, arr[idx].tobytes()))
+                samples.append((path.name, idx, lbn, off, data))
     places = [(lbn, off) for _, _, lbn, off, _ in samples]
     assert len(set(places)) == len(places), "two elements at the same place"
     vol.unmount()

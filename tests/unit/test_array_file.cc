@@ -287,8 +287,8 @@ void check_locations(ArrayFile& a, const ArraySchema& s, const Bytes& model, Mem
       x[d] = r % s.shape[d];
       r /= s.shape[d];
     }
-    std::string text;
-    REQUIRE(a.lbn_text(x, &text) == 0);
+    std::string text, msg;
+    REQUIRE(a.lbn_text(x, &text, &msg) == 0);
     unsigned long lbn = 0, offset = 0;
     REQUIRE(std::sscanf(text.c_str(), "%lu %lu", &lbn, &offset) == 2);
     REQUIRE(text.back() == '\n');
@@ -703,7 +703,7 @@ TEST_CASE("array file: a damaged cell reads as EIO, never as wrong bytes", "[arr
     // Element (4, 5, 6): flip one bit of its sector on the device.
     std::vector<std::uint64_t> x = {4, 5, 6};
     std::string where;
-    REQUIRE(a->lbn_text(x, &where) == 0);
+    REQUIRE(a->lbn_text(x, &where, &msg) == 0);
     std::uint64_t lbn = 0, offset = 0;
     REQUIRE(std::sscanf(where.c_str(), "%lu %lu", &lbn, &offset) == 2);
     std::uint64_t byte = lbn * 512 + offset;
@@ -903,7 +903,7 @@ TEST_CASE("array file: gathering scattered rows, in several batches, returns eac
   const std::uint64_t late = picked[picked.size() - 5];
   std::string where;
   const std::vector<std::uint64_t> at = {late / 3000, late % 3000};
-  REQUIRE(a->lbn_text(at, &where) == 0);
+  REQUIRE(a->lbn_text(at, &where, &msg) == 0);
   std::uint64_t lbn = 0, offset = 0;
   REQUIRE(std::sscanf(where.c_str(), "%lu %lu", &lbn, &offset) == 2);
   REQUIRE(std::memcmp(dev->bytes().data() + lbn * 512 + offset, &model[late], 1) == 0);
