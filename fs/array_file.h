@@ -248,6 +248,13 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   ArraySchema schema_;
   std::unique_ptr<ArrayState> state_;  // null for a sealed mloc array
   std::unique_ptr<MlocImage> mloc_;    // a sealed mloc array's image (maybe empty)
+  // The bins the last query's atoms touched on this mloc array: where
+  // gather_rows looks first for the values of its result (only a hint).
+  mutable std::mutex hint_mu_;
+  std::vector<bool> mloc_hint_;
+  // An mloc array's atoms from its level structure (fs/mloc_query.cc).
+  int mloc_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<layouts::Selection>& box,
+                            std::vector<indexes::Estimate>* out, QueryCost* cost, std::string* message);
   std::uint64_t bytes_;
   bool retired_ = false;  // guarded by mu_; see retire_if
   std::unique_ptr<ArrayIndex> index_;      // guarded by mu_; null without an index

@@ -96,6 +96,7 @@ struct LocalToGlobal {
 
 std::optional<std::uint64_t> ArrayFile::exact_count(const indexes::KeySet& keys) const {
   std::shared_lock lock(mu_);
+  if (!state_ && !index_) return mloc_->aligned_count(keys);  // the directory's counts
   if (!index_ || has_dirty_locked()) return std::nullopt;
   return index_->exact_count(keys);
 }
@@ -136,6 +137,8 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
     }
     return 0;
   }
+  if (!state_ && mloc_->holds_data() && grid_locked().elements() < (1ull << 32))
+    return mloc_estimates_locked(atoms, box, out, cost, message);
   // No index: one pass over the data (or the box) answers every atom exactly.
   cost->scanned = true;
   const auto type = *indexes::value_type(schema_.dtype.name);
@@ -179,6 +182,30 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
     std::sort(rows.begin(), rows.end());  // a box's C order is the array's, but stay safe with steps
     (*out)[i].sure.addMany(rows.size(), rows.data());
   }
+  return 0;
+}
+
+int ArrayFile::mloc_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<Selection>& box,
+                                     std::vector<Estimate>* out, QueryCost* cost, std::string* message) {
+  const std::uint64_t rows = grid_locked().elements();
+  std::vector<std::uint64_t> ranks;
+  std::optional<Bitmap> in_box;
+  if (box) {
+    ranks = mloc_->chunks_of(*box);
+    in_box = selection_rows(*box, grid_locked().shape());
+    if (ranks.empty()) return 0;
+  }
+  std::vector<bool> hint(mloc_->grid().bins(), false);
+  for (std::size_t i = 0; i < atoms.size(); ++i) {
+    std::vector<std::uint64_t> words((rows + 63) / 64, 0);
+    if (int r = mloc_->match_rows(atoms[i], ranks, &words, &cost->data_bytes, message)) return r;
+    (*out)[i].sure = indexes::bitmap_of_words(words);
+    if (in_box) (*out)[i].sure &= *in_box;
+    const auto uses = mloc_->bin_uses(atoms[i]);
+    for (std::size_t b = 0; b < uses.size(); ++b) hint[b] = hint[b] || uses[b] != MlocImage::BinUse::None;
+  }
+  std::lock_guard h(hint_mu_);
+  mloc_hint_ = std::move(hint);
   return 0;
 }
 
@@ -287,6 +314,15 @@ int ArrayFile::gather_rows(const Bitmap& rows, std::string* out, QueryCost* cost
   const std::uint64_t count = rows.cardinality();
   out->assign(count * is, '\0');
   if (count == 0 || !holds_data_locked()) return 0;
+  if (!state_) {
+    std::vector<bool> hint;
+    {
+      std::lock_guard h(hint_mu_);
+      hint = mloc_hint_;
+    }
+    return mloc_->gather(indexes::rows_of(rows), hint, reinterpret_cast<std::byte*>(out->data()), &cost->data_bytes,
+                         message);
+  }
   // Many rows: stream the array slab by slab (sequential reads beat one
   // request per cell); few: read just their cells.
   const std::uint64_t cells = grid_locked().cells();

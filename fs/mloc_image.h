@@ -81,6 +81,28 @@ class MlocImage {
   // the chunk's positions fail their checksum. An empty image: ENODATA.
   int element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset,
                        std::string* message) const;
+  // Queries from the level structure (the paper's §III-D). How a condition's
+  // keys meet each bin: Aligned (every key of the bin matches: its rows
+  // come from the position lists alone), Edge (some do: the bin's elements
+  // are read and checked), or untouched.
+  enum class BinUse : std::uint8_t { None, Aligned, Edge };
+  std::vector<BinUse> bin_uses(const indexes::KeySet& keys) const;
+  // Sets, in `words` (a bitset of the array's rows), the rows of the chunks
+  // `ranks` (all when empty) whose values have `keys`, reading only the
+  // position lists of aligned bins and the units of edge bins.
+  int match_rows(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks,
+                 std::vector<std::uint64_t>* words, std::uint64_t* bytes_read, std::string* message) const;
+  // The count the directory alone answers: every touched bin aligned.
+  std::optional<std::uint64_t> aligned_count(const indexes::KeySet& keys) const;
+  // The elements at `rows` (ascending), in that order, into `out`. The bins
+  // in `hint` (when not empty) are searched first; a row found in none of
+  // them is looked up in the other bins of its chunk, so the answer never
+  // depends on the hint.
+  int gather(const std::vector<std::uint64_t>& rows, const std::vector<bool>& hint, std::byte* out,
+             std::uint64_t* bytes_read, std::string* message) const;
+  // The chunks a box touches, by rank.
+  std::vector<std::uint64_t> chunks_of(const layouts::Selection& box) const;
+
   // The device requests read_selection would issue.
   layouts::IoPlan plan(const layouts::Selection& selection, std::uint32_t keep, const geom::Geometry& geometry) const;
 

@@ -75,6 +75,19 @@ void mloc_scatter(const MlocGrid& grid, std::span<const std::uint32_t> positions
   }
 }
 
+void mloc_assemble(const MlocGrid& grid, std::uint64_t count, std::uint32_t groups, const std::byte* const* planes,
+                   std::byte* elements) {
+  const std::uint32_t item = grid.itemsize();
+  for (std::uint32_t k = 0; k < groups; ++k) {
+    const MlocByteGroup& g = grid.groups().at(k);
+    for (std::uint32_t j = 0; j < g.bytes; ++j) {
+      const std::size_t byte = item - 1 - (g.first_rank + j);
+      const std::byte* p = planes[k] + j * count;
+      for (std::uint64_t i = 0; i < count; ++i) elements[i * item + byte] = p[i];
+    }
+  }
+}
+
 std::vector<std::byte> mloc_pack(std::span<const std::byte> raw, int level) {
   if (level > 0 && raw.size() > 64) {
     std::vector<std::byte> out(ZSTD_compressBound(raw.size()));

@@ -48,6 +48,10 @@ void mloc_split_chunk(const MlocGrid& grid, const std::byte* elements, std::uint
 // `elements`, the chunk's C-order buffer.
 void mloc_scatter(const MlocGrid& grid, std::span<const std::uint32_t> positions, std::uint32_t group,
                   const std::byte* plane, std::byte* elements);
+// The elements of one (bin, chunk), dense in position order: the bytes of
+// groups [0, groups) from planes[g] (count per rank), the rest left as is.
+void mloc_assemble(const MlocGrid& grid, std::uint64_t count, std::uint32_t groups, const std::byte* const* planes,
+                   std::byte* elements);
 // A unit's raw size.
 inline std::uint64_t mloc_unit_raw_bytes(const MlocGrid& grid, std::uint64_t count, std::uint32_t group) {
   return count * grid.groups()[group].bytes;

@@ -1,0 +1,361 @@
+// Queries from an mloc image's level structure (fs/mloc_image.h): which bins
+// a condition touches, the rows of aligned bins from their position lists
+// alone, the rows of edge bins from their units, and the values of given rows.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <future>
+
+#include "fs/mloc_image.h"
+#include "indexes/scan.h"
+#include "layouts/cell_copy.h"
+
+namespace mmfs::fs {
+
+using layouts::MlocGrid;
+
+namespace {
+
+// Chunks fetched per device batch.
+constexpr std::size_t kChunksPerBatch = 256;
+
+// Row of brick position p of a chunk: base(chunk) + table[p / C_last] + p % C_last.
+struct BrickRows {
+  std::vector<std::uint64_t> table;
+  std::uint64_t last = 1;
+  BrickRows(const MlocGrid& g) {
+    const auto& C = g.chunk();
+    const auto& S = g.shape();
+    const std::size_t n = C.size();
+    last = C[n - 1];
+    std::uint64_t outer = 1;
+    for (std::size_t d = 0; d + 1 < n; ++d) outer *= C[d];
+    table.resize(outer);
+    std::vector<std::uint64_t> stride(n, 1);
+    for (std::size_t d = n - 1; d-- > 0;) stride[d] = stride[d + 1] * S[d + 1];
+    std::vector<std::uint64_t> x(n, 0);
+    for (std::uint64_t i = 0; i < outer; ++i) {
+      std::uint64_t r = 0;
+      for (std::size_t d = 0; d + 1 < n; ++d) r += x[d] * stride[d];
+      table[i] = r;
+      for (std::size_t d = n - 1; d-- > 0;) {
+        if (++x[d] < C[d]) break;
+        x[d] = 0;
+      }
+    }
+  }
+  std::uint64_t base(const MlocGrid& g, std::uint64_t rank) const {
+    const auto c = g.coords_of(rank);
+    const auto& S = g.shape();
+    std::uint64_t r = 0;
+    for (std::size_t d = 0; d < S.size(); ++d) r = r * S[d] + c[d] * g.chunk()[d];
+    return r;
+  }
+  std::uint64_t row(std::uint64_t base, std::uint32_t p) const { return base + table[p / last] + p % last; }
+};
+
+template <class F>
+void on_two_threads(std::size_t n, F&& f) {
+  if (n < 2) {
+    for (std::size_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  auto other = std::async(std::launch::async, [&] {
+    for (std::size_t i = 1; i < n; i += 2) f(i);
+  });
+  for (std::size_t i = 0; i < n; i += 2) f(i);
+  other.get();
+}
+
+std::uint64_t brick_elements(const MlocGrid& g) {
+  std::uint64_t n = 1;
+  for (auto c : g.chunk()) n *= c;
+  return n;
+}
+
+}  // namespace
+
+std::vector<MlocImage::BinUse> MlocImage::bin_uses(const indexes::KeySet& keys_in) const {
+  const indexes::KeySet keys = indexes::normalized(keys_in);
+  const indexes::Binning& b = *binning_;
+  std::vector<BinUse> uses(grid_->bins(), BinUse::None);
+  for (std::uint32_t bin = 0; bin < b.value_bins(); ++bin) {
+    auto [lo, hi] = b.key_range(bin);
+    for (const auto& [a, z] : keys.ranges) {
+      if (z < lo || a > hi) continue;
+      uses[bin] = (a <= lo && hi <= z) ? BinUse::Aligned : BinUse::Edge;
+      break;
+    }
+  }
+  if (b.has_nan_bin() && keys.nan) uses[b.nan_bin()] = BinUse::Aligned;
+  return uses;
+}
+
+std::optional<std::uint64_t> MlocImage::aligned_count(const indexes::KeySet& keys) const {
+  if (!dir_) return std::nullopt;
+  const auto uses = bin_uses(keys);
+  std::uint64_t n = 0;
+  for (std::uint32_t b = 0; b < uses.size(); ++b) {
+    if (uses[b] == BinUse::Edge) return std::nullopt;
+    if (uses[b] == BinUse::Aligned)
+      for (std::uint64_t c = 0; c < grid_->chunks(); ++c) n += dir_->positions[grid_->position_entry(b, c)].count;
+  }
+  return n;
+}
+
+std::vector<std::uint64_t> MlocImage::chunks_of(const layouts::Selection& box) const {
+  layouts::SelectionGather gather(*cells_, box);
+  const auto& touched = gather.touched();
+  std::vector<std::uint64_t> ranks;
+  for (const auto& t : touched)
+    if (t.empty()) return ranks;
+  const std::size_t n = touched.size();
+  std::vector<std::size_t> idx(n, 0);
+  std::vector<std::uint64_t> c(n);
+  for (bool more = true; more;) {
+    for (std::size_t d = 0; d < n; ++d) c[d] = touched[d][idx[d]];
+    ranks.push_back(grid_->rank_of(c));
+    more = false;
+    for (std::size_t d = n; d-- > 0;) {
+      if (++idx[d] < touched[d].size()) {
+        more = true;
+        break;
+      }
+      idx[d] = 0;
+    }
+  }
+  std::sort(ranks.begin(), ranks.end());  // the curve's order: neighbouring units
+  return ranks;
+}
+
+int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks_in,
+                          std::vector<std::uint64_t>* words, std::uint64_t* bytes_read, std::string* message) const {
+  const MlocGrid& g = *grid_;
+  const auto uses = bin_uses(keys);
+  std::vector<std::uint64_t> ranks = ranks_in;
+  if (ranks.empty())
+    for (std::uint64_t c = 0; c < g.chunks(); ++c) ranks.push_back(c);
+  const std::uint32_t G = std::uint32_t(g.groups().size());
+  const std::uint64_t limit = brick_elements(g);
+  const std::uint32_t item = g.itemsize();
+  const BrickRows brick_rows(g);
+  const auto type = indexes::ValueType(dir_->value_type);
+  for (std::size_t b0 = 0; b0 < ranks.size(); b0 += kChunksPerBatch) {
+    const std::size_t b1 = std::min(ranks.size(), b0 + kChunksPerBatch);
+    std::vector<Piece> pieces;
+    std::vector<std::size_t> first(b1 - b0);
+    for (std::size_t i = b0; i < b1; ++i) {
+      first[i - b0] = pieces.size();
+      for (std::uint32_t b = 0; b < g.bins(); ++b) {
+        if (uses[b] == BinUse::None) continue;
+        const std::uint64_t e = g.position_entry(b, ranks[i]);
+        if (dir_->positions[e].count == 0) continue;
+        pieces.push_back({dir_->position_offset[e], dir_->positions[e].stored, 0});
+        if (uses[b] == BinUse::Edge)
+          for (std::uint32_t k = 0; k < G; ++k) {
+            const std::uint64_t u = g.unit(b, k, ranks[i]);
+            pieces.push_back({dir_->unit_offset[u], dir_->units[u].stored, 0});
+          }
+      }
+    }
+    AlignedBuffer buffer;
+    if (int r = fetch(pieces, &buffer, bytes_read, nullptr)) {
+      *message = "reading mloc position lists and units failed";
+      return r;
+    }
+    std::vector<int> errors(b1 - b0, 0);
+    std::vector<std::string> messages(b1 - b0);
+    on_two_threads(b1 - b0, [&](std::size_t i) {
+      const std::uint64_t rank = ranks[b0 + i];
+      const std::uint64_t base = brick_rows.base(g, rank);
+      std::vector<std::uint32_t> positions;
+      std::vector<std::byte> raw;
+      std::vector<std::vector<std::byte>> planes(G);
+      std::vector<const std::byte*> plane_at(G);
+      std::vector<std::byte> elements;
+      std::size_t at = first[i];
+      auto set = [&](std::uint64_t row) {
+        std::atomic_ref<std::uint64_t>((*words)[row >> 6]).fetch_or(1ull << (row & 63), std::memory_order_relaxed);
+      };
+      for (std::uint32_t b = 0; b < g.bins(); ++b) {
+        if (uses[b] == BinUse::None) continue;
+        const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
+        if (pe.count == 0) continue;
+        const Piece& pp = pieces[at++];
+        std::span<const std::byte> stored(buffer.data() + pp.at, pp.bytes);
+        raw.resize(pe.raw);
+        if (layouts::mloc_checksum(stored) != pe.checksum || !layouts::mloc_unpack(stored, pe.raw, raw.data()) ||
+            !layouts::mloc_decode_positions(raw, pe.count, limit, &positions)) {
+          errors[i] = EIO;
+          messages[i] = fmt::format("the positions of bin {} in chunk {} failed their checksum", b, rank);
+          return;
+        }
+        if (uses[b] == BinUse::Aligned) {
+          for (std::uint32_t p : positions) set(brick_rows.row(base, p));
+          continue;
+        }
+        for (std::uint32_t k = 0; k < G; ++k) {
+          const std::uint64_t u = g.unit(b, k, rank);
+          const Piece& up = pieces[at++];
+          std::span<const std::byte> us(buffer.data() + up.at, up.bytes);
+          const std::uint64_t rawn = layouts::mloc_unit_raw_bytes(g, pe.count, k);
+          planes[k].resize(rawn);
+          if (layouts::mloc_checksum(us) != dir_->units[u].checksum ||
+              !layouts::mloc_unpack(us, rawn, planes[k].data())) {
+            errors[i] = EIO;
+            messages[i] = fmt::format("unit (bin {}, byte group {}, chunk {}) failed its checksum", b, k, rank);
+            return;
+          }
+          plane_at[k] = planes[k].data();
+        }
+        elements.resize(std::size_t(pe.count) * item);
+        layouts::mloc_assemble(g, pe.count, G, plane_at.data(), elements.data());
+        indexes::Bitmap hits;
+        indexes::scan_keys(type, keys, elements.data(), pe.count, 0, &hits);
+        for (std::uint64_t k : indexes::rows_of(hits)) set(brick_rows.row(base, positions[k]));
+      }
+    });
+    for (std::size_t i = 0; i < errors.size(); ++i)
+      if (errors[i]) {
+        *message = messages[i];
+        return errors[i];
+      }
+  }
+  return 0;
+}
+
+int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<bool>& hint, std::byte* out,
+                      std::uint64_t* bytes_read, std::string* message) const {
+  const MlocGrid& g = *grid_;
+  const std::uint32_t item = g.itemsize();
+  if (!dir_) {
+    std::memset(out, 0, rows.size() * item);
+    return 0;
+  }
+  const std::size_t n = g.dims();
+  const auto& S = g.shape();
+  const auto& C = g.chunk();
+  // The wanted (brick position, output index) of every chunk, ascending.
+  std::vector<std::vector<std::pair<std::uint32_t, std::uint64_t>>> wanted(g.chunks());
+  std::vector<std::uint64_t> x(n), cc(n);
+  for (std::uint64_t i = 0; i < rows.size(); ++i) {
+    std::uint64_t r = rows[i];
+    for (std::size_t d = n; d-- > 0;) {
+      x[d] = r % S[d];
+      r /= S[d];
+    }
+    std::uint64_t p = 0;
+    for (std::size_t d = 0; d < n; ++d) {
+      cc[d] = x[d] / C[d];
+      p = p * C[d] + x[d] % C[d];
+    }
+    wanted[g.rank_of(cc)].push_back({std::uint32_t(p), i});
+  }
+  for (auto& w : wanted) std::sort(w.begin(), w.end());
+  std::vector<std::uint8_t> found(rows.size(), 0);
+  const std::uint32_t G = std::uint32_t(g.groups().size());
+  const std::uint64_t limit = brick_elements(g);
+  // Pass 0 searches the hinted bins, pass 1 every other bin of the chunks
+  // that still miss rows.
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<bool> in_pass(g.bins());
+    for (std::uint32_t b = 0; b < g.bins(); ++b) {
+      const bool hinted = hint.empty() || (b < hint.size() && hint[b]);
+      in_pass[b] = pass == 0 ? hinted : !hinted;
+    }
+    if (pass == 1 && hint.empty()) break;
+    std::vector<std::uint64_t> ranks;
+    for (std::uint64_t c = 0; c < g.chunks(); ++c) {
+      bool missing = false;
+      for (const auto& [p, i] : wanted[c]) missing |= !found[i];
+      if (missing) ranks.push_back(c);
+    }
+    for (std::size_t b0 = 0; b0 < ranks.size(); b0 += kChunksPerBatch) {
+      const std::size_t b1 = std::min(ranks.size(), b0 + kChunksPerBatch);
+      std::vector<Piece> pieces;
+      std::vector<std::size_t> first(b1 - b0);
+      for (std::size_t i = b0; i < b1; ++i) {
+        first[i - b0] = pieces.size();
+        for (std::uint32_t b = 0; b < g.bins(); ++b) {
+          const std::uint64_t e = g.position_entry(b, ranks[i]);
+          if (!in_pass[b] || dir_->positions[e].count == 0) continue;
+          pieces.push_back({dir_->position_offset[e], dir_->positions[e].stored, 0});
+          for (std::uint32_t k = 0; k < G; ++k) {
+            const std::uint64_t u = g.unit(b, k, ranks[i]);
+            pieces.push_back({dir_->unit_offset[u], dir_->units[u].stored, 0});
+          }
+        }
+      }
+      AlignedBuffer buffer;
+      if (int r = fetch(pieces, &buffer, bytes_read, nullptr)) {
+        *message = "reading mloc units failed";
+        return r;
+      }
+      std::vector<int> errors(b1 - b0, 0);
+      std::vector<std::string> messages(b1 - b0);
+      on_two_threads(b1 - b0, [&](std::size_t i) {
+        const std::uint64_t rank = ranks[b0 + i];
+        const auto& want = wanted[rank];
+        std::vector<std::uint32_t> positions;
+        std::vector<std::byte> raw;
+        std::vector<std::vector<std::byte>> planes(G);
+        std::size_t at = first[i];
+        for (std::uint32_t b = 0; b < g.bins(); ++b) {
+          const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
+          if (!in_pass[b] || pe.count == 0) continue;
+          const Piece& pp = pieces[at++];
+          std::span<const std::byte> stored(buffer.data() + pp.at, pp.bytes);
+          raw.resize(pe.raw);
+          if (layouts::mloc_checksum(stored) != pe.checksum || !layouts::mloc_unpack(stored, pe.raw, raw.data()) ||
+              !layouts::mloc_decode_positions(raw, pe.count, limit, &positions)) {
+            errors[i] = EIO;
+            messages[i] = fmt::format("the positions of bin {} in chunk {} failed their checksum", b, rank);
+            return;
+          }
+          for (std::uint32_t k = 0; k < G; ++k) {
+            const std::uint64_t u = g.unit(b, k, rank);
+            const Piece& up = pieces[at++];
+            std::span<const std::byte> us(buffer.data() + up.at, up.bytes);
+            const std::uint64_t rawn = layouts::mloc_unit_raw_bytes(g, pe.count, k);
+            planes[k].resize(rawn);
+            if (layouts::mloc_checksum(us) != dir_->units[u].checksum ||
+                !layouts::mloc_unpack(us, rawn, planes[k].data())) {
+              errors[i] = EIO;
+              messages[i] = fmt::format("unit (bin {}, byte group {}, chunk {}) failed its checksum", b, k, rank);
+              return;
+            }
+          }
+          // Merge the bin's positions with the wanted ones (both ascending).
+          std::size_t k = 0;
+          for (const auto& [p, oi] : want) {
+            while (k < positions.size() && positions[k] < p) ++k;
+            if (k == positions.size()) break;
+            if (positions[k] != p) continue;
+            std::byte* e = out + oi * item;
+            for (std::uint32_t gi = 0; gi < G; ++gi) {
+              const layouts::MlocByteGroup& grp = g.groups()[gi];
+              for (std::uint32_t j = 0; j < grp.bytes; ++j)
+                e[item - 1 - (grp.first_rank + j)] = planes[gi][j * std::size_t(pe.count) + k];
+            }
+            found[oi] = 1;
+          }
+        }
+      });
+      for (std::size_t i = 0; i < errors.size(); ++i)
+        if (errors[i]) {
+          *message = messages[i];
+          return errors[i];
+        }
+    }
+  }
+  if (std::find(found.begin(), found.end(), 0) != found.end()) {
+    *message = "an element is in no bin of its chunk (run mmfsck)";
+    return EUCLEAN;
+  }
+  return 0;
+}
+
+}  // namespace mmfs::fs
