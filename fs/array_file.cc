@@ -659,6 +659,8 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
 
 std::string ArrayFile::attr_text(std::string_view name) const {
   std::shared_lock lock(mu_);
+  // mloc bins equal-frequency by default, whatever the dtype (mloc_params).
+  if (name == "bins" && is_mloc(schema_) && schema_.bins.empty()) return "100";
   std::string text = schema_attr_text(schema_, name);
   if (!text.empty()) return text;
   if (name == "cell") return layouts::join(grid_locked().cell());
@@ -689,7 +691,7 @@ nlohmann::json ArrayFile::info() const {
                     : schema_.chunk.empty() ? nlohmann::json(nullptr) : nlohmann::json(schema_.chunk);
   j["compress"] = schema_.compress;
   j["index"] = schema_.index;
-  j["bins"] = schema_attr_text(schema_, "bins");
+  j["bins"] = is_mloc(schema_) && schema_.bins.empty() ? "100" : schema_attr_text(schema_, "bins");
   j["bytes"] = bytes_;
   std::uint64_t sectors = 0;
   for (const Extent& e : state_ ? state_->layout().extents() : mloc_->extents()) sectors += e.sectors;

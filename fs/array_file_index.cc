@@ -71,7 +71,9 @@ int ArrayFile::build_index_locked(const ArraySchema& schema, std::unique_ptr<Arr
     return EINVAL;
   }
   auto reader = [&](const ArrayIndex::Visitor& visit, std::string* msg) { return read_all_locked(visit, msg); };
-  return ArrayIndex::build(env, ino_, *type, schema.index, schema.bins, grid_locked().elements(), reader,
+  // An mloc array's index bins as its layout does (100 by default).
+  const std::string bins = schema.layout == "mloc" && schema.bins.empty() ? "100" : schema.bins;
+  return ArrayIndex::build(env, ino_, *type, schema.index, bins, grid_locked().elements(), reader,
                            !holds_data_locked(), out, message);
 }
 

@@ -56,14 +56,10 @@ std::vector<std::uint64_t> MlocGrid::default_chunk(std::span<const std::uint64_t
 
 MlocGrid::MlocGrid(std::vector<std::uint64_t> shape, std::uint32_t itemsize, bool float64,
                    std::vector<std::uint64_t> chunk, std::uint32_t bins, MlocPriority priority)
-    : shape_(std::move(shape)),
-      chunk_(std::move(chunk)),
-      itemsize_(itemsize),
-      bins_(bins),
-      groups_(mloc_byte_groups(itemsize, float64)),
-      priority_(priority) {
+    : shape_(std::move(shape)), chunk_(std::move(chunk)), itemsize_(itemsize), bins_(bins), priority_(priority) {
   if (shape_.empty() || shape_.size() > 16) throw std::invalid_argument("shape must have 1 to 16 dimensions");
-  if (itemsize_ == 0) throw std::invalid_argument("itemsize must be positive");
+  if (itemsize_ == 0 || itemsize_ > 8) throw std::invalid_argument("itemsize must be 1 to 8 bytes");
+  groups_ = mloc_byte_groups(itemsize, float64);
   if (chunk_.size() != shape_.size())
     throw std::invalid_argument(fmt::format("chunk has {} dimensions, shape has {}", chunk_.size(), shape_.size()));
   if (bins_ == 0) throw std::invalid_argument("mloc needs at least one value bin");
@@ -76,7 +72,7 @@ MlocGrid::MlocGrid(std::vector<std::uint64_t> shape, std::uint32_t itemsize, boo
     elements_ *= shape_[d];
     per_chunk *= chunk_[d];
   }
-  if (per_chunk > kMaxChunkElements)
+  if (per_chunk >= kMaxChunkElements)
     throw std::invalid_argument(fmt::format("a chunk of {} elements is larger than mloc's {}", per_chunk,
                                             kMaxChunkElements));
   if (units() > kMaxUnits || units() / bins_ / groups_.size() != chunks_)

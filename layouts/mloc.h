@@ -58,7 +58,7 @@ class MlocGrid {
   MlocGrid(std::vector<std::uint64_t> shape, std::uint32_t itemsize, bool float64, std::vector<std::uint64_t> chunk,
            std::uint32_t bins, MlocPriority priority);
 
-  // Positions inside a chunk are 32-bit.
+  // Positions and per-bin counts inside a chunk are 32-bit: chunks hold fewer elements.
   static constexpr std::uint64_t kMaxChunkElements = 1ull << 32;
   // The unit directory stays a few tens of MB at most.
   static constexpr std::uint64_t kMaxUnits = 1ull << 26;

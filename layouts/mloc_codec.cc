@@ -228,6 +228,19 @@ std::optional<MlocDirectory> MlocDirectory::decode(std::string_view bytes, std::
   for (std::uint64_t i = 0; i < lowers; ++i) d.bin_lower.push_back(r.get<std::uint64_t>());
   std::uint64_t np = r.get<std::uint64_t>(), nu = r.get<std::uint64_t>();
   if (!r.ok) return std::nullopt;
+  // The tables' sizes before the grid that needs them is built: a short or
+  // corrupt directory is refused without allocating for it.
+  if (d.itemsize == 0 || d.itemsize > 8 || d.bins == 0) return std::nullopt;
+  std::uint64_t chunks = 1;
+  for (std::uint32_t i = 0; i < dims; ++i) {
+    if (d.shape[i] == 0 || d.chunk[i] == 0) return std::nullopt;
+    const std::uint64_t c = (d.shape[i] + std::min(d.chunk[i], d.shape[i]) - 1) / std::min(d.chunk[i], d.shape[i]);
+    if (c > MlocGrid::kMaxUnits || chunks * c > MlocGrid::kMaxUnits) return std::nullopt;
+    chunks *= c;
+  }
+  const std::uint64_t ngroups = mloc_byte_groups(d.itemsize, d.float64).size();
+  if (np != std::uint64_t(d.bins) * chunks || nu != np * ngroups || nu > MlocGrid::kMaxUnits) return std::nullopt;
+  if (bytes.size() - r.at != np * sizeof(MlocPositionEntry) + nu * sizeof(MlocUnitEntry)) return std::nullopt;
   std::optional<MlocGrid> grid;
   try {
     if (!parse_mloc_priority(mloc_priority_text(d.priority))) return std::nullopt;

@@ -112,13 +112,23 @@ int main(int argc, char** argv) {
   query->prefix_command();
   query->allow_extras();
 
+  auto* mloc = app.add_subcommand(
+      "mloc", "The MLOC layout on the real clock, cold: ingest, storage per byte group, region queries, box reads "
+              "and PLoD per priority beside a numpy scan, the default layout and h5py chunked: runs "
+              "tools/bench/mloc_bench.py with every argument passed through (see `mmfs-bench mloc --help`)");
+  mloc->set_help_flag();
+  mloc->prefix_command();
+  mloc->allow_extras();
+
   CLI11_PARSE(app, argc, argv);
   try {
-    if (real->parsed() || query->parsed()) {
-      auto* sub = real->parsed() ? real : query;
+    if (real->parsed() || query->parsed() || mloc->parsed()) {
+      auto* sub = real->parsed() ? real : query->parsed() ? query : mloc;
       std::vector<std::string> looked;
-      std::string script = mmfs::bench::find_script(
-          real->parsed() ? "tools/mmfs_bench_real.py" : "tools/bench/query_bench.py", &looked);
+      std::string script = mmfs::bench::find_script(real->parsed()    ? "tools/mmfs_bench_real.py"
+                                                    : query->parsed() ? "tools/bench/query_bench.py"
+                                                                      : "tools/bench/mloc_bench.py",
+                                                    &looked);
       if (script.empty()) {
         fmt::print(stderr, "mmfs-bench: the {} script is not there (looked in {})\n", sub->get_name(),
                    fmt::join(looked, ", "));
