@@ -8,6 +8,7 @@
 #include <cstring>
 #include <future>
 
+#include "fs/mloc_internal.h"
 #include "layouts/cell_copy.h"
 
 namespace mmfs::fs {
@@ -47,25 +48,7 @@ std::optional<Record> decode_record(std::string_view s) {
   return r;
 }
 
-std::uint64_t brick_elements(const MlocGrid& g) {
-  std::uint64_t n = 1;
-  for (auto c : g.chunk()) n *= c;
-  return n;
-}
 
-// Runs f(i) for i in [0, n) on two threads (this one and one more).
-template <class F>
-void on_two_threads(std::size_t n, F&& f) {
-  if (n < 2) {
-    for (std::size_t i = 0; i < n; ++i) f(i);
-    return;
-  }
-  auto other = std::async(std::launch::async, [&] {
-    for (std::size_t i = 1; i < n; i += 2) f(i);
-  });
-  for (std::size_t i = 0; i < n; i += 2) f(i);
-  other.get();
-}
 
 }  // namespace
 
@@ -274,52 +257,88 @@ void MlocImage::chunk_pieces(std::uint64_t rank, std::uint32_t groups, std::vect
   }
 }
 
+int MlocImage::positions_of(std::uint32_t bin, std::uint64_t rank, const Piece& piece, const AlignedBuffer& buffer,
+                            std::vector<std::byte>* scratch, std::vector<std::uint32_t>* out,
+                            std::string* message) const {
+  const layouts::MlocPositionEntry& pe = dir_->positions[grid_->position_entry(bin, rank)];
+  std::span<const std::byte> stored(buffer.data() + piece.at, piece.bytes);
+  if (layouts::mloc_checksum(stored) != pe.checksum) {
+    *message = fmt::format("the positions of bin {} in chunk {} failed their checksum", bin, rank);
+    return EIO;
+  }
+  scratch->resize(pe.raw);
+  if (!layouts::mloc_unpack(stored, pe.raw, scratch->data()) ||
+      !layouts::mloc_decode_positions(*scratch, pe.count, grid_->brick_elements(), out)) {
+    *message = fmt::format("the positions of bin {} in chunk {} do not decode", bin, rank);
+    return EIO;
+  }
+  return 0;
+}
+
+int MlocImage::plane_of(std::uint32_t bin, std::uint32_t group, std::uint64_t rank, std::uint64_t count,
+                        const Piece& piece, const AlignedBuffer& buffer, std::vector<std::byte>* scratch,
+                        const std::byte** plane, std::string* message) const {
+  std::span<const std::byte> stored(buffer.data() + piece.at, piece.bytes);
+  if (layouts::mloc_checksum(stored) != dir_->units[grid_->unit(bin, group, rank)].checksum) {
+    *message = fmt::format("unit (bin {}, byte group {}, chunk {}) failed its checksum", bin, group, rank);
+    return EIO;
+  }
+  const std::uint64_t raw = layouts::mloc_unit_raw_bytes(*grid_, count, group);
+  *plane = stored.data();
+  if (stored.size() == raw) return 0;
+  scratch->resize(raw);
+  if (!layouts::mloc_unpack(stored, raw, scratch->data())) {
+    *message = fmt::format("unit (bin {}, byte group {}, chunk {}) does not decompress", bin, group, rank);
+    return EIO;
+  }
+  *plane = scratch->data();
+  return 0;
+}
+
 int MlocImage::decode_chunk(std::uint64_t rank, std::uint32_t groups, const std::vector<Piece>& pieces,
                             std::size_t first, const AlignedBuffer& buffer, std::byte* brick,
                             std::string* message) const {
   const MlocGrid& g = *grid_;
-  const std::uint64_t limit = brick_elements(g);
   std::vector<std::uint32_t> positions;
   std::vector<std::byte> scratch;
   std::size_t at = first;
   for (std::uint32_t b = 0; b < g.bins(); ++b) {
-    std::uint64_t e = g.position_entry(b, rank);
-    const layouts::MlocPositionEntry& pe = dir_->positions[e];
+    const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
     if (pe.count == 0) continue;
-    const Piece& pp = pieces[at++];
-    std::span<const std::byte> stored(buffer.data() + pp.at, pp.bytes);
-    if (layouts::mloc_checksum(stored) != pe.checksum) {
-      *message = fmt::format("the positions of bin {} in chunk {} failed their checksum", b, rank);
-      return EIO;
-    }
-    scratch.resize(pe.raw);
-    if (!layouts::mloc_unpack(stored, pe.raw, scratch.data()) ||
-        !layouts::mloc_decode_positions(scratch, pe.count, limit, &positions)) {
-      *message = fmt::format("the positions of bin {} in chunk {} do not decode", b, rank);
-      return EIO;
-    }
+    if (int r = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, message)) return r;
     for (std::uint32_t k = 0; k < groups; ++k) {
-      std::uint64_t u = g.unit(b, k, rank);
-      const Piece& up = pieces[at++];
-      std::span<const std::byte> ustored(buffer.data() + up.at, up.bytes);
-      if (layouts::mloc_checksum(ustored) != dir_->units[u].checksum) {
-        *message = fmt::format("unit (bin {}, byte group {}, chunk {}) failed its checksum", b, k, rank);
-        return EIO;
-      }
-      std::uint64_t raw = layouts::mloc_unit_raw_bytes(g, pe.count, k);
-      const std::byte* plane = ustored.data();
-      if (ustored.size() != raw) {
-        scratch.resize(raw);
-        if (!layouts::mloc_unpack(ustored, raw, scratch.data())) {
-          *message = fmt::format("unit (bin {}, byte group {}, chunk {}) does not decompress", b, k, rank);
-          return EIO;
-        }
-        plane = scratch.data();
-      }
+      const std::byte* plane = nullptr;
+      if (int r = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &scratch, &plane, message)) return r;
       layouts::mloc_scatter(g, positions, k, plane, brick);
     }
   }
   return 0;
+}
+
+std::vector<std::uint64_t> MlocImage::chunks_of(const layouts::Selection& box) const {
+  layouts::SelectionGather gather(*cells_, box);
+  const auto& touched = gather.touched();
+  std::vector<std::uint64_t> ranks;
+  for (const auto& t : touched)
+    if (t.empty()) return ranks;
+  const std::size_t n = touched.size();
+  std::vector<std::size_t> idx(n, 0);
+  std::vector<std::uint64_t> c(n);
+  for (bool more = true; more;) {
+    for (std::size_t d = 0; d < n; ++d) c[d] = touched[d][idx[d]];
+    ranks.push_back(grid_->rank_of(c));
+    more = false;
+    for (std::size_t d = n; d-- > 0;) {
+      if (++idx[d] < touched[d].size()) {
+        more = true;
+        break;
+      }
+      idx[d] = 0;
+    }
+  }
+  // In the curve's order: neighbouring chunks' units are neighbours on the device.
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
 }
 
 int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
@@ -330,28 +349,9 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
     return 0;
   }
   layouts::SelectionGather gather(*cells_, selection);
-  const auto& touched = gather.touched();
-  for (const auto& t : touched)
-    if (t.empty()) return 0;
+  const std::vector<std::uint64_t> chunks = chunks_of(selection);
   const std::uint32_t groups = layouts::mloc_groups_for_bytes(grid_->groups(), keep);
-  const std::uint64_t brick_bytes = brick_elements(*grid_) * grid_->itemsize();
-  const std::size_t n = touched.size();
-  // Every touched chunk, odometer order.
-  std::vector<std::vector<std::uint64_t>> chunks;
-  std::vector<std::size_t> idx(n, 0);
-  for (bool more = true; more;) {
-    std::vector<std::uint64_t> c(n);
-    for (std::size_t d = 0; d < n; ++d) c[d] = touched[d][idx[d]];
-    chunks.push_back(std::move(c));
-    more = false;
-    for (std::size_t d = n; d-- > 0;) {
-      if (++idx[d] < touched[d].size()) {
-        more = true;
-        break;
-      }
-      idx[d] = 0;
-    }
-  }
+  const std::uint64_t brick_bytes = grid_->brick_elements() * grid_->itemsize();
   const std::size_t per_batch = std::max<std::uint64_t>(1, kBatchBrickBytes / brick_bytes);
   for (std::size_t b0 = 0; b0 < chunks.size(); b0 += per_batch) {
     const std::size_t b1 = std::min(chunks.size(), b0 + per_batch);
@@ -359,7 +359,7 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
     std::vector<std::size_t> first(b1 - b0);
     std::vector<std::uint64_t> ranks(b1 - b0);
     for (std::size_t i = b0; i < b1; ++i) {
-      ranks[i - b0] = grid_->rank_of(chunks[i]);
+      ranks[i - b0] = chunks[i];
       first[i - b0] = pieces.size();
       chunk_pieces(ranks[i - b0], groups, &pieces);
     }
@@ -371,7 +371,7 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
     std::vector<AlignedBuffer> bricks(b1 - b0);
     std::vector<int> errors(b1 - b0, 0);
     std::vector<std::string> messages(b1 - b0);
-    on_two_threads(b1 - b0, [&](std::size_t i) {
+    mloc_detail::on_two_threads(b1 - b0, [&](std::size_t i) {
       bricks[i] = AlignedBuffer(brick_bytes, AlignedBuffer::Uninitialized{});
       errors[i] = decode_chunk(ranks[i], groups, pieces, first[i], buffer, bricks[i].data(), &messages[i]);
     });
@@ -380,7 +380,7 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
         *message = messages[i];
         return errors[i];
       }
-      gather.copy(chunks[b0 + i], bricks[i].data(), out);
+      gather.copy(grid_->coords_of(chunks[b0 + i]), bricks[i].data(), out);
     }
   }
   return 0;
@@ -413,19 +413,11 @@ int MlocImage::element_location(std::span<const std::uint64_t> coords, geom::Lbn
     return r;
   }
   std::vector<std::uint32_t> positions;
-  std::vector<std::byte> raw;
+  std::vector<std::byte> scratch;
   std::size_t at = 0;
   for (std::uint32_t b = 0; b < g.bins(); ++b) {
-    const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
-    if (pe.count == 0) continue;
-    const Piece& p = pieces[at++];
-    std::span<const std::byte> stored(buffer.data() + p.at, p.bytes);
-    raw.resize(pe.raw);
-    if (layouts::mloc_checksum(stored) != pe.checksum || !layouts::mloc_unpack(stored, pe.raw, raw.data()) ||
-        !layouts::mloc_decode_positions(raw, pe.count, brick_elements(g), &positions)) {
-      *message = fmt::format("the positions of bin {} in chunk {} failed their checksum", b, rank);
-      return EIO;
-    }
+    if (dir_->positions[g.position_entry(b, rank)].count == 0) continue;
+    if (int r = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, message)) return r;
     auto it = std::lower_bound(positions.begin(), positions.end(), std::uint32_t(in_brick));
     if (it == positions.end() || *it != in_brick) continue;
     const std::uint64_t byte = dir_->unit_offset[g.unit(b, 0, rank)] + std::uint64_t(it - positions.begin());
@@ -450,27 +442,11 @@ layouts::IoPlan MlocImage::plan(const layouts::Selection& selection, std::uint32
   layouts::IoPlan p;
   p.bytes_useful = selection.elements() * grid_->itemsize();
   if (!dir_) return p;
-  layouts::SelectionGather gather(*cells_, selection);
-  const auto& touched = gather.touched();
   std::vector<Piece> pieces;
   const std::uint32_t groups = layouts::mloc_groups_for_bytes(grid_->groups(), keep);
-  const std::size_t n = touched.size();
-  for (const auto& t : touched)
-    if (t.empty()) return p;
-  std::vector<std::size_t> idx(n, 0);
-  std::vector<std::uint64_t> c(n);
-  for (bool more = true; more;) {
-    for (std::size_t d = 0; d < n; ++d) c[d] = touched[d][idx[d]];
-    chunk_pieces(grid_->rank_of(c), groups, &pieces);
+  for (std::uint64_t rank : chunks_of(selection)) {
+    chunk_pieces(rank, groups, &pieces);
     ++p.cells;
-    more = false;
-    for (std::size_t d = n; d-- > 0;) {
-      if (++idx[d] < touched[d].size()) {
-        more = true;
-        break;
-      }
-      idx[d] = 0;
-    }
   }
   std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
   std::vector<std::pair<geom::Lbn, std::uint64_t>> runs;
@@ -584,7 +560,7 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   }
   const MlocGrid& g = *grid;
   layouts::CellGrid cells(S, item, g.chunk(), layouts::CellGrid::default_order(n));
-  const std::uint64_t brick_n = brick_elements(g), brick_bytes = brick_n * item;
+  const std::uint64_t brick_n = g.brick_elements(), brick_bytes = brick_n * item;
   const std::size_t G = g.groups().size();
 
   // Pass 2: the units, packed.
@@ -615,7 +591,7 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
                                      std::memcpy(bricks[cell - first_cell].data() + in_cell, slab.data() + in_range,
                                                  bytes);
                                    });
-    on_two_threads(slab_chunks, [&](std::size_t i) {
+    mloc_detail::on_two_threads(slab_chunks, [&](std::size_t i) {
       std::vector<std::uint64_t> cc(n);
       std::uint64_t linear = first_cell + i;
       for (std::size_t d = n; d-- > 0;) {

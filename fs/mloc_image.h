@@ -131,6 +131,16 @@ class MlocImage {
                    std::vector<std::pair<std::uint64_t, std::uint64_t>>* spans) const;
   // The pieces holding chunk `rank`'s positions and its first `groups` groups.
   void chunk_pieces(std::uint64_t rank, std::uint32_t groups, std::vector<Piece>* out) const;
+  // The position list of (bin, rank), fetched as `piece`, checked and
+  // decoded (EIO with a reason when it fails its checksum or does not decode).
+  int positions_of(std::uint32_t bin, std::uint64_t rank, const Piece& piece, const AlignedBuffer& buffer,
+                   std::vector<std::byte>* scratch, std::vector<std::uint32_t>* out, std::string* message) const;
+  // Unit (bin, group, rank) of `count` elements, fetched as `piece`, checked:
+  // *plane points at its raw bytes (in the buffer when stored raw, else in
+  // *scratch, unpacked). EIO with a reason.
+  int plane_of(std::uint32_t bin, std::uint32_t group, std::uint64_t rank, std::uint64_t count, const Piece& piece,
+               const AlignedBuffer& buffer, std::vector<std::byte>* scratch, const std::byte** plane,
+               std::string* message) const;
   // Decodes chunk `rank` from the fetched pieces (in chunk_pieces' order,
   // starting at `first`) into `brick`.
   int decode_chunk(std::uint64_t rank, std::uint32_t groups, const std::vector<Piece>& pieces, std::size_t first,

@@ -10,6 +10,7 @@
 #include <future>
 
 #include "fs/mloc_image.h"
+#include "fs/mloc_internal.h"
 #include "indexes/scan.h"
 #include "layouts/cell_copy.h"
 
@@ -57,24 +58,7 @@ struct BrickRows {
   std::uint64_t row(std::uint64_t base, std::uint32_t p) const { return base + table[p / last] + p % last; }
 };
 
-template <class F>
-void on_two_threads(std::size_t n, F&& f) {
-  if (n < 2) {
-    for (std::size_t i = 0; i < n; ++i) f(i);
-    return;
-  }
-  auto other = std::async(std::launch::async, [&] {
-    for (std::size_t i = 1; i < n; i += 2) f(i);
-  });
-  for (std::size_t i = 0; i < n; i += 2) f(i);
-  other.get();
-}
 
-std::uint64_t brick_elements(const MlocGrid& g) {
-  std::uint64_t n = 1;
-  for (auto c : g.chunk()) n *= c;
-  return n;
-}
 
 }  // namespace
 
@@ -106,31 +90,6 @@ std::optional<std::uint64_t> MlocImage::aligned_count(const indexes::KeySet& key
   return n;
 }
 
-std::vector<std::uint64_t> MlocImage::chunks_of(const layouts::Selection& box) const {
-  layouts::SelectionGather gather(*cells_, box);
-  const auto& touched = gather.touched();
-  std::vector<std::uint64_t> ranks;
-  for (const auto& t : touched)
-    if (t.empty()) return ranks;
-  const std::size_t n = touched.size();
-  std::vector<std::size_t> idx(n, 0);
-  std::vector<std::uint64_t> c(n);
-  for (bool more = true; more;) {
-    for (std::size_t d = 0; d < n; ++d) c[d] = touched[d][idx[d]];
-    ranks.push_back(grid_->rank_of(c));
-    more = false;
-    for (std::size_t d = n; d-- > 0;) {
-      if (++idx[d] < touched[d].size()) {
-        more = true;
-        break;
-      }
-      idx[d] = 0;
-    }
-  }
-  std::sort(ranks.begin(), ranks.end());  // the curve's order: neighbouring units
-  return ranks;
-}
-
 int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks_in,
                           std::vector<std::uint64_t>* words, std::uint64_t* bytes_read, std::string* message) const {
   const MlocGrid& g = *grid_;
@@ -139,7 +98,6 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
   if (ranks.empty())
     for (std::uint64_t c = 0; c < g.chunks(); ++c) ranks.push_back(c);
   const std::uint32_t G = std::uint32_t(g.groups().size());
-  const std::uint64_t limit = brick_elements(g);
   const std::uint32_t item = g.itemsize();
   const BrickRows brick_rows(g);
   const auto type = indexes::ValueType(dir_->value_type);
@@ -168,11 +126,11 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
     }
     std::vector<int> errors(b1 - b0, 0);
     std::vector<std::string> messages(b1 - b0);
-    on_two_threads(b1 - b0, [&](std::size_t i) {
+    mloc_detail::on_two_threads(b1 - b0, [&](std::size_t i) {
       const std::uint64_t rank = ranks[b0 + i];
       const std::uint64_t base = brick_rows.base(g, rank);
       std::vector<std::uint32_t> positions;
-      std::vector<std::byte> raw;
+      std::vector<std::byte> scratch;
       std::vector<std::vector<std::byte>> planes(G);
       std::vector<const std::byte*> plane_at(G);
       std::vector<std::byte> elements;
@@ -184,33 +142,15 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
         if (uses[b] == BinUse::None) continue;
         const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
         if (pe.count == 0) continue;
-        const Piece& pp = pieces[at++];
-        std::span<const std::byte> stored(buffer.data() + pp.at, pp.bytes);
-        raw.resize(pe.raw);
-        if (layouts::mloc_checksum(stored) != pe.checksum || !layouts::mloc_unpack(stored, pe.raw, raw.data()) ||
-            !layouts::mloc_decode_positions(raw, pe.count, limit, &positions)) {
-          errors[i] = EIO;
-          messages[i] = fmt::format("the positions of bin {} in chunk {} failed their checksum", b, rank);
-          return;
-        }
+        if ((errors[i] = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, &messages[i]))) return;
         if (uses[b] == BinUse::Aligned) {
           for (std::uint32_t p : positions) set(brick_rows.row(base, p));
           continue;
         }
-        for (std::uint32_t k = 0; k < G; ++k) {
-          const std::uint64_t u = g.unit(b, k, rank);
-          const Piece& up = pieces[at++];
-          std::span<const std::byte> us(buffer.data() + up.at, up.bytes);
-          const std::uint64_t rawn = layouts::mloc_unit_raw_bytes(g, pe.count, k);
-          planes[k].resize(rawn);
-          if (layouts::mloc_checksum(us) != dir_->units[u].checksum ||
-              !layouts::mloc_unpack(us, rawn, planes[k].data())) {
-            errors[i] = EIO;
-            messages[i] = fmt::format("unit (bin {}, byte group {}, chunk {}) failed its checksum", b, k, rank);
+        for (std::uint32_t k = 0; k < G; ++k)
+          if ((errors[i] = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &planes[k], &plane_at[k],
+                                    &messages[i])))
             return;
-          }
-          plane_at[k] = planes[k].data();
-        }
         elements.resize(std::size_t(pe.count) * item);
         layouts::mloc_assemble(g, pe.count, G, plane_at.data(), elements.data());
         indexes::Bitmap hits;
@@ -257,7 +197,6 @@ int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<
   for (auto& w : wanted) std::sort(w.begin(), w.end());
   std::vector<std::uint8_t> found(rows.size(), 0);
   const std::uint32_t G = std::uint32_t(g.groups().size());
-  const std::uint64_t limit = brick_elements(g);
   // Pass 0 searches the hinted bins, pass 1 every other bin of the chunks
   // that still miss rows.
   for (int pass = 0; pass < 2; ++pass) {
@@ -296,38 +235,22 @@ int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<
       }
       std::vector<int> errors(b1 - b0, 0);
       std::vector<std::string> messages(b1 - b0);
-      on_two_threads(b1 - b0, [&](std::size_t i) {
+      mloc_detail::on_two_threads(b1 - b0, [&](std::size_t i) {
         const std::uint64_t rank = ranks[b0 + i];
         const auto& want = wanted[rank];
         std::vector<std::uint32_t> positions;
-        std::vector<std::byte> raw;
+        std::vector<std::byte> scratch;
         std::vector<std::vector<std::byte>> planes(G);
+        std::vector<const std::byte*> plane_at(G);
         std::size_t at = first[i];
         for (std::uint32_t b = 0; b < g.bins(); ++b) {
           const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
           if (!in_pass[b] || pe.count == 0) continue;
-          const Piece& pp = pieces[at++];
-          std::span<const std::byte> stored(buffer.data() + pp.at, pp.bytes);
-          raw.resize(pe.raw);
-          if (layouts::mloc_checksum(stored) != pe.checksum || !layouts::mloc_unpack(stored, pe.raw, raw.data()) ||
-              !layouts::mloc_decode_positions(raw, pe.count, limit, &positions)) {
-            errors[i] = EIO;
-            messages[i] = fmt::format("the positions of bin {} in chunk {} failed their checksum", b, rank);
-            return;
-          }
-          for (std::uint32_t k = 0; k < G; ++k) {
-            const std::uint64_t u = g.unit(b, k, rank);
-            const Piece& up = pieces[at++];
-            std::span<const std::byte> us(buffer.data() + up.at, up.bytes);
-            const std::uint64_t rawn = layouts::mloc_unit_raw_bytes(g, pe.count, k);
-            planes[k].resize(rawn);
-            if (layouts::mloc_checksum(us) != dir_->units[u].checksum ||
-                !layouts::mloc_unpack(us, rawn, planes[k].data())) {
-              errors[i] = EIO;
-              messages[i] = fmt::format("unit (bin {}, byte group {}, chunk {}) failed its checksum", b, k, rank);
+          if ((errors[i] = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, &messages[i]))) return;
+          for (std::uint32_t k = 0; k < G; ++k)
+            if ((errors[i] = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &planes[k], &plane_at[k],
+                                      &messages[i])))
               return;
-            }
-          }
           // Merge the bin's positions with the wanted ones (both ascending).
           std::size_t k = 0;
           for (const auto& [p, oi] : want) {
@@ -338,7 +261,7 @@ int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<
             for (std::uint32_t gi = 0; gi < G; ++gi) {
               const layouts::MlocByteGroup& grp = g.groups()[gi];
               for (std::uint32_t j = 0; j < grp.bytes; ++j)
-                e[item - 1 - (grp.first_rank + j)] = planes[gi][j * std::size_t(pe.count) + k];
+                e[item - 1 - (grp.first_rank + j)] = plane_at[gi][j * std::size_t(pe.count) + k];
             }
             found[oi] = 1;
           }

@@ -72,6 +72,7 @@ MlocGrid::MlocGrid(std::vector<std::uint64_t> shape, std::uint32_t itemsize, boo
     elements_ *= shape_[d];
     per_chunk *= chunk_[d];
   }
+  brick_ = per_chunk;
   if (per_chunk >= kMaxChunkElements)
     throw std::invalid_argument(fmt::format("a chunk of {} elements is larger than mloc's {}", per_chunk,
                                             kMaxChunkElements));

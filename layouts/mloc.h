@@ -91,6 +91,9 @@ class MlocGrid {
   // The chunk's first element and its extent (clipped at the array's end).
   void chunk_box(std::uint64_t rank, std::uint64_t* lo, std::uint64_t* extent) const;
   std::uint64_t chunk_elements(std::uint64_t rank) const;
+  // Elements of a chunk's brick (the full chunk shape, padding included):
+  // the range of positions inside a chunk.
+  std::uint64_t brick_elements() const { return brick_; }
 
   // The unit's place in the priority order.
   std::uint64_t unit(std::uint32_t bin, std::uint32_t group, std::uint64_t rank) const;
@@ -104,7 +107,7 @@ class MlocGrid {
   std::uint32_t bins_;
   std::vector<MlocByteGroup> groups_;
   MlocPriority priority_;
-  std::uint64_t chunks_ = 1, elements_ = 1;
+  std::uint64_t chunks_ = 1, elements_ = 1, brick_ = 1;
   std::vector<std::uint64_t> rank_coords_;  // chunks x dims
   std::vector<std::uint64_t> rank_of_linear_;  // C-order chunk id -> rank
   std::array<std::uint64_t, 3> stride_{};  // per level V, M, S: its stride in the unit order
