@@ -120,7 +120,8 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
                             schema.bins, &params, message))
       return r;
     if (int r = MlocImage::load(ctx.metadata, ctx.io, ino, params, &image, message)) return r;
-    if (!image) image = MlocImage::empty(params, ctx.io);
+    if (!image)
+      if (int r = MlocImage::empty(params, ctx.io, &image, message)) return r;
   } else {
     if (int r = build(ctx, ino, schema, false, &state, message)) return r;
     std::uint64_t settled = 0;
@@ -178,12 +179,7 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
     std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, inode.ino, schema, nullptr));
     MlocParams params;
     if (int r = a->mloc_params_of(schema, &params, message)) return r;
-    try {
-      a->mloc_ = MlocImage::empty(params, ctx.io);
-    } catch (const std::exception& e) {
-      *message = fmt::format("mloc: {}", e.what());
-      return EINVAL;
-    }
+    if (int r = MlocImage::empty(params, ctx.io, &a->mloc_, message)) return r;
     WriteBatch batch;
     batch.put(keys::xattr(inode.ino, kSchemaXattr), encode_schema(schema));
     std::vector<Extent> dropped = ctx.metadata.extents(inode.ino);
@@ -421,12 +417,7 @@ int ArrayFile::seal_locked(const ArraySchema& next, std::string* message) {
     };
     if (int r = MlocImage::encode(params, read, ctx_.allocator, ctx_.io, &image, message)) return r;
   } else {
-    try {
-      image = MlocImage::empty(params, ctx_.io);
-    } catch (const std::exception& e) {
-      *message = fmt::format("mloc: {}", e.what());
-      return EINVAL;
-    }
+    if (int r = MlocImage::empty(params, ctx_.io, &image, message)) return r;
   }
   return commit_image_locked(next, std::move(image), message);
 }
@@ -497,7 +488,9 @@ int ArrayFile::zero(std::string* message) {
     if (mloc_->holds_data()) {
       MlocParams params;
       if (int r = mloc_params_of(schema_, &params, message)) return r;
-      if (int r = commit_image_locked(schema_, MlocImage::empty(params, ctx_.io), message)) return r;
+      std::unique_ptr<MlocImage> none;
+      if (int r = MlocImage::empty(params, ctx_.io, &none, message)) return r;
+      if (int r = commit_image_locked(schema_, std::move(none), message)) return r;
     }
     if (!index_) return 0;
     std::unique_ptr<ArrayIndex> fresh;

@@ -90,13 +90,19 @@ int mloc_params(std::vector<std::uint64_t> shape, std::string_view dtype, std::v
   return 0;
 }
 
-std::unique_ptr<MlocImage> MlocImage::empty(const MlocParams& params, SectorIo& io) {
+int MlocImage::empty(const MlocParams& params, SectorIo& io, std::unique_ptr<MlocImage>* out, std::string* message) {
   std::unique_ptr<MlocImage> m(new MlocImage(io));
   const std::uint32_t item = indexes::itemsize(params.type);
   std::vector<std::uint64_t> chunk = params.chunk.empty() ? MlocGrid::default_chunk(params.shape, item) : params.chunk;
-  m->grid_.emplace(params.shape, item, params.type == indexes::ValueType::F64, chunk, 1, params.priority);
-  m->cells_.emplace(params.shape, item, m->grid_->chunk(), layouts::CellGrid::default_order(params.shape.size()));
-  return m;
+  try {
+    m->grid_.emplace(params.shape, item, params.type == indexes::ValueType::F64, chunk, 1, params.priority);
+    m->cells_.emplace(params.shape, item, m->grid_->chunk(), layouts::CellGrid::default_order(params.shape.size()));
+  } catch (const std::exception& e) {
+    *message = fmt::format("mloc: {}", e.what());
+    return EINVAL;
+  }
+  *out = std::move(m);
+  return 0;
 }
 
 int MlocImage::load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams& params,

@@ -51,8 +51,9 @@ using RowReader = std::function<int(std::uint64_t row, std::uint64_t rows, std::
 
 class MlocImage {
  public:
-  // No image: every element reads as zero.
-  static std::unique_ptr<MlocImage> empty(const MlocParams& params, SectorIo& io);
+  // No image: every element reads as zero. EINVAL with a reason when the
+  // chunk makes more units than an image may have.
+  static int empty(const MlocParams& params, SectorIo& io, std::unique_ptr<MlocImage>* out, std::string* message);
   // The stored image of `ino` (nullptr in *out when it has none).
   static int load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams& params,
                   std::unique_ptr<MlocImage>* out, std::string* message);
