@@ -8,6 +8,7 @@
 #include <cstring>
 #include <future>
 
+#include "fs/mloc_brick_cache.h"
 #include "fs/mloc_internal.h"
 #include "layouts/cell_copy.h"
 
@@ -22,8 +23,11 @@ namespace {
 // models and on this machine's virtio disk a request costs about as much as
 // 32 KiB of transfer.
 constexpr std::uint64_t kMergeGap = 32 << 10;
-// Chunks decoded per device batch (bricks of all of them are held at once).
-constexpr std::uint64_t kBatchBrickBytes = 64ull << 20;
+// Chunks decoded per device batch (bricks of all of them are held at once;
+// two batches are in flight, one reading and one decoding). Smaller batches
+// start decoding sooner, larger ones merge more units into one request:
+// 32 MiB read a 2 GiB array fastest (docs/benchmarks/mmfs-bench-mloc.md).
+constexpr std::uint64_t kBatchBrickBytes = 32ull << 20;
 // The encoder's output window.
 constexpr std::uint64_t kWriteWindow = 32ull << 20;
 
@@ -89,6 +93,10 @@ int mloc_params(std::vector<std::uint64_t> shape, std::string_view dtype, std::v
   *out = std::move(p);
   return 0;
 }
+
+MlocImage::MlocImage(SectorIo& io) : io_(io), cache_owner_(MlocBrickCache::new_owner()) {}
+
+MlocImage::~MlocImage() { MlocBrickCache::shared().drop(cache_owner_); }
 
 int MlocImage::empty(const MlocParams& params, SectorIo& io, std::unique_ptr<MlocImage>* out, std::string* message) {
   std::unique_ptr<MlocImage> m(new MlocImage(io));
@@ -307,16 +315,16 @@ int MlocImage::decode_chunk(std::uint64_t rank, std::uint32_t groups, const std:
   const MlocGrid& g = *grid_;
   std::vector<std::uint32_t> positions;
   std::vector<std::byte> scratch;
+  std::vector<std::vector<std::byte>> unpacked(groups);
+  std::vector<const std::byte*> planes(groups);
   std::size_t at = first;
   for (std::uint32_t b = 0; b < g.bins(); ++b) {
     const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
     if (pe.count == 0) continue;
     if (int r = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, message)) return r;
-    for (std::uint32_t k = 0; k < groups; ++k) {
-      const std::byte* plane = nullptr;
-      if (int r = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &scratch, &plane, message)) return r;
-      layouts::mloc_scatter(g, positions, k, plane, brick);
-    }
+    for (std::uint32_t k = 0; k < groups; ++k)
+      if (int r = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &unpacked[k], &planes[k], message)) return r;
+    layouts::mloc_scatter(g, positions, groups, planes.data(), brick);
   }
   return 0;
 }
@@ -354,39 +362,70 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
     std::memset(out, 0, out_bytes);
     return 0;
   }
+  std::lock_guard serial(read_mu_);
   layouts::SelectionGather gather(*cells_, selection);
-  const std::vector<std::uint64_t> chunks = chunks_of(selection);
   const std::uint32_t groups = layouts::mloc_groups_for_bytes(grid_->groups(), keep);
+  MlocBrickCache& cache = MlocBrickCache::shared();
+  std::vector<std::uint64_t> chunks;
+  for (std::uint64_t rank : chunks_of(selection)) {
+    if (auto brick = cache.find(cache_owner_, rank, groups))
+      gather.copy(grid_->coords_of(rank), brick->data(), out);
+    else
+      chunks.push_back(rank);
+  }
   const std::uint64_t brick_bytes = grid_->brick_elements() * grid_->itemsize();
   const std::size_t per_batch = std::max<std::uint64_t>(1, kBatchBrickBytes / brick_bytes);
-  for (std::size_t b0 = 0; b0 < chunks.size(); b0 += per_batch) {
-    const std::size_t b1 = std::min(chunks.size(), b0 + per_batch);
+  // Two stages: the next batch's units are read from the device while this
+  // one's chunks decode.
+  struct Batch {
+    std::size_t b0 = 0, b1 = 0;
     std::vector<Piece> pieces;
-    std::vector<std::size_t> first(b1 - b0);
-    std::vector<std::uint64_t> ranks(b1 - b0);
-    for (std::size_t i = b0; i < b1; ++i) {
-      ranks[i - b0] = chunks[i];
-      first[i - b0] = pieces.size();
-      chunk_pieces(ranks[i - b0], groups, &pieces);
-    }
+    std::vector<std::size_t> first;
     AlignedBuffer buffer;
-    if (int r = fetch(pieces, &buffer, bytes_read, nullptr)) {
-      *message = "reading mloc units failed";
-      return r;
+    std::uint64_t bytes = 0;
+    std::future<int> fetched;  // last: waited for before the buffer goes
+  };
+  auto start = [&](std::size_t b0) {
+    auto batch = std::make_unique<Batch>();
+    batch->b0 = b0;
+    batch->b1 = std::min(chunks.size(), b0 + per_batch);
+    for (std::size_t i = b0; i < batch->b1; ++i) {
+      batch->first.push_back(batch->pieces.size());
+      chunk_pieces(chunks[i], groups, &batch->pieces);
     }
-    std::vector<AlignedBuffer> bricks(b1 - b0);
-    std::vector<int> errors(b1 - b0, 0);
-    std::vector<std::string> messages(b1 - b0);
-    mloc_detail::on_two_threads(b1 - b0, [&](std::size_t i) {
-      bricks[i] = AlignedBuffer(brick_bytes, AlignedBuffer::Uninitialized{});
-      errors[i] = decode_chunk(ranks[i], groups, pieces, first[i], buffer, bricks[i].data(), &messages[i]);
+    Batch* raw = batch.get();
+    batch->fetched = std::async(std::launch::async, [this, raw] {
+      return fetch(raw->pieces, &raw->buffer, &raw->bytes, nullptr);
     });
-    for (std::size_t i = 0; i < b1 - b0; ++i) {
+    return batch;
+  };
+  std::unique_ptr<Batch> next = chunks.empty() ? nullptr : start(0);
+  while (next) {
+    std::unique_ptr<Batch> batch = std::move(next);
+    const int fetched = batch->fetched.get();
+    *bytes_read += batch->bytes;
+    if (fetched) {
+      *message = "reading mloc units failed";
+      return fetched;
+    }
+    if (batch->b1 < chunks.size()) next = start(batch->b1);
+    const std::size_t n = batch->b1 - batch->b0;
+    std::vector<std::shared_ptr<AlignedBuffer>> bricks(n);
+    std::vector<int> errors(n, 0);
+    std::vector<std::string> messages(n);
+    mloc_detail::on_two_threads(n, [&](std::size_t i) {
+      bricks[i] = std::make_shared<AlignedBuffer>(brick_bytes, AlignedBuffer::Uninitialized{});
+      errors[i] = decode_chunk(chunks[batch->b0 + i], groups, batch->pieces, batch->first[i], batch->buffer,
+                               bricks[i]->data(), &messages[i]);
+    });
+    for (std::size_t i = 0; i < n; ++i) {
       if (errors[i]) {
         *message = messages[i];
         return errors[i];
       }
-      gather.copy(grid_->coords_of(chunks[b0 + i]), bricks[i].data(), out);
+      const std::uint64_t rank = chunks[batch->b0 + i];
+      gather.copy(grid_->coords_of(rank), bricks[i]->data(), out);
+      cache.put(cache_owner_, rank, groups, std::move(bricks[i]));
     }
   }
   return 0;

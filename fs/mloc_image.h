@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -51,6 +52,9 @@ using RowReader = std::function<int(std::uint64_t row, std::uint64_t rows, std::
 
 class MlocImage {
  public:
+  ~MlocImage();
+  MlocImage(const MlocImage&) = delete;
+  MlocImage& operator=(const MlocImage&) = delete;
   // No image: every element reads as zero. EINVAL with a reason when the
   // chunk makes more units than an image may have.
   static int empty(const MlocParams& params, SectorIo& io, std::unique_ptr<MlocImage>* out, std::string* message);
@@ -118,7 +122,7 @@ class MlocImage {
   nlohmann::json describe() const;
 
  private:
-  MlocImage(SectorIo& io) : io_(io) {}
+  explicit MlocImage(SectorIo& io);
   // A byte range of the image to fetch, and where it lands in the read buffer.
   struct Piece {
     std::uint64_t offset = 0, bytes = 0;
@@ -148,6 +152,11 @@ class MlocImage {
                    const AlignedBuffer& buffer, std::byte* brick, std::string* message) const;
 
   SectorIo& io_;
+  const std::uint64_t cache_owner_;  // this image's bricks in MlocBrickCache
+  // One read_selection at a time: the pieces of a sequential read (the
+  // reader's and the prefetched ones) share chunks, and a piece that waits
+  // here finds them decoded instead of decoding them again.
+  mutable std::mutex read_mu_;
   std::optional<layouts::MlocGrid> grid_;
   std::optional<layouts::CellGrid> cells_;
   std::optional<layouts::MlocDirectory> dir_;  // located; absent for an empty image

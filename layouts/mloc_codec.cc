@@ -3,6 +3,8 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include <array>
+#include <bit>
 #include <cstring>
 #include <roaring/roaring.h>
 #include <stdexcept>
@@ -63,15 +65,41 @@ void mloc_mark_padding(const MlocGrid& grid, std::uint64_t rank, std::uint32_t* 
   }
 }
 
-void mloc_scatter(const MlocGrid& grid, std::span<const std::uint32_t> positions, std::uint32_t group,
-                  const std::byte* plane, std::byte* elements) {
+void mloc_scatter(const MlocGrid& grid, std::span<const std::uint32_t> positions, std::uint32_t groups,
+                  const std::byte* const* planes, std::byte* elements) {
   const std::uint32_t item = grid.itemsize();
-  const MlocByteGroup& g = grid.groups().at(group);
   const std::size_t n = positions.size();
-  for (std::uint32_t j = 0; j < g.bytes; ++j) {
-    const std::size_t byte = item - 1 - (g.first_rank + j);
-    const std::byte* p = plane + j * n;
-    for (std::size_t k = 0; k < n; ++k) elements[std::size_t(positions[k]) * item + byte] = p[k];
+  // One pass writing whole elements: a pass per byte plane would touch
+  // every cache line of the brick once per byte.
+  std::array<const std::byte*, 8> src{};
+  std::array<std::uint32_t, 8> shift{};
+  std::uint32_t kept = 0;
+  for (std::uint32_t k = 0; k < groups; ++k) {
+    const MlocByteGroup& g = grid.groups().at(k);
+    for (std::uint32_t j = 0; j < g.bytes; ++j, ++kept) {
+      src[kept] = planes[k] + j * n;
+      shift[kept] = 8 * (item - 1 - (g.first_rank + j));  // little-endian byte of that significance
+    }
+  }
+  static_assert(std::endian::native == std::endian::little, "elements are little-endian in memory");
+  auto write = [&]<typename Word>(Word) {
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint64_t v = 0;
+      for (std::uint32_t j = 0; j < kept; ++j) v |= std::uint64_t(src[j][i]) << shift[j];
+      const Word w = Word(v);
+      std::memcpy(elements + std::size_t(positions[i]) * sizeof(Word), &w, sizeof(Word));
+    }
+  };
+  switch (item) {  // a fixed-size store per element, not a memcpy call
+    case 8: return write(std::uint64_t{});
+    case 4: return write(std::uint32_t{});
+    case 2: return write(std::uint16_t{});
+    case 1: return write(std::uint8_t{});
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t v = 0;
+    for (std::uint32_t j = 0; j < kept; ++j) v |= std::uint64_t(src[j][i]) << shift[j];
+    std::memcpy(elements + std::size_t(positions[i]) * item, &v, item);
   }
 }
 
@@ -92,7 +120,10 @@ std::vector<std::byte> mloc_pack(std::span<const std::byte> raw, int level) {
   if (level > 0 && raw.size() > 64) {
     std::vector<std::byte> out(ZSTD_compressBound(raw.size()));
     std::size_t n = ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), level);
-    if (!ZSTD_isError(n) && n < raw.size()) {
+    // A unit that shrinks by less than an eighth is stored raw: every read
+    // of it would pay a decompression (about 1 GB/s a core) to save less
+    // device time than that costs.
+    if (!ZSTD_isError(n) && n <= raw.size() - raw.size() / 8) {
       out.resize(n);
       return out;
     }

@@ -43,11 +43,12 @@ struct MlocChunkSplit {
 // in the brick.
 void mloc_split_chunk(const MlocGrid& grid, const std::byte* elements, std::uint64_t count,
                       const std::uint32_t* bins, MlocChunkSplit* out);
-// The inverse for one unit: writes the bytes of `group` of the elements at
-// `positions` (the unit's plane bytes, positions.size() per rank) into
-// `elements`, the chunk's C-order buffer.
-void mloc_scatter(const MlocGrid& grid, std::span<const std::uint32_t> positions, std::uint32_t group,
-                  const std::byte* plane, std::byte* elements);
+// The inverse for one (bin, chunk): writes the elements at `positions` into
+// `elements`, the chunk's C-order buffer, whole: the bytes of groups
+// [0, groups) from planes[g] (the units' raw bytes, positions.size() per
+// byte), every other byte 0.
+void mloc_scatter(const MlocGrid& grid, std::span<const std::uint32_t> positions, std::uint32_t groups,
+                  const std::byte* const* planes, std::byte* elements);
 // The elements of one (bin, chunk), dense in position order: the bytes of
 // groups [0, groups) from planes[g] (count per rank), the rest left as is.
 void mloc_assemble(const MlocGrid& grid, std::uint64_t count, std::uint32_t groups, const std::byte* const* planes,
@@ -57,8 +58,9 @@ inline std::uint64_t mloc_unit_raw_bytes(const MlocGrid& grid, std::uint64_t cou
   return count * grid.groups()[group].bytes;
 }
 
-// zstd at `level` when that makes it smaller (level 0: never); otherwise the
-// raw bytes. A unit is compressed exactly when its stored size is below its raw size.
+// zstd at `level` when that makes it at least an eighth smaller (level 0:
+// never); otherwise the raw bytes. A unit is compressed exactly when its
+// stored size is below its raw size.
 std::vector<std::byte> mloc_pack(std::span<const std::byte> raw, int level);
 // false when the stored bytes do not expand to exactly `raw_bytes`.
 bool mloc_unpack(std::span<const std::byte> stored, std::size_t raw_bytes, std::byte* out);
