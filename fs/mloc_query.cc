@@ -58,6 +58,23 @@ struct BrickRows {
   std::uint64_t row(std::uint64_t base, std::uint32_t p) const { return base + table[p / last] + p % last; }
 };
 
+// The `n` <= 64 bits of `bits` from bit `at` (bits has a spare word at the end).
+std::uint64_t bits_at(const std::uint64_t* bits, std::uint64_t at, std::uint64_t n) {
+  const std::uint64_t w = at >> 6, o = at & 63;
+  std::uint64_t v = bits[w] >> o;
+  if (o != 0) v |= bits[w + 1] << (64 - o);
+  return n == 64 ? v : v & ((1ull << n) - 1);
+}
+
+// ORs the `n` <= 64 bits of `v` into `words` from bit `at`. Atomic: the two
+// decoding threads' chunks can share a word of rows.
+void or_bits(std::vector<std::uint64_t>& words, std::uint64_t at, std::uint64_t n, std::uint64_t v) {
+  const std::uint64_t w = at >> 6, o = at & 63;
+  std::atomic_ref<std::uint64_t>(words[w]).fetch_or(v << o, std::memory_order_relaxed);
+  if (o != 0 && o + n > 64)
+    std::atomic_ref<std::uint64_t>(words[w + 1]).fetch_or(v >> (64 - o), std::memory_order_relaxed);
+}
+
 
 
 }  // namespace
@@ -135,16 +152,17 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
       std::vector<const std::byte*> plane_at(G);
       std::vector<std::byte> elements;
       std::size_t at = first[i];
-      auto set = [&](std::uint64_t row) {
-        std::atomic_ref<std::uint64_t>((*words)[row >> 6]).fetch_or(1ull << (row & 63), std::memory_order_relaxed);
-      };
+      // The chunk's matches as a bitset of brick positions first (plain
+      // stores), then ORed into the array's rows a brick row at a time.
+      std::vector<std::uint64_t> local(g.brick_elements() / 64 + 2, 0);
+      auto set = [&](std::uint32_t p) { local[p >> 6] |= 1ull << (p & 63); };
       for (std::uint32_t b = 0; b < g.bins(); ++b) {
         if (uses[b] == BinUse::None) continue;
         const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
         if (pe.count == 0) continue;
         if ((errors[i] = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, &messages[i]))) return;
         if (uses[b] == BinUse::Aligned) {
-          for (std::uint32_t p : positions) set(brick_rows.row(base, p));
+          for (std::uint32_t p : positions) set(p);
           continue;
         }
         for (std::uint32_t k = 0; k < G; ++k)
@@ -155,8 +173,15 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
         layouts::mloc_assemble(g, pe.count, G, plane_at.data(), elements.data());
         indexes::Bitmap hits;
         indexes::scan_keys(type, keys, elements.data(), pe.count, 0, &hits);
-        for (std::uint64_t k : indexes::rows_of(hits)) set(brick_rows.row(base, positions[k]));
+        for (std::uint64_t k : indexes::rows_of(hits)) set(positions[k]);
       }
+      // Brick rows past the array's edge hold no positions, so no bits.
+      for (std::uint64_t r = 0; r < brick_rows.table.size(); ++r)
+        for (std::uint64_t k = 0; k < brick_rows.last; k += 64) {
+          const std::uint64_t n = std::min<std::uint64_t>(64, brick_rows.last - k);
+          if (std::uint64_t v = bits_at(local.data(), r * brick_rows.last + k, n))
+            or_bits(*words, base + brick_rows.table[r] + k, n, v);
+        }
     });
     for (std::size_t i = 0; i < errors.size(); ++i)
       if (errors[i]) {
