@@ -370,7 +370,8 @@ int ArrayFile::read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte
   return read_selection_locked(Selection(dims), 0, out, nullptr, message);
 }
 
-int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<MlocImage> image, std::string* message) {
+int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<MlocImage> image, std::string* message,
+                                   std::unique_ptr<ArrayIndex> fresh_index) {
   // The image is on stable storage (encode flushed it) before the record.
   WriteBatch batch;
   std::vector<Extent> dropped;
@@ -388,14 +389,26 @@ int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Mloc
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
   }
+  if (fresh_index) {
+    fresh_index->stage(batch);
+    if (index_) {
+      const std::vector<Extent> old = index_->extents();
+      dropped.insert(dropped.end(), old.begin(), old.end());
+    }
+  }
   if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
     image->release(ctx_.allocator);
+    if (fresh_index) fresh_index->release();
     *message = "metadata commit failed";
     return r;
   }
   // The switch stands from here; a failing sync is still reported.
   state_.reset();
   mloc_ = std::move(image);
+  if (fresh_index) {
+    index_ = std::move(fresh_index);
+    partial_rows_.clear();
+  }
   schema_ = next;
   ++generation_;
   if (int r = ctx_.metadata.sync()) {
@@ -484,17 +497,21 @@ int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
 
 int ArrayFile::zero(std::string* message) {
   std::unique_lock lock(mu_);
-  if (!state_) {  // a sealed mloc array: an empty image, then the index as below
-    if (mloc_->holds_data()) {
-      MlocParams params;
-      if (int r = mloc_params_of(schema_, &params, message)) return r;
-      std::unique_ptr<MlocImage> none;
-      if (int r = MlocImage::empty(params, ctx_.io, &none, message)) return r;
-      if (int r = commit_image_locked(schema_, std::move(none), message)) return r;
-    }
-    if (!index_) return 0;
+  if (!state_) {  // a sealed mloc array: an empty image and an index of zeros, in one commit
+    if (!mloc_->holds_data() && !index_) return 0;
+    MlocParams params;
+    std::unique_ptr<MlocImage> none;
+    if (int r = mloc_params_of(schema_, &params, message)) return r;
+    if (int r = MlocImage::empty(params, ctx_.io, &none, message)) return r;
     std::unique_ptr<ArrayIndex> fresh;
-    if (int r = build_index_locked(schema_, &fresh, message)) return r;
+    if (index_) {
+      // Built while the empty image stands in: the index of all zeros.
+      std::swap(mloc_, none);
+      const int r = build_index_locked(schema_, &fresh, message);
+      std::swap(mloc_, none);
+      if (r) return r;
+    }
+    if (mloc_->holds_data()) return commit_image_locked(schema_, std::move(none), message, std::move(fresh));
     WriteBatch batch;
     fresh->stage(batch);
     if (int r = ctx_.metadata.apply(batch, index_->extents())) {
@@ -674,7 +691,9 @@ nlohmann::json ArrayFile::info() const {
   j["dtype"] = schema_.dtype.name;
   j["itemsize"] = g.itemsize();
   j["layout"] = schema_.layout;
-  j["order"] = g.order();
+  // An mloc image orders its chunks along the Hilbert curve whatever the
+  // order says; its chunk grid has the default order. Show the attribute.
+  j["order"] = is_mloc(schema_) && !schema_.order.empty() ? schema_.order : g.order();
   j["cell"] = g.cell();
   if (state_)
     if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))

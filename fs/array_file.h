@@ -207,7 +207,10 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // Encodes the array as it reads now into a new image for `next` and makes
   // it current in one commit (dropping the cells or the older image).
   int seal_locked(const ArraySchema& next, std::string* message);
-  int commit_image_locked(const ArraySchema& next, std::unique_ptr<MlocImage> image, std::string* message);
+  // `fresh_index`, when given, replaces the index in the same commit (so a
+  // crash never pairs the new image with the old index).
+  int commit_image_locked(const ArraySchema& next, std::unique_ptr<MlocImage> image, std::string* message,
+                          std::unique_ptr<ArrayIndex> fresh_index = nullptr);
   int mloc_params_of(const ArraySchema& schema, MlocParams* out, std::string* message) const;
   int commit_placement(const ArraySchema& schema, ArrayState& state, std::vector<Extent> dropped, bool drop_old_sums,
                        const Inode* inode, std::string* message);

@@ -18,7 +18,7 @@ import numpy as np
 
 PLAIN_NAMES = [f"p{i}" for i in range(10)]
 ARRAY_NAMES = [f"a{i}" for i in range(5)]
-LAYOUTS = ["naive", "zorder", "hilbert", "multimap"]
+LAYOUTS = ["naive", "zorder", "hilbert", "multimap", "mloc"]
 INDEXES = ["none", "e1", "bn", "range", "interval", "re", "ie"]
 # (shape, dtype) of the arrays a worker creates: 1 to 4 dimensions, every
 # itemsize, 32 KiB to 1 MiB (the volume is 512 MiB; a relayout holds two

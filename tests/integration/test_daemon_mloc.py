@@ -512,6 +512,27 @@ def test_truncate_a_sealed_mloc_array(volume):
     check(p, new, "written again, after a remount")
 
 
+def test_truncate_a_sealed_mloc_array_with_an_index(volume):
+    """The empty image and the index of zeros are one commit: the index never
+    answers for the data a truncate removed (live or after a remount)."""
+    rng = np.random.default_rng(710)
+    arr = (rng.integers(0, 50, size=SHAPE)).astype("int32")
+    p = make_array(volume.mnt / "a", SHAPE, "int32", "mloc", arr,
+                   attrs={"chunk": ",".join(map(str, CHUNK)), "index": "bn", "order": "0,2,1"})
+    assert_sealed(p)
+    assert info_of(p)["order"] == [0, 2, 1], "A@/info shows the order attribute, as getfattr does"
+
+    def count(cond):
+        return int(read_bytes(view(p, "query", cond, "count")))
+
+    assert count(">=20") == int(np.count_nonzero(arr >= 20)) > 0
+    os.truncate(p, 0)
+    assert read_bytes(p) == bytes(arr.nbytes)
+    assert count(">=20") == 0 and count("==0") == arr.size
+    volume.remount()
+    assert count(">=20") == 0 and count("==0") == arr.size, "after a remount"
+
+
 # --- 8. A@/lbn ---------------------------------------------------------------------------
 
 def test_lbn_of_compressed_and_uncompressed_mloc(module_volume, d):
