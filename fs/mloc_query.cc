@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -200,42 +201,64 @@ int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<
     std::memset(out, 0, rows.size() * item);
     return 0;
   }
-  const std::size_t n = g.dims();
-  const auto& S = g.shape();
-  const auto& C = g.chunk();
-  // The wanted (brick position, output index) of every chunk, ascending.
-  std::vector<std::vector<std::pair<std::uint32_t, std::uint64_t>>> wanted(g.chunks());
-  std::vector<std::uint64_t> x(n), cc(n);
-  for (std::uint64_t i = 0; i < rows.size(); ++i) {
-    std::uint64_t r = rows[i];
-    for (std::size_t d = n; d-- > 0;) {
-      x[d] = r % S[d];
-      r /= S[d];
+  // The wanted rows as a bitset of the array's rows (a spare word for
+  // bits_at), and before each word the count of wanted rows before it: a
+  // row's place in `out` is then a popcount away. Chunks find their wanted
+  // elements a brick row at a time, with no per-row division or sort.
+  const std::uint64_t nwords = (g.elements() + 63) / 64;
+  std::vector<std::uint64_t> words(nwords + 1, 0);
+  for (std::uint64_t r : rows) words[r >> 6] |= 1ull << (r & 63);
+  std::vector<std::uint32_t> before(nwords);  // rows below 2^32 (kMaxChunkElements bounds the grid)
+  {
+    std::uint64_t n = 0;
+    for (std::uint64_t w = 0; w < nwords; ++w) {
+      before[w] = std::uint32_t(n);
+      n += std::popcount(words[w]);
     }
-    std::uint64_t p = 0;
-    for (std::size_t d = 0; d < n; ++d) {
-      cc[d] = x[d] / C[d];
-      p = p * C[d] + x[d] % C[d];
+    if (n != rows.size()) {
+      *message = "gather: the rows are not ascending and distinct";
+      return EINVAL;
     }
-    wanted[g.rank_of(cc)].push_back({std::uint32_t(p), i});
   }
-  for (auto& w : wanted) std::sort(w.begin(), w.end());
-  std::vector<std::uint8_t> found(rows.size(), 0);
+  const BrickRows brick_rows(g);
   const std::uint32_t G = std::uint32_t(g.groups().size());
+  // The wanted rows in chunk `rank`: its rows inside the array, a run along
+  // the last dimension at a time (a brick's padding rows are other chunks' rows).
+  auto wanted_in = [&](std::uint64_t rank) {
+    const std::size_t n = g.dims();
+    std::vector<std::uint64_t> lo(n), extent(n), x(n, 0);
+    g.chunk_box(rank, lo.data(), extent.data());
+    const std::uint64_t base = brick_rows.base(g, rank), run = extent[n - 1];
+    std::uint64_t count = 0;
+    for (;;) {
+      std::uint64_t r = 0;
+      for (std::size_t d = 0; d + 1 < n; ++d) r = r * g.chunk()[d] + x[d];
+      const std::uint64_t row = base + brick_rows.table[r];
+      for (std::uint64_t k = 0; k < run; k += 64)
+        count += std::popcount(bits_at(words.data(), row + k, std::min<std::uint64_t>(64, run - k)));
+      std::size_t d = n - 1;
+      while (d-- > 0) {
+        if (++x[d] < extent[d]) break;
+        x[d] = 0;
+      }
+      if (d == std::size_t(-1)) return count;
+    }
+  };
+  std::vector<std::uint64_t> wanted(g.chunks()), found(g.chunks(), 0);
+  std::uint64_t total_found = 0;
   // Pass 0 searches the hinted bins, pass 1 every other bin of the chunks
-  // that still miss rows.
+  // that still miss rows. Each element lies in one bin: nothing is found twice.
   for (int pass = 0; pass < 2; ++pass) {
     std::vector<bool> in_pass(g.bins());
     for (std::uint32_t b = 0; b < g.bins(); ++b) {
       const bool hinted = hint.empty() || (b < hint.size() && hint[b]);
       in_pass[b] = pass == 0 ? hinted : !hinted;
     }
-    if (pass == 1 && hint.empty()) break;
+    if (pass == 1 && (hint.empty() || total_found == rows.size())) break;
     std::vector<std::uint64_t> ranks;
     for (std::uint64_t c = 0; c < g.chunks(); ++c) {
-      bool missing = false;
-      for (const auto& [p, i] : wanted[c]) missing |= !found[i];
-      if (missing) ranks.push_back(c);
+      if (pass == 0) wanted[c] = wanted_in(c);
+      if (found[c] < wanted[c]) ranks.push_back(c);
     }
     for (std::size_t b0 = 0; b0 < ranks.size(); b0 += kChunksPerBatch) {
       const std::size_t b1 = std::min(ranks.size(), b0 + kChunksPerBatch);
@@ -262,7 +285,7 @@ int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<
       std::vector<std::string> messages(b1 - b0);
       mloc_detail::on_two_threads(b1 - b0, [&](std::size_t i) {
         const std::uint64_t rank = ranks[b0 + i];
-        const auto& want = wanted[rank];
+        const std::uint64_t base = brick_rows.base(g, rank);
         std::vector<std::uint32_t> positions;
         std::vector<std::byte> scratch;
         std::vector<std::vector<std::byte>> planes(G);
@@ -276,19 +299,17 @@ int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<
             if ((errors[i] = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &planes[k], &plane_at[k],
                                       &messages[i])))
               return;
-          // Merge the bin's positions with the wanted ones (both ascending).
-          std::size_t k = 0;
-          for (const auto& [p, oi] : want) {
-            while (k < positions.size() && positions[k] < p) ++k;
-            if (k == positions.size()) break;
-            if (positions[k] != p) continue;
-            std::byte* e = out + oi * item;
+          for (std::size_t k = 0; k < positions.size(); ++k) {
+            const std::uint64_t row = brick_rows.row(base, positions[k]);
+            const std::uint64_t word = words[row >> 6], bit = 1ull << (row & 63);
+            if (!(word & bit)) continue;
+            std::byte* e = out + (before[row >> 6] + std::popcount(word & (bit - 1))) * std::size_t(item);
             for (std::uint32_t gi = 0; gi < G; ++gi) {
               const layouts::MlocByteGroup& grp = g.groups()[gi];
               for (std::uint32_t j = 0; j < grp.bytes; ++j)
                 e[item - 1 - (grp.first_rank + j)] = plane_at[gi][j * std::size_t(pe.count) + k];
             }
-            found[oi] = 1;
+            ++found[rank];  // this chunk is this thread's alone
           }
         }
       });
@@ -298,8 +319,10 @@ int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<
           return errors[i];
         }
     }
+    total_found = 0;
+    for (std::uint64_t c = 0; c < g.chunks(); ++c) total_found += found[c];
   }
-  if (std::find(found.begin(), found.end(), 0) != found.end()) {
+  if (total_found != rows.size()) {
     *message = "an element is in no bin of its chunk (run mmfsck)";
     return EUCLEAN;
   }
