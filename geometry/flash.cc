@@ -132,7 +132,7 @@ std::unique_ptr<Flash> Flash::from_json(const nlohmann::json& j) {
   // "profile", "name" and "notes" are the loader's business (geometry/load.cc).
   jsonf::reject_unknown(j, where,
                         {"kind", "profile", "name", "notes", "sector_size", "capacity_sectors", "track_sectors",
-                         "queues", "latency_ms", "bandwidth_mb_s", "depth"});
+                         "queues", "latency_ms", "bandwidth_mb_s", "depth", "measured"});
   if (auto it = j.find("kind"); it != j.end() && !(it->is_string() && it->get<std::string>() == "flash"))
     throw GeometryError(ErrorKind::Invalid,
                         fmt::format("geometry field 'kind': expected \"flash\", got {}", it->dump()));
@@ -147,7 +147,12 @@ std::unique_ptr<Flash> Flash::from_json(const nlohmann::json& j) {
   f.latency_ms = jsonf::optional_double(j, "latency_ms", where, d.latency_ms);
   f.bandwidth_mb_s = jsonf::optional_double(j, "bandwidth_mb_s", where, d.bandwidth_mb_s, 1e-9);
   f.depth = std::uint32_t(jsonf::optional_uint(j, "depth", where, d.depth, 1, u32));
-  return std::make_unique<Flash>(f);
+  auto flash = std::make_unique<Flash>(f);
+  if (auto it = j.find("measured"); it != j.end()) {
+    if (!it->is_object()) invalid("'measured' must be an object (what mmfs-geom measure recorded)");
+    flash->set_measured(*it);
+  }
+  return flash;
 }
 
 std::uint64_t Flash::tracks() const { return (p_.capacity_sectors + p_.track_sectors - 1) / p_.track_sectors; }
@@ -182,7 +187,7 @@ Lbn Flash::adjacent(Lbn lbn, std::uint32_t step) const {
 }
 
 nlohmann::json Flash::definition() const {
-  return {{"kind", "flash"},
+  nlohmann::json j = {{"kind", "flash"},
           {"sector_size", p_.sector_size},
           {"capacity_sectors", p_.capacity_sectors},
           {"track_sectors", p_.track_sectors},
@@ -190,6 +195,8 @@ nlohmann::json Flash::definition() const {
           {"latency_ms", p_.latency_ms},
           {"bandwidth_mb_s", p_.bandwidth_mb_s},
           {"depth", p_.depth}};
+  if (!measured_.is_null()) j["measured"] = measured_;
+  return j;
 }
 
 nlohmann::json Flash::info() const {

@@ -23,6 +23,10 @@ class Flash final : public Geometry {
   explicit Flash(const FlashParams& params);
   static std::unique_ptr<Flash> from_json(const nlohmann::json& j);
   const FlashParams& params() const { return p_; }
+  // What `mmfs-geom measure` recorded when it fitted these parameters
+  // (geometry/flash_fit.h); null for a profile or a hand-written file.
+  const nlohmann::json& measured() const { return measured_; }
+  void set_measured(nlohmann::json m) { measured_ = std::move(m); }
 
   DeviceKind kind() const override { return DeviceKind::Flash; }
   std::uint32_t sector_size() const override { return p_.sector_size; }
@@ -41,6 +45,7 @@ class Flash final : public Geometry {
 
  private:
   FlashParams p_;
+  nlohmann::json measured_;
 };
 
 }  // namespace mmfs::geom

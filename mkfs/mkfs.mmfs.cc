@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "fs/block_device.h"
+#include "fs/device_probe.h"
 #include "fs/volume.h"
 #include "geometry/load.h"
 
@@ -42,8 +43,13 @@ int main(int argc, char** argv) {
   std::string size_text, geometry = "ssd", label, target;
   bool force = false, quiet = false;
   app.add_option("-s,--size", size_text, "Create or grow the image file to SIZE first (4G, 512M, bytes)");
-  app.add_option("-g,--geometry", geometry, "Built-in profile (atlas10k3, cheetah36es, mems-g2, ssd) or a JSON geometry file")
+  double measure_seconds = 60;
+  app.add_option("-g,--geometry", geometry,
+                 "Built-in profile (atlas10k3, cheetah36es, mems-g2, ssd), a JSON geometry file, or 'measure': "
+                 "time TARGET (reads only) and use a flash geometry fitted to it (as mmfs-geom measure)")
       ->default_val("ssd");
+  app.add_option("--measure-seconds", measure_seconds, "Time budget of -g measure")->default_val(60)
+      ->check(CLI::Range(1.0, 3600.0));
   app.add_option("-L,--label", label, "Volume label (at most 63 bytes)");
   app.add_flag("-f,--force", force, "Overwrite an existing filesystem signature");
   app.add_flag("-q,--quiet", quiet, "Print nothing on success");
@@ -54,11 +60,14 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "mkfs.mmfs: {}\n", msg);
     return 1;
   };
+  const bool measure = geometry == "measure";
   std::unique_ptr<mmfs::geom::Geometry> g;
-  try {
-    g = mmfs::geom::load_geometry(geometry);
-  } catch (const std::exception& e) {
-    return die(e.what());
+  if (!measure) {
+    try {
+      g = mmfs::geom::load_geometry(geometry);
+    } catch (const std::exception& e) {
+      return die(e.what());
+    }
   }
   mmfs::fs::OpenOptions opt;
   if (!size_text.empty()) {
@@ -74,6 +83,25 @@ int main(int argc, char** argv) {
     dev = mmfs::fs::open_device(target, opt, &err, &msg);
   }
   if (!dev) return die(msg.empty() ? std::string(std::strerror(err)) : msg);
+  if (measure) {
+    // Refuse before spending the measurement's time, as format_volume would after it.
+    if (std::string sig = mmfs::fs::detect_signature(*dev); !sig.empty() && !force)
+      return die(fmt::format("{}: the target already holds a filesystem ({} signature); use -f to overwrite it",
+                             target, sig));
+    mmfs::fs::ProbeOptions po;
+    po.seconds = measure_seconds;
+    po.verbose = !quiet;
+    mmfs::fs::ProbeResult probe;
+    if (!quiet) fmt::print("measuring {} for at most {:.0f} s (reads only)\n", target, measure_seconds);
+    if (mmfs::fs::probe_device(target, po, &probe, &msg) != 0) return die(msg);
+    std::string summary;
+    try {
+      g = mmfs::geom::load_geometry(mmfs::fs::measured_geometry(probe, &summary));
+    } catch (const std::exception& e) {
+      return die(e.what());
+    }
+    if (!quiet) fmt::print("{}", summary);
+  }
   mmfs::fs::FormatOptions fo;
   fo.label = label;
   fo.force = force;

@@ -259,3 +259,20 @@ def test_a_modeled_device_too_small_for_any_volume_is_refused(image, toy_disk_de
     rc, _, err = mkfs("-s", "1M", "-g", geo, image)
     assert rc == 1
     assert "too small" in err and "40960 bytes" in err and "18446744073709551615" not in err
+
+
+def test_mkfs_measures_the_target_and_formats_with_the_fitted_geometry(image, tmp_path):
+    rc, out, err = mkfs("-s", "1G", "-g", "measure", "--measure-seconds", "3", image)
+    assert rc == 0, err
+    assert "measuring" in out and "latency" in out
+    assert image.stat().st_size == 1 << 30
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vol.img"]  # the scratch file is gone
+    assert fsck("-n", image)[0] == 0
+    from mmfs_mount import mounted
+    with mounted(image, tmp_path / "mnt"):
+        g = json.loads((tmp_path / "mnt" / ".mmfs" / "geometry").read_text())
+    assert g["kind"] == "flash" and g["profile"] == "measured"
+    assert g["measured"]["scratch_file"] is True and len(g["measured"]["cells"]) >= 12
+    # A formatted volume is refused before any time is spent measuring it.
+    rc, out, err = mkfs("-g", "measure", image)
+    assert rc == 1 and "use -f" in err and "measuring" not in out

@@ -1,5 +1,7 @@
 """mmfs-geom, the geometry CLI of SPEC §7, run as a user would."""
+import hashlib
 import json
+import os
 import re
 
 import pytest
@@ -211,3 +213,69 @@ def test_time_bad_requests(mmfs_geom, toy_disk, line):
 
 def test_time_missing_file(mmfs_geom, toy_disk, tmp_path):
     fails(mmfs_geom(toy_disk, "time", tmp_path / "nope.txt"))
+
+
+# --- measure (issue 18) -----------------------------------------------------
+
+def _data_file(path, mib):
+    """A file of `mib` MiB of incompressible bytes (enough data for the probe)."""
+    chunk = os.urandom(1 << 20)
+    with open(path, "wb") as f:
+        for i in range(mib):
+            f.write(chunk[i % 7:] + chunk[: i % 7])
+    return path
+
+
+def test_measure_a_file_prints_a_flash_geometry_that_loads_and_leaves_the_file_alone(mmfs_geom, tmp_path):
+    data = _data_file(tmp_path / "data", 272)
+    before = (data.stat().st_mtime_ns, hashlib.sha256(data.read_bytes()).hexdigest())
+    out_json = tmp_path / "measured.json"
+    rc, out, err = mmfs_geom("measure", data, "-t", "3", "-o", out_json)
+    assert rc == 0, err
+    assert out == ""
+    assert "measured" in err and "latency" in err and "a gap under" in err
+    g = json.loads(out_json.read_text())
+    assert g["kind"] == "flash" and g["name"] == "measured"
+    assert g["sector_size"] == 4096 and g["capacity_sectors"] == (272 << 20) // 4096
+    m = g["measured"]
+    assert m["target"] == str(data) and m["scratch_file"] is False and m["probed_bytes"] == 272 << 20
+    assert m["seconds"] <= 6
+    assert len(m["cells"]) >= 12 and all(c[2] > 0 and c[3] > 0 for c in m["cells"])
+    assert {line["depth"] for line in m["lines"]} == {1, 4, 16, 64}
+    assert m["sequential_mb_s"] > 0
+    # The geometry is usable as is, and the data was only read.
+    info = json.loads(ok(mmfs_geom(out_json, "info")))
+    assert info["profile"] == "measured" and info["measured"]["cells"] == m["cells"]
+    assert (data.stat().st_mtime_ns, hashlib.sha256(data.read_bytes()).hexdigest()) == before
+
+
+def test_measure_a_sparse_image_uses_a_scratch_file_and_leaves_nothing(mmfs_geom, tmp_path):
+    image = tmp_path / "sparse.img"
+    with open(image, "wb") as f:
+        f.truncate(4 << 30)
+    rc, out, err = mmfs_geom("measure", image, "-t", "3", "-q")
+    assert rc == 0, err
+    assert err == ""
+    g = json.loads(out)
+    assert g["measured"]["scratch_file"] is True
+    assert g["capacity_sectors"] == (4 << 30) // 4096
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sparse.img"]
+    assert image.stat().st_blocks == 0
+
+
+@pytest.mark.parametrize("args, says", [
+    (["{dir}"], "neither a block device nor a regular file"),
+    (["{dir}/missing"], "cannot open"),
+    (["{dir}/x", "-t", "0"], "seconds"),
+    ([], "TARGET"),
+])
+def test_measure_errors(mmfs_geom, tmp_path, args, says):
+    (tmp_path / "x").write_bytes(b"x" * 4096)
+    err = fails(mmfs_geom("measure", "-q", *[a.format(dir=tmp_path) for a in args]))
+    assert says in err, err
+
+
+def test_measure_help(mmfs_geom):
+    out = ok(mmfs_geom("measure", "--help"))
+    assert "O_DIRECT" in out and "--seconds" in out
+    assert "measure" in ok(mmfs_geom("--help"))

@@ -1,0 +1,49 @@
+// Measuring a real device for a fitted geometry (issue 18; `mmfs-geom
+// measure`, `mkfs.mmfs -g measure`): random O_DIRECT reads through io_uring
+// at request sizes 512 B…4 MiB and queue depths 1…64, plus a sequential
+// stream, within a time budget. Reads only: safe on a device that holds data.
+//
+// A regular file is measured where it holds data (SEEK_DATA): reading a hole
+// would time the page allocator, not the device. When a file holds too little
+// data (a fresh sparse image), a scratch file is written beside it, measured
+// and removed; the result says so.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "geometry/flash_fit.h"
+
+namespace mmfs::fs {
+
+struct ProbeOptions {
+  double seconds = 60;  // the whole measurement, scratch file included
+  std::vector<std::uint32_t> sizes;   // bytes; empty: 512 B (or the logical block) … 4 MiB, ×4
+  std::vector<std::uint32_t> depths;  // empty: 1, 4, 16, 64
+  // In-flight bytes are capped (the depth of large reads shrinks to fit).
+  std::uint64_t max_inflight_bytes = 64ull << 20;
+  std::uint64_t min_data_bytes = 256ull << 20;   // less data in a file: use a scratch file
+  std::uint64_t scratch_bytes = 1ull << 30;
+  bool verbose = false;  // progress lines on stderr
+};
+
+struct ProbeResult {
+  std::string target;
+  std::uint64_t device_bytes = 0;     // size of the target
+  std::uint32_t logical_block = 512;  // O_DIRECT alignment
+  std::uint64_t probed_bytes = 0;     // bytes of data the random reads were spread over
+  bool scratch = false;               // measured through a scratch file beside the target
+  std::vector<geom::ProbeSample> samples;
+  double sequential_mb_s = 0;
+  double seconds = 0;                 // wall time of the whole measurement
+};
+
+// 0, or an errno with *message saying why (no O_DIRECT, io_uring refused, …).
+int probe_device(const std::string& path, const ProbeOptions& options, ProbeResult* out, std::string* message);
+
+// The flash geometry fitted to a probe: a JSON definition (name "measured")
+// with its "measured" record, and a few lines for a person.
+nlohmann::json measured_geometry(const ProbeResult& probe, std::string* summary);
+
+}  // namespace mmfs::fs

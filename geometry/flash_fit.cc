@@ -1,0 +1,177 @@
+// Fitting the Flash model to measured samples (see flash_fit.h).
+#include "geometry/flash_fit.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "geometry/service_time.h"
+
+namespace mmfs::geom {
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& why) {
+  throw GeometryError(ErrorKind::Invalid, fmt::format("measured geometry: {}", why));
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Sum of squared log errors of the model against the samples: a fit that is
+// 2× off on a 10 µs read counts as much as one 2× off on a 40 ms read.
+double misfit(const FlashParams& p, const std::vector<ProbeSample>& samples) {
+  double sum = 0.0;
+  for (const ProbeSample& s : samples) {
+    const double e = std::log(modeled_ms_per_request(p, s.bytes, s.depth) / s.ms_per_request());
+    sum += e * e;
+  }
+  return sum;
+}
+
+}  // namespace
+
+std::vector<DepthLine> fit_depth_lines(const std::vector<ProbeSample>& samples) {
+  std::map<std::uint32_t, std::vector<const ProbeSample*>> by_depth;
+  for (const ProbeSample& s : samples)
+    if (s.requests > 0 && s.seconds > 0) by_depth[s.depth].push_back(&s);
+  std::vector<DepthLine> lines;
+  for (const auto& [depth, group] : by_depth) {
+    if (group.size() < 2) continue;
+    // Least squares of ms per request against MB per request.
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (const ProbeSample* s : group) {
+      const double x = s->bytes / 1e6, y = s->ms_per_request();
+      sx += x;
+      sy += y;
+      sxx += x * x;
+      sxy += x * y;
+    }
+    const double n = double(group.size());
+    const double den = n * sxx - sx * sx;
+    if (den <= 0) continue;
+    DepthLine line;
+    line.depth = depth;
+    line.gamma_ms_per_mb = std::max(0.0, (n * sxy - sx * sy) / den);
+    line.beta_ms = std::max(0.0, (sy - line.gamma_ms_per_mb * sx) / n);
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+double modeled_ms_per_request(const FlashParams& params, std::uint32_t bytes, std::uint32_t depth) {
+  FlashParams p = params;
+  const std::uint64_t sectors = std::max<std::uint64_t>(1, (bytes + p.sector_size - 1) / p.sector_size);
+  const std::uint64_t stride = (sectors / p.track_sectors + 2) * p.track_sectors;
+  p.capacity_sectors = std::max<std::uint64_t>(p.capacity_sectors, stride * (depth + 1));
+  Flash flash(p);
+  auto model = flash.make_service_model();
+  // Spread-out offsets, each at a pseudo-random sector inside its track, as
+  // the probe's random reads are (so some straddle a track boundary).
+  std::vector<Request> batch;
+  std::uint64_t lcg = 0x9E3779B97F4A7C15ull;
+  for (std::uint32_t i = 0; i < depth; ++i) {
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    const std::uint64_t inside = (lcg >> 33) % p.track_sectors;
+    batch.push_back({i * stride + inside, std::uint32_t(sectors)});
+  }
+  return model->serve(batch) / depth;
+}
+
+FlashFit fit_flash(const std::vector<ProbeSample>& all, std::uint32_t sector_size, std::uint64_t capacity_sectors,
+                   double sequential_mb_s) {
+  std::vector<ProbeSample> samples;
+  for (const ProbeSample& s : all)
+    if (s.requests > 0 && s.seconds > 0 && s.bytes > 0 && s.depth > 0) samples.push_back(s);
+  if (samples.empty()) invalid("no usable samples (every cell timed zero requests)");
+  if (sector_size == 0 || capacity_sectors == 0) invalid("the target has no sectors");
+
+  FlashParams p;
+  p.sector_size = sector_size;
+  p.capacity_sectors = capacity_sectors;
+  // Starting point: the latency of the smallest read at the lowest depth, and
+  // the highest throughput anything reached.
+  const auto lowest = std::min_element(samples.begin(), samples.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.depth, a.bytes) < std::pair(b.depth, b.bytes);
+  });
+  double peak_mb_s = sequential_mb_s;
+  for (const ProbeSample& s : samples) peak_mb_s = std::max(peak_mb_s, s.bytes * s.requests / s.seconds / 1e6);
+  const double base_latency = std::max(1e-4, lowest->ms_per_request() / std::max<std::uint32_t>(1, lowest->depth));
+  p.latency_ms = base_latency;
+  p.bandwidth_mb_s = peak_mb_s;
+
+  // Coordinate descent over grids: the request size pieces are cut at
+  // ("track") and the channels, then latency and bandwidth together, until a
+  // round improves nothing.
+  std::vector<std::uint32_t> tracks, queues;
+  for (std::uint64_t b = sector_size; b <= (4u << 20); b *= 2) tracks.push_back(std::uint32_t(b / sector_size));
+  for (std::uint32_t q = 1; q <= 256; q *= 2) queues.push_back(q);
+  double best = std::numeric_limits<double>::infinity();
+  auto try_params = [&](const FlashParams& c) {
+    const double m = misfit(c, samples);
+    if (m < best * (1 - 1e-12)) {
+      best = m;
+      p = c;
+    }
+  };
+  for (int round = 0; round < 4; ++round) {
+    const double before = best;
+    const FlashParams start = p;
+    for (std::uint32_t t : tracks)
+      for (std::uint32_t q : queues) {
+        FlashParams c = start;
+        c.track_sectors = t;
+        c.queues = q;
+        try_params(c);
+      }
+    const FlashParams shaped = p;
+    for (int i = 0; i <= 24; ++i)
+      for (int k = 0; k <= 20; ++k) {
+        FlashParams c = shaped;
+        c.latency_ms = base_latency * (0.2 + 0.05 * i);
+        c.bandwidth_mb_s = peak_mb_s * (1.0 + 0.05 * k);
+        try_params(c);
+      }
+    if (!(best < before)) break;
+  }
+
+  FlashFit fit;
+  fit.params = p;
+  fit.lines = fit_depth_lines(samples);
+  std::vector<double> errors;
+  for (const ProbeSample& s : samples)
+    errors.push_back(std::abs(modeled_ms_per_request(p, s.bytes, s.depth) / s.ms_per_request() - 1.0) * 100.0);
+  fit.median_error_pct = median(errors);
+  fit.max_error_pct = *std::max_element(errors.begin(), errors.end());
+  return fit;
+}
+
+nlohmann::json measured_json(const FlashFit& fit, const std::vector<ProbeSample>& samples, double sequential_mb_s) {
+  auto round3 = [](double v) { return std::round(v * 1e3) / 1e3; };
+  auto round6 = [](double v) { return std::round(v * 1e6) / 1e6; };
+  nlohmann::json lines = nlohmann::json::array();
+  for (const DepthLine& l : fit.lines)
+    lines.push_back({{"depth", l.depth},
+                     {"beta_ms", round6(l.beta_ms)},
+                     {"gamma_ms_per_mb", round6(l.gamma_ms_per_mb)},
+                     {"break_even_gap_bytes", std::llround(l.break_even_gap_bytes())}});
+  // [bytes, depth, requests, ms per request, median latency ms]: compact, so
+  // the whole measurement fits in the superblock beside the parameters.
+  nlohmann::json cells = nlohmann::json::array();
+  for (const ProbeSample& s : samples)
+    cells.push_back({s.bytes, s.depth, s.requests, round6(s.ms_per_request()), round6(s.latency_ms)});
+  return {{"sequential_mb_s", round3(sequential_mb_s)},
+          {"lines", lines},
+          {"cells_columns", {"bytes", "depth", "requests", "ms_per_request", "median_latency_ms"}},
+          {"cells", cells},
+          {"model_error_pct", {{"median", round3(fit.median_error_pct)}, {"max", round3(fit.max_error_pct)}}}};
+}
+
+}  // namespace mmfs::geom

@@ -1,0 +1,67 @@
+// Fitting a flash geometry to measurements of a real device (issue 18,
+// `mmfs-geom measure`). Pure: the samples come from fs/device_probe.h.
+//
+// Two fits are made from the same samples:
+//  * per queue depth, the bitmap paper's Figure 7 line t = β·requests + γ·bytes
+//    (least squares of the time per request against its size), which says
+//    what a gap costs: merging two requests across g bytes pays γ·g and saves
+//    β, so gaps under β/γ are worth reading;
+//  * the parameters of the Flash service model (latency, bandwidth, channels,
+//    optimal request size) that best reproduce every sample when the model
+//    serves the same requests: the planner and `A@/plan` then predict with the
+//    device's own numbers.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "geometry/flash.h"
+
+namespace mmfs::geom {
+
+// One measured cell: `requests` random reads of `bytes` each, `depth` kept in
+// flight, took `seconds`; `latency_ms` is the median submit-to-completion time
+// of one request.
+struct ProbeSample {
+  std::uint32_t bytes = 0;
+  std::uint32_t depth = 1;
+  std::uint64_t requests = 0;
+  double seconds = 0;
+  double latency_ms = 0;
+  double ms_per_request() const { return requests ? seconds * 1e3 / double(requests) : 0.0; }
+};
+
+struct DepthLine {
+  std::uint32_t depth = 1;
+  double beta_ms = 0;           // per request
+  double gamma_ms_per_mb = 0;   // per 10^6 bytes
+  double break_even_gap_bytes() const { return gamma_ms_per_mb > 0 ? beta_ms / gamma_ms_per_mb * 1e6 : 0; }
+};
+
+struct FlashFit {
+  FlashParams params;
+  std::vector<DepthLine> lines;  // one per measured depth, ascending
+  // |model − measured| / measured over the samples, in percent.
+  double median_error_pct = 0;
+  double max_error_pct = 0;
+};
+
+// The per-depth lines of `samples` (depths with fewer than two sizes are left out).
+std::vector<DepthLine> fit_depth_lines(const std::vector<ProbeSample>& samples);
+
+// The model's time per request for a sample's pattern: `depth` reads of
+// `bytes` at spread-out offsets served together, divided by depth.
+double modeled_ms_per_request(const FlashParams& params, std::uint32_t bytes, std::uint32_t depth);
+
+// Fits the Flash parameters. `sector_size` and `capacity_sectors` describe
+// the target; `sequential_mb_s` (0 when not measured) bounds the bandwidth
+// from below. Throws GeometryError(Invalid) when the samples cannot be fitted
+// (none, or no positive times).
+FlashFit fit_flash(const std::vector<ProbeSample>& samples, std::uint32_t sector_size,
+                   std::uint64_t capacity_sectors, double sequential_mb_s);
+
+// The "measured" object a measured geometry carries (docs/geometry-format.md).
+nlohmann::json measured_json(const FlashFit& fit, const std::vector<ProbeSample>& samples, double sequential_mb_s);
+
+}  // namespace mmfs::geom

@@ -1,0 +1,196 @@
+// Fitting a flash geometry to measurements (geometry/flash_fit.h) and the
+// device probe that takes them (fs/device_probe.h).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <vector>
+
+#include "fs/device_probe.h"
+#include "fs/superblock.h"
+#include "geometry/flash_fit.h"
+#include "geometry/load.h"
+#include "tests/unit/geometry_errors.h"
+
+using namespace mmfs::geom;
+
+namespace {
+
+// Samples as a device that is exactly the model `truth` would give them.
+std::vector<ProbeSample> samples_of(const FlashParams& truth) {
+  std::vector<ProbeSample> out;
+  for (std::uint32_t depth : {1u, 4u, 16u, 64u})
+    for (std::uint32_t bytes = 4096; bytes <= (4u << 20); bytes *= 4) {
+      ProbeSample s;
+      s.bytes = bytes;
+      s.depth = depth;
+      s.requests = 1000;
+      s.seconds = modeled_ms_per_request(truth, bytes, depth) * 1000 / 1e3;
+      s.latency_ms = s.seconds;  // not used by the fit
+      out.push_back(s);
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("flash fit: a device that is the model is fitted back to its parameters") {
+  FlashParams truth;
+  truth.capacity_sectors = 1ull << 22;
+  truth.track_sectors = 16;  // 64 KiB
+  truth.queues = 8;
+  truth.latency_ms = 0.15;
+  truth.bandwidth_mb_s = 900;
+  const auto samples = samples_of(truth);
+  const FlashFit fit = fit_flash(samples, 4096, truth.capacity_sectors, 0);
+  CHECK(fit.params.track_sectors == truth.track_sectors);
+  CHECK(fit.params.queues == truth.queues);
+  CHECK(fit.params.latency_ms == Approx(truth.latency_ms).epsilon(0.1));
+  CHECK(fit.params.bandwidth_mb_s == Approx(truth.bandwidth_mb_s).epsilon(0.1));
+  CHECK(fit.median_error_pct < 5);
+  CHECK(fit.params.capacity_sectors == truth.capacity_sectors);
+}
+
+TEST_CASE("flash fit: a different device gives different parameters (the fit follows the samples)") {
+  FlashParams slow;
+  slow.capacity_sectors = 1ull << 22;
+  slow.track_sectors = 64;
+  slow.queues = 2;
+  slow.latency_ms = 0.5;
+  slow.bandwidth_mb_s = 200;
+  const FlashFit fit = fit_flash(samples_of(slow), 4096, slow.capacity_sectors, 0);
+  CHECK(fit.params.queues == 2);
+  CHECK(fit.params.track_sectors == 64);
+  CHECK(fit.params.bandwidth_mb_s == Approx(200).epsilon(0.1));
+}
+
+TEST_CASE("flash fit: the per-depth line t = beta + gamma*bytes of linear samples is exact") {
+  std::vector<ProbeSample> samples;
+  for (std::uint32_t depth : {1u, 8u})
+    for (std::uint32_t bytes : {4096u, 65536u, 1u << 20}) {
+      ProbeSample s;
+      s.bytes = bytes;
+      s.depth = depth;
+      s.requests = 100;
+      const double beta = depth == 1 ? 0.2 : 0.05, gamma = depth == 1 ? 2.0 : 0.5;  // ms, ms per MB
+      s.seconds = (beta + gamma * bytes / 1e6) * 100 / 1e3;
+      samples.push_back(s);
+    }
+  const auto lines = fit_depth_lines(samples);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].depth == 1);
+  CHECK(lines[0].beta_ms == Approx(0.2));
+  CHECK(lines[0].gamma_ms_per_mb == Approx(2.0));
+  CHECK(lines[0].break_even_gap_bytes() == Approx(100000));  // 0.2 ms / 2 ms per MB
+  CHECK(lines[1].beta_ms == Approx(0.05));
+  CHECK(lines[1].gamma_ms_per_mb == Approx(0.5));
+}
+
+TEST_CASE("flash fit: no usable samples is an error, not a geometry") {
+  CHECK(testing::error_of([] { fit_flash({}, 4096, 1000, 0); }) == ErrorKind::Invalid);
+  ProbeSample zero;
+  zero.bytes = 4096;
+  CHECK(testing::error_of([&] { fit_flash({zero}, 4096, 1000, 0); }) == ErrorKind::Invalid);
+}
+
+TEST_CASE("flash fit: a measured geometry loads, keeps its record, and fits in a superblock") {
+  FlashParams truth;
+  truth.capacity_sectors = 1ull << 20;
+  const auto samples = samples_of(truth);
+  mmfs::fs::ProbeResult probe;
+  probe.target = "/dev/example";
+  probe.device_bytes = truth.capacity_sectors * 4096;
+  probe.logical_block = 512;
+  probe.samples = samples;
+  std::string summary;
+  const nlohmann::json j = mmfs::fs::measured_geometry(probe, &summary);
+  CHECK(summary.find("latency") != std::string::npos);
+  auto g = load_geometry(j);
+  CHECK(g->name() == "measured");
+  CHECK(g->sector_size() == 4096);
+  CHECK(g->capacity_sectors() == truth.capacity_sectors);
+  const nlohmann::json def = g->definition();
+  REQUIRE(def.contains("measured"));
+  CHECK(def["measured"]["cells"].size() == samples.size());
+  CHECK(def["measured"]["target"] == "/dev/example");
+  // The definition round-trips and fits in the superblock with room to spare.
+  CHECK(load_geometry(def)->definition() == def);
+  mmfs::fs::Superblock sb;
+  sb.geometry_json = def.dump();
+  std::vector<std::byte> block(mmfs::fs::kSuperblockBytes);
+  CHECK_NOTHROW(mmfs::fs::encode_superblock(sb, block));
+  // A malformed record is refused, naming the field.
+  nlohmann::json bad = def;
+  bad["measured"] = 3;
+  CHECK(testing::message_of([&] { load_geometry(bad); }).find("measured") != std::string::npos);
+}
+
+TEST_CASE("device probe: measures a file with data, reads only, within its budget") {
+  namespace fsys = std::filesystem;
+  const fsys::path dir = fsys::temp_directory_path() / ("mmfs-probe-" + std::to_string(::getpid()));
+  fsys::create_directories(dir);
+  const fsys::path file = dir / "data";
+  {
+    std::vector<char> chunk(1 << 20);
+    std::mt19937 rng(1);
+    for (char& c : chunk) c = char(rng());
+    FILE* f = std::fopen(file.c_str(), "wb");
+    REQUIRE(f);
+    for (int i = 0; i < 16; ++i) REQUIRE(std::fwrite(chunk.data(), 1, chunk.size(), f) == chunk.size());
+    std::fclose(f);
+  }
+  const auto before = fsys::last_write_time(file);
+  mmfs::fs::ProbeOptions opt;
+  opt.seconds = 2;
+  opt.sizes = {4096, 65536, 1u << 20};
+  opt.depths = {1, 4};
+  opt.min_data_bytes = 8 << 20;  // 16 MiB of data is enough here
+  mmfs::fs::ProbeResult r;
+  std::string message;
+  const int err = mmfs::fs::probe_device(file.string(), opt, &r, &message);
+  if (err == EINVAL) {  // a temp directory without O_DIRECT (tmpfs)
+    fsys::remove_all(dir);
+    WARN("no O_DIRECT in the temp directory, probe not exercised: " << message);
+    return;
+  }
+  REQUIRE(err == 0);
+  CHECK_FALSE(r.scratch);
+  CHECK(r.device_bytes == 16u << 20);
+  CHECK(r.probed_bytes == 16u << 20);
+  CHECK(r.samples.size() == 6);
+  for (const auto& s : r.samples) {
+    CHECK(s.requests > 0);
+    CHECK(s.seconds > 0);
+  }
+  CHECK(r.sequential_mb_s > 0);
+  CHECK(r.seconds < 6);
+  CHECK(fsys::last_write_time(file) == before);
+  CHECK(fsys::file_size(file) == 16u << 20);
+
+  // A sparse file is measured through a scratch file that is gone afterwards.
+  const fsys::path sparse = dir / "sparse";
+  {
+    FILE* f = std::fopen(sparse.c_str(), "wb");
+    REQUIRE(f);
+    std::fclose(f);
+    fsys::resize_file(sparse, 1ull << 30);
+  }
+  opt.scratch_bytes = 32 << 20;
+  REQUIRE(mmfs::fs::probe_device(sparse.string(), opt, &r, &message) == 0);
+  CHECK(r.scratch);
+  CHECK(r.probed_bytes == 32u << 20);
+  CHECK(r.device_bytes == 1ull << 30);
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fsys::directory_iterator(dir)) ++entries;
+  CHECK(entries == 2);  // data and sparse: no scratch file left
+
+  // Neither a device nor a file: a clear error.
+  CHECK(mmfs::fs::probe_device(dir.string(), opt, &r, &message) == ENOTBLK);
+  CHECK(message.find("neither") != std::string::npos);
+  CHECK(mmfs::fs::probe_device((dir / "missing").string(), opt, &r, &message) == ENOENT);
+  fsys::remove_all(dir);
+}
