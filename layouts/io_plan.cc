@@ -26,9 +26,14 @@ IoPlan build(const Layout& layout, std::vector<Piece>& pieces, std::uint64_t cel
     });
   // Merge: a piece continuing the previous one (or repeating sectors already
   // covered, as two cells wrapping in one track can) extends it.
+  // A piece starting at most `gap` sectors after the previous one's end is
+  // joined to it when the model says reading the gap costs less than another
+  // request (Layout::merge_gap_sectors).
+  const std::uint64_t gap = options.merge_gaps ? layout.merge_gap_sectors() : 0;
+  plan.merge_gap_sectors = std::uint32_t(gap);
   std::vector<Piece> merged;
   for (const Piece& p : pieces) {
-    if (!merged.empty() && merged.back().key == p.key && p.lbn <= merged.back().lbn + merged.back().sectors &&
+    if (!merged.empty() && merged.back().key == p.key && p.lbn <= merged.back().lbn + merged.back().sectors + gap &&
         p.lbn >= merged.back().lbn) {
       Lbn end = std::max<Lbn>(merged.back().lbn + merged.back().sectors, p.lbn + p.sectors);
       if (end - merged.back().lbn <= UINT32_MAX) {
@@ -84,7 +89,8 @@ nlohmann::json IoPlan::to_json() const {
     b.push_back(std::move(reqs));
   }
   return {{"batches", std::move(b)},    {"requests", requests},         {"cells", cells},
-          {"bytes_read", bytes_read},   {"bytes_useful", bytes_useful}, {"modeled_ms", modeled_ms}};
+          {"bytes_read", bytes_read},   {"bytes_useful", bytes_useful}, {"modeled_ms", modeled_ms},
+          {"merge_gap_sectors", merge_gap_sectors}};
 }
 
 IoPlan plan_selection(const Layout& layout, const Selection& selection, const PlanOptions& options) {

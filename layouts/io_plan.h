@@ -24,6 +24,7 @@ struct IoPlan {
   std::uint64_t sectors = 0;
   std::uint64_t bytes_read = 0;    // sectors x sector size
   std::uint64_t bytes_useful = 0;  // selected elements x itemsize
+  std::uint32_t merge_gap_sectors = 0;  // gaps up to this were read through
   double modeled_ms = 0;           // from an idle device (model_plan)
   nlohmann::json to_json() const;
 };
@@ -39,7 +40,11 @@ struct PlanOptions {
   IssueOrder order = IssueOrder::Lbn;
   // Requests of layouts without batch groups are issued this many at a time
   // (the device queue the firmware's scheduler sees); 1 = one after another.
-  std::uint32_t queue_depth = 16;
+  std::uint32_t queue_depth = Layout::kPlanDepth;
+  // Join requests of one batch group across gaps the volume's model says are
+  // cheaper to read than to skip (Layout::merge_gap_sectors); false: only
+  // contiguous sectors are joined.
+  bool merge_gaps = true;
 };
 
 IoPlan plan_selection(const Layout& layout, const Selection& selection, const PlanOptions& options = {});

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "layouts/linear_layouts.h"
+#include "layouts/merge_gap.h"
 #include "layouts/multimap.h"
 
 namespace mmfs::layouts {
@@ -18,6 +19,11 @@ nlohmann::json Layout::describe() const {
           {"order", grid_.order()},
           {"sectors_per_cell", spc_},
           {"extents", extents_.size()}};
+}
+
+std::uint32_t Layout::merge_gap_sectors() const {
+  std::call_once(merge_gap_once_, [this] { merge_gap_ = layouts::merge_gap_sectors(geometry_, spc_, kPlanDepth); });
+  return merge_gap_;
 }
 
 std::unique_ptr<Layout> make_layout(const std::string& name, const geom::Geometry& geometry, CellGrid grid,

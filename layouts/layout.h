@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -87,11 +88,21 @@ class Layout {
   // The layout's parameters for A@/info (cell, basic cube, ...).
   virtual nlohmann::json describe() const;
 
+  // The widest gap between two of this layout's requests that the volume's
+  // model says is cheaper to read through than to leave (layouts/merge_gap.h),
+  // for requests of one cell issued `kPlanDepth` at a time. Computed once.
+  std::uint32_t merge_gap_sectors() const;
+  static constexpr std::uint32_t kPlanDepth = 16;
+
  protected:
   const geom::Geometry& geometry_;
   CellGrid grid_;
   std::uint32_t spc_;
   std::vector<Extent> extents_;
+
+ private:
+  mutable std::once_flag merge_gap_once_;
+  mutable std::uint32_t merge_gap_ = 0;
 };
 
 // Builds a layout by name ("naive", "zorder", "hilbert", "multimap").
