@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "daemon/heap_trim.h"
+#include "layouts/default_layout.h"
 
 namespace mmfs::daemon {
 
@@ -886,7 +887,10 @@ int Filesystem::setxattr(Ino ino, const std::string& name, const std::string& va
   std::string attr = name.substr(fs::kSchemaPrefix.size());
   if (!S_ISREG(n->mode))
     return record(EINVAL, ino, fmt::format("{}: only regular files become arrays", name));
-  ArraySchema current = stored_schema(ino).value_or(ArraySchema{});
+  const layouts::DefaultLayout rule = layouts::default_layout(volume_->geometry());
+  ArraySchema fresh;
+  fresh.layout = rule.layout;  // the volume's default, stored with the schema
+  ArraySchema current = stored_schema(ino).value_or(fresh);
   ArraySchema next = current;
   if (auto res = fs::set_schema_attr(next, attr, value)) return record(res.error, ino, res.message);
   return [&]() -> int {
@@ -915,10 +919,16 @@ int Filesystem::setxattr(Ino ino, const std::string& name, const std::string& va
       return record(EINVAL, ino,
                     fmt::format("{}: the file holds {} bytes but shape {} of {} needs {} (or an empty file)", name,
                                 plain->size(), fs::schema_attr_text(next, "shape"), next.dtype.name, need));
+    if (next.cell.empty() && rule.cell_bytes != 0 && next.layout == rule.layout) {
+      // The default rule's cell is stored as user.mmfs.cell: a later rule never moves this array.
+      const std::vector<std::uint32_t> order =
+          next.order.empty() ? layouts::CellGrid::default_order(next.shape.size()) : next.order;
+      next.cell = layouts::default_cell(rule, volume_->geometry(), next.shape, next.dtype.itemsize, order);
+    }
     if (it != open_.end() && it->second.plain) commit_open_file(ino, it->second);
-    auto fresh = md.inode(ino);
+    auto created = md.inode(ino);
     std::shared_ptr<ArrayFile> array;
-    if (int r = ArrayFile::create(array_ctx_, *fresh, next, plain->size() ? plain.get() : nullptr, &array, &msg))
+    if (int r = ArrayFile::create(array_ctx_, *created, next, plain->size() ? plain.get() : nullptr, &array, &msg))
       return record(r, ino, attr_message(name, msg));
     arrays_[ino] = array;
     if (it != open_.end()) {
@@ -975,6 +985,7 @@ int Filesystem::removexattr(Ino ino, const std::string& name) {
   if (!current) return ENODATA;
   ArraySchema next = *current;
   if (auto res = fs::reset_schema_attr(next, attr)) return record(res.error, ino, res.message);
+  if (attr == "layout") next.layout = layouts::default_layout(volume_->geometry()).layout;
   if (current->shape.empty())
     return volume_->metadata().set_xattr(ino, std::string(ArrayFile::kSchemaXattr), fs::encode_schema(next));
   std::shared_ptr<ArrayFile> array;

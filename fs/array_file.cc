@@ -10,6 +10,7 @@
 #include <system_error>
 #include <thread>
 
+#include "layouts/default_layout.h"
 #include "layouts/multimap.h"
 #include "layouts/selection_chunks.h"
 
@@ -691,6 +692,10 @@ nlohmann::json ArrayFile::info() const {
   j["dtype"] = schema_.dtype.name;
   j["itemsize"] = g.itemsize();
   j["layout"] = schema_.layout;
+  {
+    const layouts::DefaultLayout rule = layouts::default_layout(ctx_.geometry);
+    j["layout_rule"] = schema_.layout == rule.layout ? rule.rule : "user.mmfs.layout (the volume's default is " + rule.layout + ")";
+  }
   // An mloc image orders its chunks along the Hilbert curve whatever the
   // order says; its chunk grid has the default order. Show the attribute.
   j["order"] = is_mloc(schema_) && !schema_.order.empty() ? schema_.order : g.order();

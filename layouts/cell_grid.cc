@@ -50,6 +50,26 @@ std::vector<std::uint64_t> CellGrid::default_cell(std::span<const std::uint64_t>
   return cell;
 }
 
+std::vector<std::uint64_t> CellGrid::proportional_cell(std::span<const std::uint64_t> shape, std::uint32_t itemsize,
+                                                       std::uint32_t cell_bytes, std::span<const std::uint32_t> order) {
+  std::vector<std::uint64_t> cell(shape.size(), 1);
+  const std::uint64_t budget = std::max<std::uint64_t>(1, cell_bytes / std::max<std::uint32_t>(1, itemsize));
+  std::uint64_t used = 1;
+  for (;;) {
+    // The dimension with the most room per cell side that can still double.
+    std::size_t best = shape.size();
+    for (std::uint32_t d : order) {
+      if (cell[d] * 2 > shape[d] || used * 2 > budget) continue;
+      // shape[d] / cell[d] > shape[b] / cell[b], without division.
+      if (best == shape.size() || shape[d] * cell[best] > shape[best] * cell[d]) best = d;
+    }
+    if (best == shape.size()) break;
+    cell[best] *= 2;
+    used *= 2;
+  }
+  return cell;
+}
+
 CellGrid::CellGrid(std::vector<std::uint64_t> shape, std::uint32_t itemsize, std::vector<std::uint64_t> cell,
                    std::vector<std::uint32_t> order)
     : shape_(std::move(shape)), cell_(std::move(cell)), order_(std::move(order)), itemsize_(itemsize) {

@@ -26,6 +26,14 @@ class CellGrid {
   // along every dimension with the same read amplification.
   static std::vector<std::uint64_t> default_cell(std::span<const std::uint64_t> shape, std::uint32_t itemsize,
                                                  std::uint32_t sector_size, std::span<const std::uint32_t> order);
+  // A cell shaped like the array (issue 18, the default on flash): sides
+  // powers of two, grown by doubling the side whose dimension has the most
+  // room per cell (shape[d] / cell[d]; ties in priority order) until the cell
+  // fills `cell_bytes`. A slice along d then reads cell[d] times its bytes and
+  // cell[d] is proportional to shape[d], so every slice of the array reads
+  // about as many bytes as the others, and every beam as many cells.
+  static std::vector<std::uint64_t> proportional_cell(std::span<const std::uint64_t> shape, std::uint32_t itemsize,
+                                                      std::uint32_t cell_bytes, std::span<const std::uint32_t> order);
   // How many bytes the default cell fills on a device of `sector_size`: a 4 KiB
   // unit (or one sector, when larger). Real devices and the page cache move 4
   // KiB at the cost of 512 bytes, so a slice needs a quarter of the requests

@@ -313,6 +313,20 @@ def is_mounted(path):
     return False
 
 
+
+def layout_attrs(label):
+    """The schema attributes of a --layouts entry: 'zorder', 'zorder+cell=16x16x16'
+    (a layout with more attributes, '+'-separated, 'x' for the commas of a
+    list), or 'default' (no layout attribute: the volume's default layout and cell)."""
+    name, *extra = label.split("+")
+    attrs = {} if name == "default" else {"layout": name}
+    for kv in extra:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise SystemExit(f"--layouts: '{kv}' in '{label}' is not ATTR=VALUE")
+        attrs[k] = v.replace("x", ",")
+    return attrs
+
 class MmfsDaemon(Daemon):
     """bench_daemon.Daemon with an unmount that reads /proc/self/mountinfo (a
     daemon that died leaves a mount os.path.ismount cannot see) and gives up
@@ -561,7 +575,8 @@ class Bench:
                 path = self.arr(lb)
                 os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
                 try:
-                    os.setxattr(path, "user.mmfs.layout", lb.encode())
+                    for k, v in layout_attrs(lb).items():
+                        os.setxattr(path, f"user.mmfs.{k}", v.encode())
                     os.setxattr(path, "user.mmfs.shape", shape_x)
                 except OSError as e:
                     raise BenchError(f"setting the schema of {path} (layout {lb}) failed: {e.strerror}; "
@@ -1371,7 +1386,8 @@ def parse_args(argv):
                     help="meson build directory holding daemon/mmfs and mkfs/mkfs.mmfs ($MMFS_BUILD)")
     ap.add_argument("--shape", default=None, help="array shape S0,S1,... (default 1024,1024,256; --quick 64,64,32)")
     ap.add_argument("--layouts", default=",".join(LAYOUTS),
-                    help="comma-separated mmfs layouts, one array each (empty: baselines only)")
+                    help="comma-separated mmfs layouts, one array each (empty: baselines only); an entry may add "
+                    "attributes, e.g. zorder+cell=16x16x16, and 'default' takes the volume's default layout")
     ap.add_argument("--baselines", default=",".join(BASELINES),
                     help="comma-separated baselines among " + ", ".join(BASELINES))
     ap.add_argument("--workloads", default=",".join(KINDS), help="comma-separated workload kinds among "
