@@ -97,7 +97,7 @@ void Filesystem::flusher() {
     flusher_cv_.wait_for(lock, kFlushInterval);
     if (stopping_) break;
     lock.unlock();
-    flush_all(true);
+    flush_all(true, /*periodic=*/true);
     trim_free_heap(kFreeHeapReserve);
     lock.lock();
   }
@@ -131,7 +131,7 @@ int Filesystem::shutdown() {
   return r;
 }
 
-int Filesystem::flush_all(bool durable) {
+int Filesystem::flush_all(bool durable, bool periodic) {
   if (read_only_) return 0;
   std::vector<std::pair<Ino, std::shared_ptr<fs::ArrayFile>>> arrays;
   int first = 0;
@@ -147,7 +147,7 @@ int Filesystem::flush_all(bool durable) {
   }
   for (auto& [ino, a] : arrays) {
     std::string msg;
-    if (int r = a->flush(false, &msg)) {
+    if (int r = periodic ? a->flush_periodic(&msg) : a->flush(false, &msg)) {
       record(r, ino, msg);
       if (!first) first = r;
     }

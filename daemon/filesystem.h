@@ -157,7 +157,8 @@ class Filesystem {
   bool open_data(Ino ino, std::shared_ptr<fs::PlainFile>* plain, std::shared_ptr<fs::ArrayFile>* array,
                  bool modifying);
   int commit_open_file(Ino ino, OpenFile& of);
-  int flush_all(bool durable);
+  // periodic: the flusher's tick (ArrayFile::flush_periodic), else everything.
+  int flush_all(bool durable, bool periodic = false);
   int orphan_if_open(Ino parent, const std::string& name);
   // Namespace changes (daemon/namespace_ops.cc): every node is made here.
   int make_node(Ino parent, const std::string& name, std::uint32_t mode, std::uint64_t rdev, const std::string& target,

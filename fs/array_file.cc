@@ -35,6 +35,12 @@ bool layout_implemented(const std::string& name) {
 
 bool is_mloc(const ArraySchema& s) { return s.layout == "mloc"; }
 
+// At the dirty limit, cells a writer has only partly written stay in memory
+// (writing them now means reading them back when the rest arrives) unless
+// they alone fill half the limit: a sequential writer whose cells span many
+// megabytes of C-order bytes then writes each cell once.
+bool keep_incomplete(const ArrayState& state) { return state.incomplete_dirty_bytes() < ArrayFile::kDirtyLimit / 2; }
+
 }  // namespace
 
 
@@ -223,7 +229,7 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
       state->write_bytes(off, buf.data(), n);
       if (state->dirty_bytes() >= kDirtyLimit) {
         std::uint64_t bad = 0;
-        if (int r = state->write_back(&bad, nullptr)) {
+        if (int r = state->write_back(&bad, nullptr, keep_incomplete(*state))) {
           release();
           *message = "writing the array's cells failed";
           return r;
@@ -291,7 +297,7 @@ std::string ArrayFile::bad_cell_message(std::uint64_t cell) const {
   return fmt::format("cell {} failed its checksum (the device returned other bytes than were written)", cell);
 }
 
-int ArrayFile::flush_locked(bool durable, std::string* message) {
+int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_only) {
   if (retired_) return 0;
   if (has_dirty_locked()) {
     if (int r = index_before_write_back_locked(message)) return r;
@@ -300,7 +306,7 @@ int ArrayFile::flush_locked(bool durable, std::string* message) {
       if (int r = ctx_.metadata.apply(alternatives, {})) return r;
       return ctx_.metadata.sync();
     };
-    if (int r = state_->write_back(&bad, make_durable)) {
+    if (int r = state_->write_back(&bad, make_durable, complete_only)) {
       *message = r == EIO ? bad_cell_message(bad) : "writing cells failed";
       return r;
     }
@@ -331,6 +337,14 @@ int ArrayFile::flush_locked(bool durable, std::string* message) {
 int ArrayFile::flush(bool durable, std::string* message) {
   std::unique_lock lock(mu_);
   return flush_locked(durable, message);
+}
+
+int ArrayFile::flush_periodic(std::string* message) {
+  std::unique_lock lock(mu_);
+  const std::uint64_t now = generation_.load();
+  const bool writing = now != periodic_generation_;
+  periodic_generation_ = now;
+  return flush_locked(false, message, writing && state_ && !index_ && keep_incomplete(*state_));
 }
 
 int ArrayFile::settle(std::string* message) {
@@ -456,7 +470,7 @@ int ArrayFile::unseal_locked(bool copy, std::string* message) {
       staging->write_bytes(r0 * row, buf.data(), n * row);
       if (staging->dirty_bytes() >= kDirtyLimit || r0 + n == shape[0]) {
         std::uint64_t bad = 0;
-        if (int r = staging->write_back(&bad, nullptr)) {
+        if (int r = staging->write_back(&bad, nullptr, r0 + n != shape[0] && keep_incomplete(*staging))) {
           release();
           *message = "writing the staging placement failed";
           return r;
@@ -492,7 +506,10 @@ int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
   state_->write_bytes(offset, data, length);
   note_write_locked(offset, data, length);
   ++generation_;
-  if (state_->dirty_bytes() >= kDirtyLimit) return flush_locked(false, message);
+  if (state_->dirty_bytes() >= kDirtyLimit)
+    // Without an index (whose delta reads the rows it notes back from the
+    // device), the cells a writer has not finished stay dirty.
+    return flush_locked(false, message, !index_ && keep_incomplete(*state_));
   return 0;
 }
 
@@ -643,7 +660,7 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
       }
       fresh->write_bytes(r0 * row, buf.data(), (r1 - r0) * row);
       if (fresh->dirty_bytes() >= kDirtyLimit || r1 == S0) {
-        if (int r = fresh->write_back(&bad, nullptr)) {
+        if (int r = fresh->write_back(&bad, nullptr, r1 != S0 && keep_incomplete(*fresh))) {
           release();
           *message = "writing the new placement failed";
           return r;

@@ -99,6 +99,10 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // Writes dirty cells back and commits their checksums; `durable` syncs the
   // metadata store too (fsync).
   int flush(bool durable, std::string* message);
+  // The daemon's periodic flush (the caller syncs the metadata): an array written since the last
+  // one keeps the cells its writer has not finished in memory (they would be
+  // read back when the rest arrives); an idle array is flushed whole.
+  int flush_periodic(std::string* message);
   // flush(true), and an mloc array written since its last seal is encoded
   // into a new image (re-binned) and the staging placement dropped: fsync,
   // the last close and unmount call this.
@@ -185,7 +189,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state);
   static int build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
                    std::unique_ptr<ArrayState>* out, std::string* message);
-  int flush_locked(bool durable, std::string* message);
+  // complete_only: write back only the complete dirty cells (ArrayState::write_back).
+  int flush_locked(bool durable, std::string* message, bool complete_only = false);
 
   // The placement behind reads. Every array but a sealed mloc one has cells
   // (state_); a sealed mloc array has only its image (mloc_), and its first
@@ -267,6 +272,7 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   std::string index_damage_;
   std::vector<std::uint64_t> partial_rows_;  // rows a write cut: their values are read at flush
   std::atomic<std::uint64_t> generation_{0};  // bumped by every change of the contents
+  std::uint64_t periodic_generation_ = 0;     // generation_ at the last flush_periodic (under mu_)
 
   // Decoded chunks of recent reads (the file and its views), most recent first.
   struct CacheEntry {

@@ -3,6 +3,7 @@
 #include "layouts/cell_copy.h"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 
@@ -93,12 +94,12 @@ ArrayState::DirtyCell& ArrayState::dirty_cell(std::uint64_t linear, std::span<co
   DirtyCell& dc = it->second;
   if (inserted) {
     dc.data.assign(cell_storage_, std::byte{0});
-    // A cell that never held data is all zeros: nothing to read back.
+    // A cell that never held data is all zeros: nothing to read back. Its
+    // written bytes are still tracked: a write-back of full cells only
+    // (write_back's complete_only) leaves it for its writer to finish.
     dc.complete = !may_hold_data(linear);
-    if (!dc.complete) {
-      dc.written.assign((grid().cell_bytes() + 63) / 64, 0);
-      dc.need = in_array_bytes(cc);
-    }
+    dc.written.assign((grid().cell_bytes() + 63) / 64, 0);
+    dc.need = in_array_bytes(cc);
   }
   return dc;
 }
@@ -114,35 +115,49 @@ void ArrayState::write_bytes(std::uint64_t offset, const std::byte* data, std::s
       last_linear = linear;
     }
     std::memcpy(dc->data.data() + at, data + from, take);
-    if (dc->complete) return;
-    for (std::uint64_t b = at; b < at + take; ++b) {
+    if (dc->full) return;
+    // Mark bytes [at, at + take) written, a word at a time.
+    std::uint64_t b = at;
+    const std::uint64_t end = at + take;
+    while (b < end) {
+      const std::uint64_t bit = b % 64;
+      const std::uint64_t n = std::min<std::uint64_t>(64 - bit, end - b);
+      const std::uint64_t mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << bit;
       std::uint64_t& w = dc->written[b / 64];
-      std::uint64_t bit = 1ull << (b % 64);
-      if (!(w & bit)) {
-        w |= bit;
-        ++dc->known;
-      }
+      dc->known += std::uint64_t(std::popcount(mask & ~w));
+      w |= mask;
+      b += n;
     }
     if (dc->known >= dc->need) {
-      dc->complete = true;
+      dc->full = dc->complete = true;
       dc->written.clear();
       dc->written.shrink_to_fit();
     }
   });
 }
 
-int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(WriteBatch&)>& make_durable) {
+int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(WriteBatch&)>& make_durable,
+                           bool complete_only) {
   if (dirty_.empty()) return 0;
   const std::uint64_t brick = grid().cell_bytes();
   const std::uint32_t ss = io_.sector_size();
   std::vector<std::uint64_t> coords(grid().dims());
   Run r[2];
 
+  // The cells written back now: every dirty cell, or only those whose every
+  // byte was written (a sequential writer completes the others soon; writing
+  // them now would read them back then).
+  std::vector<std::uint64_t> chosen;
+  chosen.reserve(dirty_.size());
+  for (auto& [linear, dc] : dirty_)
+    if (!complete_only || dc.full) chosen.push_back(linear);
+  if (chosen.empty()) return 0;
+
   // Cells written only in part that hold data: read them, keep the bytes not
   // overwritten.
   std::vector<std::uint64_t> partial;
-  for (auto& [linear, dc] : dirty_)
-    if (!dc.complete) partial.push_back(linear);
+  for (std::uint64_t linear : chosen)
+    if (!dirty_[linear].complete) partial.push_back(linear);
   if (!partial.empty()) {
     AlignedBuffer buf;
     if (int rc = read_stored_cells(partial, &buf)) return rc;
@@ -165,9 +180,9 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
   // after a crash in between (EIO instead of zeros).
   if (make_durable) {
     bool any = false;
-    for (auto& [linear, dc] : dirty_)
+    for (std::uint64_t linear : chosen)
       if (may_hold_data(linear)) {
-        alt_.set_raw(linear, cell_checksum({dc.data.data(), brick}));
+        alt_.set_raw(linear, cell_checksum({dirty_[linear].data.data(), brick}));
         any = true;
       }
     if (any) {
@@ -179,8 +194,8 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
 
   // Write back in LBN order; neighbouring cells become one request.
   std::vector<std::pair<geom::Lbn, std::uint64_t>> order;
-  order.reserve(dirty_.size());
-  for (auto& [linear, dc] : dirty_) {
+  order.reserve(chosen.size());
+  for (std::uint64_t linear : chosen) {
     coords_of(linear, coords.data());
     layout_->cell_runs(coords, r);
     order.push_back({r[0].lbn, linear});
@@ -205,12 +220,19 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
     }
   }
   if (int rc = io_.write(runs)) return rc;
-  for (auto& [linear, dc] : dirty_) {
-    sums_.set(linear, {dc.data.data(), brick});
+  for (std::uint64_t linear : chosen) {
+    sums_.set(linear, {dirty_[linear].data.data(), brick});
     alt_.set_raw(linear, 0);  // dropped when the caller commits the checksums
+    dirty_.erase(linear);
   }
-  dirty_.clear();
   return 0;
+}
+
+std::uint64_t ArrayState::incomplete_dirty_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& [linear, dc] : dirty_)
+    if (!dc.full) n += cell_storage_;
+  return n;
 }
 
 int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,

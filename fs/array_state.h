@@ -52,7 +52,13 @@ class ArrayState {
   // `make_durable` (unless null: a placement nothing points at yet) receives
   // the alternatives to commit durably. 0, or an errno with *bad_cell set for
   // EIO from a checksum mismatch.
-  int write_back(std::uint64_t* bad_cell, const std::function<int(WriteBatch&)>& make_durable);
+  // `complete_only`: write back only the cells whose every byte was written
+  // (the others stay dirty), so a sequential writer whose cells span more
+  // than the dirty limit never writes a cell twice nor reads it back.
+  int write_back(std::uint64_t* bad_cell, const std::function<int(WriteBatch&)>& make_durable,
+                 bool complete_only = false);
+  // Bytes of dirty cells not yet complete.
+  std::uint64_t incomplete_dirty_bytes() const;
   // Drops the dirty cache and marks every cell unwritten (reads as zeros).
   void clear();
   // A crash during write_back can tear a cell that spans several device
@@ -101,10 +107,12 @@ class ArrayState {
   int read_stored_cells(std::span<const std::uint64_t> cells, AlignedBuffer* out) const;
   struct DirtyCell {
     std::vector<std::byte> data;        // the cell's sectors (brick in C order, then padding)
-    std::vector<std::uint64_t> written;  // one bit per byte of the brick; empty when complete
+    std::vector<std::uint64_t> written;  // one bit per byte of the brick; empty when full
     std::uint64_t known = 0;             // distinct bytes written
     std::uint64_t need = 0;              // bytes of the brick inside the array
-    bool complete = false;               // every byte is known: no read before write-back
+    bool full = false;                   // every byte inside the array was written
+    bool complete = false;               // every byte is known (full, or a cell that never held
+                                         // data: zeros): no read before write-back
   };
   bool may_hold_data(std::uint64_t cell) const { return sums_.get(cell) != 0 || alt_.get(cell) != 0; }
   bool cell_valid(std::uint64_t cell, std::span<const std::byte> contents) const;

@@ -1,0 +1,64 @@
+"""Ingest writes each cell once: a sequential writer whose cells span more C-order
+bytes than fit between two dirty-limit write-backs keeps the cells it has not
+finished in memory instead of writing them and reading them back (issue 18)."""
+import os
+
+import numpy as np
+
+from mmfs_mount import make_array, read_bytes, read_json
+
+
+def stats(vol):
+    return read_json(vol.mnt / ".mmfs" / "stats")
+
+
+def test_a_sequential_ingest_reads_nothing_back_and_writes_each_cell_once(volume_factory):
+    vol = volume_factory(size="2G", geometry="ssd")
+    # A band of cells along dim 0 (24 rows, 9 MiB of C-order bytes) is 3072
+    # one-sector cells, 12 MiB dirty: the 64 MiB dirty limit is reached when a
+    # sixth band has just been touched, so a band is half written at every
+    # write-back.
+    shape = (240, 384, 128)
+    arr = np.random.default_rng(8).standard_normal(shape)
+    a = make_array(vol.mnt / "a", shape, "float64", "naive", None, attrs={"cell": "24,8,2"})
+    before = stats(vol)
+    fd = os.open(a, os.O_WRONLY)
+    try:
+        data = arr.tobytes()
+        step = 1 << 20
+        for off in range(0, len(data), step):
+            os.pwrite(fd, data[off:off + step], off)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    after = stats(vol)
+    assert after["sectors_read"] == before["sectors_read"], "cells were read back during a sequential ingest"
+    written = (after["sectors_written"] - before["sectors_written"]) * after["sector_size"]
+    cells = (240 // 24) * (384 // 8) * (128 // 2)
+    assert written == cells * 4096  # each 3 KiB cell's sector written once
+    assert read_bytes(a) == arr.tobytes()
+
+
+def test_random_partial_writes_still_merge_with_the_stored_bytes(volume_factory):
+    vol = volume_factory(size="1G", geometry="ssd")
+    shape = (240, 384, 128)
+    rng = np.random.default_rng(9)
+    arr = rng.standard_normal(shape)
+    a = make_array(vol.mnt / "a", shape, "float64", "naive", arr, attrs={"cell": "24,8,2"})
+    fd = os.open(a, os.O_WRONLY)
+    try:
+        for _ in range(200):  # scattered small writes, several dirty-limit write-backs' worth
+            i = int(rng.integers(0, arr.size - 4096))
+            n = int(rng.integers(1, 4096))
+            patch = rng.standard_normal(n)
+            arr.reshape(-1)[i:i + n] = patch
+            os.pwrite(fd, patch.tobytes(), i * 8)
+        big = rng.standard_normal(arr.size // 2)  # then 64+ MiB in one go, half cells partly covered
+        start = arr.size // 5 + 3
+        arr.reshape(-1)[start:start + big.size] = big
+        os.pwrite(fd, big.tobytes(), start * 8)
+    finally:
+        os.close(fd)
+    assert read_bytes(a) == arr.tobytes()
+    vol.remount()
+    assert read_bytes(a) == arr.tobytes()
