@@ -1,10 +1,11 @@
-"""Ingest beside a plain file (issue 18, "streaming at device speed"): the same
-C-order bytes written with the same calls (8 MiB pwrite, then fsync) into a
-plain file on the disk under test and into an mmfs array file (the volume's
-default layout, or --layout), for one or more daemon binaries, alternating,
-medians of --runs. Run as root.
+"""Streaming beside a plain file (issue 18, "streaming at device speed"): the
+same C-order bytes written with the same calls (8 MiB pwrite, then fsync) into
+a plain file on the disk under test and into an mmfs array file (the volume's
+default layout, or --layout), then read back cold with the same calls (8 MiB
+preadv into one buffer; caches dropped and the daemon remounted first), for
+one or more daemon binaries, alternating, medians of --runs. Run as root.
 
-    python3 tools/bench/ingest_bench.py --daemon build/daemon/mmfs [--daemon OTHER] --dir /var/tmp/ing
+    python3 tools/bench/stream_bench.py --daemon build/daemon/mmfs [--daemon OTHER] --dir /var/tmp/ing
 """
 import argparse
 import os
@@ -32,6 +33,23 @@ def write_all(path, data, step=8 * MiB):
     return time.perf_counter() - t0
 
 
+def read_all(path, size, step=8 * MiB):
+    buf = bytearray(step)
+    view = memoryview(buf)
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        off = 0
+        while off < size:
+            n = os.preadv(fd, [view[:min(step, size - off)]], off)
+            if n <= 0:
+                raise RuntimeError(f"{path}: short read at {off}")
+            off += n
+    finally:
+        os.close(fd)
+    return time.perf_counter() - t0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", action="append", required=True, help="mmfs daemon binary (repeatable)")
@@ -50,6 +68,7 @@ def main():
     subprocess.run([a.mkfs, "-q", "-f", "-s", str(len(data) * 3 + (1 << 30)), "-g", a.geometry, image], check=True)
     drop = CacheDropper()
     times = {"plain file": []} | {d: [] for d in a.daemon}
+    reads = {k: [] for k in times}
     try:
         for run in range(a.runs):
             for target in times:
@@ -58,6 +77,8 @@ def main():
                     if os.path.exists(plain):
                         os.unlink(plain)
                     times[target].append(write_all(plain, data))
+                    drop()
+                    reads[target].append(read_all(plain, len(data)))
                     continue
                 d = Daemon(target, image, mnt, "", os.path.join(a.dir, "daemon.log"))
                 d.mount()
@@ -72,15 +93,23 @@ def main():
                     times[target].append(write_all(path, data))
                 finally:
                     d.unmount()
-            print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
+                d.mount()
+                drop()
+                try:
+                    reads[target].append(read_all(os.path.join(mnt, "a"), len(data)))
+                finally:
+                    d.unmount()
+            print(f"run {run + 1}: " + ", ".join(f"{k} write {v[-1]:.2f} s, read {reads[k][-1]:.2f} s"
+                                               for k, v in times.items()), flush=True)
     finally:
         if os.path.exists(plain):
             os.unlink(plain)
-    base = statistics.median(times["plain file"])
-    print(f"\n{len(data) / MiB:.0f} MiB, 8 MiB pwrite + fsync, medians of {a.runs}:")
-    for k, v in times.items():
-        m = statistics.median(v)
-        print(f"  {k}: {m:.2f} s, {len(data) / m / MiB:.0f} MiB/s, {base / m:.0%} of the plain file")
+    for what, table in (("write: 8 MiB pwrite + fsync", times), ("cold read: 8 MiB preadv", reads)):
+        base = statistics.median(table["plain file"])
+        print(f"\n{len(data) / MiB:.0f} MiB, {what}, medians of {a.runs}:")
+        for k, v in table.items():
+            m = statistics.median(v)
+            print(f"  {k}: {m:.2f} s, {len(data) / m / MiB:.0f} MiB/s, {base / m:.0%} of the plain file")
 
 
 if __name__ == "__main__":
