@@ -39,7 +39,9 @@ bool is_mloc(const ArraySchema& s) { return s.layout == "mloc"; }
 // (writing them now means reading them back when the rest arrives) unless
 // they alone fill half the limit: a sequential writer whose cells span many
 // megabytes of C-order bytes then writes each cell once.
-bool keep_incomplete(const ArrayState& state) { return state.incomplete_dirty_bytes() < ArrayFile::kDirtyLimit / 2; }
+bool keep_incomplete(const ArrayState& state) {
+  return state.incomplete_dirty_bytes() < ArrayFile::kDirtyLimit / 2;
+}
 
 }  // namespace
 
@@ -711,7 +713,9 @@ nlohmann::json ArrayFile::info() const {
   j["layout"] = schema_.layout;
   {
     const layouts::DefaultLayout rule = layouts::default_layout(ctx_.geometry);
-    j["layout_rule"] = schema_.layout == rule.layout ? rule.rule : "user.mmfs.layout (the volume's default is " + rule.layout + ")";
+    j["layout_rule"] = schema_.layout == rule.layout
+                           ? rule.rule
+                           : "user.mmfs.layout (the volume's default is " + rule.layout + ")";
   }
   // An mloc image orders its chunks along the Hilbert curve whatever the
   // order says; its chunk grid has the default order. Show the attribute.

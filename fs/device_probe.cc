@@ -137,8 +137,9 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
       std::string tmpl = (dir.empty() ? std::string(".") : dir) + "/.mmfs-measure-XXXXXX";
       int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
       if (fd < 0)
-        return fail(message, errno, fmt::format("{} holds {} MiB of data, and a scratch file beside it cannot be made: {}",
-                                                path, data >> 20, std::strerror(errno)));
+        return fail(message, errno,
+                    fmt::format("{} holds {} MiB of data, and a scratch file beside it cannot be made: {}", path,
+                                data >> 20, std::strerror(errno)));
       ::close(fd);
       direct.fd = ::open(tmpl.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
       const int open_errno = errno;
@@ -204,7 +205,8 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
                                              [](const Extent& a, const Extent& b) { return a.length < b.length; });
     std::uint64_t seq_at = largest.offset;
     std::vector<Slot> slots(depth);
-    for (std::uint32_t i = 0; i < depth; ++i) slots[i].buffer = arena.data() + (std::uint64_t(i) * bytes) % arena.size();
+    for (std::uint32_t i = 0; i < depth; ++i)  // depth * bytes fits in the arena (the caller caps depth)
+      slots[i].buffer = arena.data() + std::uint64_t(i) * bytes;
     std::vector<double> latencies;
     std::uint64_t submitted = 0, done = 0;
     const auto t0 = Clock::now();
