@@ -2,6 +2,8 @@
 // measure`, `mkfs.mmfs -g measure`): random O_DIRECT reads through io_uring
 // at request sizes 512 B…4 MiB and queue depths 1…64, plus a sequential
 // stream, within a time budget. Reads only: safe on a device that holds data.
+// It drives its own ring rather than FileDevice, whose submit() waits for a
+// whole batch: a probe keeps exactly `depth` reads in flight and times each.
 //
 // A regular file is measured where it holds data (SEEK_DATA): reading a hole
 // would time the page allocator, not the device. When a file holds too little

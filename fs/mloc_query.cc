@@ -208,11 +208,11 @@ int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<
   const std::uint64_t nwords = (g.elements() + 63) / 64;
   std::vector<std::uint64_t> words(nwords + 1, 0);
   for (std::uint64_t r : rows) words[r >> 6] |= 1ull << (r & 63);
-  std::vector<std::uint32_t> before(nwords);  // rows below 2^32 (kMaxChunkElements bounds the grid)
+  std::vector<std::uint64_t> before(nwords);
   {
     std::uint64_t n = 0;
     for (std::uint64_t w = 0; w < nwords; ++w) {
-      before[w] = std::uint32_t(n);
+      before[w] = n;
       n += std::popcount(words[w]);
     }
     if (n != rows.size()) {
@@ -303,7 +303,7 @@ int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<
             const std::uint64_t row = brick_rows.row(base, positions[k]);
             const std::uint64_t word = words[row >> 6], bit = 1ull << (row & 63);
             if (!(word & bit)) continue;
-            std::byte* e = out + (before[row >> 6] + std::popcount(word & (bit - 1))) * std::size_t(item);
+            std::byte* e = out + (before[row >> 6] + std::uint64_t(std::popcount(word & (bit - 1)))) * item;
             for (std::uint32_t gi = 0; gi < G; ++gi) {
               const layouts::MlocByteGroup& grp = g.groups()[gi];
               for (std::uint32_t j = 0; j < grp.bytes; ++j)
