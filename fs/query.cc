@@ -41,9 +41,10 @@ std::string render(const QueryView& view, const Bitmap& rows, ArrayFile* self, s
   switch (view.output) {
     case QueryView::Output::Count: return fmt::format("{}\n", rows.cardinality());
     case QueryView::Output::Coords: {
+      // Little-endian host, as the array bytes; written in place (operator
+      // new's storage is aligned for uint64_t).
       std::string out(rows.cardinality() * 8, '\0');
-      const std::vector<std::uint64_t> tmp = indexes::rows_of(rows);
-      if (!out.empty()) std::memcpy(out.data(), tmp.data(), out.size());  // little-endian host, as the array bytes
+      if (!out.empty()) rows.toUint64Array(reinterpret_cast<std::uint64_t*>(out.data()));
       return out;
     }
     case QueryView::Output::Mask: return indexes::portable_mask(rows, universe);
