@@ -105,16 +105,31 @@ ArrayState::DirtyCell& ArrayState::dirty_cell(std::uint64_t linear, std::span<co
 }
 
 void ArrayState::write_bytes(std::uint64_t offset, const std::byte* data, std::size_t length) {
-  std::uint64_t last_linear = ~0ull;
-  DirtyCell* dc = nullptr;
+  // The dirty cells of the line of cells being written, by their last
+  // coordinate: consecutive segments cycle through a whole line of cells
+  // (every 32 bytes with 16x16x4 float64 cells), and a hash lookup per
+  // segment cost more than its copy. Entries are stable: nothing is erased here.
+  const std::size_t last = grid().dims() - 1;
+  std::vector<DirtyCell*> line(grid().grid()[last], nullptr);
+  std::uint64_t line_first = ~0ull;
   layouts::for_each_cell_segment(grid(), offset, length,
                                  [&](std::uint64_t linear, std::span<const std::uint64_t> cc, std::uint64_t at,
                                      std::uint64_t from, std::uint64_t take) {
-    if (linear != last_linear) {
-      dc = &dirty_cell(linear, cc);
-      last_linear = linear;
+    if (linear - cc[last] != line_first) {
+      std::fill(line.begin(), line.end(), nullptr);
+      line_first = linear - cc[last];
     }
-    std::memcpy(dc->data.data() + at, data + from, take);
+    DirtyCell*& slot = line[cc[last]];
+    if (slot == nullptr) slot = &dirty_cell(linear, cc);
+    DirtyCell* dc = slot;
+    // Segments of whole cell rows of 32 or 64 bytes are the common case:
+    // copied inline, without a call per segment.
+    if (take == 32)
+      std::memcpy(dc->data.data() + at, data + from, 32);
+    else if (take == 64)
+      std::memcpy(dc->data.data() + at, data + from, 64);
+    else
+      std::memcpy(dc->data.data() + at, data + from, take);
     if (dc->full) return;
     // Mark bytes [at, at + take) written, a word at a time.
     std::uint64_t b = at;
@@ -168,8 +183,18 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
         return EIO;
       }
       DirtyCell& dc = dirty_[partial[i]];
-      for (std::uint64_t b = 0; b < brick; ++b)
-        if (!(dc.written[b / 64] & (1ull << (b % 64)))) dc.data[b] = old[b];
+      // A word of the written bitset at a time: most words are all written
+      // or none (writes come in runs).
+      for (std::uint64_t w = 0; w * 64 < brick; ++w) {
+        const std::uint64_t bits = dc.written[w], first = w * 64, n = std::min<std::uint64_t>(64, brick - first);
+        if (bits == ~0ull) continue;
+        if (bits == 0) {
+          std::memcpy(dc.data.data() + first, old + first, n);
+          continue;
+        }
+        for (std::uint64_t b = 0; b < n; ++b)
+          if (!(bits & (1ull << b))) dc.data[first + b] = old[first + b];
+      }
     }
   }
 

@@ -39,6 +39,8 @@ class ArrayState {
   CellChecksums& alternatives() { return alt_; }
   std::uint64_t bytes() const { return grid().elements() * grid().itemsize(); }
   std::uint64_t dirty_bytes() const { return dirty_.size() * cell_storage_; }
+  // Memory of one dirty cell (its sectors).
+  std::uint64_t cell_storage() const { return cell_storage_; }
   bool has_dirty() const { return !dirty_.empty(); }
   // True when any cell holds data (written back or dirty).
   bool holds_data() const;

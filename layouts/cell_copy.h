@@ -21,29 +21,58 @@ namespace mmfs::layouts {
 // for each, in order. REQUIRES offset + length <= the array's bytes.
 template <class Visit>
 void for_each_cell_segment(const CellGrid& g, std::uint64_t offset, std::uint64_t length, Visit&& visit) {
+  if (length == 0) return;
   const std::size_t n = g.dims();
   const std::uint64_t I = g.itemsize();
   const auto& S = g.shape();
   const auto& C = g.cell();
+  const auto& G = g.grid();
+  // The first element's coordinates by division; after it they advance as
+  // an odometer, and a line's cell prefix is recomputed once per line (a
+  // write of 8 KiB cells 4 elements wide has a segment every 32 bytes, and
+  // dividing per segment cost more than the copy).
   std::vector<std::uint64_t> x(n), cc(n);
+  std::uint64_t e = offset / I, within = offset % I;
+  for (std::size_t d = n; d-- > 0;) {
+    x[d] = e % S[d];
+    e /= S[d];
+  }
+  const std::size_t last = n - 1;
+  const std::uint64_t cl = C[last];
+  std::uint64_t prefix_linear = 0, prefix_local = 0;  // the line's cells: linear id and brick offset sans last dim
+  auto line_prefix = [&] {
+    prefix_linear = 0;
+    prefix_local = 0;
+    for (std::size_t d = 0; d < last; ++d) {
+      cc[d] = x[d] / C[d];
+      prefix_linear = prefix_linear * G[d] + cc[d];
+      prefix_local = prefix_local * C[d] + x[d] % C[d];
+    }
+    prefix_linear *= G[last];
+    prefix_local *= cl;
+  };
+  line_prefix();
   std::uint64_t pos = offset;
   const std::uint64_t end = offset + length;
-  while (pos < end) {
-    std::uint64_t e = pos / I, within = pos % I;
-    for (std::size_t d = n; d-- > 0;) {
-      x[d] = e % S[d];
-      e /= S[d];
-    }
-    const std::uint64_t cl = C[n - 1];
-    const std::uint64_t seg_end = std::min(S[n - 1], (x[n - 1] / cl + 1) * cl);
-    const std::uint64_t take = std::min<std::uint64_t>((seg_end - x[n - 1]) * I - within, end - pos);
-    std::uint64_t local = 0;
-    for (std::size_t d = 0; d < n; ++d) {
-      cc[d] = x[d] / C[d];
-      local = local * C[d] + x[d] % C[d];
-    }
-    visit(g.linear(cc), std::span<const std::uint64_t>(cc), local * I + within, pos - offset, take);
+  for (;;) {
+    const std::uint64_t xl = x[last], cell = xl / cl;
+    const std::uint64_t seg_end = std::min(S[last], (cell + 1) * cl);
+    const std::uint64_t take = std::min<std::uint64_t>((seg_end - xl) * I - within, end - pos);
+    cc[last] = cell;
+    visit(prefix_linear + cell, std::span<const std::uint64_t>(cc), (prefix_local + xl - cell * cl) * I + within,
+          pos - offset, take);
     pos += take;
+    if (pos >= end) return;
+    // The segment ended at its cell's edge (only the range's end cuts one short).
+    within = 0;
+    x[last] = seg_end;
+    if (seg_end < S[last]) continue;
+    x[last] = 0;
+    for (std::size_t d = last; d-- > 0;) {
+      if (++x[d] < S[d]) break;
+      x[d] = 0;
+    }
+    line_prefix();
   }
 }
 

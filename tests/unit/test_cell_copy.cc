@@ -137,6 +137,54 @@ TEST_CASE("cell copy: scatter then gather equals numpy-style indexing of the C-o
   }
 }
 
+TEST_CASE("cell segments of long ranges map every byte as per-byte division does", "[cell_copy]") {
+  // for_each_cell_segment steps its coordinates as an odometer across lines
+  // and dimensions; every byte of ranges of any length and alignment must
+  // land where dividing its own offset puts it, with the cell's coordinates.
+  std::mt19937_64 rng(11);
+  struct Case {
+    std::vector<std::uint64_t> shape, cell;
+    std::uint32_t itemsize;
+  };
+  const std::vector<Case> cases = {{{37}, {8}, 8},           {{9, 10, 11}, {4, 4, 4}, 8}, {{3, 5, 4, 6}, {2, 3, 1, 4}, 2},
+                                   {{1, 7, 1}, {1, 2, 1}, 4}, {{5, 6}, {5, 6}, 1},        {{6, 9, 8}, {4, 4, 3}, 4},
+                                   {{2, 3, 1, 4, 5}, {1, 2, 1, 2, 3}, 4}};
+  for (const auto& c : cases) {
+    const std::vector<std::uint32_t> order = CellGrid::default_order(c.shape.size());
+    const CellGrid g(c.shape, c.itemsize, c.cell, order);
+    const std::uint64_t total = g.elements() * c.itemsize;
+    auto expect = [&](std::uint64_t byte, std::vector<std::uint64_t>* cc) {
+      std::vector<std::uint64_t> x(g.dims());
+      std::uint64_t e = byte / c.itemsize;
+      for (std::size_t d = g.dims(); d-- > 0;) {
+        x[d] = e % c.shape[d];
+        e /= c.shape[d];
+      }
+      return byte_in_cell(g, x, cc) + byte % c.itemsize;
+    };
+    for (int k = 0; k < 60; ++k) {
+      const std::uint64_t offset = k == 0 ? 0 : rng() % total;
+      const std::uint64_t length = k == 0 ? total : 1 + rng() % (total - offset);
+      std::uint64_t next = 0;
+      bool ok = true;
+      for_each_cell_segment(g, offset, length,
+                            [&](std::uint64_t linear, std::span<const std::uint64_t> cc, std::uint64_t at,
+                                std::uint64_t from, std::uint64_t take) {
+                              ok = ok && from == next && take > 0 && g.linear(cc) == linear;
+                              for (std::uint64_t b = 0; ok && b < take; ++b) {
+                                std::vector<std::uint64_t> want_cc;
+                                const std::uint64_t want_at = expect(offset + from + b, &want_cc);
+                                ok = want_at == at + b && g.linear(want_cc) == linear;
+                              }
+                              next = from + take;
+                            });
+      INFO("shape case with " << c.shape.size() << " dims, offset " << offset << ", length " << length);
+      CHECK(ok);
+      CHECK(next == length);
+    }
+  }
+}
+
 TEST_CASE("selection chunks tile the result in order, each a selection of its bytes", "[cell_copy]") {
   std::mt19937_64 rng(11);
   CellGrid g({40, 30, 20}, 8, {4, 4, 4}, {2, 1, 0});
