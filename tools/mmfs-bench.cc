@@ -1,6 +1,6 @@
 // mmfs-bench: benchmark workloads (SPEC §8). `modeled`: the workloads of
 // issue 6 on every layout and on library baselines in modeled time; `real`:
-// the same on the real clock (tools/mmfs_bench_real.py); `query`: bitmap-index
+// the same on the real clock (tools/bench/mmfs_bench_real.py); `query`: bitmap-index
 // queries, the Set Query Benchmark and a 3-D array (tools/bench/query_bench.py);
 // `model`: the MultiMap paper's §5 experiments on modeled disks;
 // `amplification`, `volume`.
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   // Everything after `real` goes to the script untouched, --help included.
   auto* real = app.add_subcommand(
       "real", "The same workloads on the real clock with cold caches, on a mounted mmfs and on h5py, zarr and "
-              "numpy.memmap files: runs tools/mmfs_bench_real.py with every argument passed through (see "
+              "numpy.memmap files: runs tools/bench/mmfs_bench_real.py with every argument passed through (see "
               "`mmfs-bench real --help`)");
   real->set_help_flag();
   real->prefix_command();
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
     if (real->parsed() || query->parsed() || mloc->parsed()) {
       auto* sub = real->parsed() ? real : query->parsed() ? query : mloc;
       std::vector<std::string> looked;
-      std::string script = mmfs::bench::find_script(real->parsed()    ? "tools/mmfs_bench_real.py"
+      std::string script = mmfs::bench::find_script(real->parsed()    ? "tools/bench/mmfs_bench_real.py"
                                                     : query->parsed() ? "tools/bench/query_bench.py"
                                                                       : "tools/bench/mloc_bench.py",
                                                     &looked);

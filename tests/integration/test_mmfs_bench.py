@@ -214,9 +214,9 @@ def test_modeled_and_real_command_lines(bench):
     assert rc == 1 and "--cell" in err
     rc, out, _ = bench("--help")
     assert rc == 0 and "modeled" in out and "real" in out
-    script = REPO_ROOT / "tools" / "mmfs_bench_real.py"
+    script = REPO_ROOT / "tools" / "bench" / "mmfs_bench_real.py"
     if not script.exists():
-        pytest.skip("tools/mmfs_bench_real.py is not there yet")
+        pytest.skip("tools/bench/mmfs_bench_real.py is not there yet")
     # Everything after `real`, --help included, goes to the script.
     rc, out, err = bench("real", "--help")
     assert rc == 0, err

@@ -1,4 +1,4 @@
-"""tools/mmfs_bench_real.py (`mmfs-bench real`): the real-clock, cold-cache
+"""tools/bench/mmfs_bench_real.py (`mmfs-bench real`): the real-clock, cold-cache
 benchmark of the workloads on every mmfs layout and on the h5py, zarr and
 numpy.memmap baselines. One --quick run (64x64x32, 1 run) checks that every
 workload x target is measured and verified, that mmfs targets carry their
@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO_ROOT, build_dir
 from mmfs_mount import SCRATCH, plod
 
-SCRIPT = REPO_ROOT / "tools" / "mmfs_bench_real.py"
+SCRIPT = REPO_ROOT / "tools" / "bench" / "mmfs_bench_real.py"
 LAYOUTS = ["naive", "zorder", "hilbert", "multimap"]
 BASELINES = ["h5py-contig", "h5py-chunked", "zarr", "memmap"]
 

@@ -1,7 +1,7 @@
 // The baselines of `mmfs-bench modeled`: how a library's file would sit on
 // the same modeled device, and which requests the library would issue. These
 // are models, labelled as such — the real libraries are measured by
-// tools/mmfs_bench_real.py.
+// tools/bench/mmfs_bench_real.py.
 //
 // * contiguous (h5py contiguous dataset / numpy memmap of a raw file): the
 //   C-order bytes packed from the start of one extent. A read touches the

@@ -12,7 +12,7 @@ Usage: plot_workloads.py RESULTS.json [--out-prefix PREFIX]
 Exit status: 0 done, 2 unreadable input, 3 matplotlib missing.
 
 Input: the JSON of `mmfs-bench modeled` (schema "mmfs-bench-modeled/1"),
-or of `mmfs-bench real` / tools/mmfs_bench_real.py ("mmfs-bench-real/1",
+or of `mmfs-bench real` / tools/bench/mmfs_bench_real.py ("mmfs-bench-real/1",
 read through real_profiles() below).
 
 Schema "mmfs-bench-modeled/1" (a real-clock writer that wants this script to

@@ -20,7 +20,7 @@ std::string middle_slice(const std::vector<std::uint64_t>& shape, std::uint32_t 
 }  // namespace
 
 std::vector<std::uint64_t> cube_edges(const std::vector<std::uint64_t>& shape, double p) {
-  // nearbyint rounds half to even, as Python's round() in tools/mmfs_bench_real.py.
+  // nearbyint rounds half to even, as Python's round() in tools/bench/mmfs_bench_real.py.
   std::vector<std::uint64_t> e(shape.size());
   for (std::size_t d = 0; d < shape.size(); ++d)
     e[d] = std::min<std::uint64_t>(shape[d], std::max<std::uint64_t>(1, std::uint64_t(std::nearbyint(p / 100.0 * double(shape[d])))));

@@ -4,7 +4,7 @@
 // spelled as the view a user would read below `A@` and turned into a
 // selection by the daemon's own path resolver (fs::resolve_view), so that
 // `A@/plan/VIEW` on a mounted array plans exactly the same selection. Every
-// target gets the same queries; tools/mmfs_bench_real.py uses the same
+// target gets the same queries; tools/bench/mmfs_bench_real.py uses the same
 // workload ids for the real clock.
 #pragma once
 

@@ -19,6 +19,9 @@ COLORS = {"naive": "#bbbbbb", "hilbert": "#6699cc", "multimap": "#cc3333"}
 
 
 def main() -> None:
+    if len(sys.argv) < 3 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     data = json.load(open(sys.argv[1]))
     discipline = sys.argv[3] if len(sys.argv) > 3 else "paper"
     results = {p: [r for r in rows if r.get("discipline", "paper") == discipline]

@@ -65,9 +65,9 @@ Always unmounts and removes what it created (the image, the baselines) unless
 
 Usage (as root, from the repository root, after `meson compile -C build`):
 
-  python3 tools/mmfs_bench_real.py                              # 1024x1024x256, all layouts, 3 runs
-  python3 tools/mmfs_bench_real.py --shape 512,512,256 --runs 3 --out /tmp/real-512
-  python3 tools/mmfs_bench_real.py --quick --out /tmp/real-quick   # smoke run, seconds
+  python3 tools/bench/mmfs_bench_real.py                              # 1024x1024x256, all layouts, 3 runs
+  python3 tools/bench/mmfs_bench_real.py --shape 512,512,256 --runs 3 --out /tmp/real-512
+  python3 tools/bench/mmfs_bench_real.py --quick --out /tmp/real-quick   # smoke run, seconds
   mmfs-bench real ARGS                                          # the same, through mmfs-bench
 """
 import argparse
@@ -102,7 +102,7 @@ except ImportError:
 
 MiB = 1 << 20
 GiB = 1 << 30
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 READ_CHUNK = 8 * MiB        # os.readv size for mmfs reads
 VERIFY_BLOCK = 64 * MiB     # full-array results are compared in blocks of about this size
 SCHEMA = "mmfs-bench-real/1"
@@ -1355,9 +1355,9 @@ output: PREFIX.md, PREFIX.json, PREFIX-{beams,slices,cubes,scans}.png.
 exit status: 0 all results correct, 1 error or wrong result, 2 bad arguments.
 
 examples (as root, from the repository root):
-  python3 tools/mmfs_bench_real.py --quick --out /tmp/real-quick
-  python3 tools/mmfs_bench_real.py --shape 512,512,256 --runs 3 --out /tmp/real-512
-  python3 tools/mmfs_bench_real.py --keep ...; then --reuse ... (skips the setup)
+  python3 tools/bench/mmfs_bench_real.py --quick --out /tmp/real-quick
+  python3 tools/bench/mmfs_bench_real.py --shape 512,512,256 --runs 3 --out /tmp/real-512
+  python3 tools/bench/mmfs_bench_real.py --keep ...; then --reuse ... (skips the setup)
 """
 
 

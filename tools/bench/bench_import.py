@@ -22,8 +22,8 @@ that waits for it and reads getrusage(RUSAGE_CHILDREN).ru_maxrss, so the
 benchmark's own memory never counts.
 
 Usage (root, after meson compile -C build):
-  python3 tools/bench_import.py                  # 4 GiB: shape 2048,1024,256
-  python3 tools/bench_import.py --shape 512,512,256 --keep   # 512 MiB, quick
+  python3 tools/bench/bench_import.py                  # 4 GiB: shape 2048,1024,256
+  python3 tools/bench/bench_import.py --shape 512,512,256 --keep   # 512 MiB, quick
 """
 import argparse
 import hashlib
@@ -36,8 +36,8 @@ import time
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "tools"))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_daemon import CacheDropper, Daemon  # noqa: E402
 
 MiB = 1 << 20

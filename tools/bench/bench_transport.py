@@ -6,7 +6,7 @@ noisy machine affects all alike. A round is bench_daemon.py's metadata test
 without cache drops: create N empty files in a fresh directory, look up N
 names that do not exist, stat the N files twice, list the directory, unlink. Prints the median (min–max) operations per second of every set.
 
-    python3 tools/bench_transport.py --rounds 10 --files 2000 \\
+    python3 tools/bench/bench_transport.py --rounds 10 --files 2000 \\
         'libfuse+perm=busy_poll=0,default_permissions' 'default='
 
 Run as root (the mounts); everything is unmounted and removed at the end.
@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_daemon import metadata_bench  # noqa: E402
 

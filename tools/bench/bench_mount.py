@@ -4,7 +4,7 @@ to a served mount point, and the bytes it read, for an empty volume and for
 one holding FILES empty files (1,000 per directory), cold (page cache dropped
 before each mount) and warm; median of RUNS mounts each.
 
-    python3 tools/bench_mount.py [--size 1T] [--geometry ssd] [--files 1000000]
+    python3 tools/bench/bench_mount.py [--size 1T] [--geometry ssd] [--files 1000000]
                                  [--runs 3] [--dir /var/tmp] [--out docs/benchmarks]
 
 Needs root (to drop the page cache) and a build (MMFS_BUILD, default build/).
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 BUILD = Path(os.environ.get("MMFS_BUILD", ROOT / "build"))
 
 
@@ -113,7 +113,7 @@ def main():
             rows.append(f"| {name} | {mode} | {m['seconds']:.3f} | {m['bytes_read'] / 2**20:.1f} |")
     md = f"""# Mount time
 
-`python3 tools/bench_mount.py --size {a.size} --geometry {a.geometry} --files {a.files} --runs {a.runs}`
+`python3 tools/bench/bench_mount.py --size {a.size} --geometry {a.geometry} --files {a.files} --runs {a.runs}`
 (a sparse image file; the daemon started in the foreground, timed until the
 mount point serves `.mmfs`; cold: page cache dropped first, bytes read from
 storage; warm: the image file's pages cached, bytes read from storage; median of

@@ -32,10 +32,10 @@ skips mmfs (fio + h5py only).
 
 Usage (as root, from the repository root, after `meson compile -C build`):
 
-  python3 tools/bench_daemon.py                       # issue 5, default layout -> docs/benchmarks/daemon.{md,json}
-  python3 tools/bench_daemon.py --layouts multimap,naive,hilbert,zorder
-  python3 tools/bench_daemon.py --quick --out /tmp/bench-quick        # smoke run, seconds
-  python3 tools/bench_daemon.py --baseline-only --quick               # fio + h5py only, no daemon
+  python3 tools/bench/bench_daemon.py                       # issue 5, default layout -> docs/benchmarks/daemon.{md,json}
+  python3 tools/bench/bench_daemon.py --layouts multimap,naive,hilbert,zorder
+  python3 tools/bench/bench_daemon.py --quick --out /tmp/bench-quick        # smoke run, seconds
+  python3 tools/bench/bench_daemon.py --baseline-only --quick               # fio + h5py only, no daemon
 
 Exit status: 0 when everything ran and every result was correct (targets are
 reported, not enforced, unless --strict: then 3 when a target is missed);
@@ -66,7 +66,7 @@ except ImportError:  # reported in main()
 
 MiB = 1 << 20
 GiB = 1 << 30
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SLAB_ROWS = 32            # rows along dim 0 generated at a time
 READ_CHUNK = 8 * MiB      # os.read size of the full sequential read
 H5_CHUNK_EDGE = 64
