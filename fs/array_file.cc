@@ -38,19 +38,36 @@ bool is_mloc(const ArraySchema& s) { return s.layout == "mloc"; }
 // Incomplete cells are kept up to this much memory per array, whatever its cells.
 constexpr std::uint64_t kIncompleteCap = 512ull << 20;
 
-// At the dirty limit, cells a writer has only partly written stay in memory
-// (writing them now means reading them back when the rest arrives), so a
-// sequential writer writes each cell once. A sequential writer's incomplete
-// cells are the slab of cells (cell[0] rows of the first dimension) it is
-// in, and the next one as it crosses into it: two slabs are kept, at least
-// half the limit, at most kIncompleteCap. (Half the limit alone was exactly
-// one slab of 16x16x4 float64 cells across a (1024, 1024, 256) array, so
-// every slab was written unfinished and read back: ingest ran at 115 MB/s.)
-bool keep_incomplete(const ArrayState& state) {
+// Cells a writer has only partly written stay in memory (writing them now
+// means reading them back when the rest arrives), so a sequential writer
+// writes each cell once. A sequential writer's incomplete cells are the slab
+// of cells (cell[0] rows of the first dimension) it is in, and the next one
+// as it crosses into it: two slabs are kept, at least half the dirty limit,
+// at most kIncompleteCap. (Half the limit alone was exactly one slab of
+// 16x16x4 float64 cells across a (1024, 1024, 256) array, so every slab was
+// written unfinished and read back: ingest ran at 115 MB/s.)
+std::uint64_t incomplete_allowance(const ArrayState& state) {
   const layouts::CellGrid& g = state.grid();
   const std::uint64_t slab = g.cells() / g.grid()[0] * state.cell_storage();
-  const std::uint64_t limit = std::min(kIncompleteCap, std::max(ArrayFile::kDirtyLimit / 2, 2 * slab));
-  return state.incomplete_dirty_bytes() < limit;
+  return std::min(kIncompleteCap, std::max(ArrayFile::kDirtyLimit / 2, 2 * slab));
+}
+
+bool keep_incomplete(const ArrayState& state) {
+  return state.incomplete_dirty_bytes() < incomplete_allowance(state);
+}
+
+// What a placement's dirty cells call for after a write.
+enum class DirtyAction { none, complete_cells, all_cells };
+// Complete cells go out once they fill the dirty limit, in one batch (not a
+// few at a time beside a large set of kept incomplete ones: each write-back
+// costs a device flush and a commit); incomplete ones stay while they fit
+// their allowance and `may_keep` (no index delta needs them on the device);
+// otherwise every dirty cell goes.
+DirtyAction at_dirty_limit(const ArrayState& state, bool may_keep) {
+  if (state.dirty_bytes() < ArrayFile::kDirtyLimit) return DirtyAction::none;
+  if (!may_keep || !keep_incomplete(state)) return DirtyAction::all_cells;
+  return state.dirty_bytes() - state.incomplete_dirty_bytes() >= ArrayFile::kDirtyLimit ? DirtyAction::complete_cells
+                                                                                          : DirtyAction::none;
 }
 
 }  // namespace
@@ -239,9 +256,9 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
         return r ? r : EIO;
       }
       state->write_bytes(off, buf.data(), n);
-      if (state->dirty_bytes() >= kDirtyLimit) {
+      if (const DirtyAction act = at_dirty_limit(*state, true); act != DirtyAction::none) {
         std::uint64_t bad = 0;
-        if (int r = state->write_back(&bad, nullptr, keep_incomplete(*state))) {
+        if (int r = state->write_back(&bad, nullptr, act == DirtyAction::complete_cells)) {
           release();
           *message = "writing the array's cells failed";
           return r;
@@ -480,9 +497,10 @@ int ArrayFile::unseal_locked(bool copy, std::string* message) {
         return r;
       }
       staging->write_bytes(r0 * row, buf.data(), n * row);
-      if (staging->dirty_bytes() >= kDirtyLimit || r0 + n == shape[0]) {
+      const DirtyAction act = r0 + n == shape[0] ? DirtyAction::all_cells : at_dirty_limit(*staging, true);
+      if (act != DirtyAction::none) {
         std::uint64_t bad = 0;
-        if (int r = staging->write_back(&bad, nullptr, r0 + n != shape[0] && keep_incomplete(*staging))) {
+        if (int r = staging->write_back(&bad, nullptr, act == DirtyAction::complete_cells)) {
           release();
           *message = "writing the staging placement failed";
           return r;
@@ -518,10 +536,10 @@ int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
   state_->write_bytes(offset, data, length);
   note_write_locked(offset, data, length);
   ++generation_;
-  if (state_->dirty_bytes() >= kDirtyLimit)
-    // Without an index (whose delta reads the rows it notes back from the
-    // device), the cells a writer has not finished stay dirty.
-    return flush_locked(false, message, !index_ && keep_incomplete(*state_));
+  // Without an index (whose delta reads the rows it notes back from the
+  // device), the cells a writer has not finished stay dirty.
+  const DirtyAction act = at_dirty_limit(*state_, !index_);
+  if (act != DirtyAction::none) return flush_locked(false, message, act == DirtyAction::complete_cells);
   return 0;
 }
 
@@ -671,8 +689,9 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
         return r;
       }
       fresh->write_bytes(r0 * row, buf.data(), (r1 - r0) * row);
-      if (fresh->dirty_bytes() >= kDirtyLimit || r1 == S0) {
-        if (int r = fresh->write_back(&bad, nullptr, r1 != S0 && keep_incomplete(*fresh))) {
+      const DirtyAction act = r1 == S0 ? DirtyAction::all_cells : at_dirty_limit(*fresh, true);
+      if (act != DirtyAction::none) {
+        if (int r = fresh->write_back(&bad, nullptr, act == DirtyAction::complete_cells)) {
           release();
           *message = "writing the new placement failed";
           return r;

@@ -69,6 +69,7 @@ int ArrayState::settle_torn_rewrites(std::uint64_t* settled) {
 
 void ArrayState::clear() {
   dirty_.clear();
+  full_dirty_ = 0;
   sums_.clear();
   alt_.clear();
 }
@@ -145,6 +146,7 @@ void ArrayState::write_bytes(std::uint64_t offset, const std::byte* data, std::s
     }
     if (dc->known >= dc->need) {
       dc->full = dc->complete = true;
+      ++full_dirty_;
       dc->written.clear();
       dc->written.shrink_to_fit();
     }
@@ -246,18 +248,13 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
   }
   if (int rc = io_.write(runs)) return rc;
   for (std::uint64_t linear : chosen) {
-    sums_.set(linear, {dirty_[linear].data.data(), brick});
+    auto it = dirty_.find(linear);
+    sums_.set(linear, {it->second.data.data(), brick});
     alt_.set_raw(linear, 0);  // dropped when the caller commits the checksums
-    dirty_.erase(linear);
+    if (it->second.full) --full_dirty_;
+    dirty_.erase(it);
   }
   return 0;
-}
-
-std::uint64_t ArrayState::incomplete_dirty_bytes() const {
-  std::uint64_t n = 0;
-  for (const auto& [linear, dc] : dirty_)
-    if (!dc.full) n += cell_storage_;
-  return n;
 }
 
 int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,

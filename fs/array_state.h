@@ -59,8 +59,8 @@ class ArrayState {
   // than the dirty limit never writes a cell twice nor reads it back.
   int write_back(std::uint64_t* bad_cell, const std::function<int(WriteBatch&)>& make_durable,
                  bool complete_only = false);
-  // Bytes of dirty cells not yet complete.
-  std::uint64_t incomplete_dirty_bytes() const;
+  // Bytes of dirty cells not yet fully written.
+  std::uint64_t incomplete_dirty_bytes() const { return (dirty_.size() - full_dirty_) * cell_storage_; }
   // Drops the dirty cache and marks every cell unwritten (reads as zeros).
   void clear();
   // A crash during write_back can tear a cell that spans several device
@@ -128,6 +128,7 @@ class ArrayState {
   SectorIo& io_;
   std::uint64_t cell_storage_;  // sectors_per_cell * sector_size
   std::unordered_map<std::uint64_t, DirtyCell> dirty_;
+  std::uint64_t full_dirty_ = 0;  // entries of dirty_ that are full
 };
 
 }  // namespace mmfs::fs

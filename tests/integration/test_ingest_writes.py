@@ -12,6 +12,26 @@ def stats(vol):
     return read_json(vol.mnt / ".mmfs" / "stats")
 
 
+def ingest_sequentially(vol, path, arr):
+    """Writes arr's C-order bytes in 1 MiB pwrites then fsyncs; the device
+    bytes read and written meanwhile."""
+    before = stats(vol)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        data = memoryview(arr.tobytes())
+        step = 1 << 20
+        for off in range(0, len(data), step):
+            os.pwrite(fd, data[off:off + step], off)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    after = stats(vol)
+    ss = after["sector_size"]
+    return ((after["sectors_read"] - before["sectors_read"]) * ss,
+            (after["sectors_written"] - before["sectors_written"]) * ss,
+            after["flushes"] - before["flushes"])
+
+
 def test_a_sequential_ingest_reads_nothing_back_and_writes_each_cell_once(volume_factory):
     vol = volume_factory(size="2G", geometry="ssd")
     # A band of cells along dim 0 (24 rows, 9 MiB of C-order bytes) is 3072
@@ -21,19 +41,8 @@ def test_a_sequential_ingest_reads_nothing_back_and_writes_each_cell_once(volume
     shape = (240, 384, 128)
     arr = np.random.default_rng(8).standard_normal(shape)
     a = make_array(vol.mnt / "a", shape, "float64", "naive", None, attrs={"cell": "24,8,2"})
-    before = stats(vol)
-    fd = os.open(a, os.O_WRONLY)
-    try:
-        data = arr.tobytes()
-        step = 1 << 20
-        for off in range(0, len(data), step):
-            os.pwrite(fd, data[off:off + step], off)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    after = stats(vol)
-    assert after["sectors_read"] == before["sectors_read"], "cells were read back during a sequential ingest"
-    written = (after["sectors_written"] - before["sectors_written"]) * after["sector_size"]
+    read, written, _ = ingest_sequentially(vol, a, arr)
+    assert read == 0, "cells were read back during a sequential ingest"
     cells = (240 // 24) * (384 // 8) * (128 // 2)
     assert written == cells * 4096  # each 3 KiB cell's sector written once
     assert read_bytes(a) == arr.tobytes()
@@ -74,18 +83,25 @@ def test_a_band_of_cells_as_large_as_half_the_dirty_limit_is_still_written_once(
     shape = (48, 1024, 256)
     arr = np.random.default_rng(10).standard_normal(shape)
     a = make_array(vol.mnt / "a", shape, "float64", "hilbert", None, attrs={"cell": "16,16,4"})
-    before = stats(vol)
-    fd = os.open(a, os.O_WRONLY)
-    try:
-        data = memoryview(arr.tobytes())
-        step = 1 << 20
-        for off in range(0, len(data), step):
-            os.pwrite(fd, data[off:off + step], off)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    after = stats(vol)
-    assert after["sectors_read"] == before["sectors_read"], "cells were read back during a sequential ingest"
-    written = (after["sectors_written"] - before["sectors_written"]) * after["sector_size"]
+    read, written, _ = ingest_sequentially(vol, a, arr)
+    assert read == 0, "cells were read back during a sequential ingest"
     assert written == arr.nbytes  # every 8 KiB cell written once
+    assert read_bytes(a) == arr.tobytes()
+
+
+def test_unfinished_cells_beyond_the_dirty_limit_wait_for_a_full_batch_of_finished_ones(volume_factory):
+    # 32x16x4 float64 cells (16 KiB) across a 1024x256 face: a slab of cells
+    # is 64 MiB, all of it dirty from the slab's first row on. The dirty
+    # limit is then reached with no cell finished; each write after it must
+    # not write back the few cells it finished (a device flush and a commit
+    # each time) but wait until finished cells fill a write-back.
+    vol = volume_factory(size="2G", geometry="ssd")
+    shape = (64, 1024, 256)
+    arr = np.random.default_rng(11).standard_normal(shape)
+    a = make_array(vol.mnt / "a", shape, "float64", "hilbert", None, attrs={"cell": "32,16,4"})
+    read, written, flushes = ingest_sequentially(vol, a, arr)
+    print(f"device flushes during the ingest: {flushes}")
+    assert read == 0
+    assert written == arr.nbytes
+    assert flushes <= 4, f"{flushes} device flushes for a 128 MiB ingest"
     assert read_bytes(a) == arr.tobytes()
