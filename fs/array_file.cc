@@ -10,6 +10,7 @@
 #include <system_error>
 #include <thread>
 
+#include "layouts/capsule.h"
 #include "layouts/default_layout.h"
 #include "layouts/multimap.h"
 #include "layouts/selection_chunks.h"
@@ -30,7 +31,8 @@ constexpr std::uint64_t kCopyBudget = 64ull << 20;
 
 // The layouts this release places; the others of SPEC §4 are accepted names.
 bool layout_implemented(const std::string& name) {
-  return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap" || name == "mloc";
+  return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap" || name == "capsule" ||
+         name == "mloc";
 }
 
 bool is_mloc(const ArraySchema& s) { return s.layout == "mloc"; }
@@ -81,7 +83,12 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
                      std::unique_ptr<ArrayState>* out, std::string* message) {
   if (!layout_implemented(schema.layout)) {
     *message = fmt::format("user.mmfs.layout: '{}' is not implemented in this release (use naive, zorder, hilbert, "
-                           "multimap or mloc)", schema.layout);
+                           "multimap, capsule or mloc)", schema.layout);
+    return ENOTSUP;
+  }
+  if (schema.layout == "capsule" && ctx.geometry.kind() != geom::DeviceKind::Mems) {
+    *message = fmt::format("user.mmfs.layout: capsules need a MEMS volume (equivalence classes); this volume's "
+                           "geometry '{}' has none", ctx.geometry.name());
     return ENOTSUP;
   }
   if (schema.compress != "none" && !is_mloc(schema)) {
@@ -96,8 +103,10 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
     if (order.empty()) order = CellGrid::default_order(schema.shape.size());
     std::vector<std::uint64_t> cell = staging ? std::vector<std::uint64_t>{} : schema.cell;
     if (cell.empty())
-      cell = CellGrid::default_cell(schema.shape, schema.dtype.itemsize,
-                                    CellGrid::default_cell_bytes(ctx.geometry.sector_size()), order);
+      cell = schema.layout == "capsule"
+                 ? layouts::CapsuleLayout::default_cell(schema.shape, schema.dtype.itemsize, ctx.geometry.sector_size())
+                 : CellGrid::default_cell(schema.shape, schema.dtype.itemsize,
+                                          CellGrid::default_cell_bytes(ctx.geometry.sector_size()), order);
     CellGrid grid(schema.shape, schema.dtype.itemsize, cell, order);
     layout = layouts::make_layout(staging ? "naive" : schema.layout, ctx.geometry, std::move(grid),
                                   staging ? std::vector<std::uint64_t>{} : schema.basic_cube);
@@ -753,6 +762,14 @@ nlohmann::json ArrayFile::info() const {
   if (state_)
     if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
       j["basic_cube"] = mm->basic_cube();
+  if (state_)
+    if (const auto* cap = dynamic_cast<const layouts::CapsuleLayout*>(&state_->layout())) {
+      nlohmann::json d = cap->describe();
+      j["capsule"] = {{"sectors", d["capsule_sectors"]},     {"records", d["records_per_capsule"]},
+                      {"attributes", d["attributes"]},       {"capsules", d["capsules"]},
+                      {"bands", d["bands"]},                 {"split_capsules", d["split_capsules"]},
+                      {"parallelism", d["parallelism"]}};
+    }
   j["priority"] = schema_.priority;
   j["chunk"] = mloc_ ? nlohmann::json(mloc_->grid().chunk())
                     : schema_.chunk.empty() ? nlohmann::json(nullptr) : nlohmann::json(schema_.chunk);

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "layouts/capsule.h"
 #include "layouts/linear_layouts.h"
 #include "layouts/merge_gap.h"
 #include "layouts/multimap.h"
@@ -32,8 +33,9 @@ std::unique_ptr<Layout> make_layout(const std::string& name, const geom::Geometr
   if (name == "zorder") return std::make_unique<ZOrderLayout>(geometry, std::move(grid), "zorder");
   if (name == "hilbert") return std::make_unique<HilbertLayout>(geometry, std::move(grid), "hilbert");
   if (name == "multimap") return std::make_unique<MultiMapLayout>(geometry, std::move(grid), std::move(basic_cube));
+  if (name == "capsule") return std::make_unique<CapsuleLayout>(geometry, std::move(grid));
   throw std::invalid_argument(
-      fmt::format("unknown layout '{}' (this build has naive, zorder, hilbert, multimap)", name));
+      fmt::format("unknown layout '{}' (this build has naive, zorder, hilbert, multimap, capsule)", name));
 }
 
 std::vector<Extent> allocate_linear(const geom::Geometry& g, const SpaceRequest& req, Lbn first_lbn,

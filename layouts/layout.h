@@ -105,7 +105,7 @@ class Layout {
   mutable std::uint32_t merge_gap_ = 0;
 };
 
-// Builds a layout by name ("naive", "zorder", "hilbert", "multimap").
+// Builds a layout by name ("naive", "zorder", "hilbert", "multimap", "capsule").
 // `basic_cube` is only read by multimap (empty = chosen by the layout).
 std::unique_ptr<Layout> make_layout(const std::string& name, const geom::Geometry& geometry, CellGrid grid,
                                     std::vector<std::uint64_t> basic_cube = {});
