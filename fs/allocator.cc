@@ -142,6 +142,13 @@ int Allocator::allocate(const layouts::SpaceRequest& req, std::vector<Extent>* o
           cand = zone_end;  // this zone cannot hold the group from here: try the next one
           continue;
         }
+        if (const std::uint64_t bt = req.boundary_tracks; bt && req.group_tracks <= bt) {
+          const std::uint64_t t = geometry_.track_of(cand);
+          if (t / bt != (t + req.group_tracks - 1) / bt) {
+            cand += ((t / bt + 1) * bt - t) * T;  // start at the next boundary
+            continue;
+          }
+        }
         if (group_end > b) break;
         found = true;
         break;

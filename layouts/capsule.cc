@@ -43,6 +43,26 @@ double CapsuleFormat::density(std::span<const std::uint32_t> record_bytes, std::
   return double(records * bytes) / double(std::uint64_t(total) * sector_size);
 }
 
+CapsuleFormat capsule_with_records(std::span<const std::uint32_t> record_bytes, std::uint32_t sector_size,
+                                   std::uint64_t records) {
+  if (record_bytes.empty()) throw std::invalid_argument("capsule: a table needs at least one attribute");
+  if (records == 0) throw std::invalid_argument("capsule: a capsule holds at least one record");
+  CapsuleFormat f;
+  f.records = records;
+  std::uint64_t total = 0;
+  for (std::uint32_t s : record_bytes) {
+    if (s == 0 || s > sector_size)
+      throw std::invalid_argument(
+          fmt::format("capsule: an attribute of {} bytes per record does not fit a {}-byte sector", s, sector_size));
+    f.first.push_back(std::uint32_t(total));
+    f.blocks.push_back(blocks_for(records, s, sector_size));
+    total += f.blocks.back();
+  }
+  if (total > UINT32_MAX) throw std::invalid_argument("capsule: too many sectors per capsule");
+  f.total = std::uint32_t(total);
+  return f;
+}
+
 CapsuleFormat capsule_resolve(std::span<const std::uint32_t> record_bytes, std::uint32_t sector_size,
                               std::uint32_t parallelism) {
   if (record_bytes.empty()) throw std::invalid_argument("capsule: a table needs at least one attribute");
@@ -166,6 +186,10 @@ SpaceRequest CapsuleLayout::space() const {
   r.group_tracks = part_.capsule_blocks;
   r.groups = bands();
   r.sectors = r.groups * r.group_tracks * track_;
+  // Without micropositioning a band that crosses into the next cylinder
+  // splits every capsule in it; bands of at most a cylinder's tracks stay
+  // inside one (the tracks left over hold other data).
+  if (mems_.params().M == 0) r.boundary_tracks = mems_.Ny();
   return r;
 }
 

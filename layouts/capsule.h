@@ -58,6 +58,12 @@ struct CapsuleFormat {
 CapsuleFormat capsule_resolve(std::span<const std::uint32_t> record_bytes, std::uint32_t sector_size,
                               std::uint32_t parallelism);
 
+// The capsule of exactly `records` records (each attribute's records spread
+// evenly over the fewest sectors), e.g. to reproduce the paper's 60-record
+// capsules. Throws std::invalid_argument as capsule_resolve does.
+CapsuleFormat capsule_with_records(std::span<const std::uint32_t> record_bytes, std::uint32_t sector_size,
+                                   std::uint64_t records);
+
 // CapsuleAlloc (§5.2.3) for the capsule in `slot` of the band of `blocks`
 // tracks starting at `band_start` (a track's first LBN): the LBN of each
 // block, from equivalent() and track_boundaries() only. `splits`, when

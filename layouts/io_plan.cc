@@ -138,6 +138,40 @@ IoPlan plan_cells(const Layout& layout, std::span<const std::uint64_t> cells_fla
   return build(layout, pieces, cells_flat.size() / n, useful_bytes, options);
 }
 
+IoPlan combine_plans(std::span<const IoPlan> plans, std::uint32_t sector_size, std::uint32_t queue_depth) {
+  IoPlan out;
+  std::vector<geom::Request> all;
+  for (const IoPlan& p : plans) {
+    out.cells += p.cells;
+    out.bytes_useful += p.bytes_useful;
+    for (const IoBatch& b : p.batches) all.insert(all.end(), b.requests.begin(), b.requests.end());
+  }
+  std::sort(all.begin(), all.end(), [](const geom::Request& a, const geom::Request& b) { return a.lbn < b.lbn; });
+  std::vector<geom::Request> merged;
+  for (const geom::Request& r : all) {
+    if (!merged.empty() && r.lbn <= merged.back().lbn + merged.back().sectors) {
+      Lbn end = std::max<Lbn>(merged.back().lbn + merged.back().sectors, r.lbn + r.sectors);
+      if (end - merged.back().lbn <= UINT32_MAX) {
+        merged.back().sectors = std::uint32_t(end - merged.back().lbn);
+        continue;
+      }
+    }
+    merged.push_back(r);
+  }
+  const std::size_t q = std::max<std::uint32_t>(1, queue_depth);
+  for (std::size_t i = 0; i < merged.size(); i += q) {
+    IoBatch b;
+    b.requests.assign(merged.begin() + std::ptrdiff_t(i), merged.begin() + std::ptrdiff_t(std::min(merged.size(), i + q)));
+    out.batches.push_back(std::move(b));
+  }
+  for (const geom::Request& r : merged) {
+    ++out.requests;
+    out.sectors += r.sectors;
+  }
+  out.bytes_read = out.sectors * sector_size;
+  return out;
+}
+
 double serve_plan(const IoPlan& plan, geom::ServiceTimeModel& model, double gap_ms) {
   double ms = 0;
   for (std::size_t i = 0; i < plan.batches.size(); ++i) {

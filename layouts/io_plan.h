@@ -52,6 +52,12 @@ IoPlan plan_selection(const Layout& layout, const Selection& selection, const Pl
 IoPlan plan_cells(const Layout& layout, std::span<const std::uint64_t> cells_flat, std::uint64_t useful_bytes,
                   const PlanOptions& options = {});
 
+// One plan for several plans read together (the attributes of a table, each
+// its own layout): their requests sorted by LBN, overlapping or contiguous ones
+// joined, issued `queue_depth` at a time. Counts add up.
+IoPlan combine_plans(std::span<const IoPlan> plans, std::uint32_t sector_size,
+                     std::uint32_t queue_depth = Layout::kPlanDepth);
+
 // Serves the plan's batches in order on `model` and returns the time in ms.
 // `gap_ms` is the host's round trip between one batch's completion and the
 // next batch's arrival, during which the device idles (and the platter turns).

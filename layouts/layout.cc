@@ -66,6 +66,11 @@ std::vector<Extent> allocate_linear(const geom::Geometry& g, const SpaceRequest&
       if (last_track >= g.tracks()) throw std::invalid_argument("not enough tracks on the device");
       // The group must lie in one zone with long enough tracks.
       bool one_zone = at + req.group_tracks * T <= g.zone_bounds(at).high + 1;
+      if (const std::uint64_t bt = req.boundary_tracks; bt && req.group_tracks <= bt &&
+                                                        t0 / bt != (t0 + req.group_tracks - 1) / bt) {
+        at += ((t0 / bt + 1) * bt - t0) * T;  // to the next boundary (uniform tracks within the zone)
+        continue;
+      }
       if (one_zone && T >= req.min_track_sectors) {
         out.push_back({at, req.group_tracks * T});
         at += req.group_tracks * T;

@@ -41,6 +41,10 @@ struct SpaceRequest {
   std::uint64_t group_tracks = 0;     // TrackGroups
   std::uint64_t groups = 0;           // TrackGroups
   std::uint64_t min_track_sectors = 0;
+  // TrackGroups: when non-zero, a group of at most this many tracks never
+  // straddles a multiple of it (a MEMS cylinder, whose tracks share
+  // equivalence classes: a capsule band inside one stays one parallel access).
+  std::uint64_t boundary_tracks = 0;
   // Runs: the layout places whole units of this many sectors (a cell) in
   // each extent, never one across two; a run's tail shorter than a unit is
   // slack, not space.

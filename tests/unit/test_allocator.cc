@@ -171,3 +171,38 @@ TEST_CASE("allocator: extents for a 64 GiB MultiMap array (speed shown by mmfs-b
   layout.place(out);  // the layout accepts every group
   CHECK(out.size() == layout.groups());
 }
+
+// Capsule bands (layouts/capsule.h) ask that a group never straddle a MEMS
+// cylinder: 9-track bands on the G2's 10-track cylinders take one each, and
+// the track left over in every cylinder stays free for other requests.
+TEST_CASE("allocator: track groups never straddle the requested boundary", "[alloc]") {
+  auto g = geom::load_geometry("mems-g2");
+  const std::uint64_t T = 270, Ny = 10;
+  Allocator a(*g, 3 * T, 200 * Ny * T);  // the data area starts three tracks into cylinder 0
+  SpaceRequest bands{SpaceShape::TrackGroups, 0, 9, 5, 0};
+  bands.sectors = 5 * 9 * T;
+  bands.boundary_tracks = Ny;
+  std::vector<Extent> out;
+  REQUIRE(a.allocate(bands, &out) == 0);
+  REQUIRE(out.size() == 5);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::uint64_t t = out[i].start / T;
+    CHECK(out[i].sectors == 9 * T);
+    CHECK(t / Ny == (t + 8) / Ny);
+    CHECK(t == (i + 1) * Ny);  // cylinder 0 has only 7 tracks left; then one band per cylinder
+  }
+  // The single tracks left over serve runs.
+  std::vector<Extent> run;
+  REQUIRE(a.allocate({SpaceShape::Runs, T}, &run) == 0);
+  CHECK(run.size() == 1);
+  // Without the boundary the same request packs the bands back to back.
+  Allocator b(*g, 3 * T, 200 * Ny * T);
+  bands.boundary_tracks = 0;
+  REQUIRE(b.allocate(bands, &out) == 0);
+  CHECK(out[0].start == 3 * T);
+  CHECK(out[1].start == 12 * T);
+  // The modeled allocator follows the same rule.
+  bands.boundary_tracks = Ny;
+  std::vector<Extent> lin = layouts::allocate_linear(*g, bands, 3 * T);
+  for (std::size_t i = 0; i < lin.size(); ++i) CHECK(lin[i].start == (i + 1) * Ny * T);
+}
