@@ -117,7 +117,13 @@ void MemsServiceModel::split(std::span<const Request> batch) {
 
 // Groups the segments by sled position: equal (x, y) at M = 0; with
 // micropositioning, segments of the same row whose columns fit in a window
-// of 2M + 1 cylinders (the sled in its middle, every tip within M of it).
+// of 2M + 1 cylinders, every tip within M of the sled. The sled sits at the
+// middle of the columns of the group's first-listed request (its "anchor")
+// when every sector of the group is within M of that column, else in the
+// middle of the group's columns. So sectors a host adds from the equivalence
+// class of a request listed first (E_l, MEMS §3.2; the free bandwidth of
+// §5.1, geometry/free_bandwidth.h) are read by micropositioned tips without
+// moving the sled, wherever in [x - M, x + M] they are.
 void MemsServiceModel::build_groups() {
   std::sort(segs_.begin(), segs_.end(), [](const Segment& a, const Segment& b) {
     return a.key != b.key ? a.key < b.key : a.req < b.req;
@@ -134,6 +140,18 @@ void MemsServiceModel::build_groups() {
     }
     Group g;
     g.x = std::uint32_t(x0 + (x1 - x0) / 2);
+    if (window > 0) {
+      std::uint32_t anchor = segs_[i].req;
+      for (std::size_t k = i + 1; k < j; ++k) anchor = std::min(anchor, segs_[k].req);
+      std::uint64_t a0 = std::numeric_limits<std::uint64_t>::max(), a1 = 0;
+      for (std::size_t k = i; k < j; ++k)
+        if (segs_[k].req == anchor) {
+          a0 = std::min(a0, segs_[k].key & kLow32);
+          a1 = std::max(a1, segs_[k].key & kLow32);
+        }
+      const std::uint64_t a = a0 + (a1 - a0) / 2;
+      if (x0 + p_.M >= a && x1 <= a + p_.M) g.x = std::uint32_t(a);
+    }
     g.y = std::uint32_t(y);
     g.remaining = sectors;
     g.seg_begin = g.seg_cursor = std::uint32_t(i);

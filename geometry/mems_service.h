@@ -17,8 +17,10 @@
 //    read speed or a Y seek.
 //
 // A batch is cut into its sectors, grouped by (x, y) (with micropositioning M,
-// sectors of one row within 2M cylinders join one group, the sled sitting in
-// the middle); each pass over a group reads min(p, remaining) of its sectors
+// sectors of one row within 2M cylinders join one group; the sled sits at the
+// first-listed request's column when every tip of the group reaches it from
+// there, else in the middle: see build_groups); each pass over a group reads
+// min(p, remaining) of its sectors
 // in one row time. Groups on consecutive rows of one column form a run, which
 // the sled sweeps without stopping, entering at either end; the next run is
 // chosen shortest-positioning-time-first (greedy SPTF). So a sequential

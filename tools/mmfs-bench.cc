@@ -13,6 +13,8 @@
 
 #include "geometry/types.h"
 #include "tools/bench/amplification.h"
+#include "tools/bench/capsule_table.h"
+#include "tools/bench/free_bandwidth_bench.h"
 #include "tools/bench/modeled.h"
 #include "tools/bench/modeled_command.h"
 #include "tools/bench/python_scripts.h"
@@ -93,6 +95,54 @@ int main(int argc, char** argv) {
   bool no_plot = false;
   modeled->add_flag("--no-plot", no_plot, "Do not run tools/bench/plot_workloads.py");
 
+  mmfs::bench::CapsuleTableOptions ct;
+  std::string capsule_out;
+  auto* capsule = app.add_subcommand(
+      "capsule", "The MEMS paper's Table 5 in modeled time: a table of records (default 10,000,000 of 8, 32, 15 "
+                 "and 16 bytes) scanned whole, by a1, by a1+a2, and 100 records of a1, in 8 KB row-major pages and "
+                 "in capsules (the capsule layout), each read planned as the daemon plans it and costed by the "
+                 "geometry's service-time model, beside the paper's figures");
+  capsule->add_option("--profile", ct.profile, "MEMS geometry profile or JSON file")->default_val("mems-g2");
+  capsule->add_option("--records", ct.records, "Records in the table")->default_val(10'000'000)
+      ->check(CLI::Range(std::uint64_t(200), std::uint64_t(1) << 40));
+  capsule->add_option("--attribute", ct.attributes, "Bytes per record of each attribute, in order")
+      ->delimiter(',')->default_str("8,32,15,16");
+  capsule->add_option("--page-records", ct.page_records, "Records per page of the normal layout")->default_val(115);
+  capsule->add_option("--paper-records", ct.paper_records,
+                      "Records per capsule of the paper's capsules, shown beside CapsuleResolve's choice")
+      ->default_val(60)->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 20));
+  capsule->add_option("--samples", ct.samples, "Random short reads averaged")->default_val(500)
+      ->check(CLI::Range(1u, 1000000u));
+  capsule->add_option("--seed", ct.seed, "Random seed of the short reads")->default_val(2003);
+  capsule->add_option("--out", capsule_out, "Directory for mmfs-bench-capsule.md and .json");
+
+  mmfs::bench::FreeBandwidthOptions fb;
+  std::string freebw_out;
+  bool any_column = false;
+  auto* freebw = app.add_subcommand(
+      "freebw",
+      "The MEMS paper's free-bandwidth experiment (§5.1, Figure 4, Table 4): random 4 KB foreground reads on the "
+      "G2 MEMStore, and a background scan that reads the whole device in the free slots of the foreground's row "
+      "passes (p sectors per pass, taken from the pass's equivalence class, its column +- M), until every LBN is "
+      "read. Prints foreground requests to scan 95 % and 100 %, minutes at one foreground rate (the paper does not "
+      "state its rate: calibrated so that p=10, M=0 reaches 95 % at the paper's 1120 minutes, or --rate), the "
+      "paper's minutes and the ratio, free LBNs per request, and the rate-independent ratios");
+  freebw->add_option("--p", fb.p, "Parallelism p: LBNs per row pass (repeatable; N = 100 must be a multiple)")
+      ->default_str("10 20")->check(CLI::Range(1u, 100u));
+  freebw->add_option("--micropositioning,-M", fb.M, "Micropositioning M in cylinders either way (repeatable)")
+      ->default_str("0 5")->check(CLI::Range(0u, 1000u));
+  freebw->add_option("--seed", fb.seed, "Random seed of the foreground")->default_val(2003);
+  freebw->add_option("--align", fb.align, "Foreground starts on multiples of this many sectors (1: any sector; 8: "
+                                          "4 KB-aligned)")->default_val(1)->check(CLI::Range(1u, 1u << 20));
+  freebw->add_option("--rate", fb.rate, "Foreground requests per second behind the minutes (default: calibrated)")
+      ->check(CLI::PositiveNumber);
+  freebw->add_option("--profile", fb.profile, "MEMS geometry profile or JSON file")->default_val("mems-g2");
+  freebw->add_flag("--any-column", any_column,
+                   "Let a square's tip read two columns in one pass (ignore the one-column-per-square conflict)");
+  freebw->add_flag("--quick", fb.quick, "A device of 100 cylinders instead of 2500 (for tests; the minutes are "
+                                        "then not comparable with the paper's)");
+  freebw->add_option("--out", freebw_out, "Directory for mmfs-bench-freebw.md and .json");
+
   // Everything after `real` goes to the script untouched, --help included.
   auto* real = app.add_subcommand(
       "real", "The same workloads on the real clock with cold caches, on a mounted mmfs and on h5py, zarr and "
@@ -148,6 +198,26 @@ int main(int argc, char** argv) {
       args[0] = "mmfs-bench";
       mb.command = fmt::format("{}", fmt::join(args, " "));
       return mmfs::bench::run_modeled_command(mc);
+    }
+    if (capsule->parsed()) {
+      auto report = mmfs::bench::run_capsule_table(ct);
+      std::cout << report.markdown;
+      if (!capsule_out.empty()) {
+        std::filesystem::create_directories(capsule_out);
+        std::ofstream(std::filesystem::path(capsule_out) / "mmfs-bench-capsule.md") << report.markdown;
+        std::ofstream(std::filesystem::path(capsule_out) / "mmfs-bench-capsule.json") << report.json.dump(1) << "\n";
+      }
+      return 0;
+    }
+    if (freebw->parsed()) {
+      fb.one_column_per_square = !any_column;
+      std::vector<std::string> args(argv, argv + argc);
+      args[0] = "mmfs-bench";
+      fb.command = fmt::format("{}", fmt::join(args, " "));
+      auto report = mmfs::bench::run_free_bandwidth(fb);
+      std::cout << report.markdown();
+      if (!freebw_out.empty()) mmfs::bench::write_free_bandwidth(report, freebw_out);
+      return 0;
     }
     if (volume->parsed()) {
       std::cout << mmfs::bench::run_volume_bench(vb);

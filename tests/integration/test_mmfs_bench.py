@@ -221,3 +221,27 @@ def test_modeled_and_real_command_lines(bench):
     rc, out, err = bench("real", "--help")
     assert rc == 0, err
     assert "mmfs_bench_real.py" in out and "--shape" in out
+
+
+def test_capsule_table5_shape_and_directions(bench, tmp_path):
+    """`mmfs-bench capsule` (MEMS Table 5) on a smaller table: one attribute
+    streams at p LBNs a pass (>= 8x faster than the whole table), capsules
+    read only the attributes asked for, and a whole record costs capsules one
+    parallel access (less than the normal layout's 16-sector page)."""
+    rc, stdout, stderr = bench("capsule", "--records", "400000", "--samples", "50", "--out", tmp_path)
+    assert rc == 0, stderr
+    assert "| a1 scan |" in stdout
+    report = json.loads((tmp_path / "mmfs-bench-capsule.json").read_text())
+    assert report["capsule"]["records"] == 64 and report["capsule"]["sectors"] == 9
+    assert report["capsule"]["split_capsules"] == 0
+    rows = {r["operation"]: r for r in report["rows"]}
+    full, a1, a12 = rows["entire table scan"], rows["a1 scan"], rows["a1 + a2 scan"]
+    assert report["a1_speedup"] >= 8
+    assert a1["bytes_read"][2] * 9 == full["bytes_read"][2]
+    assert a12["bytes_read"][2] * 9 == full["bytes_read"][2] * 5
+    assert a1["normal_ms"] == pytest.approx(full["normal_ms"])  # pages hold every attribute
+    record = rows["one whole record"]
+    assert record["capsule_resolved_ms"] < record["normal_ms"]
+    assert "paper" not in full  # the paper's figures are for its 10,000,000-record table only
+    rc, _, stderr = bench("capsule", "--profile", "atlas10k3")
+    assert rc != 0 and "MEMS" in stderr
