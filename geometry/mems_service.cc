@@ -90,7 +90,7 @@ double MemsServiceModel::serve(std::span<const Request> batch, std::vector<std::
   }
   split(batch);
   build_groups();
-  const double ms = schedule(order);
+  const double ms = (batch.empty() ? 0.0 : p_.overhead_ms) + schedule(order);
   clock_ += ms;
   return ms;
 }

@@ -16,7 +16,8 @@
 //    (streaming); skipping ahead costs the cheaper of passing over the rows at
 //    read speed or a Y seek.
 //
-// A batch is cut into its sectors, grouped by (x, y) (with micropositioning M,
+// Every non-empty batch first costs overhead_ms (the command's controller and
+// bus overhead; a batch is one linked command). A batch is cut into its sectors, grouped by (x, y) (with micropositioning M,
 // sectors of one row within 2M cylinders join one group; the sled sits at the
 // first-listed request's column when every tip of the group reaches it from
 // there, else in the middle: see build_groups); each pass over a group reads

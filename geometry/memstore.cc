@@ -37,6 +37,7 @@ MemStore::MemStore(const MemsParams& params) : p_(params) {
   nonneg(p_.x_full_ms, "x_full_ms");
   nonneg(p_.y_full_ms, "y_full_ms");
   nonneg(p_.turnaround_ms, "turnaround_ms");
+  nonneg(p_.overhead_ms, "overhead_ms");
   if (!(p_.bandwidth_mb_s > 0.0) || p_.bandwidth_mb_s > 1e300)
     invalid(fmt::format("'bandwidth_mb_s' must be positive, got {}", p_.bandwidth_mb_s));
 }
@@ -48,7 +49,7 @@ std::unique_ptr<MemStore> MemStore::from_json(const nlohmann::json& j) {
   jsonf::reject_unknown(j, where,
                         {"kind", "profile", "name", "notes", "sector_size", "p", "squares", "sectors_per_square_x",
                          "sectors_per_square_y", "micropositioning", "x_settle_ms", "x_full_ms", "y_full_ms",
-                         "bandwidth_mb_s", "turnaround_ms", "depth"});
+                         "bandwidth_mb_s", "turnaround_ms", "overhead_ms", "depth"});
   if (auto it = j.find("kind"); it != j.end() && !(it->is_string() && it->get<std::string>() == "mems"))
     throw GeometryError(ErrorKind::Invalid,
                         fmt::format("geometry field 'kind': expected \"mems\", got {}", it->dump()));
@@ -67,6 +68,7 @@ std::unique_ptr<MemStore> MemStore::from_json(const nlohmann::json& j) {
   m.y_full_ms = jsonf::optional_double(j, "y_full_ms", where, d.y_full_ms);
   m.bandwidth_mb_s = jsonf::optional_double(j, "bandwidth_mb_s", where, d.bandwidth_mb_s, 1e-9);
   m.turnaround_ms = jsonf::optional_double(j, "turnaround_ms", where, d.turnaround_ms);
+  m.overhead_ms = jsonf::optional_double(j, "overhead_ms", where, d.overhead_ms);
   m.depth = std::uint32_t(jsonf::optional_uint(j, "depth", where, d.depth, 0, u32));
   if (m.N % m.p != 0)
     throw GeometryError(ErrorKind::Invalid,
@@ -184,6 +186,7 @@ nlohmann::json MemStore::definition() const {
           {"y_full_ms", p_.y_full_ms},
           {"bandwidth_mb_s", p_.bandwidth_mb_s},
           {"turnaround_ms", p_.turnaround_ms},
+          {"overhead_ms", p_.overhead_ms},
           {"depth", p_.depth}};
 }
 

@@ -26,6 +26,9 @@ struct MemsParams {
   double y_full_ms = 0.64;        // Y seek across a whole square: t = y_full*sqrt(dy/Sy)
   double bandwidth_mb_s = 38.0;   // streaming bandwidth (p sectors per row time)
   double turnaround_ms = 0.06;    // sled reversal at the end of a track
+  // Per batch: the controller and bus overhead of a command (a host's batch()
+  // is one linked command, MEMS §3.4). 0 models the media alone.
+  double overhead_ms = 0.0;
   std::uint32_t depth = 0;        // D for layouts; 0 = tracks per cylinder (Ny)
 };
 

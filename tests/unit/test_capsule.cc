@@ -261,8 +261,9 @@ TEST_CASE("A capsule matrix reads a row in one parallel access and a column at f
   auto model = g.make_service_model();
   auto* mems = dynamic_cast<geom::MemsServiceModel*>(model.get());
   REQUIRE(mems != nullptr);
-  // From an idle sled: positioning plus one row time, not eight.
-  CHECK(row_ms < mems->positioning_ms(r.batches[0].requests[0].lbn) + 1.5 * mems->row_time_ms());
+  // From an idle sled: the command, positioning and one row time, not eight.
+  CHECK(row_ms < g.params().overhead_ms + mems->positioning_ms(r.batches[0].requests[0].lbn) +
+                     1.5 * mems->row_time_ms());
 
   // Column 3: whole tracks, merged into one request per band.
   Selection col = Selection::slice(shape, 1, 3);

@@ -389,3 +389,17 @@ TEST_CASE("MEMS service: errors leave the state unchanged; clock, idle, reset") 
   auto via_geometry = g.make_service_model();
   CHECK(via_geometry->serve_one({0, 270}) == Approx(27 * m.row_time_ms()));
 }
+
+TEST_CASE("MEMS: overhead_ms is charged once per non-empty batch", "[mems]") {
+  MemsParams p = g2();
+  MemStore plain(p);
+  p.overhead_ms = 0.5;
+  MemStore with(p);
+  auto a = plain.make_service_model(), b = with.make_service_model();
+  std::vector<Request> batch{{1000, 8}, {500000, 3}, {2000000, 1}};
+  CHECK(b->serve(batch) == Approx(a->serve(batch) + 0.5));
+  CHECK(b->serve(std::span<const Request>()) == 0.0);
+  CHECK(b->clock_ms() == Approx(a->clock_ms() + 0.5));
+  CHECK(with.definition()["overhead_ms"] == 0.5);
+  CHECK(MemStore::from_json(with.definition())->params().overhead_ms == 0.5);
+}
