@@ -87,7 +87,7 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
     return ENOTSUP;
   }
   if (schema.layout == "capsule" && ctx.geometry.kind() != geom::DeviceKind::Mems) {
-    *message = fmt::format("user.mmfs.layout: capsules need a MEMS volume (equivalence classes); this volume's "
+    *message = fmt::format("user.mmfs.layout: 'capsule' needs a MEMS volume (equivalence classes); this volume's "
                            "geometry '{}' has none", ctx.geometry.name());
     return ENOTSUP;
   }
