@@ -11,6 +11,46 @@ struct Piece {
   std::uint32_t sectors;
 };
 
+// Joins pieces (sorted by key, then LBN) of one key that continue each other
+// (or repeat sectors already covered, as two cells wrapping in one track can),
+// or that start at most `gap` sectors after the previous one's end: reading
+// the gap costs less than another request (Layout::merge_gap_sectors).
+std::vector<Piece> merge_pieces(const std::vector<Piece>& pieces, std::uint64_t gap) {
+  std::vector<Piece> merged;
+  for (const Piece& p : pieces) {
+    if (!merged.empty() && merged.back().key == p.key && p.lbn <= merged.back().lbn + merged.back().sectors + gap &&
+        p.lbn >= merged.back().lbn) {
+      Lbn end = std::max<Lbn>(merged.back().lbn + merged.back().sectors, p.lbn + p.sectors);
+      if (end - merged.back().lbn <= UINT32_MAX) {
+        merged.back().sectors = std::uint32_t(end - merged.back().lbn);
+        continue;
+      }
+    }
+    merged.push_back(p);
+  }
+  return merged;
+}
+
+// Issues merged pieces `queue_depth` at a time (layouts without batch groups).
+void cut_by_depth(const std::vector<Piece>& merged, std::uint32_t queue_depth, IoPlan& plan) {
+  std::size_t q = std::max<std::uint32_t>(1, queue_depth);
+  for (std::size_t i = 0; i < merged.size(); i += q) {
+    IoBatch b;
+    for (std::size_t j = i; j < std::min(merged.size(), i + q); ++j)
+      b.requests.push_back({merged[j].lbn, merged[j].sectors});
+    plan.batches.push_back(std::move(b));
+  }
+}
+
+void count_requests(IoPlan& plan, std::uint32_t sector_size) {
+  for (const IoBatch& b : plan.batches)
+    for (const geom::Request& r : b.requests) {
+      ++plan.requests;
+      plan.sectors += r.sectors;
+    }
+  plan.bytes_read = plan.sectors * sector_size;
+}
+
 // Sorts, merges contiguous pieces and cuts the result into batches.
 IoPlan build(const Layout& layout, std::vector<Piece>& pieces, std::uint64_t cells, std::uint64_t useful,
              const PlanOptions& options) {
@@ -24,25 +64,9 @@ IoPlan build(const Layout& layout, std::vector<Piece>& pieces, std::uint64_t cel
     std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
       return a.key != b.key ? a.key < b.key : a.lbn < b.lbn;
     });
-  // Merge: a piece continuing the previous one (or repeating sectors already
-  // covered, as two cells wrapping in one track can) extends it.
-  // A piece starting at most `gap` sectors after the previous one's end is
-  // joined to it when the model says reading the gap costs less than another
-  // request (Layout::merge_gap_sectors).
   const std::uint64_t gap = options.merge_gaps ? layout.merge_gap_sectors() : 0;
   plan.merge_gap_sectors = std::uint32_t(gap);
-  std::vector<Piece> merged;
-  for (const Piece& p : pieces) {
-    if (!merged.empty() && merged.back().key == p.key && p.lbn <= merged.back().lbn + merged.back().sectors + gap &&
-        p.lbn >= merged.back().lbn) {
-      Lbn end = std::max<Lbn>(merged.back().lbn + merged.back().sectors, p.lbn + p.sectors);
-      if (end - merged.back().lbn <= UINT32_MAX) {
-        merged.back().sectors = std::uint32_t(end - merged.back().lbn);
-        continue;
-      }
-    }
-    merged.push_back(p);
-  }
+  std::vector<Piece> merged = merge_pieces(pieces, gap);
   if (grouped) {
     // One batch per group (a basic cube's tracks), groups in the order of their first sector.
     std::size_t i = 0;
@@ -55,20 +79,9 @@ IoPlan build(const Layout& layout, std::vector<Piece>& pieces, std::uint64_t cel
     std::sort(plan.batches.begin(), plan.batches.end(),
               [](const IoBatch& a, const IoBatch& b) { return a.requests.front().lbn < b.requests.front().lbn; });
   } else {
-    std::size_t q = std::max<std::uint32_t>(1, options.queue_depth);
-    for (std::size_t i = 0; i < merged.size(); i += q) {
-      IoBatch b;
-      for (std::size_t j = i; j < std::min(merged.size(), i + q); ++j)
-        b.requests.push_back({merged[j].lbn, merged[j].sectors});
-      plan.batches.push_back(std::move(b));
-    }
+    cut_by_depth(merged, options.queue_depth, plan);
   }
-  for (const IoBatch& b : plan.batches)
-    for (const geom::Request& r : b.requests) {
-      ++plan.requests;
-      plan.sectors += r.sectors;
-    }
-  plan.bytes_read = plan.sectors * layout.geometry().sector_size();
+  count_requests(plan, layout.geometry().sector_size());
   return plan;
 }
 
@@ -140,35 +153,16 @@ IoPlan plan_cells(const Layout& layout, std::span<const std::uint64_t> cells_fla
 
 IoPlan combine_plans(std::span<const IoPlan> plans, std::uint32_t sector_size, std::uint32_t queue_depth) {
   IoPlan out;
-  std::vector<geom::Request> all;
+  std::vector<Piece> pieces;
   for (const IoPlan& p : plans) {
     out.cells += p.cells;
     out.bytes_useful += p.bytes_useful;
-    for (const IoBatch& b : p.batches) all.insert(all.end(), b.requests.begin(), b.requests.end());
+    for (const IoBatch& b : p.batches)
+      for (const geom::Request& r : b.requests) pieces.push_back({0, r.lbn, r.sectors});
   }
-  std::sort(all.begin(), all.end(), [](const geom::Request& a, const geom::Request& b) { return a.lbn < b.lbn; });
-  std::vector<geom::Request> merged;
-  for (const geom::Request& r : all) {
-    if (!merged.empty() && r.lbn <= merged.back().lbn + merged.back().sectors) {
-      Lbn end = std::max<Lbn>(merged.back().lbn + merged.back().sectors, r.lbn + r.sectors);
-      if (end - merged.back().lbn <= UINT32_MAX) {
-        merged.back().sectors = std::uint32_t(end - merged.back().lbn);
-        continue;
-      }
-    }
-    merged.push_back(r);
-  }
-  const std::size_t q = std::max<std::uint32_t>(1, queue_depth);
-  for (std::size_t i = 0; i < merged.size(); i += q) {
-    IoBatch b;
-    b.requests.assign(merged.begin() + std::ptrdiff_t(i), merged.begin() + std::ptrdiff_t(std::min(merged.size(), i + q)));
-    out.batches.push_back(std::move(b));
-  }
-  for (const geom::Request& r : merged) {
-    ++out.requests;
-    out.sectors += r.sectors;
-  }
-  out.bytes_read = out.sectors * sector_size;
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.lbn < b.lbn; });
+  cut_by_depth(merge_pieces(pieces, 0), queue_depth, out);
+  count_requests(out, sector_size);
   return out;
 }
 

@@ -13,31 +13,15 @@
 #include "layouts/capsule.h"
 #include "layouts/io_plan.h"
 #include "layouts/selection.h"
+#include "tests/unit/mems_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::layouts;
 
 namespace {
 
-geom::MemsParams g2(std::uint32_t M = 0) {  // Table 3
-  geom::MemsParams p;
-  p.p = 10;
-  p.N = 100;
-  p.Sx = 2500;
-  p.Sy = 27;
-  p.M = M;
-  return p;
-}
-
-geom::MemsParams toy(std::uint32_t M = 0, std::uint32_t Sx = 6) {  // Table 2's device, a few more cylinders
-  geom::MemsParams p;
-  p.p = 3;
-  p.N = 9;
-  p.Sx = Sx;
-  p.Sy = 3;
-  p.M = M;
-  return p;
-}
+using geom::testing::g2;
+using geom::testing::toy;
 
 bool in(const std::vector<geom::Lbn>& sorted, geom::Lbn l) { return std::binary_search(sorted.begin(), sorted.end(), l); }
 
@@ -139,7 +123,7 @@ TEST_CASE("CapsuleResolve is optimal against brute force on random tables", "[ca
 
 TEST_CASE("CapsuleAlloc: a capsule's blocks share an equivalence class, one block per band track", "[capsule]") {
   for (std::uint32_t M : {0u, 1u}) {
-    geom::MemStore g(toy(M));
+    geom::MemStore g(toy(M, 6));
     const std::uint64_t T = g.sectors_per_track();  // 9
     for (std::uint32_t c : {1u, 2u, 3u, 5u}) {
       for (std::uint64_t t0 = 0; t0 + c <= g.tracks(); ++t0) {

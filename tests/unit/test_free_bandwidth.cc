@@ -13,23 +13,15 @@
 #include "geometry/mems_service.h"
 #include "geometry/memstore.h"
 #include "tests/unit/geometry_errors.h"
+#include "tests/unit/mems_test_support.h"
 
 using namespace mmfs::geom;
 
 namespace {
 
-MemsParams mems(std::uint32_t p, std::uint32_t N, std::uint32_t Sx, std::uint32_t Sy, std::uint32_t M) {
-  MemsParams m;
-  m.p = p;
-  m.N = N;
-  m.Sx = Sx;
-  m.Sy = Sy;
-  m.M = M;
-  return m;
-}
-
-MemsParams toy(std::uint32_t M = 0) { return mems(3, 9, 3, 3, M); }  // Table 2
-MemsParams g2(std::uint32_t M = 0, std::uint32_t p = 10) { return mems(p, 100, 2500, 27, M); }  // Table 3
+using testing::g2;
+using testing::mems;
+using testing::toy;
 
 // A random batch of 1-3 requests of 1..2p+3 sectors; one start in four near a
 // track or cylinder boundary, so that crossings are common.

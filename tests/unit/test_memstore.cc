@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/unit/geometry_errors.h"
+#include "tests/unit/mems_test_support.h"
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -15,25 +16,8 @@ using namespace mmfs::geom;
 
 namespace {
 
-MemsParams g2(std::uint32_t M = 0) {  // Table 3
-  MemsParams p;
-  p.p = 10;
-  p.N = 100;
-  p.Sx = 2500;
-  p.Sy = 27;
-  p.M = M;
-  return p;
-}
-
-MemsParams toy(std::uint32_t M = 0) {  // Table 2, Figures 2 and 3
-  MemsParams p;
-  p.p = 3;
-  p.N = 9;
-  p.Sx = 3;
-  p.Sy = 3;
-  p.M = M;
-  return p;
-}
+using testing::g2;
+using testing::toy;
 
 bool contains(const std::vector<Lbn>& sorted, Lbn l) { return std::binary_search(sorted.begin(), sorted.end(), l); }
 
