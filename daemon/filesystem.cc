@@ -417,6 +417,7 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
     case fs::ViewKind::Query:
       if (int r = query_content(vino, v.home, array, *node.query, false, call, content, message)) return r;
       break;
+    case fs::ViewKind::Rows: return ENOENT;  // a directory's view only
   }
   return as_file(content->size());
 }
@@ -885,6 +886,7 @@ int Filesystem::setxattr(Ino ino, const std::string& name, const std::string& va
     return md.set_xattr(ino, name, value);
   }
   std::string attr = name.substr(fs::kSchemaPrefix.size());
+  if (S_ISDIR(n->mode)) return table_setxattr(ino, attr, value);
   if (!S_ISREG(n->mode))
     return record(EINVAL, ino, fmt::format("{}: only regular files become arrays", name));
   const layouts::DefaultLayout rule = layouts::default_layout(volume_->geometry());
@@ -950,6 +952,7 @@ int Filesystem::getxattr(Ino ino, const std::string& name, std::string* value) {
   }
   std::string attr = name.substr(fs::kSchemaPrefix.size());
   if (!fs::is_schema_attr(attr)) return ENODATA;
+  if (auto n = volume_->metadata().inode(ino); n && S_ISDIR(n->mode)) return table_getxattr(ino, attr, value);
   auto schema = stored_schema(ino);
   if (!schema) return ENODATA;
   if (schema->shape.empty()) {
@@ -966,7 +969,9 @@ int Filesystem::getxattr(Ino ino, const std::string& name, std::string* value) {
 int Filesystem::listxattr(Ino ino, std::vector<std::string>* names) {
   if (ino & kVirtualBit) return 0;
   for (auto& n : volume_->metadata().xattr_names(ino))
-    if (n != ArrayFile::kSchemaXattr) names->push_back(n);
+    if (n != ArrayFile::kSchemaXattr && n != fs::kTableXattr) names->push_back(n);
+  if (table_record(ino))
+    for (const char* a : {"layout", "shape"}) names->push_back(std::string(fs::kSchemaPrefix) + a);
   if (auto schema = stored_schema(ino)) {
     for (const auto& a : fs::schema_attr_names()) {
       if (schema->shape.empty() && fs::schema_attr_text(*schema, a).empty()) continue;
@@ -981,6 +986,11 @@ int Filesystem::removexattr(Ino ino, const std::string& name) {
   if (read_only_) return EROFS;
   if (!is_mmfs_attr(name)) return volume_->metadata().remove_xattr(ino, name);
   std::string attr = name.substr(fs::kSchemaPrefix.size());
+  if (auto n = volume_->metadata().inode(ino); n && S_ISDIR(n->mode)) {
+    // A table leaves its capsules for the volume's default layout.
+    if (attr != "layout" || !table_record(ino)) return ENODATA;
+    return table_setxattr(ino, attr, layouts::default_layout(volume_->geometry()).layout);
+  }
   auto current = stored_schema(ino);
   if (!current) return ENODATA;
   ArraySchema next = *current;

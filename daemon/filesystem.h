@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fs/array_file.h"
+#include "fs/capsule_table.h"
 #include "fs/control_path.h"
 #include "fs/error_log.h"
 #include "fs/plain_file.h"
@@ -146,8 +147,16 @@ class Filesystem {
   // answered with the size its open computed.
   int query_content(Ino vino, Ino dir, const std::shared_ptr<fs::ArrayFile>& self, const fs::QueryView& view,
                     bool plan, QueryCall call, std::string* content, std::string* message);
+  // A directory's views D@ (daemon/table_ops.cc): info, rows, plan and query.
   int table_stat(Ino vino, const VNode& v, struct stat* st, std::string* content, std::string* message,
                  std::vector<std::string>* listing, QueryCall call = QueryCall::Getattr);
+  // A directory's table (fs/capsule_table.h): its 1-D arrays in readdir
+  // order, its stored record, and its user.mmfs.layout / user.mmfs.shape.
+  int table_attributes(Ino dir, std::vector<fs::TableAttribute>* out, std::string* message);
+  std::optional<fs::TableRecord> table_record(Ino dir) const;
+  int table_setxattr(Ino dir, const std::string& attr, const std::string& value);
+  int table_getxattr(Ino dir, const std::string& attr, std::string* value);
+  int table_move_apart(Ino dir, const std::string& layout, std::vector<fs::TableAttribute>& attributes);
   Ino intern_vnode(Ino parent_vino, const std::string& name, VNode node);
   int lookup_virtual(Ino parent, const std::string& name, struct stat* st);
   std::optional<fs::ArraySchema> stored_schema(Ino ino) const;

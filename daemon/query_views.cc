@@ -1,5 +1,6 @@
 // Query views of the mounted filesystem (SPEC §5): `A@/query/...` and its
-// plan, and a directory's table views `D@/query/COND/...`. The condition's
+// plan, and a directory's query views `D@/query/COND/...` (served by
+// table_stat, daemon/table_ops.cc). The condition's
 // names are resolved in the directory that holds A (or in D itself).
 #include <fmt/format.h>
 
@@ -83,27 +84,6 @@ int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::Array
   // must still be there for the open that follows its lookup.
   if (call == QueryCall::Lookup) query_results_[key] = QueryResult{*content, steady_ns()};
   if (call == QueryCall::Open) open_query_sizes_[vino] = content->size();
-  return 0;
-}
-
-int Filesystem::table_stat(Ino vino, const VNode& v, struct stat* st, std::string* content, std::string* message,
-                           std::vector<std::string>* listing, QueryCall call) {
-  auto res = fs::resolve_table_view(v.components, listing != nullptr);
-  if (auto* e = std::get_if<fs::PathError>(&res)) {
-    *message = e->message;
-    return e->error;
-  }
-  auto& node = std::get<fs::ViewNode>(res);
-  if (listing) *listing = node.listing;
-  if (node.kind == fs::ViewKind::Dir) {
-    st->st_mode = S_IFDIR | 0555;
-    st->st_nlink = 2;
-    return 0;
-  }
-  // Every array the condition names must be a 1-D array of the directory.
-  if (int r = query_content(vino, v.home, nullptr, *node.query, false, call, content, message)) return r;
-  st->st_mode = S_IFREG | 0444;
-  st->st_size = std::int64_t(content->size());
   return 0;
 }
 

@@ -80,7 +80,7 @@ ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::
       bytes_(state_ ? state_->bytes() : array_bytes(schema_)) {}
 
 int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
-                     std::unique_ptr<ArrayState>* out, std::string* message) {
+                     std::unique_ptr<ArrayState>* out, std::string* message, const std::vector<Extent>* given) {
   if (!layout_implemented(schema.layout)) {
     *message = fmt::format("user.mmfs.layout: '{}' is not implemented in this release (use naive, zorder, hilbert, "
                            "multimap, capsule or mloc)", schema.layout);
@@ -108,14 +108,20 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
                  : CellGrid::default_cell(schema.shape, schema.dtype.itemsize,
                                           CellGrid::default_cell_bytes(ctx.geometry.sector_size()), order);
     CellGrid grid(schema.shape, schema.dtype.itemsize, cell, order);
-    layout = layouts::make_layout(staging ? "naive" : schema.layout, ctx.geometry, std::move(grid),
-                                  staging ? std::vector<std::uint64_t>{} : schema.basic_cube);
+    if (const auto& t = schema.table_part)  // an attribute of a table: its blocks of the table's capsules
+      layout = std::make_unique<layouts::CapsuleLayout>(
+          ctx.geometry, std::move(grid), layouts::CapsulePart{t->capsule_blocks, t->first_block, t->cells_per_capsule});
+    else
+      layout = layouts::make_layout(staging ? "naive" : schema.layout, ctx.geometry, std::move(grid),
+                                    staging ? std::vector<std::uint64_t>{} : schema.basic_cube);
   } catch (const std::exception& e) {
     *message = e.what();
     return EINVAL;
   }
   std::vector<Extent> extents;
-  if (allocate) {
+  if (given) {
+    extents = *given;
+  } else if (allocate) {
     layouts::SpaceRequest req = layout->space();
     if (int r = ctx.allocator.allocate(req, &extents)) {
       *message = fmt::format("the array needs {} MiB of {} on the device; {} MiB are free",
@@ -130,21 +136,21 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
   try {
     layout->place(extents);
   } catch (const std::exception& e) {
-    if (allocate)
+    if (allocate && !given)
       for (const Extent& x : extents) ctx.allocator.free(x);
     *message = fmt::format("the stored placement does not fit the layout: {}", e.what());
     return EUCLEAN;
   }
   std::uint64_t cells = layout->grid().cells();
   try {
-    CellChecksums sums =
-        allocate ? CellChecksums::fresh(ino, cells) : CellChecksums(ctx.metadata.store(), ino, cells);
+    const bool fresh = allocate || given;
+    CellChecksums sums = fresh ? CellChecksums::fresh(ino, cells) : CellChecksums(ctx.metadata.store(), ino, cells);
     CellChecksums alt =
-        allocate ? CellChecksums::fresh(ino, cells, 'a') : CellChecksums(ctx.metadata.store(), ino, cells, 'a');
+        fresh ? CellChecksums::fresh(ino, cells, 'a') : CellChecksums(ctx.metadata.store(), ino, cells, 'a');
     *out = std::make_unique<ArrayState>(std::move(layout), std::move(sums), std::move(alt), ctx.io);
   } catch (const std::bad_alloc&) {
     // The checksum tables (8 bytes per cell in memory) do not fit: give the space back.
-    if (allocate)
+    if (allocate && !given)
       for (const Extent& x : extents) ctx.allocator.free(x);
     *message = fmt::format("the array's {} cells need {} MiB of checksum tables in memory, more than is available",
                            cells, cells * 8 >> 20);
@@ -602,6 +608,35 @@ int ArrayFile::zero(std::string* message) {
   return 0;
 }
 
+int ArrayFile::copy_into_locked(ArrayState& fresh, std::string* message) {
+  // Copy in slabs along dimension 0 aligned to both placements' cells, so
+  // every new cell is written whole (no read-back) exactly once.
+  const CellGrid& og = grid_locked();
+  const CellGrid& ng = fresh.grid();
+  std::uint64_t row = og.elements() / og.shape()[0] * og.itemsize();
+  std::uint64_t unit = std::lcm(og.cell()[0], ng.cell()[0]);
+  std::uint64_t rows = std::max<std::uint64_t>(1, kCopyBudget / std::max<std::uint64_t>(1, unit * row)) * unit;
+  std::uint64_t S0 = og.shape()[0];
+  AlignedBuffer buf(std::min(rows, S0) * row);
+  for (std::uint64_t r0 = 0; r0 < S0; r0 += rows) {
+    std::uint64_t r1 = std::min(S0, r0 + rows);
+    std::vector<DimRange> dims;
+    for (std::size_t d = 0; d < og.dims(); ++d) dims.push_back(DimRange{0, og.shape()[d], 1, false});
+    dims[0] = DimRange{r0, r1, 1, false};
+    std::uint64_t bad = 0;
+    if (int r = read_selection_locked(Selection(dims), 0, buf.data(), nullptr, message)) return r;
+    fresh.write_bytes(r0 * row, buf.data(), (r1 - r0) * row);
+    const DirtyAction act = r1 == S0 ? DirtyAction::all_cells : at_dirty_limit(fresh, true);
+    if (act != DirtyAction::none) {
+      if (int r = fresh.write_back(&bad, nullptr, act == DirtyAction::complete_cells)) {
+        *message = "writing the new placement failed";
+        return r;
+      }
+    }
+  }
+  return 0;
+}
+
 int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
   std::unique_lock lock(mu_);
   if (retired_) {
@@ -615,6 +650,11 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
   }
   bool placement = next.shape != schema_.shape || next.dtype != schema_.dtype || next.layout != schema_.layout ||
                    next.order != schema_.order || next.cell != schema_.cell || next.basic_cube != schema_.basic_cube;
+  if (placement && schema_.table_part) {
+    *message = "the array is an attribute of a table in capsules: its placement follows the table directory's "
+               "user.mmfs.layout (and its length the directory's user.mmfs.shape)";
+    return EBUSY;
+  }
   // An mloc image also depends on its priority, chunk, compression and bins.
   if (is_mloc(next) && (next.priority != schema_.priority || next.chunk != schema_.chunk ||
                         next.compress != schema_.compress || next.bins != schema_.bins))
@@ -677,37 +717,11 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
   auto release = [&] {
     for (const Extent& e : fresh->layout().extents()) ctx_.allocator.free(e);
   };
-  if (data) {
-    // Copy in slabs along dimension 0 aligned to both placements' cells, so
-    // every new cell is written whole (no read-back) exactly once.
-    const CellGrid& og = grid_locked();
-    const CellGrid& ng = fresh->grid();
-    std::uint64_t row = og.elements() / og.shape()[0] * og.itemsize();
-    std::uint64_t unit = std::lcm(og.cell()[0], ng.cell()[0]);
-    std::uint64_t rows = std::max<std::uint64_t>(1, kCopyBudget / std::max<std::uint64_t>(1, unit * row)) * unit;
-    std::uint64_t S0 = og.shape()[0];
-    AlignedBuffer buf(std::min(rows, S0) * row);
-    for (std::uint64_t r0 = 0; r0 < S0; r0 += rows) {
-      std::uint64_t r1 = std::min(S0, r0 + rows);
-      std::vector<DimRange> dims;
-      for (std::size_t d = 0; d < og.dims(); ++d) dims.push_back(DimRange{0, og.shape()[d], 1, false});
-      dims[0] = DimRange{r0, r1, 1, false};
-      std::uint64_t bad = 0;
-      if (int r = read_selection_locked(Selection(dims), 0, buf.data(), nullptr, message)) {
-        release();
-        return r;
-      }
-      fresh->write_bytes(r0 * row, buf.data(), (r1 - r0) * row);
-      const DirtyAction act = r1 == S0 ? DirtyAction::all_cells : at_dirty_limit(*fresh, true);
-      if (act != DirtyAction::none) {
-        if (int r = fresh->write_back(&bad, nullptr, act == DirtyAction::complete_cells)) {
-          release();
-          *message = "writing the new placement failed";
-          return r;
-        }
-      }
+  if (data)
+    if (int r = copy_into_locked(*fresh, message)) {
+      release();
+      return r;
     }
-  }
   std::vector<Extent> dropped = state_ ? state_->layout().extents() : std::vector<Extent>{};
   // A new shape or dtype (before any data) changes st_size with the placement.
   std::optional<Inode> inode = ctx_.metadata.inode(ino_);

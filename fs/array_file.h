@@ -113,6 +113,36 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // data; a new placement (copying the data) when the placement changes;
   // otherwise just the record. Returns when durable.
   int change_schema(const ArraySchema& next, std::string* message);
+  // Moving several arrays in one commit (a table's capsules,
+  // fs/capsule_table.h), in three steps under placement_mutex() held
+  // exclusively: stage a placement on extents the caller allocated, put it
+  // into the caller's batch, and adopt it once the batch has applied.
+  struct Staged {
+    ArraySchema schema;
+    std::unique_ptr<ArrayState> state;
+    std::vector<Extent> dropped;  // extents of the replaced placement: the commit frees them
+    std::uint64_t bytes = 0;      // st_size of `schema`
+  };
+  std::shared_mutex& placement_mutex() const { return mu_; }
+  // Writes dirty cells back, builds `next` on `extents` and fills it: with
+  // `copy`, the array's bytes are copied in (a new placement, the old one
+  // dropped at the commit); without, `extents` must begin with the current
+  // ones and the current cells keep their sectors and checksums (a table
+  // growing: new cells read as zeros). EINVAL for a sealed mloc array.
+  // `extents` null: the placement allocates its own (freed here on failure;
+  // the caller frees staged ones it does not commit).
+  int stage_placement_locked(const ArraySchema& next, const std::vector<Extent>* extents, bool copy, Staged* out,
+                             std::string* message);
+  const ArraySchema& schema_locked() const { return schema_; }
+  // Schema, extents, checksum tables and size of the staged placement into `batch`.
+  void stage_commit_locked(Staged& staged, WriteBatch& batch);
+  // After the batch applied: the staged placement is the array's.
+  void adopt_locked(Staged staged);
+  // Under placement_mutex() (shared at least): the current placement, null
+  // for a sealed mloc array.
+  const ArrayState* placement_locked() const { return state_.get(); }
+  bool has_dirty_cells() const;
+
   // Effective value of a schema attribute (getfattr), layout choices filled in.
   std::string attr_text(std::string_view name) const;
 
@@ -187,8 +217,14 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   int index_after_write_back_locked(WriteBatch& batch, std::vector<Extent>* dropped, std::string* message);
   int rows_from_cells(const indexes::Bitmap& rows, std::byte* out, std::uint64_t* data_bytes, std::string* message);
   ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state);
+  // The placement of `schema`: on the stored extents, on newly allocated
+  // ones (`allocate`), or on `given` ones the caller allocated and still owns
+  // (fresh checksums, as for allocate).
   static int build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
-                   std::unique_ptr<ArrayState>* out, std::string* message);
+                   std::unique_ptr<ArrayState>* out, std::string* message,
+                   const std::vector<Extent>* given = nullptr);
+  // Copies the array's bytes (from whichever placement holds them) into `fresh`, written back.
+  int copy_into_locked(ArrayState& fresh, std::string* message);
   // complete_only: write back only the complete dirty cells (ArrayState::write_back).
   int flush_locked(bool durable, std::string* message, bool complete_only = false);
 

@@ -10,6 +10,7 @@
 #include <exception>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 namespace mmfs::fs {
 
@@ -482,6 +483,12 @@ SchemaResult validate_schema(const ArraySchema& s) {
   if (!canonical_compress(s.compress)) return malformed(Field::compress, s.compress);
   if (!canonical_index(s.index)) return malformed(Field::index, s.index);
   if (!s.bins.empty() && !canonical_bins(s.bins)) return malformed(Field::bins, s.bins);
+  if (const auto& t = s.table_part) {
+    if (s.layout != "capsule" || s.shape.size() != 1 || t->table == 0 || t->cells_per_capsule == 0 ||
+        std::uint64_t(t->first_block) + t->cells_per_capsule > t->capsule_blocks)
+      return fail(EINVAL, "the table part of a schema needs layout capsule, one dimension, and its blocks inside "
+                          "the capsule");
+  }
   return check_cross(s, std::nullopt);
 }
 
@@ -525,6 +532,11 @@ std::string encode_schema(const ArraySchema& s) {
       {"priority", s.priority}, {"chunk", s.chunk},        {"compress", s.compress},
       {"index", s.index},       {"bins", s.bins},
   };
+  if (const auto& t = s.table_part)
+    j["table_part"] = {{"table", t->table},
+                       {"capsule_blocks", t->capsule_blocks},
+                       {"first_block", t->first_block},
+                       {"cells_per_capsule", t->cells_per_capsule}};
   // replace: a hand-built schema with stray bytes must not make encoding throw.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -535,6 +547,23 @@ std::optional<ArraySchema> decode_schema(string_view text) {
     if (j.is_discarded() || !j.is_object()) return std::nullopt;
     ArraySchema s;
     for (const auto& item : j.items()) {
+      if (item.key() == "table_part") {
+        const auto& v = item.value();
+        if (!v.is_object() || v.size() != 4) return std::nullopt;
+        auto number = [&](const char* key, std::uint64_t limit, auto* out) {
+          auto it = v.find(key);
+          if (it == v.end() || !it->is_number_unsigned() || it->template get<std::uint64_t>() > limit) return false;
+          *out = static_cast<std::remove_pointer_t<decltype(out)>>(it->template get<std::uint64_t>());
+          return true;
+        };
+        TablePart t;
+        if (!number("table", UINT64_MAX, &t.table) || !number("capsule_blocks", UINT32_MAX, &t.capsule_blocks) ||
+            !number("first_block", UINT32_MAX, &t.first_block) ||
+            !number("cells_per_capsule", UINT32_MAX, &t.cells_per_capsule))
+          return std::nullopt;
+        s.table_part = t;
+        continue;
+      }
       auto f = field_of(item.key());
       if (!f || !decode_field(s, *f, item.value())) return std::nullopt;
     }

@@ -35,6 +35,18 @@ bool is_schema_attr(std::string_view name);  // name without prefix
 // Layout names of SPEC §4: naive zorder hilbert multimap quadrangle capsule mloc.
 bool is_layout_name(std::string_view name);
 
+// Where an attribute of a table in capsules sits (fs/capsule_table.h): set
+// by the table directory's user.mmfs.layout, never by an attribute of the
+// array itself, and stored with its schema so that the placement, its
+// extents and this record commit together.
+struct TablePart {
+  std::uint64_t table = 0;                // the table directory's inode
+  std::uint32_t capsule_blocks = 0;       // c: sectors of a capsule (all attributes)
+  std::uint32_t first_block = 0;          // this attribute's first sector in a capsule
+  std::uint32_t cells_per_capsule = 1;    // its sectors (cells) per capsule
+  bool operator==(const TablePart&) const = default;
+};
+
 struct ArraySchema {
   std::vector<std::uint64_t> shape;       // empty: not (yet) an array
   Dtype dtype{"float64", 8, 'f'};
@@ -47,6 +59,7 @@ struct ArraySchema {
   std::string compress = "none";          // "none", "zstd" or "zstd:LEVEL" (LEVEL 1..22, no leading zeros)
   std::string index = "none";             // none e1 bn range interval re ie
   std::string bins;                       // empty: default ("exact" for integer dtypes, "100" for floats)
+  std::optional<TablePart> table_part;    // an attribute of a table in capsules (layout capsule, 1-D)
   bool operator==(const ArraySchema&) const = default;
 };
 

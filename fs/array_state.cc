@@ -257,48 +257,59 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
   return 0;
 }
 
-int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,
-                               const std::function<void()>& device_done, std::uint64_t* bytes_read) {
-  const CellGrid& g = grid();
-  const std::size_t n = g.dims();
-  const std::uint32_t ss = io_.sector_size();
-
-  layouts::PlanOptions options;
-  layouts::IoPlan plan = layouts::plan_selection(*layout_, sel, options);
-
-  // Every request of the plan, sorted by LBN, each with its place in one buffer.
-  struct Placed {
-    geom::Lbn lbn;
-    std::uint64_t sectors;
-    std::uint64_t offset;  // bytes into `buf`
-  };
-  std::vector<Placed> placed;
+SectorBuffer::SectorBuffer(const layouts::IoPlan& plan, std::uint32_t sector_size) : sector_size_(sector_size) {
   std::uint64_t total = 0;
   for (const auto& b : plan.batches)
     for (const auto& q : b.requests) {
-      placed.push_back({q.lbn, q.sectors, 0});
+      placed_.push_back({q.lbn, q.sectors, 0});
       total += q.sectors;
     }
-  std::sort(placed.begin(), placed.end(), [](const Placed& a, const Placed& b) { return a.lbn < b.lbn; });
-  AlignedBuffer buf(std::max<std::uint64_t>(total, 1) * ss, AlignedBuffer::Uninitialized{});
-  std::vector<SectorRun> runs;
-  runs.reserve(placed.size());
+  std::sort(placed_.begin(), placed_.end(), [](const Placed& a, const Placed& b) { return a.lbn < b.lbn; });
+  buffer_ = AlignedBuffer(std::max<std::uint64_t>(total, 1) * sector_size, AlignedBuffer::Uninitialized{});
   std::uint64_t at = 0;
-  for (Placed& p : placed) {
+  for (Placed& p : placed_) {
     p.offset = at;
-    runs.push_back({p.lbn, p.sectors, buf.data() + at});
-    at += p.sectors * ss;
+    at += p.sectors * sector_size;
   }
-  if (int rc = io_.read(runs)) return rc;
-  if (bytes_read) *bytes_read += total * ss;
-  if (device_done) device_done();
-  auto locate = [&](geom::Lbn lbn) -> const std::byte* {
-    auto it = std::upper_bound(placed.begin(), placed.end(), lbn,
-                               [](geom::Lbn l, const Placed& p) { return l < p.lbn; });
-    --it;
-    return buf.data() + it->offset + (lbn - it->lbn) * ss;
-  };
+  sectors_ = total;
+}
 
+std::vector<SectorRun> SectorBuffer::runs() {
+  std::vector<SectorRun> runs;
+  runs.reserve(placed_.size());
+  for (const Placed& p : placed_) runs.push_back({p.lbn, p.sectors, buffer_.data() + p.offset});
+  return runs;
+}
+
+std::vector<SectorRun> SectorBuffer::runs_of(const layouts::IoBatch& batch) {
+  std::vector<SectorRun> runs;
+  runs.reserve(batch.requests.size());
+  for (const auto& q : batch.requests) runs.push_back({q.lbn, q.sectors, const_cast<std::byte*>(at(q.lbn))});
+  return runs;
+}
+
+const std::byte* SectorBuffer::at(geom::Lbn lbn) const {
+  auto it = std::upper_bound(placed_.begin(), placed_.end(), lbn,
+                             [](geom::Lbn l, const Placed& p) { return l < p.lbn; });
+  --it;
+  return buffer_.data() + it->offset + (lbn - it->lbn) * sector_size_;
+}
+
+int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,
+                               const std::function<void()>& device_done, std::uint64_t* bytes_read) {
+  layouts::PlanOptions options;
+  SectorBuffer sectors(layouts::plan_selection(*layout_, sel, options), io_.sector_size());
+  if (int rc = io_.read(sectors.runs())) return rc;
+  if (bytes_read) *bytes_read += sectors.sectors() * io_.sector_size();
+  if (device_done) device_done();
+  return gather_selection(sel, sectors, out, bad_cell);
+}
+
+int ArrayState::gather_selection(const Selection& sel, const SectorBuffer& sectors, std::byte* out,
+                                 std::uint64_t* bad_cell) const {
+  const CellGrid& g = grid();
+  const std::size_t n = g.dims();
+  const std::uint32_t ss = io_.sector_size();
   // A result larger than the caches is read back later, by the thread that
   // replies from it: write it around them.
   const bool large = sel.elements() * g.itemsize() >= kStreamedResultBytes;
@@ -322,10 +333,10 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
       cell = zeros.data();
     } else {
       std::size_t k = layout_->cell_runs(cc, r);
-      cell = locate(r[0].lbn);
+      cell = sectors.at(r[0].lbn);
       if (k == 2) {  // the cell wraps around its track's end: join its two pieces
         std::memcpy(joined.data(), cell, std::uint64_t(r[0].sectors) * ss);
-        std::memcpy(joined.data() + std::uint64_t(r[0].sectors) * ss, locate(r[1].lbn),
+        std::memcpy(joined.data() + std::uint64_t(r[0].sectors) * ss, sectors.at(r[1].lbn),
                     std::uint64_t(r[1].sectors) * ss);
         cell = joined.data();
       }

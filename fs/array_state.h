@@ -29,6 +29,33 @@
 
 namespace mmfs::fs {
 
+// The sectors of an IoPlan in one buffer, sorted by LBN: read them (all at
+// once, or batch by batch), then find any sector of the plan by its LBN.
+// Several arrays' plans combined (layouts::combine_plans) share one, so a
+// table's record range reads in the combined plan's batches.
+class SectorBuffer {
+ public:
+  SectorBuffer(const layouts::IoPlan& plan, std::uint32_t sector_size);
+  // Every request of the plan, in LBN order, each with its place in the buffer.
+  std::vector<SectorRun> runs();
+  // The requests of one batch of the plan (REQUIRES: a batch of it).
+  std::vector<SectorRun> runs_of(const layouts::IoBatch& batch);
+  std::uint64_t sectors() const { return sectors_; }
+  // The bytes of `lbn` (REQUIRES: a sector of the plan).
+  const std::byte* at(geom::Lbn lbn) const;
+
+ private:
+  struct Placed {
+    geom::Lbn lbn;
+    std::uint64_t sectors;
+    std::uint64_t offset;  // bytes into buffer_
+  };
+  std::uint32_t sector_size_;
+  std::vector<Placed> placed_;
+  AlignedBuffer buffer_;
+  std::uint64_t sectors_ = 0;
+};
+
 class ArrayState {
  public:
   ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, CellChecksums alternatives, SectorIo& io);
@@ -83,6 +110,10 @@ class ArrayState {
   // the next chunk's reads there, keeping the device busy).
   int read_selection(const layouts::Selection& selection, std::byte* out, std::uint64_t* bad_cell,
                      const std::function<void()>& device_done = {}, std::uint64_t* bytes_read = nullptr);
+  // The selection's cells from sectors already read (a plan that includes
+  // plan_selection's for it), verified and gathered as read_selection does.
+  int gather_selection(const layouts::Selection& selection, const SectorBuffer& sectors, std::byte* out,
+                       std::uint64_t* bad_cell) const;
   // Whole cells read for a caller that uses them where they landed. The
   // buffer is kept from one call to the next: a query reading tens of MiB of
   // cells in batches faults its pages in once, and nothing is copied.

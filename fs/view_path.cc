@@ -315,15 +315,52 @@ std::variant<ViewNode, PathError> resolve_view(std::span<const std::string> comp
   return Walker(components, shape, itemsize, with_listing).top();
 }
 
-std::variant<ViewNode, PathError> resolve_table_view(std::span<const std::string> c, bool with_listing) {
+std::variant<ViewNode, PathError> resolve_table_view(std::span<const std::string> c, std::uint64_t records,
+                                                     bool with_listing) {
   auto dir = [&](std::vector<std::string> listing) {
     ViewNode n;
     if (with_listing) n.listing = std::move(listing);
     return n;
   };
-  if (c.empty()) return dir({"query"});
+  auto after_file = [&](std::size_t pos) -> std::optional<PathError> {
+    if (c.size() > pos + 1)
+      return error(ENOTDIR, fmt::format("'{}' is a file, not a directory: '{}' cannot follow it", joined(c, pos + 1),
+                                        c[pos + 1]));
+    return std::nullopt;
+  };
+  // rows/SEL at `pos` (the `rows` component).
+  auto rows = [&](std::size_t pos, ViewKind kind) -> std::variant<ViewNode, PathError> {
+    if (c.size() == pos + 1) return dir({});
+    if (auto e = after_file(pos + 1)) return *e;
+    const std::uint64_t shape[1] = {records};
+    auto sel = parse_box(c[pos + 1], shape);
+    if (auto* e = std::get_if<PathError>(&sel)) return *e;
+    const DimRange& r = std::get<Selection>(sel).dims()[0];
+    if (r.step != 1)
+      return error(EINVAL, fmt::format("rows '{}': a record range has no step; accepted: A:B, A:, :B, : or I",
+                                       c[pos + 1]));
+    ViewNode n;
+    n.kind = kind;
+    n.row_first = r.start;
+    n.row_count = r.stop - r.start;
+    return n;
+  };
+  if (c.empty()) return dir({"info", "rows", "plan", "query"});
+  if (c[0] == "info") {
+    if (auto e = after_file(0)) return *e;
+    ViewNode n;
+    n.kind = ViewKind::Info;
+    return n;
+  }
+  if (c[0] == "rows") return rows(0, ViewKind::Rows);
+  if (c[0] == "plan") {
+    if (c.size() == 1) return dir({"rows"});
+    if (c[1] != "rows")
+      return error(ENOENT, fmt::format("'{}' is not a plannable view of a directory; accepted: rows", c[1]));
+    return rows(1, ViewKind::Plan);
+  }
   if (c[0] != "query")
-    return error(ENOENT, fmt::format("'{}' is not a view of a directory; accepted: query", c[0]));
+    return error(ENOENT, fmt::format("'{}' is not a view of a directory; accepted: info, rows, plan, query", c[0]));
   if (c.size() == 1) return dir({});
   auto parsed = query_condition(c[1], joined(c, 2));
   if (auto* e = std::get_if<PathError>(&parsed)) return *e;

@@ -63,7 +63,7 @@ struct PathError {
   std::string message;
 };
 
-enum class ViewKind { Dir, Info, Data, Lbn, Plan, Query };
+enum class ViewKind { Dir, Info, Data, Lbn, Plan, Query, Rows };
 
 // The elements a data view returns.
 struct DataView {
@@ -96,15 +96,27 @@ struct ViewNode {
   std::optional<DataView> data;        // Data, and Plan (the view whose plan is shown)
   std::optional<QueryView> query;      // Query, and Plan of a query
   std::vector<std::uint64_t> coords;   // Lbn: the element's coordinates
+  // Rows (and Plan of rows): records [row_first, row_first + row_count) of a table.
+  std::uint64_t row_first = 0, row_count = 0;
 };
 
 // Resolves the components after `A@` (possibly none) for an array of `shape`
 // and `itemsize`. With `with_listing` false, Dir nodes come back with an
 // empty listing (lookup/getattr need no listing; `slice/D` lists S_D names).
-// A directory's views (`D@`, SPEC §5): `query`, `query/COND` and
-// `query/COND/{count,coords,mask}` over the table of D's 1-D arrays.
+// A directory's views (`D@`, SPEC §5) over the table of D's 1-D arrays,
+// `records` long (fs/capsule_table.h):
+//
+//   (none)              Dir: info rows plan query
+//   info                File (Info): the table's attributes and placement
+//   rows                Dir (empty: ranges are free-form)
+//   rows/SEL            File (Rows): records SEL (`A:B`, `A:`, `:B`, `:` or
+//                       one index `I`; no step): per record every attribute's
+//                       element, attributes in readdir order, packed
+//   plan                Dir: rows
+//   plan/rows/SEL       File (Plan) of rows/SEL
+//   query/COND/{count,coords,mask}   File (Query)
 std::variant<ViewNode, PathError> resolve_table_view(std::span<const std::string> components,
-                                                     bool with_listing = true);
+                                                     std::uint64_t records, bool with_listing = true);
 
 std::variant<ViewNode, PathError> resolve_view(std::span<const std::string> components,
                                                std::span<const std::uint64_t> shape, std::uint32_t itemsize,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fs/view_path.h"
@@ -338,18 +339,51 @@ TEST_CASE("query: conditions, outputs, boxes and PLoD", "[view_path]") {
 }
 
 TEST_CASE("table views of a directory", "[view_path]") {
-  auto top = resolve_table_view(std::vector<std::string>{});
+  auto top = resolve_table_view(std::vector<std::string>{}, 100);
   auto* d = std::get_if<ViewNode>(&top);
   REQUIRE(d);
-  CHECK(d->listing == L({"query"}));
-  auto r = resolve_table_view(split("query/K2==1&K4>2/count"));
+  CHECK(d->listing == L({"info", "rows", "plan", "query"}));
+  auto r = resolve_table_view(split("query/K2==1&K4>2/count"), 100);
   auto* n = std::get_if<ViewNode>(&r);
   REQUIRE(n);
   CHECK(n->kind == ViewKind::Query);
   CHECK(n->query->output == QueryView::Output::Count);
-  CHECK(std::get<PathError>(resolve_table_view(split("query/K2==1/values"))).error == ENOENT);
-  CHECK(std::get<PathError>(resolve_table_view(split("slice"))).error == ENOENT);
-  CHECK(std::get<PathError>(resolve_table_view(split("query/K2=1/count"))).error == EINVAL);
+  CHECK(std::get<PathError>(resolve_table_view(split("query/K2==1/values"), 100)).error == ENOENT);
+  CHECK(std::get<PathError>(resolve_table_view(split("slice"), 100)).error == ENOENT);
+  CHECK(std::get<PathError>(resolve_table_view(split("query/K2=1/count"), 100)).error == EINVAL);
+}
+
+TEST_CASE("table rows, info and plan views", "[view_path]") {
+  auto rows = [](const char* path, std::uint64_t records = 100) {
+    return resolve_table_view(split(path), records);
+  };
+  auto range = [&](const char* path) {
+    auto r = rows(path);
+    REQUIRE(std::holds_alternative<ViewNode>(r));
+    const ViewNode& n = std::get<ViewNode>(r);
+    return std::tuple(n.kind, n.row_first, n.row_count);
+  };
+  CHECK(range("rows/10:20") == std::tuple(ViewKind::Rows, 10ull, 10ull));
+  CHECK(range("rows/90:") == std::tuple(ViewKind::Rows, 90ull, 10ull));
+  CHECK(range("rows/:") == std::tuple(ViewKind::Rows, 0ull, 100ull));
+  CHECK(range("rows/7") == std::tuple(ViewKind::Rows, 7ull, 1ull));
+  CHECK(range("plan/rows/0:5") == std::tuple(ViewKind::Plan, 0ull, 5ull));
+  CHECK(std::get<ViewNode>(rows("info")).kind == ViewKind::Info);
+  CHECK(std::get<ViewNode>(rows("rows")).kind == ViewKind::Dir);
+  CHECK(std::get<ViewNode>(rows("plan")).listing == L({"rows"}));
+  auto errno_of = [&](const char* path, std::uint64_t records = 100) {
+    return std::get<PathError>(rows(path, records)).error;
+  };
+  CHECK(errno_of("rows/0:101") == ERANGE);
+  CHECK(errno_of("rows/100") == ERANGE);
+  CHECK(errno_of("rows/5:5") == EINVAL);
+  CHECK(errno_of("rows/0:10:2") == EINVAL);
+  CHECK(errno_of("rows/0:10,1") == EINVAL);
+  CHECK(errno_of("rows/x") == EINVAL);
+  CHECK(errno_of("rows/0:5/x") == ENOTDIR);
+  CHECK(errno_of("info/x") == ENOTDIR);
+  CHECK(errno_of("plan/query") == ENOENT);
+  CHECK(errno_of("rows/0", 0) == ERANGE);  // a directory without a table has no records
 }
 
 TEST_CASE("resolve_view without listings", "[view_path]") {

@@ -124,6 +124,7 @@ ArraySource resolve_source(const std::string& src) {
       case fs::ViewKind::Plan: throw not_data(src, "a plan view is JSON, not array data");
       case fs::ViewKind::Query:
         throw not_data(src, "a query result is exported by reading it (numpy.fromfile), not by mmfs-export");
+      case fs::ViewKind::Rows: throw not_data(src, "table rows are a directory's view, not an array's");
     }
     out.shape = n.data->selection.result_shape();
     out.selection = n.data->selection;
