@@ -27,7 +27,9 @@ std::vector<Lock> lock_all(std::span<const TableAttribute> attributes) {
   for (const TableAttribute& a : attributes) order.push_back(&a);
   std::sort(order.begin(), order.end(), [](auto* x, auto* y) { return x->ino < y->ino; });
   std::vector<Lock> locks;
-  for (const TableAttribute* a : order) locks.emplace_back(a->array->placement_mutex());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    if (i == 0 || order[i]->ino != order[i - 1]->ino)  // two names of one array: one lock
+      locks.emplace_back(order[i]->array->placement_mutex());
   return locks;
 }
 
@@ -137,6 +139,14 @@ int check_table(std::span<const TableAttribute> attributes, std::uint64_t* recor
     return EINVAL;
   }
   const std::vector<std::uint64_t> first = attributes[0].array->shape();
+  for (std::size_t i = 0; i < attributes.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (attributes[i].ino == attributes[j].ino) {
+        *message = fmt::format("'{}' and '{}' are one array file (hard links): a table's attributes are distinct "
+                               "arrays",
+                               attributes[j].name, attributes[i].name);
+        return EINVAL;
+      }
   for (const TableAttribute& a : attributes) {
     const std::vector<std::uint64_t> shape = a.array->shape();
     if (shape.size() != 1 || shape[0] != first.at(0)) {

@@ -213,6 +213,12 @@ def test_bad_table_requests_fail_and_change_nothing(mems):
     with ErrorLog(mems):
         expect_errno(errno.EINVAL, rows, d, "0:5")  # lengths differ: not a table
     odd.unlink()
+    os.link(d / "a1", d / "a1-link")  # one array under two names is one attribute, not two
+    with ErrorLog(mems, "hard links"):
+        expect_errno(errno.EINVAL, setx, d, "layout", "capsule")
+    with ErrorLog(mems, "hard links"):
+        expect_errno(errno.EINVAL, rows, d, "0:5")
+    (d / "a1-link").unlink()
     with ErrorLog(mems, "shape"):
         expect_errno(errno.EINVAL, setx, d, "shape", 2000)  # not in capsules yet
     with ErrorLog(mems, "layout"):
