@@ -29,6 +29,10 @@
 #include "fs/view_path.h"
 #include "fs/volume.h"
 
+namespace mmfs::fs {
+class ScrubRunner;  // the scrub (fs/scrub_runner.h; daemon/scrub_control.cc)
+}  // namespace mmfs::fs
+
 namespace mmfs::daemon {
 
 using fs::Ino;
@@ -235,6 +239,36 @@ class Filesystem {
   std::condition_variable flusher_cv_;
   bool stopping_ = false;
   std::thread flusher_;
+
+  // ---- the scrub (issue 17): /.mmfs/scrub, daemon/scrub_control.cc -------
+  // Last among the members, so it is destroyed first: the scrub's thread is
+  // joined and its hook removed while the volume and io_ still exist.
+ public:
+  // Whether `ino` is /.mmfs/scrub (the one writable control file).
+  bool is_scrub_node(Ino ino) const;
+  // Its content: the scrub's status as JSON.
+  std::string scrub_status_text();
+  // Its attributes: a regular file, 0644, the size of its status now.
+  void scrub_stat(struct stat* st);
+  // An open for reading the status or writing commands.
+  int open_scrub(Ino ino, int flags, std::unique_ptr<Handle>* out);
+  // A write: one command per line (start, start idle-time, start
+  // free-bandwidth, stop). EINVAL and a line in /.mmfs/errors for others.
+  int scrub_command(Handle& h, const std::byte* data, std::size_t size);
+  // A setattr of it: only the truncate of an open for writing (O_TRUNC) is taken.
+  int scrub_setattr(Ino ino, int to_set, struct stat* out);
+  // Stops a running scrub and waits for its thread (unmount).
+  void stop_scrub();
+
+ private:
+  int start_scrub(Ino ino, const std::string& how);
+  struct ScrubSlot {
+    std::shared_ptr<fs::ScrubRunner> runner;
+    ~ScrubSlot();  // stops the runner
+  };
+  std::mutex scrub_mu_;
+  ScrubSlot scrub_;
+  // ---- end of the scrub ---------------------------------------------------
 };
 
 }  // namespace mmfs::daemon

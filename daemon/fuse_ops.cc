@@ -116,6 +116,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     fuse_reply_err(req, r);
     return;
   }
+  if (st.st_ino & kVirtualBit) fsys(req).scrub_stat(&st);  // /.mmfs/scrub: writable, sized
   reply_entry(req, st);
 }
 
@@ -135,11 +136,20 @@ void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
     fuse_reply_err(req, r);
     return;
   }
+  if (ino & kVirtualBit) fsys(req).scrub_stat(&st);  // /.mmfs/scrub: writable, sized
   reply_attr(req, st);
 }
 
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   struct stat st;
+  if (fsys(req).is_scrub_node(ino)) {  // the truncate of `echo start > /.mmfs/scrub`
+    if (int r = fsys(req).scrub_setattr(ino, to_set, &st)) {
+      fuse_reply_err(req, r);
+      return;
+    }
+    reply_attr(req, st);
+    return;
+  }
   if (int r = fsys(req).setattr(ino, *attr, to_set, caller(req), fi ? handle(fi) : nullptr, &st)) {
     fuse_reply_err(req, r);
     return;
@@ -233,7 +243,9 @@ void fill_open_flags(const Handle& h, fuse_file_info* fi) {
 
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   std::unique_ptr<Handle> h;
-  if (int r = fsys(req).open(ino, fi->flags, &h)) {
+  // /.mmfs/scrub is the one control file open for writing (its commands).
+  if (int r = fsys(req).is_scrub_node(ino) ? fsys(req).open_scrub(ino, fi->flags, &h)
+                                           : fsys(req).open(ino, fi->flags, &h)) {
     fuse_reply_err(req, r);
     return;
   }
@@ -311,6 +323,14 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info*
 }
 
 void op_write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t off, fuse_file_info* fi) {
+  if (Handle* h = handle(fi); (h->ino & kVirtualBit) && fsys(req).is_scrub_node(h->ino)) {
+    if (int r = fsys(req).scrub_command(*h, reinterpret_cast<const std::byte*>(data), size)) {
+      fuse_reply_err(req, r);
+      return;
+    }
+    fuse_reply_write(req, size);
+    return;
+  }
   if (int r = fsys(req).write(*handle(fi), std::uint64_t(off), reinterpret_cast<const std::byte*>(data), size)) {
     fuse_reply_err(req, r);
     return;

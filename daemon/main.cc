@@ -307,6 +307,9 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "mmfs: the FUSE session ended with error {}\n", loop);
         rc = 1;
       }
+      // A running scrub ends first: its thread joins and its hook on the
+      // device path goes before anything is flushed or closed.
+      filesystem->stop_scrub();
       mmfs::daemon::release_open_handles(*filesystem);
       if (filesystem->shutdown() != 0) rc = 1;
     }

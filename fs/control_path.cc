@@ -43,11 +43,12 @@ class Walker {
   Walker(std::span<const std::string> c, const geom::Geometry& g) : c_(c), g_(g) {}
 
   std::variant<ControlNode, PathError> top() {
-    if (c_.empty()) return dir({"geometry", "stats", "errors", "boundaries", "adjacent", "equivalent"});
+    if (c_.empty()) return dir({"geometry", "stats", "errors", "scrub", "boundaries", "adjacent", "equivalent"});
     const std::string& name = c_[0];
     if (name == "geometry") return file(ControlKind::Geometry, 1, [&] { return g_.info().dump(2) + "\n"; });
     if (name == "stats") return file(ControlKind::Stats, 1, [] { return std::string(); });
     if (name == "errors") return file(ControlKind::Errors, 1, [] { return std::string(); });
+    if (name == "scrub") return file(ControlKind::Scrub, 1, [] { return std::string(); });
     if (name == "boundaries") {
       if (c_.size() == 1) return dir({});
       Lbn lbn = 0;
@@ -68,8 +69,8 @@ class Walker {
         return out;
       });
     }
-    return error(ENOENT, fmt::format("'{}': no such control file; accepted: geometry, stats, errors, boundaries, "
-                                     "adjacent, equivalent",
+    return error(ENOENT, fmt::format("'{}': no such control file; accepted: geometry, stats, errors, scrub, "
+                                     "boundaries, adjacent, equivalent",
                                      joined(c_, 1)));
   }
 

@@ -3,9 +3,11 @@
 // as `mmfs-geom` prints them (SPEC §7); `stats` and `errors` are the
 // daemon's to fill.
 //
-//   (none)                   Dir: geometry stats errors boundaries adjacent equivalent
+//   (none)                   Dir: geometry stats errors scrub boundaries adjacent equivalent
 //   geometry                 File: geometry.info().dump(2) + "\n"
 //   stats, errors            File (dynamic: empty content here)
+//   scrub                    File (dynamic: the scrub's status; the one writable
+//                            file: its commands, docs/daemon.md "Scrub")
 //   boundaries               Dir (empty)
 //   boundaries/LBN           File: "LOW HIGH\n"
 //   adjacent                 Dir (empty)
@@ -29,12 +31,12 @@
 
 namespace mmfs::fs {
 
-enum class ControlKind { Dir, Geometry, Stats, Errors, Boundaries, Adjacent, Equivalent };
+enum class ControlKind { Dir, Geometry, Stats, Errors, Scrub, Boundaries, Adjacent, Equivalent };
 
 struct ControlNode {
   ControlKind kind = ControlKind::Dir;
   std::vector<std::string> listing;  // Dir
-  std::string content;               // the static files' text; empty for Stats and Errors
+  std::string content;               // the static files' text; empty for Stats, Errors and Scrub
 };
 
 // Resolves the components after "/.mmfs" (possibly none).

@@ -25,6 +25,26 @@ struct SectorRun {
   std::byte* buffer = nullptr;
 };
 
+// Watches the foreground's device batches (the scrub, fs/scrub_runner.h). It
+// may add single sectors to read in the same device call as a batch: on a
+// MEMS device, LBNs of the equivalence classes the batch positions the sled
+// at, which ride along without changing the batch's service time (MEMS paper
+// §5.1, geometry/free_bandwidth.h). Called from any thread that issues I/O,
+// concurrently: implementations lock what they share.
+class BatchObserver {
+ public:
+  virtual ~BatchObserver() = default;
+  // Before the batch goes to the device: appends the sectors to read with it.
+  virtual void before_batch(std::span<const geom::Request> foreground, IoRequest::Op op,
+                            std::vector<geom::Lbn>* extra) = 0;
+  // After the device served it: the foreground's outcome (0 or its first
+  // errno), and the extra sectors: their bytes (extra.size() sectors back to
+  // back) and each one's errno (0: read).
+  virtual void after_batch(std::span<const geom::Request> foreground, IoRequest::Op op, int foreground_result,
+                           std::span<const geom::Lbn> extra, const std::byte* data,
+                           std::span<const int> extra_results) = 0;
+};
+
 class SectorIo {
  public:
   SectorIo(BlockDevice& device, const geom::Geometry& geometry);
@@ -45,17 +65,39 @@ class SectorIo {
     return device_.flush();
   }
 
+  // The scrub's own reads (idle time, its completion pass): not foreground
+  // activity, never shown to the observer, counted apart in stats().
+  int read_background(std::span<const SectorRun> runs) { return submit(runs, IoRequest::Op::Read, false); }
+  // Installs (or, with null, removes) the observer of foreground batches.
+  // After a removal no new call starts; calls in flight keep their own
+  // reference to the observer until they return.
+  void set_observer(std::shared_ptr<BatchObserver> observer);
+  // Milliseconds since the last foreground batch completed; 0 while one is
+  // on the device. The scrub's idle-time reads wait for this to grow.
+  double foreground_idle_ms() const;
+
   // Counters since mount, and the device time the geometry model predicts
   // for the batches issued (each batch served from the model's current state).
   nlohmann::json stats() const;
 
  private:
-  int submit(std::span<const SectorRun> runs, IoRequest::Op op);
+  int submit(std::span<const SectorRun> runs, IoRequest::Op op, bool foreground = true);
+  // One device call: the foreground batch plus the sectors the observer adds.
+  int issue(std::vector<IoRequest>& batch, std::vector<geom::Request>& modeled, IoRequest::Op op, bool foreground);
+  std::shared_ptr<BatchObserver> observer() const;
 
   BlockDevice& device_;
   const geom::Geometry& geometry_;
   std::uint32_t sector_size_;
   std::atomic<std::uint64_t> requests_{0}, index_sectors_read_{0}, sectors_read_{0}, sectors_written_{0}, batches_{0}, flushes_{0};
+  // The scrub's reads: sectors riding along foreground batches, and its own.
+  std::atomic<std::uint64_t> ride_along_sectors_{0}, background_sectors_{0}, background_batches_{0};
+  // Foreground activity, for idle detection.
+  std::atomic<int> foreground_in_flight_{0};
+  std::atomic<std::int64_t> foreground_end_ns_{0};
+  std::atomic<bool> observed_{false};
+  mutable std::mutex observer_mu_;
+  std::shared_ptr<BatchObserver> observer_;
   mutable std::mutex model_mu_;
   std::unique_ptr<geom::ServiceTimeModel> model_;
   double modeled_ms_ = 0;

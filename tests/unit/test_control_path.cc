@@ -64,7 +64,7 @@ TEST_CASE("/.mmfs lists its files; geometry, stats and errors are files", "[cont
   auto g = geom::load_geometry("atlas10k3");
   auto top = resolve(*g, "");
   CHECK(top.kind == ControlKind::Dir);
-  CHECK(top.listing == L({"geometry", "stats", "errors", "boundaries", "adjacent", "equivalent"}));
+  CHECK(top.listing == L({"geometry", "stats", "errors", "scrub", "boundaries", "adjacent", "equivalent"}));
 
   auto geo = resolve(*g, "geometry");
   CHECK(geo.kind == ControlKind::Geometry);

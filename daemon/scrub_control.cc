@@ -1,0 +1,190 @@
+// /.mmfs/scrub (issue 17; docs/daemon.md, "Scrub"): the Filesystem's side
+// of the scrub. Reading the file gives the status (JSON); writing it takes
+// commands. The scrub itself is fs/scrub_runner.h over fs/scrub.h.
+#include <fmt/format.h>
+#include <fcntl.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <shared_mutex>
+
+#include "daemon/filesystem.h"
+#include "fs/scrub.h"
+#include "fs/scrub_runner.h"
+
+namespace mmfs::daemon {
+
+namespace {
+
+constexpr const char* kCommands = "start, start idle-time, start free-bandwidth, stop";
+
+// FUSE_SET_ATTR_* (fuse_lowlevel.h), numeric so this file stays FUSE-free.
+constexpr int kSetSize = 1 << 3, kSetAtime = 1 << 4, kSetMtime = 1 << 5, kSetAtimeNow = 1 << 7,
+              kSetMtimeNow = 1 << 8, kSetCtime = 1 << 10;
+
+// A command as the error line shows it: printable, at most 40 characters.
+std::string shown(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 40)) out += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+  return text.size() > 40 ? out + "..." : out;
+}
+
+std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+Filesystem::ScrubSlot::~ScrubSlot() {
+  if (runner) runner->stop();
+}
+
+bool Filesystem::is_scrub_node(Ino ino) const {
+  if (!(ino & kVirtualBit)) return false;
+  VNode v;
+  return vnode(ino, &v) && !v.table && v.array == 0 && v.components.size() == 1 && v.components[0] == "scrub";
+}
+
+std::string Filesystem::scrub_status_text() {
+  nlohmann::json j;
+  {
+    std::lock_guard lock(scrub_mu_);
+    if (scrub_.runner) j = scrub_.runner->status();
+  }
+  if (j.is_null()) {
+    // Never started on this mount.
+    const geom::Geometry& g = volume_->geometry();
+    const fs::ScrubMode mode = fs::default_scrub_mode(g);
+    j["state"] = "idle";
+    j["mode"] = fs::to_string(mode);
+    j["how"] = fs::scrub_how(mode, g);
+    j["sectors_total"] = volume_->superblock().volume_bytes / g.sector_size();
+    j["sectors_scanned"] = 0;
+    j["progress"] = 0.0;
+    j["cells_verified"] = 0;
+    j["errors"] = 0;
+    j["error_list"] = nlohmann::json::array();
+  }
+  j["commands"] = kCommands;
+  return j.dump(2) + "\n";
+}
+
+void Filesystem::scrub_stat(struct stat* st) {
+  if (!is_scrub_node(st->st_ino)) return;
+  st->st_mode = S_IFREG | 0644;
+  st->st_size = std::int64_t(scrub_status_text().size());
+}
+
+int Filesystem::open_scrub(Ino ino, int flags, std::unique_ptr<Handle>* out) {
+  (void)flags;  // read for the status, write for commands: both are served
+  auto h = std::make_unique<Handle>();
+  h->ino = ino;
+  h->is_virtual_text = true;
+  h->writable = (flags & O_ACCMODE) != O_RDONLY;
+  h->content = scrub_status_text();
+  *out = std::move(h);
+  return 0;
+}
+
+int Filesystem::scrub_setattr(Ino ino, int to_set, struct stat* out) {
+  // `echo start > .mmfs/scrub` truncates the file on open (a size of 0) and
+  // may stamp its times; nothing else of it can change.
+  const int allowed = kSetSize | kSetAtime | kSetMtime | kSetAtimeNow | kSetMtimeNow | kSetCtime;
+  if (to_set & ~allowed)
+    return record(EROFS, ino, "only commands can be written to the scrub file; its mode, owner and times are fixed");
+  std::string content, msg;
+  if (int r = vnode_stat(ino, out, &content, &msg)) return record(r, ino, msg);
+  scrub_stat(out);
+  return 0;
+}
+
+int Filesystem::scrub_command(Handle& h, const std::byte* data, std::size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  std::string_view rest = text;
+  bool any = false;
+  while (!rest.empty()) {
+    const std::size_t nl = rest.find('\n');
+    const std::string_view line = trimmed(rest.substr(0, nl));
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    if (line.empty()) continue;
+    any = true;
+    int r = 0;
+    if (line == "start") r = start_scrub(h.ino, "");
+    else if (line == "start idle-time") r = start_scrub(h.ino, "idle-time");
+    else if (line == "start free-bandwidth") r = start_scrub(h.ino, "free-bandwidth");
+    else if (line == "stop") stop_scrub();
+    else r = record(EINVAL, h.ino, fmt::format("unknown command '{}'; accepted: {}", shown(line), kCommands));
+    if (r) return r;
+  }
+  if (!any) return record(EINVAL, h.ino, fmt::format("an empty command; accepted: {}", kCommands));
+  return 0;
+}
+
+int Filesystem::start_scrub(Ino ino, const std::string& how) {
+  const geom::Geometry& g = volume_->geometry();
+  fs::ScrubMode mode = fs::default_scrub_mode(g);
+  if (how == "idle-time") mode = fs::ScrubMode::IdleTime;
+  if (how == "free-bandwidth") mode = fs::ScrubMode::FreeBandwidth;
+  if (mode == fs::ScrubMode::FreeBandwidth && g.kind() != geom::DeviceKind::Mems)
+    return record(ENOTSUP, ino,
+                  fmt::format("start free-bandwidth: needs a MEMS volume (equivalence classes); this volume's "
+                              "geometry '{}' is a {}: use 'start' or 'start idle-time'",
+                              g.name(), geom::to_string(g.kind())));
+  auto running = [this] { return scrub_.runner && scrub_.runner->state() == fs::ScrubState::Running; };
+  {
+    std::lock_guard lock(scrub_mu_);
+    if (running()) return record(EBUSY, ino, "start: a scrub is running already ('stop' it first)");
+  }
+  std::unique_ptr<fs::ScrubEngine> engine;
+  try {
+    // The map is built outside scrub_mu_: the status stays readable meanwhile.
+    // Arrays are placed as the daemon serves them (ArrayFile::placement_locked).
+    fs::OwnerMap::PlacementSource placements = [this](Ino array_ino,
+                                                      const std::function<void(const layouts::Layout&)>& visit) {
+      std::shared_ptr<fs::ArrayFile> array;
+      std::string why;
+      if (array_for(array_ino, &array, &why) != 0) return false;
+      std::shared_lock placement(array->placement_mutex());
+      const fs::ArrayState* state = array->placement_locked();
+      if (state == nullptr) return false;
+      visit(state->layout());
+      return true;
+    };
+    auto map = fs::OwnerMap::from_volume(*volume_, placements);
+    engine = std::make_unique<fs::ScrubEngine>(
+        std::move(map), fs::store_metadata(volume_->store()), fs::ScrubOptions{},
+        [this](const fs::ScrubFinding& f) {
+          std::string where;
+          for (const auto& r : f.runs)
+            where += r.sectors == 1 ? fmt::format("{}{}", where.empty() ? "" : ", ", r.lbn)
+                                    : fmt::format("{}{}-{}", where.empty() ? "" : ", ", r.lbn, r.lbn + r.sectors - 1);
+          errors_.record(EIO, f.path, fmt::format("scrub: {} (LBN {})", f.what, where));
+        });
+  } catch (const std::bad_alloc&) {
+    return record(ENOMEM, ino, "start: not enough memory for the scrub's map of the volume");
+  }
+  std::lock_guard lock(scrub_mu_);
+  if (running()) return record(EBUSY, ino, "start: a scrub is running already ('stop' it first)");
+  if (scrub_.runner) scrub_.runner->stop();
+  std::string msg;
+  std::shared_ptr<fs::ScrubRunner> runner;
+  if (int r = fs::ScrubRunner::start(io_, g, mode, std::move(engine), fs::ScrubRunnerOptions{}, &runner, &msg))
+    return record(r, ino, "start: " + msg);
+  scrub_.runner = std::move(runner);
+  return 0;
+}
+
+void Filesystem::stop_scrub() {
+  std::shared_ptr<fs::ScrubRunner> runner;
+  {
+    std::lock_guard lock(scrub_mu_);
+    runner = scrub_.runner;
+  }
+  if (runner) runner->stop();
+}
+
+}  // namespace mmfs::daemon

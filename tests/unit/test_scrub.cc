@@ -1,0 +1,537 @@
+// The scrub (fs/scrub_map.h, fs/scrub.h, fs/scrub_runner.h; issue 17),
+// without a mount: coverage counting, the owner of each sector, gathering a
+// multi-sector cell from sectors arriving in any order, a flipped byte found
+// and named (and a rewrite's race not reported), the whole engine over real
+// in-memory volumes, and the free-bandwidth hook leaving SectorIo's modeled
+// time unchanged.
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "array_test_support.h"
+#include "fs/cell_checksums.h"
+#include "fs/plain_file.h"
+#include "fs/scrub.h"
+#include "fs/scrub_map.h"
+#include "fs/scrub_runner.h"
+#include "fs_test_support.h"
+#include "geometry/memstore.h"
+#include "mems_test_support.h"
+
+using namespace mmfs;
+using namespace mmfs::fs;
+
+namespace {
+
+using testing::toy_disk;
+using namespace testing::arrays;
+
+// Checksums kept by the test: (ino, unit) -> recorded values.
+class FakeMetadata final : public ScrubMetadata {
+ public:
+  std::map<std::pair<Ino, std::uint64_t>, StoredChecksums> sums;
+  bool moved = false;
+  StoredChecksums checksums(Ino ino, std::uint64_t unit) const override {
+    auto it = sums.find({ino, unit});
+    return it == sums.end() ? StoredChecksums{} : it->second;
+  }
+  bool unchanged(const ScrubObject&) const override { return !moved; }
+};
+
+// A map of 1,000 sectors: metadata [0, 100), data [100, 1000) free, and an
+// array (ino 7, "/t/a") of 4 cells of 3 sectors: cell c at 200 + 10c, except
+// cell 2, split in two runs (300..301 and 400).
+std::unique_ptr<OwnerMap> toy_map() {
+  auto map = std::make_unique<OwnerMap>(1000, 512);
+  map->add_region(OwnerKind::Metadata, 0, 100);
+  map->add_region(OwnerKind::Free, 100, 900);
+  ScrubObject a;
+  a.kind = OwnerKind::ArrayCell;
+  a.ino = 7;
+  a.path = "/t/a";
+  a.unit_sectors = 3;
+  a.units = 4;
+  a.checked_bytes = 1500;  // the brick: the padding past it is not checksummed
+  a.pieces = {{0, 200, 3}, {3, 210, 3}, {6, 300, 2}, {8, 400, 1}, {9, 230, 3}};
+  map->add_object(std::move(a));
+  map->seal();
+  return map;
+}
+
+std::vector<std::byte> cell_bytes(int seed) {
+  std::vector<std::byte> b(3 * 512);
+  std::mt19937 rng(seed);
+  for (auto& x : b) x = std::byte(rng());
+  return b;
+}
+
+struct Toy {
+  FakeMetadata* md = nullptr;
+  std::vector<ScrubFinding> found;
+  std::unique_ptr<ScrubEngine> engine;
+};
+
+Toy toy_engine(ScrubOptions options = {}) {
+  Toy t;
+  auto md = std::make_unique<FakeMetadata>();
+  t.md = md.get();
+  for (int c = 0; c < 4; ++c) {
+    auto b = cell_bytes(c);
+    t.md->sums[{7, std::uint64_t(c)}] = {cell_checksum(std::span(b).first(1500)), 0};
+  }
+  t.engine = std::make_unique<ScrubEngine>(toy_map(), std::move(md), options,
+                                           [f = &t.found](const ScrubFinding& x) { f->push_back(x); });
+  return t;
+}
+
+// Delivers sector `k` of cell `c` (its bytes from `bytes`).
+void give(ScrubEngine& e, geom::Lbn lbn, const std::vector<std::byte>& bytes, std::uint32_t k,
+          ReadPath how = ReadPath::FreeBandwidth) {
+  const geom::Lbn l[1] = {lbn};
+  const int ok[1] = {0};
+  e.deliver(l, bytes.data() + k * 512, ok, how);
+}
+
+// Reads the whole volume through the engine as the idle-time runner does,
+// then its pending and suspect units; returns when complete.
+void scrub_all(ScrubEngine& e, SectorIo& io) {
+  geom::Lbn cursor = 0;
+  while (auto next = e.next_uncovered(cursor, 256)) {
+    auto [lbn, n] = *next;
+    AlignedBuffer buf(n * io.sector_size());
+    const SectorRun run{lbn, n, buf.data()};
+    const int r = io.read_background(std::span(&run, 1));
+    e.deliver_run(lbn, n, buf.data(), r, ReadPath::IdleTime);
+    cursor = lbn + n;
+  }
+  while (auto job = e.next_unit_job()) {
+    std::uint64_t sectors = 0;
+    for (const auto& r : job->runs) sectors += r.sectors;
+    AlignedBuffer buf(sectors * io.sector_size());
+    std::vector<SectorRun> runs;
+    std::byte* p = buf.data();
+    for (const auto& r : job->runs) {
+      runs.push_back({r.lbn, r.sectors, p});
+      p += r.sectors * io.sector_size();
+    }
+    e.finish_unit_job(*job, buf.data(), io.read_background(runs));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("coverage counts every sector once, across chunks, and finds the gaps", "[scrub]") {
+  const std::uint64_t n = (1u << 20) * 2 + 777;  // three chunks, the last one short
+  CoverageMap c(n);
+  CHECK(c.mark(5, 10) == 10);
+  CHECK(c.mark(10, 10) == 5);  // 10..14 were covered already
+  CHECK(c.count() == 15);
+  CHECK(c.covered(5));
+  CHECK(c.covered(19));
+  CHECK_FALSE(c.covered(20));
+  CHECK(c.next_uncovered(0) == 0);
+  CHECK(c.next_uncovered(5) == 20);
+  CHECK(c.uncovered_run(20, 100) == 100);
+  CHECK(c.uncovered_run(0, 100) == 5);
+  CHECK(c.mark(n - 3, 10) == 3);  // clipped to the map
+  CHECK(c.mark(n + 5, 1) == 0);
+  // A whole chunk: counted, and found full afterwards.
+  CHECK(c.mark(1u << 20, 1u << 20) == (1u << 20));
+  CHECK(c.covered((1u << 20) + 12345));
+  CHECK(c.next_uncovered(1u << 20) == (2u << 20));
+  // Everything: complete, nothing left to find.
+  c.mark(0, n);
+  CHECK(c.count() == n);
+  CHECK(c.complete());
+  CHECK_FALSE(c.next_uncovered(0).has_value());
+  // Wrapping: the gap before `from` is found after the end.
+  CoverageMap w(100);
+  w.mark(50, 50);
+  CHECK(w.next_uncovered(60) == 0);
+}
+
+TEST_CASE("the owner map names each sector's unit and the unit's runs", "[scrub]") {
+  auto map = toy_map();
+  CHECK(map->owner(0).kind == OwnerKind::Metadata);
+  CHECK(map->owner(150).kind == OwnerKind::Free);
+  CHECK(map->owner(1000).kind == OwnerKind::Outside);
+  Owner o = map->owner(212);
+  CHECK(o.kind == OwnerKind::ArrayCell);
+  CHECK(o.unit == 1);
+  CHECK(o.sector == 2);
+  o = map->owner(400);  // the split cell's last sector
+  CHECK(o.kind == OwnerKind::ArrayCell);
+  CHECK(o.unit == 2);
+  CHECK(o.sector == 2);
+  const auto runs = map->object(0).unit_runs(2);
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0].lbn == 300);
+  CHECK(runs[0].sectors == 2);
+  CHECK(runs[1].lbn == 400);
+  CHECK(runs[1].sectors == 1);
+  CHECK(map->describe(231) == "cell 3 of /t/a");
+  CHECK(map->describe(50) == "the metadata region");
+}
+
+TEST_CASE("a multi-sector cell is verified once all its sectors arrived, in any order", "[scrub]") {
+  Toy t = toy_engine();
+  ScrubEngine& e = *t.engine;
+  auto c2 = cell_bytes(2);
+  give(e, 400, c2, 2);  // the split cell, last sector first
+  give(e, 301, c2, 1);
+  CHECK(e.status()["cells_gathering"] == 1);
+  CHECK(e.status()["cells_verified"] == 0);
+  give(e, 301, c2, 1);  // again: counted once
+  CHECK(e.status()["sectors_scanned"] == 2);
+  give(e, 300, c2, 0);
+  auto st = e.status();
+  CHECK(st["cells_verified"] == 1);
+  CHECK(st["verified_by"]["free_bandwidth"] == 1);
+  CHECK(st["cells_gathering"] == 0);
+  CHECK(t.found.empty());
+  // A run of free space and metadata: read, nothing to verify.
+  std::vector<std::byte> junk(512 * 10);
+  e.deliver_run(0, 10, junk.data(), 0, ReadPath::IdleTime);
+  CHECK(e.status()["sectors_scanned"] == 13);
+  CHECK(e.status()["sectors_by"]["idle_time"] == 10);
+}
+
+TEST_CASE("a flipped byte is suspected, read again, and reported naming the cell", "[scrub]") {
+  Toy t = toy_engine();
+  ScrubEngine& e = *t.engine;
+  auto c1 = cell_bytes(1);
+  c1[700] ^= std::byte{0x10};  // sector 1 of cell 1
+  for (std::uint32_t k = 0; k < 3; ++k) give(e, 210 + k, c1, k);
+  CHECK(e.status()["suspects"] == 1);
+  CHECK(t.found.empty());  // not yet: a rewrite may have raced the read
+  auto job = e.next_unit_job();
+  REQUIRE(job);
+  CHECK(job->confirm);
+  REQUIRE(job->runs.size() == 1);
+  CHECK(job->runs[0].lbn == 210);
+  e.finish_unit_job(*job, c1.data(), 0);
+  REQUIRE(t.found.size() == 1);
+  CHECK(t.found[0].lbn == 210);
+  CHECK(t.found[0].ino == 7);
+  CHECK(t.found[0].path == "/t/a");
+  CHECK(t.found[0].what == "cell 1 of /t/a failed its checksum");
+  REQUIRE(t.found[0].runs.size() == 1);
+  CHECK(t.found[0].runs[0].sectors == 3);
+  auto st = e.status();
+  CHECK(st["errors"] == 1);
+  CHECK(st["error_list"][0]["lbn"] == 210);
+  CHECK(st["suspects"] == 0);
+  // The bytes past the brick (padding) are not checksummed: a change there is no finding.
+  Toy u = toy_engine();
+  auto c3 = cell_bytes(3);
+  c3[1510] ^= std::byte{1};
+  for (std::uint32_t k = 0; k < 3; ++k) give(*u.engine, 230 + k, c3, k);
+  CHECK(u.engine->status()["cells_verified"] == 1);
+}
+
+TEST_CASE("a mismatch that a rewrite explains is a false alarm, and a moved object voids it", "[scrub]") {
+  Toy t = toy_engine();
+  ScrubEngine& e = *t.engine;
+  auto old_bytes = cell_bytes(0);
+  auto new_bytes = cell_bytes(40);
+  // The sectors were read while the cell was being rewritten: new bytes, old checksum.
+  for (std::uint32_t k = 0; k < 3; ++k) give(e, 200 + k, new_bytes, k);
+  CHECK(e.status()["suspects"] == 1);
+  // The rewrite commits: the checksum now describes the new bytes.
+  t.md->sums[{7, 0}] = {cell_checksum(std::span(new_bytes).first(1500)), 0};
+  auto job = e.next_unit_job();
+  REQUIRE(job);
+  e.finish_unit_job(*job, new_bytes.data(), 0);
+  CHECK(t.found.empty());
+  CHECK(e.status()["false_alarms"] == 1);
+  // An object whose extents changed since the map was built: its finding is void.
+  auto bad = cell_bytes(99);
+  for (std::uint32_t k = 0; k < 3; ++k) give(e, 230 + k, bad, k);
+  t.md->moved = true;
+  job = e.next_unit_job();
+  REQUIRE(job);
+  e.finish_unit_job(*job, bad.data(), 0);
+  CHECK(t.found.empty());
+  CHECK(e.status()["void_findings"] == 1);
+}
+
+TEST_CASE("unwritten cells need nothing; read errors are findings", "[scrub]") {
+  Toy t = toy_engine();
+  ScrubEngine& e = *t.engine;
+  t.md->sums.erase({7, 3});  // cell 3 never held data
+  auto junk = cell_bytes(77);
+  for (std::uint32_t k = 0; k < 3; ++k) give(e, 230 + k, junk, k);
+  CHECK(e.status()["cells_unwritten"] == 1);
+  CHECK(t.found.empty());
+  const geom::Lbn l[2] = {150, 201};
+  const int res[2] = {EIO, EIO};
+  std::vector<std::byte> buf(1024);
+  e.deliver(l, buf.data(), res, ReadPath::FreeBandwidth);
+  REQUIRE(t.found.size() == 2);
+  CHECK(t.found[0].lbn == 150);
+  CHECK(t.found[0].path == "free space");
+  CHECK(t.found[0].what == "LBN 150 (free space) could not be read: EIO");
+  CHECK(t.found[1].path == "/t/a");
+  CHECK(t.found[1].ino == 7);
+}
+
+TEST_CASE("incomplete cells past the memory cap wait for the completion pass", "[scrub]") {
+  ScrubOptions opt;
+  opt.partial_bytes = 2 * 3 * 512;  // two incomplete cells at most
+  Toy t = toy_engine(opt);
+  ScrubEngine& e = *t.engine;
+  std::vector<std::vector<std::byte>> cells;
+  for (int c = 0; c < 4; ++c) cells.push_back(cell_bytes(c));
+  give(e, 200, cells[0], 0);
+  give(e, 210, cells[1], 0);
+  give(e, 230, cells[3], 0);  // the third: cell 0 (the oldest) goes
+  auto st = e.status();
+  CHECK(st["cells_evicted"] == 1);
+  CHECK(st["cells_pending"] == 1);
+  CHECK(st["cells_gathering"] == 2);
+  CHECK_FALSE(e.next_unit_job());  // the completion pass waits for full coverage
+  // Everything else covered, by the foreground and free reads.
+  e.foreground_read(0, 200);
+  e.foreground_read(201, 9);
+  e.foreground_read(211, 19);
+  e.foreground_read(231, 769);
+  CHECK(e.coverage_complete());
+  CHECK_FALSE(e.complete());
+  // Cell 0 (evicted), 1 and 3 (incomplete) are read whole; cell 2 never was touched but is covered by the foreground.
+  std::set<std::uint64_t> units;
+  while (auto job = e.next_unit_job()) {
+    units.insert(job->unit);
+    CHECK_FALSE(job->confirm);
+    e.finish_unit_job(*job, cells[job->unit].data(), 0);
+  }
+  CHECK(units == std::set<std::uint64_t>{0, 1, 3});
+  st = e.status();
+  CHECK(st["verified_by"]["completion"] == 3);
+  CHECK(st["progress"] == 1.0);
+  CHECK(e.complete());
+  CHECK(t.found.empty());
+}
+
+TEST_CASE("the map of a real volume places array cells, file blocks and superblocks", "[scrub]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  MemoryDevice& raw = *dev;
+  Mount m = mount(std::make_unique<testing::RefDevice>(raw));
+  ArraySchema s = make_schema({24, 16}, "float64", "naive");
+  s.cell = {4, 4};  // 128 bytes: a quarter of a sector
+  auto a = create_array(m, "a", s);
+  std::vector<double> values(24 * 16);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = double(i) + 0.5;
+  std::string msg;
+  REQUIRE(a->write(0, reinterpret_cast<const std::byte*>(values.data()), values.size() * 8, &msg) == 0);
+  REQUIRE(a->flush(true, &msg) == 0);
+  Inode f;
+  const Ino fino = new_file(m.md(), "f", &f);
+  PlainFile pf(m.md(), m.vol->allocator(), *m.io, *g, fino, 0);
+  std::vector<std::byte> text(10000, std::byte{'x'});
+  REQUIRE(pf.write(0, text.data(), text.size()) == 0);
+  REQUIRE(pf.commit() == 0);
+  REQUIRE(m.md().sync() == 0);
+
+  auto map = OwnerMap::from_volume(*m.vol);
+  CHECK(map->unmapped_objects() == 0);
+  const ScrubObject* array = nullptr;
+  const ScrubObject* file = nullptr;
+  int superblocks = 0;
+  for (const auto& o : map->objects()) {
+    if (o.kind == OwnerKind::ArrayCell) array = &o;
+    if (o.kind == OwnerKind::PlainBlock) file = &o;
+    superblocks += o.kind == OwnerKind::Superblock;
+  }
+  CHECK(superblocks == 2);
+  REQUIRE(array);
+  CHECK(array->path == "/a");
+  CHECK(array->units == 24);
+  CHECK(array->unit_sectors == 1);
+  CHECK(array->checked_bytes == 128);
+  REQUIRE(file);
+  CHECK(file->path == "/f");
+  CHECK(file->units == 3);  // 10,000 bytes: three 4 KiB blocks
+  CHECK(file->unit_sectors == 8);
+  // Every element's sector belongs to its cell.
+  for (std::uint64_t i : {0u, 5u, 23u}) {
+    for (std::uint64_t j : {0u, 7u, 15u}) {
+      std::string text_lbn;
+      REQUIRE(a->lbn_text(std::vector<std::uint64_t>{i, j}, &text_lbn, &msg) == 0);
+      const Owner o = map->owner(std::stoull(text_lbn));
+      CHECK(o.kind == OwnerKind::ArrayCell);
+      CHECK(o.unit == (i / 4) * 4 + j / 4);
+    }
+  }
+  CHECK(map->owner(0).kind == OwnerKind::Superblock);
+  CHECK(map->owner(m.vol->superblock().meta_offset / 512 + 1).kind == OwnerKind::Metadata);
+  CHECK(map->owner(m.vol->superblock().data_end_lbn - 1).kind != OwnerKind::Outside);
+}
+
+TEST_CASE("the engine over a whole volume verifies everything and names one flipped byte", "[scrub]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  MemoryDevice& raw = *dev;
+  Mount m = mount(std::make_unique<testing::RefDevice>(raw));
+  ArraySchema s = make_schema({32, 32, 32}, "float64", "multimap");  // 4 KiB cells: 8 sectors
+  auto a = create_array(m, "a", s);
+  std::vector<double> values(32 * 32 * 32);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = double(i) * 1.25 + 1;
+  std::string msg;
+  REQUIRE(a->write(0, reinterpret_cast<const std::byte*>(values.data()), values.size() * 8, &msg) == 0);
+  REQUIRE(a->flush(true, &msg) == 0);
+  const Ino fino = new_file(m.md(), "f");
+  PlainFile pf(m.md(), m.vol->allocator(), *m.io, *g, fino, 0);
+  std::vector<std::byte> text(20000, std::byte{'y'});
+  REQUIRE(pf.write(0, text.data(), text.size()) == 0);
+  REQUIRE(pf.commit() == 0);
+  REQUIRE(m.md().sync() == 0);
+
+  auto run = [&](std::vector<ScrubFinding>* found) {
+    auto engine = std::make_unique<ScrubEngine>(OwnerMap::from_volume(*m.vol), store_metadata(m.vol->store()),
+                                                ScrubOptions{}, [found](const ScrubFinding& f) { found->push_back(f); });
+    scrub_all(*engine, *m.io);
+    CHECK(engine->complete());
+    return engine->status();
+  };
+  std::vector<ScrubFinding> found;
+  auto st = run(&found);
+  CHECK(found.empty());
+  CHECK(st["progress"] == 1.0);
+  CHECK(st["cells_verified"] == 32 * 32 * 32 * 8 / 4096 + 5 + 2);  // cells, blocks, superblocks
+  CHECK(st["verified_by"]["idle_time"] == st["cells_verified"]);
+
+  // A byte of element (3, 4, 5) flipped behind the volume's back.
+  std::string where;
+  REQUIRE(a->lbn_text(std::vector<std::uint64_t>{3, 4, 5}, &where, &msg) == 0);
+  std::uint64_t lbn = 0, offset = 0;
+  REQUIRE(std::sscanf(where.c_str(), "%lu %lu", &lbn, &offset) == 2);
+  raw.bytes()[lbn * 512 + offset] ^= std::byte{0x40};
+  // And a byte of the file's second block.
+  geom::Lbn file_sector_9 = 0;  // in the file's second block
+  std::uint64_t before = 0;
+  for (const auto& e : m.md().extents(fino)) {
+    if (9 < before + e.sectors) {
+      file_sector_9 = e.start + (9 - before);
+      break;
+    }
+    before += e.sectors;
+  }
+  REQUIRE(file_sector_9 != 0);
+  raw.bytes()[file_sector_9 * 512 + 3] ^= std::byte{1};
+  found.clear();
+  st = run(&found);
+  REQUIRE(found.size() == 2);
+  std::map<std::string, ScrubFinding> by_path;
+  for (const auto& f : found) by_path[f.path] = f;
+  REQUIRE(by_path.count("/a"));
+  CHECK(by_path["/a"].what.find("failed its checksum") != std::string::npos);
+  bool names_it = false;
+  for (const auto& r : by_path["/a"].runs) names_it |= r.lbn <= lbn && lbn < r.lbn + r.sectors;
+  CHECK(names_it);
+  REQUIRE(by_path.count("/f"));
+  CHECK(by_path["/f"].what == "block 1 of /f failed its checksum");
+  CHECK(st["errors"] == 2);
+}
+
+TEST_CASE("free bandwidth rides along foreground batches without changing their modeled time", "[scrub]") {
+  geom::MemStore g(geom::testing::g2());
+  g.set_name("g2");
+  auto dev = formatted(g, 16ull << 20);
+  auto twin = copy_of(*dev);
+  Mount with = mount(std::move(dev));
+  Mount alone = mount(std::move(twin));
+  const auto& sb = with.vol->superblock();
+  // Single sectors and 8-sector requests across the data area: foreground batches.
+  std::vector<std::vector<SectorRun>> batches;
+  AlignedBuffer buf(64 * 512);
+  std::mt19937_64 rng(3);
+  for (int b = 0; b < 40; ++b) {
+    std::vector<SectorRun> runs;
+    for (int k = 0; k < 1 + b % 3; ++k) {
+      const geom::Lbn lbn = sb.data_first_lbn + rng() % (sb.data_end_lbn - sb.data_first_lbn - 8);
+      runs.push_back({lbn, std::uint64_t(k == 0 ? 1 : 8), buf.data() + k * 8 * 512});
+    }
+    batches.push_back(std::move(runs));
+  }
+  std::shared_ptr<ScrubRunner> runner;
+  std::string msg;
+  auto engine = std::make_unique<ScrubEngine>(OwnerMap::from_volume(*with.vol), store_metadata(with.vol->store()),
+                                              ScrubOptions{}, nullptr);
+  ScrubRunnerOptions options;
+  options.idle_ms = 1e9;  // never idle: no request of its own
+  REQUIRE(ScrubRunner::start(*with.io, g, ScrubMode::FreeBandwidth, std::move(engine), options, &runner, &msg) == 0);
+  for (const auto& runs : batches) {
+    REQUIRE(with.io->read(runs) == 0);
+    REQUIRE(alone.io->read(runs) == 0);
+  }
+  const auto a = alone.io->stats(), w = with.io->stats();
+  CHECK(w["modeled_ms"].get<double>() == Approx(a["modeled_ms"].get<double>()).epsilon(1e-12));
+  CHECK(w["requests"] == a["requests"]);
+  CHECK(w["sectors_read"] == a["sectors_read"]);
+  CHECK(w["scrub_own_sectors"] == 0);
+  const std::uint64_t rode = w["scrub_ride_along_sectors"];
+  CHECK(rode > 40 * 2);
+  // The ride-along sectors reach the engine (through the runner's queue).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (runner->status()["free_bandwidth"]["delivered"] != rode && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto st = runner->status();
+  CHECK(st["free_bandwidth"]["delivered"] == rode);
+  CHECK(st["free_bandwidth"]["picked"] == rode);
+  // Covered by them, unless a later foreground batch read the same sector first.
+  CHECK(st["sectors_by"]["free_bandwidth"].get<std::uint64_t>() <= rode);
+  CHECK(st["sectors_by"]["free_bandwidth"].get<std::uint64_t>() > rode * 9 / 10);
+  CHECK(st["sectors_scanned"] == st["sectors_by"]["free_bandwidth"].get<std::uint64_t>() +
+                                     st["sectors_by"]["foreground"].get<std::uint64_t>());
+  CHECK(st["mode"] == "free-bandwidth");
+  CHECK(st["state"] == "running");
+  CHECK(st["errors"] == 0);
+  runner->stop();
+  CHECK(runner->state() == ScrubState::Stopped);
+  // Stopped: the hook is gone.
+  REQUIRE(with.io->read(batches[0]) == 0);
+  CHECK(with.io->stats()["scrub_ride_along_sectors"] == rode);
+  // Free bandwidth needs equivalence classes.
+  auto disk = toy_disk();
+  auto ddev = formatted(*disk);
+  Mount dm = mount(std::move(ddev));
+  std::shared_ptr<ScrubRunner> none;
+  auto dengine = std::make_unique<ScrubEngine>(OwnerMap::from_volume(*dm.vol), store_metadata(dm.vol->store()),
+                                               ScrubOptions{}, nullptr);
+  CHECK(ScrubRunner::start(*dm.io, *disk, ScrubMode::FreeBandwidth, std::move(dengine), {}, &none, &msg) == ENOTSUP);
+  CHECK(msg.find("MEMS") != std::string::npos);
+}
+
+TEST_CASE("the idle-time runner scrubs a volume to the end and stops on demand", "[scrub]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  Mount m = mount(std::move(dev));
+  std::vector<ScrubFinding> found;
+  auto engine = std::make_unique<ScrubEngine>(OwnerMap::from_volume(*m.vol), store_metadata(m.vol->store()),
+                                              ScrubOptions{}, [&](const ScrubFinding& f) { found.push_back(f); });
+  ScrubRunnerOptions options;
+  options.idle_ms = 1;
+  std::shared_ptr<ScrubRunner> runner;
+  std::string msg;
+  REQUIRE(ScrubRunner::start(*m.io, *g, ScrubMode::IdleTime, std::move(engine), options, &runner, &msg) == 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (runner->state() == ScrubState::Running && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(runner->state() == ScrubState::Done);
+  const auto st = runner->status();
+  CHECK(st["progress"] == 1.0);
+  CHECK(st["cells_verified"] == 2);  // the superblocks: nothing else holds data
+  CHECK(m.io->stats()["scrub_own_sectors"] == st["sectors_total"]);
+  CHECK(found.empty());
+  runner->stop();  // after the end: still fine
+  CHECK(runner->state() == ScrubState::Done);
+}
