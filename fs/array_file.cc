@@ -10,6 +10,7 @@
 #include <system_error>
 #include <thread>
 
+#include "fs/array_layout.h"
 #include "layouts/capsule.h"
 #include "layouts/default_layout.h"
 #include "layouts/multimap.h"
@@ -97,23 +98,7 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
   }
   std::unique_ptr<layouts::Layout> layout;
   try {
-    // An mloc array's cells are its staging placement: naive, default cells.
-    const bool staging = is_mloc(schema);
-    std::vector<std::uint32_t> order = staging ? std::vector<std::uint32_t>{} : schema.order;
-    if (order.empty()) order = CellGrid::default_order(schema.shape.size());
-    std::vector<std::uint64_t> cell = staging ? std::vector<std::uint64_t>{} : schema.cell;
-    if (cell.empty())
-      cell = schema.layout == "capsule"
-                 ? layouts::CapsuleLayout::default_cell(schema.shape, schema.dtype.itemsize, ctx.geometry.sector_size())
-                 : CellGrid::default_cell(schema.shape, schema.dtype.itemsize,
-                                          CellGrid::default_cell_bytes(ctx.geometry.sector_size()), order);
-    CellGrid grid(schema.shape, schema.dtype.itemsize, cell, order);
-    if (const auto& t = schema.table_part)  // an attribute of a table: its blocks of the table's capsules
-      layout = std::make_unique<layouts::CapsuleLayout>(
-          ctx.geometry, std::move(grid), layouts::CapsulePart{t->capsule_blocks, t->first_block, t->cells_per_capsule});
-    else
-      layout = layouts::make_layout(staging ? "naive" : schema.layout, ctx.geometry, std::move(grid),
-                                    staging ? std::vector<std::uint64_t>{} : schema.basic_cube);
+    layout = make_array_layout(ctx.geometry, schema);
   } catch (const std::exception& e) {
     *message = e.what();
     return EINVAL;

@@ -1,6 +1,8 @@
 // The scrub's sector owners (fs/scrub_map.h).
 #include "fs/scrub_map.h"
 
+#include "fs/array_layout.h"
+
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -32,43 +34,13 @@ std::uint64_t be64(std::string_view s) {
   return v;
 }
 
-// The schema keys this scrub knows how to place (fs/array_schema.cc,
-// encode_schema). A record with any other key places its cells by rules the
-// scrub does not reproduce: its sectors are read, not verified.
-bool schema_known(std::string_view record) {
-  static const std::set<std::string, std::less<>> known = {"shape", "dtype", "layout",   "order", "cell", "basic_cube",
-                                                           "priority", "chunk", "compress", "index", "bins"};
-  auto j = nlohmann::json::parse(record.begin(), record.end(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return false;
-  for (const auto& item : j.items())
-    if (!known.count(item.key())) return false;
-  return true;
-}
-
-// The array's placement as ArrayFile::build makes it (fs/array_file.cc):
+// The array's placement as ArrayFile::build makes it (fs/array_layout.h):
 // the layout of its schema over its stored extents. Null when the scrub
 // cannot rebuild it; *why says so.
 std::unique_ptr<layouts::Layout> rebuild_layout(const geom::Geometry& g, const ArraySchema& s,
                                                 const std::vector<layouts::Extent>& extents, std::string* why) {
-  static const std::set<std::string, std::less<>> layouts_known = {"naive", "zorder", "hilbert", "multimap",
-                                                                   "capsule", "mloc"};
-  if (!layouts_known.count(s.layout)) {
-    *why = fmt::format("layout '{}' unknown to the scrub", s.layout);
-    return nullptr;
-  }
   try {
-    const bool staging = s.layout == "mloc";  // an mloc array's cells: naive, default cells
-    std::vector<std::uint32_t> order = staging ? std::vector<std::uint32_t>{} : s.order;
-    if (order.empty()) order = layouts::CellGrid::default_order(s.shape.size());
-    std::vector<std::uint64_t> cell = staging ? std::vector<std::uint64_t>{} : s.cell;
-    if (cell.empty())
-      cell = s.layout == "capsule"
-                 ? layouts::CapsuleLayout::default_cell(s.shape, s.dtype.itemsize, g.sector_size())
-                 : layouts::CellGrid::default_cell(s.shape, s.dtype.itemsize,
-                                                   layouts::CellGrid::default_cell_bytes(g.sector_size()), order);
-    layouts::CellGrid grid(s.shape, s.dtype.itemsize, cell, order);
-    auto layout = layouts::make_layout(staging ? "naive" : s.layout, g, std::move(grid),
-                                       staging ? std::vector<std::uint64_t>{} : s.basic_cube);
+    auto layout = make_array_layout(g, s);
     layout->place(extents);
     return layout;
   } catch (const std::exception& e) {
@@ -310,8 +282,7 @@ struct Builder {
       std::string why;
       auto schema = decode_schema(schema_record);
       std::unique_ptr<layouts::Layout> layout;
-      if (!schema_known(schema_record)) why = "its schema has fields unknown to the scrub";
-      else if (!schema || schema->shape.empty()) why = "no schema";
+      if (!schema || schema->shape.empty()) why = "no schema";
       else layout = rebuild_layout(volume.geometry(), *schema, extents, &why);
       placed = layout != nullptr;
       if (layout) fits = cells_of(*layout, o);
