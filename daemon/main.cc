@@ -28,6 +28,7 @@
 #include "daemon/mount_readahead.h"
 #include "daemon/request_poller.h"
 #include "daemon/session_loop.h"
+#include "fs/nbd_device.h"
 #include "fs/simulated_device.h"
 #include "geometry/load.h"
 
@@ -154,7 +155,7 @@ int main(int argc, char** argv) {
                  "window for this mount, default 1024, 0 = leave the kernel's), ro, allow_other, default_permissions "
                  "(on unless root mounts without allow_other/allow_root), and the other FUSE options")
       ->take_all();
-  app.add_option("TARGET", target, "Block device or image file formatted by mkfs.mmfs")->required();
+  app.add_option("TARGET", target, "Block device, image file or NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH) formatted by mkfs.mmfs")->required();
   app.add_option("MOUNTPOINT", mountpoint, "Directory to mount on")->required();
   app.footer(
       "Unmount with: fusermount3 -u MOUNTPOINT\n"
@@ -163,7 +164,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   // The daemon changes directory to / when it backgrounds.
   std::error_code ec;
-  if (auto abs = std::filesystem::absolute(target, ec); !ec) target = abs.string();
+  // (An NBD URI is not a path: it stays as given.)
+  if (!mmfs::fs::is_nbd_uri(target)) {
+    if (auto abs = std::filesystem::absolute(target, ec); !ec) target = abs.string();
+  }
   // Canonical, as /proc/self/mountinfo names it (the read-ahead window is found there).
   if (auto abs = std::filesystem::canonical(mountpoint, ec); !ec)
     mountpoint = abs.string();

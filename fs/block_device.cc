@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "fs/file_device.h"
+#include "fs/nbd_device.h"
 
 namespace mmfs::fs {
 
@@ -427,6 +428,8 @@ std::unique_ptr<BlockDevice> open_device(const std::string& path, const OpenOpti
   };
   if (error) *error = 0;
   if (message) message->clear();
+  // An NBD URI: no path, no flock, no O_DIRECT, no creating (fs/nbd_device.h).
+  if (is_nbd_uri(path)) return NbdDevice::open(path, options, error, message);
 
   struct stat st {};
   bool exists = ::stat(path.c_str(), &st) == 0;

@@ -9,6 +9,7 @@
 
 #include "fs/block_device.h"
 #include "fs/device_probe.h"
+#include "fs/nbd_device.h"
 #include "fs/volume.h"
 #include "geometry/load.h"
 
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   CLI::App app{"mkfs.mmfs: format a block device or an image file as an mmfs volume (SPEC §2)"};
   std::string size_text, geometry = "ssd", label, target;
   bool force = false, quiet = false;
-  app.add_option("-s,--size", size_text, "Create or grow the image file to SIZE first (4G, 512M, bytes)");
+  app.add_option("-s,--size", size_text, "Create or grow the image file to SIZE first (4G, 512M, bytes); an NBD export must already be this big");
   double measure_seconds = 60;
   app.add_option("-g,--geometry", geometry,
                  "Built-in profile (atlas10k3, cheetah36es, mems-g2, ssd), a JSON geometry file, or 'measure': "
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   app.add_option("-L,--label", label, "Volume label (at most 63 bytes)");
   app.add_flag("-f,--force", force, "Overwrite an existing filesystem signature");
   app.add_flag("-q,--quiet", quiet, "Print nothing on success");
-  app.add_option("TARGET", target, "Block device or image file")->required();
+  app.add_option("TARGET", target, "Block device, image file or NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH)")->required();
   CLI11_PARSE(app, argc, argv);
 
   auto die = [](const std::string& msg) {
@@ -83,6 +84,10 @@ int main(int argc, char** argv) {
     dev = mmfs::fs::open_device(target, opt, &err, &msg);
   }
   if (!dev) return die(msg.empty() ? std::string(std::strerror(err)) : msg);
+  if (measure && mmfs::fs::is_nbd_uri(target))  // the probe times a local file or block device
+    return die(fmt::format("{}: -g measure needs a local block device or image file; give an NBD target a "
+                           "profile or a JSON geometry (e.g. -g ssd)",
+                           target));
   if (measure) {
     // Refuse before spending the measurement's time, as format_volume would after it.
     if (std::string sig = mmfs::fs::detect_signature(*dev); !sig.empty() && !force)

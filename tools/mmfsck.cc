@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   std::string target;
   app.add_flag("-n", no, "Check only; change nothing (the default)");
   app.add_flag("-y", yes, "Repair every problem that can be repaired");
-  app.add_option("TARGET", target, "Block device or image file")->required();
+  app.add_option("TARGET", target, "Block device, image file or NBD URI")->required();
   CLI11_PARSE(app, argc, argv);
   if (no && yes) {
     fmt::print(stderr, "mmfsck: -n and -y exclude each other\n");

@@ -123,11 +123,16 @@ def unmount(mountpoint, busy_timeout=5.0):
     return f"fusermount3 -u {mountpoint} failed ({last}); unmounted lazily"
 
 
+def as_target(image):
+    """An image path as a Path; an NBD URI (nbd://..., nbd+unix://...) stays a str."""
+    return image if isinstance(image, str) and "://" in image else Path(image)
+
+
 class Mount:
     """A running daemon: .proc (Popen), .image, .mnt, .stderr_path, .stderr()."""
 
     def __init__(self, proc, image, mnt, stderr_path):
-        self.proc, self.image, self.mnt, self.stderr_path = proc, Path(image), Path(mnt), Path(stderr_path)
+        self.proc, self.image, self.mnt, self.stderr_path = proc, as_target(image), Path(mnt), Path(stderr_path)
 
     def stderr(self) -> str:
         try:
@@ -144,7 +149,7 @@ def start_daemon(image, mountpoint, options=()) -> Mount:
     for the mount. A daemon that exits first or never mounts fails the test,
     killed and its mount point cleaned first. The caller owns the running daemon:
     `mounted` unmounts and checks it; a crash test may kill it."""
-    image, mountpoint = Path(image), Path(mountpoint)
+    image, mountpoint = as_target(image), Path(mountpoint)
     daemon = daemon_path()
     mountpoint.mkdir(parents=True, exist_ok=True)
     assert not is_mounted(mountpoint), f"{mountpoint} is already a mount point"
