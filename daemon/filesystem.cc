@@ -685,8 +685,7 @@ int Filesystem::read(Handle& h, std::uint64_t offset, std::size_t size, std::byt
     std::shared_ptr<ArrayFile> array;
     if (!open_data(h.ino, &plain, &array, false)) return EBADF;
     if (array) r = array->read(offset, size, out, &got, &msg);
-    else r = plain->read(offset, size, out, &got);
-    if (r == EIO && msg.empty()) msg = "a block failed its checksum";
+    else r = plain->read(offset, size, out, &got, &msg);
   }
   if (r) return record(r, h.ino, msg);
   *got_out = got;

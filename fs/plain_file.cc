@@ -1,5 +1,7 @@
 #include "fs/plain_file.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -98,7 +100,8 @@ bool PlainFile::block_valid(std::uint64_t b, std::span<const std::byte> contents
   return alt_.get(b) != 0 && cell_checksum(contents) == alt_.get(b);
 }
 
-int PlainFile::read_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, std::byte* out, bool verify) {
+int PlainFile::read_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, std::byte* out, bool verify,
+                                  std::string* why) {
   std::memset(out, 0, blocks * block_);
   std::vector<SectorRun> runs;
   std::uint64_t capacity_blocks = capacity_sectors_ / sectors_per_block_;
@@ -114,12 +117,18 @@ int PlainFile::read_blocks_locked(std::uint64_t first_block, std::uint64_t block
     map_locked(b * sectors_per_block_, (e - b) * sectors_per_block_, out + (b - first_block) * block_, &runs);
     b = e;
   }
-  if (int r = io_.read(runs)) return r;
+  if (int r = io_.read(runs)) {
+    if (why) *why = fmt::format("the device failed the read ({})", std::strerror(r));
+    return r;
+  }
   if (!verify) return 0;
   for (std::uint64_t i = 0; i < blocks; ++i) {
     std::uint64_t blk = first_block + i;
     if (!block_stored(blk)) continue;
-    if (!block_valid(blk, {out + i * block_, block_})) return EIO;
+    if (!block_valid(blk, {out + i * block_, block_})) {
+      if (why) *why = fmt::format("block {} failed its checksum (the device returned other bytes than were written)", blk);
+      return EIO;
+    }
   }
   return 0;
 }
@@ -170,14 +179,14 @@ int PlainFile::zero_tail_locked() {
   return write_blocks_locked(b, 1, buf.data());
 }
 
-int PlainFile::read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got) {
+int PlainFile::read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got, std::string* why) {
   std::lock_guard lock(mu_);
   *got = 0;
   if (offset >= size_ || length == 0) return 0;
   length = std::size_t(std::min<std::uint64_t>(length, size_ - offset));
   std::uint64_t b0 = offset / block_, b1 = div_up(offset + length, block_);
   AlignedBuffer buf((b1 - b0) * block_);
-  if (int r = read_blocks_locked(b0, b1 - b0, buf.data(), true)) return r;
+  if (int r = read_blocks_locked(b0, b1 - b0, buf.data(), true, why)) return r;
   std::memcpy(out, buf.data() + (offset - b0 * block_), length);
   *got = length;
   return 0;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "fs/cell_checksums.h"
@@ -42,7 +43,8 @@ class PlainFile {
   std::uint64_t block_size() const { return block_; }
   // Reads up to `length` bytes at `offset` (short at end of file). 0 or errno;
   // EIO when a block fails its checksum (the caller logs it).
-  int read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got);
+  // `why`, when given, receives the reason of a failure (device or checksum).
+  int read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got, std::string* why = nullptr);
   int write(std::uint64_t offset, const std::byte* data, std::size_t length);
   int truncate(std::uint64_t size);
   // Reserves space for [offset, offset+length) and, unless keep_size, extends the size.
@@ -56,7 +58,9 @@ class PlainFile {
 
  private:
   int ensure_capacity_locked(std::uint64_t bytes);
-  int read_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, std::byte* out, bool verify);
+  // `why`, when given, receives the reason of a failure (device or checksum).
+  int read_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, std::byte* out, bool verify,
+                         std::string* why = nullptr);
   int write_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, const std::byte* data);
   // Stages extents, checksums and alternatives into `batch` and commits it
   // with the inode (its size, after `edit`); `dropped` extents are freed
