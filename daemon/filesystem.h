@@ -112,6 +112,10 @@ class Filesystem {
   int getxattr(Ino ino, const std::string& name, std::string* value);
   int listxattr(Ino ino, std::vector<std::string>* names);
   int removexattr(Ino ino, const std::string& name);
+  // The arrays of directory `dir`'s table (empty when it has none): a
+  // setxattr on the directory may change their sizes, and the kernel's
+  // cached attributes of each must go.
+  std::vector<Ino> table_member_inos(Ino dir);
 
  private:
   struct OpenFile {

@@ -397,6 +397,9 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   int r = fsys(req).setxattr(ino, name, std::string(value, size), flags);
   if (r == 0) invalidate_attributes(ino, name);
+  // A table directory's user.mmfs.shape grows every array in it.
+  if (r == 0 && std::strcmp(name, "user.mmfs.shape") == 0)
+    for (fs::Ino member : fsys(req).table_member_inos(ino)) invalidate_attributes(member, name);
   fuse_reply_err(req, r);
 }
 

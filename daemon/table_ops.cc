@@ -48,6 +48,16 @@ int Filesystem::table_attributes(Ino dir, std::vector<fs::TableAttribute>* out, 
   return 0;
 }
 
+std::vector<Ino> Filesystem::table_member_inos(Ino dir) {
+  std::vector<Ino> inos;
+  if (!table_record(dir)) return inos;
+  volume_->metadata().readdir(dir, [&](std::string_view, Ino ino) {
+    inos.push_back(ino);
+    return true;
+  });
+  return inos;
+}
+
 std::optional<fs::TableRecord> Filesystem::table_record(Ino dir) const {
   auto text = volume_->metadata().xattr(dir, fs::kTableXattr);
   if (!text) return std::nullopt;
