@@ -9,6 +9,7 @@
 #include <shared_mutex>
 #include <stdexcept>
 
+#include "fs/array_layout.h"
 #include "layouts/capsule.h"
 
 namespace mmfs::fs {
@@ -37,29 +38,17 @@ Selection records_of(std::uint64_t first, std::uint64_t count) {
   return Selection({DimRange{first, first + count, 1, false}});
 }
 
-// One extent per band: the allocator may hand adjacent bands back joined.
-std::vector<Extent> split_bands(const std::vector<Extent>& extents, std::uint64_t band_sectors) {
-  std::vector<Extent> bands;
-  for (const Extent& e : extents)
-    for (std::uint64_t off = 0; off < e.sectors; off += band_sectors)
-      bands.push_back({e.start + off, std::min(band_sectors, e.sectors - off)});
-  return bands;
-}
-
-// Attribute tracks [first, first + blocks) of every band.
-std::vector<Extent> carve(const std::vector<Extent>& bands, std::uint64_t track, const TablePart& part) {
-  std::vector<Extent> out;
-  for (const Extent& b : bands)
-    out.push_back({b.start + std::uint64_t(part.first_block) * track, std::uint64_t(part.cells_per_capsule) * track});
-  return out;
+layouts::CapsulePart part_of(const TablePart& t) {
+  return layouts::CapsulePart{t.capsule_blocks, t.first_block, t.cells_per_capsule};
 }
 
 // The placement of attribute `schema` (1-D, in capsules), for the space it asks.
 std::unique_ptr<layouts::CapsuleLayout> capsule_layout(const ArrayContext& ctx, const ArraySchema& schema) {
-  const TablePart& t = *schema.table_part;
-  return std::make_unique<layouts::CapsuleLayout>(
-      ctx.geometry, CellGrid(schema.shape, schema.dtype.itemsize, schema.cell, {0}),
-      layouts::CapsulePart{t.capsule_blocks, t.first_block, t.cells_per_capsule});
+  std::unique_ptr<layouts::Layout> layout = make_array_layout(ctx.geometry, schema);
+  auto* capsule = dynamic_cast<layouts::CapsuleLayout*>(layout.get());
+  if (!capsule) throw std::invalid_argument("a table attribute's schema has no capsule part");
+  layout.release();
+  return std::unique_ptr<layouts::CapsuleLayout>(capsule);
 }
 
 int allocate_bands(const ArrayContext& ctx, const layouts::CapsuleLayout& probe, std::uint64_t groups,
@@ -74,7 +63,7 @@ int allocate_bands(const ArrayContext& ctx, const layouts::CapsuleLayout& probe,
                            ctx.allocator.free_sectors() * ctx.geometry.sector_size() >> 20);
     return r;
   }
-  *bands = split_bands(got, req.group_tracks * probe.capsules_per_band());
+  *bands = layouts::split_into_bands(got, req.group_tracks * probe.capsules_per_band());
   return 0;
 }
 
@@ -200,7 +189,8 @@ int place_table_in_capsules(const ArrayContext& ctx, Ino dir, std::span<const Ta
   if (int r = allocate_bands(ctx, *probe, probe->bands(), &bands, message)) return r;
   std::vector<ArrayFile::Staged> staged(attributes.size());
   for (std::size_t i = 0; i < attributes.size(); ++i) {
-    const std::vector<Extent> mine = carve(bands, probe->capsules_per_band(), *next[i].table_part);
+    const std::vector<Extent> mine =
+        layouts::band_part_extents(bands, probe->capsules_per_band(), part_of(*next[i].table_part));
     if (int r = attributes[i].array->stage_placement_locked(next[i], &mine, true, &staged[i], message)) {
       free_all(ctx, bands);
       *message = fmt::format("'{}': {}", attributes[i].name, *message);
@@ -281,7 +271,7 @@ int grow_table(const ArrayContext& ctx, Ino dir, std::span<const TableAttribute>
   std::vector<ArrayFile::Staged> staged(attributes.size());
   for (std::size_t i = 0; i < attributes.size(); ++i) {
     std::vector<Extent> mine = attributes[i].array->placement_locked()->layout().extents();
-    const std::vector<Extent> added = carve(bands, track, *next[i].table_part);
+    const std::vector<Extent> added = layouts::band_part_extents(bands, track, part_of(*next[i].table_part));
     mine.insert(mine.end(), added.begin(), added.end());
     if (int r = attributes[i].array->stage_placement_locked(next[i], &mine, false, &staged[i], message)) {
       free_all(ctx, bands);

@@ -146,6 +146,25 @@ std::vector<Lbn> capsule_alloc(const geom::Geometry& g, Lbn band_start, std::uin
   return out;
 }
 
+std::vector<Extent> split_into_bands(std::span<const Extent> extents, std::uint64_t band_sectors) {
+  if (band_sectors == 0) throw std::invalid_argument("capsule: a band has at least one sector");
+  std::vector<Extent> bands;
+  for (const Extent& e : extents)
+    for (std::uint64_t off = 0; off < e.sectors; off += band_sectors)
+      bands.push_back({e.start + off, std::min(band_sectors, e.sectors - off)});
+  return bands;
+}
+
+std::vector<Extent> band_part_extents(std::span<const Extent> bands, std::uint64_t track_sectors,
+                                      const CapsulePart& part) {
+  std::vector<Extent> out;
+  out.reserve(bands.size());
+  for (const Extent& b : bands)
+    out.push_back({b.start + std::uint64_t(part.first_block) * track_sectors,
+                   std::uint64_t(part.cells_per_capsule) * track_sectors});
+  return out;
+}
+
 std::vector<std::uint64_t> CapsuleLayout::default_cell(std::span<const std::uint64_t> shape, std::uint32_t itemsize,
                                                        std::uint32_t sector_size) {
   std::vector<std::uint64_t> cell(shape.size(), 1);

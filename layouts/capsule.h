@@ -84,6 +84,17 @@ struct CapsulePart {
   std::uint32_t cells_per_capsule = 1;  // along dim 0
 };
 
+// The extents of whole bands (`band_sectors` each) in `extents`, one per
+// band: an allocator may hand adjacent bands back joined.
+std::vector<Extent> split_into_bands(std::span<const Extent> extents, std::uint64_t band_sectors);
+// What CapsuleLayout::place() takes for `part` of a table placed in `bands`
+// (whole bands of `track_sectors`-sector tracks): the part's tracks
+// [first_block, first_block + cells_per_capsule) of every band. For a part
+// of several attributes per capsule (a matrix of its own), pass the owned
+// block count as cells_per_capsule.
+std::vector<Extent> band_part_extents(std::span<const Extent> bands, std::uint64_t track_sectors,
+                                      const CapsulePart& part);
+
 class CapsuleLayout final : public Layout {
  public:
   // Throws std::invalid_argument when the geometry is not a MEMStore, a cell

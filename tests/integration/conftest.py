@@ -88,6 +88,6 @@ def toy_disk(geometry_file):
 
 
 # --- the mmfs FUSE daemon (tests/integration/test_daemon_*.py) ----------------
-# Fixtures `volume`, `module_volume` and `volume_factory`: mounted volumes on
+# Fixtures `volume`, `module_volume`, `mems` and `volume_factory`: mounted volumes on
 # image files under /var/tmp; see mmfs_mount.py.
-from mmfs_mount import module_volume, volume, volume_factory  # noqa: E402,F401
+from mmfs_mount import mems, module_volume, volume, volume_factory  # noqa: E402,F401

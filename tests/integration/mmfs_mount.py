@@ -286,6 +286,16 @@ def module_volume():
         vol.close()
 
 
+@pytest.fixture(scope="module")
+def mems():
+    """A 512 MiB mems-g2 volume shared by the tests of one module (capsules, tables)."""
+    vol = Volume(geometry="mems-g2")
+    try:
+        yield vol
+    finally:
+        vol.close()
+
+
 @pytest.fixture
 def volume_factory():
     """volume_factory(size="512M", geometry="atlas10k3", options=()) -> a mounted Volume,

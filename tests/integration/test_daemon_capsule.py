@@ -10,18 +10,8 @@ import os
 import numpy as np
 import pytest
 
-from mmfs_mount import (ErrorLog, Volume, assert_array_bytes, expect_errno, make_array, random_array, read_bytes,
+from mmfs_mount import (ErrorLog, assert_array_bytes, expect_errno, make_array, random_array, read_bytes,
                         read_json, setx, view)
-
-
-@pytest.fixture(scope="module")
-def mems():
-    """A 512 MiB mems-g2 volume shared by this module's tests."""
-    vol = Volume(geometry="mems-g2")
-    try:
-        yield vol
-    finally:
-        vol.close()
 
 
 def lbn_of(path, idx):

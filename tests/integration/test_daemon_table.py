@@ -19,15 +19,6 @@ COLUMNS = [("a1", "float64"), ("a2", "int32"), ("a3", "uint16"), ("a4", "uint8")
 RECORDS = 20000
 
 
-@pytest.fixture(scope="module")
-def mems():
-    vol = Volume(geometry="mems-g2")
-    try:
-        yield vol
-    finally:
-        vol.close()
-
-
 def make_table(root, name, records=RECORDS, columns=COLUMNS, seed=1):
     d = root / name
     d.mkdir()

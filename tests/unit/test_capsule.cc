@@ -206,6 +206,9 @@ TEST_CASE("Table attributes own their tracks of shared bands and never collide",
     // Bands on tracks 5, 14 (crosses into cylinder 1), 40, 60.
     for (std::uint64_t t : {5u, 14u, 40u, 60u})
       ext.push_back({(t + f.first[i]) * T, std::uint64_t(f.blocks[i]) * T});
+    std::vector<Extent> whole;
+    for (std::uint64_t t : {5u, 14u, 40u, 60u}) whole.push_back({t * T, std::uint64_t(f.total) * T});
+    CHECK(band_part_extents(whole, T, a.part()) == ext);
     a.place(ext);
     std::uint64_t cell = 0;
     for (; cell < a.grid().grid()[0]; ++cell) {
@@ -220,6 +223,13 @@ TEST_CASE("Table attributes own their tracks of shared bands and never collide",
       CHECK(r[0].lbn == capsule_alloc(g, band_start, f.total, capsule % T)[block]);
     }
   }
+}
+
+TEST_CASE("split_into_bands cuts joined bands apart", "[capsule]") {
+  const std::vector<Extent> joined{{900, 30}, {2000, 10}};
+  CHECK(split_into_bands(joined, 10) == std::vector<Extent>{{900, 10}, {910, 10}, {920, 10}, {2000, 10}});
+  CHECK(split_into_bands(joined, 40) == std::vector<Extent>{{900, 30}, {2000, 10}});
+  CHECK_THROWS_AS(split_into_bands(joined, 0), std::invalid_argument);
 }
 
 TEST_CASE("A capsule matrix reads a row in one parallel access and a column at full bandwidth", "[capsule]") {

@@ -57,9 +57,7 @@ CapsuleTable make_capsule_table(const geom::Geometry& g, const CapsuleTableOptio
     layouts::CellGrid grid({o.records}, o.attributes[i], {t.format.records_per_block(i)}, {0});
     auto a = std::make_unique<layouts::CapsuleLayout>(
         g, grid, layouts::CapsulePart{t.format.total, t.format.first[i], t.format.blocks[i]});
-    std::vector<layouts::Extent> mine;
-    for (const layouts::Extent& e : whole) mine.push_back({e.start + t.format.first[i] * T, t.format.blocks[i] * T});
-    a->place(std::move(mine));
+    a->place(layouts::band_part_extents(whole, T, a->part()));
     t.split = a->split_capsules();
     t.attributes.push_back(std::move(a));
   }
