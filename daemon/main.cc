@@ -307,6 +307,14 @@ int main(int argc, char** argv) {
         // The loop reports the signal that ended it (SIGTERM, SIGINT): a clean exit.
         loop = fuse_session_loop_mt(se, &config);
       }
+      // ECONNABORTED: the kernel tore the connection down while a worker read
+      // it (an unmount racing a read on recent kernels, or an abort through
+      // /sys/fs/fuse/connections): the session is over, as with ENODEV, and
+      // everything below still flushes.
+      if (loop == -ECONNABORTED) {
+        fmt::print(stderr, "mmfs: the kernel ended the FUSE connection (unmount or abort)\n");
+        loop = 0;
+      }
       if (loop != 0 && loop != SIGTERM && loop != SIGINT && loop != SIGHUP && loop != -EINTR) {
         fmt::print(stderr, "mmfs: the FUSE session ended with error {}\n", loop);
         rc = 1;
