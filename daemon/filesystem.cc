@@ -380,6 +380,10 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
         j["metadata_batches"] = ms.batches_applied;
         j["metadata_flushes"] = ms.flushes;
         if (transport_stats_) j["fuse"] = transport_stats_();
+        if (auto* striped = volume_->striped()) {
+          j["raid"] = striped->raid();
+          j["devices"] = striped->stats();
+        }
         *content = j.dump(2) + "\n";
         break;
       }

@@ -30,6 +30,7 @@
 #include "daemon/session_loop.h"
 #include "fs/nbd_device.h"
 #include "fs/simulated_device.h"
+#include "fs/striped_device.h"
 #include "geometry/load.h"
 
 namespace {
@@ -118,6 +119,14 @@ bool parse_mount_options(const std::vector<std::string>& lists, Options* o, std:
   return true;
 }
 
+// Opens the volume: one device as before (the simulated one wraps the
+// volume's geometry around it), several as one volume of members.
+std::unique_ptr<mmfs::fs::Volume> open_volume(const std::vector<std::string>& targets, const Options& o,
+                                              const mmfs::fs::MetaOpenOptions& meta, bool simulate,
+                                              const std::string& geometry_json,
+                                              std::unique_ptr<mmfs::geom::Geometry>* sim_geometry, int* err,
+                                              std::string* msg);
+
 std::unique_ptr<mmfs::fs::BlockDevice> open_target(const std::string& target, const Options& o, int* err,
                                                    std::string* msg) {
   mmfs::fs::OpenOptions opt;
@@ -129,6 +138,34 @@ std::unique_ptr<mmfs::fs::BlockDevice> open_target(const std::string& target, co
     dev = mmfs::fs::open_device(target, opt, err, msg);
   }
   return dev;
+}
+
+std::unique_ptr<mmfs::fs::Volume> open_volume(const std::vector<std::string>& targets, const Options& o,
+                                              const mmfs::fs::MetaOpenOptions& meta, bool simulate,
+                                              const std::string& geometry_json,
+                                              std::unique_ptr<mmfs::geom::Geometry>* sim_geometry, int* err,
+                                              std::string* msg) {
+  if (targets.size() == 1) {
+    auto dev = open_target(targets[0], o, err, msg);
+    if (!dev) return nullptr;
+    if (simulate) {
+      // The volume's own geometry, as the check before the fork read it.
+      *sim_geometry = mmfs::geom::load_geometry(nlohmann::json::parse(geometry_json));
+      dev = std::make_unique<mmfs::fs::SimulatedDevice>(std::move(dev), **sim_geometry);
+    }
+    auto vol = mmfs::fs::Volume::open(std::move(dev), err, msg, false, meta);
+    if (!vol) *msg = targets[0] + ": " + *msg;
+    return vol;
+  }
+  mmfs::fs::OpenOptions opt;
+  opt.read_only = o.read_only;
+  opt.iodepth = o.iodepth;
+  std::vector<mmfs::fs::MemberTarget> members;
+  if (!mmfs::fs::open_targets(targets, opt, &members, err, msg)) return nullptr;
+  mmfs::fs::Volume::MembersOptions mo;
+  mo.metadata = meta;
+  mo.simulate = simulate;
+  return mmfs::fs::Volume::open(std::move(members), err, msg, mo);
 }
 
 }  // namespace
@@ -146,7 +183,8 @@ int main(int argc, char** argv) {
   CLI::App app{"mmfs: mount an mmfs volume (a FUSE daemon; backgrounds unless -f)"};
   Options o;
   std::vector<std::string> option_lists;
-  std::string target, mountpoint;
+  std::vector<std::string> target_args;
+  std::string mountpoint;
   app.add_flag("-f,--foreground", o.foreground, "Stay in the foreground");
   app.add_option("-o", option_lists,
                  "Mount options, comma-separated: simulate (delay each request by the geometry model's service "
@@ -155,19 +193,33 @@ int main(int argc, char** argv) {
                  "window for this mount, default 1024, 0 = leave the kernel's), ro, allow_other, default_permissions "
                  "(on unless root mounts without allow_other/allow_root), and the other FUSE options")
       ->take_all();
-  app.add_option("TARGET", target, "Block device, image file or NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH) formatted by mkfs.mmfs")->required();
-  app.add_option("MOUNTPOINT", mountpoint, "Directory to mount on")->required();
+  // CLI11 cannot give a list of positionals and then one more: the last one is the mount point.
+  std::vector<std::string> positionals;
+  app.add_option("TARGET... MOUNTPOINT", positionals,
+                 "TARGET: a block device, image file or NBD URI (nbd://HOST[:PORT]/EXPORT, "
+                 "nbd+unix:///EXPORT?socket=PATH) formatted by mkfs.mmfs; a volume of several devices: all its "
+                 "members, as separate arguments or one comma-separated list. MOUNTPOINT: the directory to mount on")
+      ->required();
   app.footer(
       "Unmount with: fusermount3 -u MOUNTPOINT\n"
       "Also: mount -t fuse.mmfs TARGET MOUNTPOINT [-o ...] (fuse3's mount helper runs 'mmfs', which must be\n"
       "installed in a directory of mount's own PATH, e.g. /usr/local/bin)");
   CLI11_PARSE(app, argc, argv);
+  if (positionals.size() < 2) {
+    fmt::print(stderr, "mmfs: give TARGET... MOUNTPOINT (run with --help for more information)\n");
+    return 1;
+  }
+  mountpoint = positionals.back();
+  target_args.assign(positionals.begin(), positionals.end() - 1);
   // The daemon changes directory to / when it backgrounds.
   std::error_code ec;
   // (An NBD URI is not a path: it stays as given.)
-  if (!mmfs::fs::is_nbd_uri(target)) {
-    if (auto abs = std::filesystem::absolute(target, ec); !ec) target = abs.string();
-  }
+  std::vector<std::string> targets = mmfs::fs::split_targets(target_args);
+  for (std::string& t : targets)
+    if (!mmfs::fs::is_nbd_uri(t))
+      if (auto abs = std::filesystem::absolute(t, ec); !ec) t = abs.string();
+  std::string target;  // for messages and fsname
+  for (const std::string& t : targets) target += (target.empty() ? "" : ",") + t;
   // Canonical, as /proc/self/mountinfo names it (the read-ahead window is found there).
   if (auto abs = std::filesystem::canonical(mountpoint, ec); !ec)
     mountpoint = abs.string();
@@ -191,29 +243,33 @@ int main(int argc, char** argv) {
   {
     int err = 0;
     std::string msg;
-    auto dev = open_target(target, o, &err, &msg);
-    if (!dev) {
-      fmt::print(stderr, "mmfs: {}\n", msg);
-      return 1;
-    }
+
     // This open compares both copies of the metadata and rewrites a damaged
     // one from its twin; the daemon's own open below need not again.
     mmfs::fs::MetaOpenOptions meta;
     meta.verify_copies = true;
     meta.repair = !o.read_only;
-    auto vol = mmfs::fs::Volume::open(std::move(dev), &err, &msg, false, meta);
+    auto vol = open_volume(targets, o, meta, false, "", nullptr, &err, &msg);
     if (!vol) {
-      fmt::print(stderr, "mmfs: {}: {}\n", target, msg);
+      fmt::print(stderr, "mmfs: {}\n", msg);
       return 1;
     }
     geometry_json = vol->superblock().geometry_json;
     metadata_report = vol->metadata_report();
     for (const auto& p : metadata_report.problems) fmt::print(stderr, "mmfs: {}: {}\n", target, p);
     for (const auto& r : metadata_report.repairs) fmt::print(stderr, "mmfs: {}: {}\n", target, r);
-    if (!o.simulate) checked = std::move(vol);
+    // A volume of several devices runs its members' I/O on threads, which
+    // do not survive the fork: the daemon opens it again after.
+    if (!o.simulate && !vol->striped()) checked = std::move(vol);
   }
 
-  std::vector<std::string> args = {argv[0], "-o", fmt::format("fsname={},subtype=mmfs,max_read=1048576", target)};
+  // FUSE splits its options at commas; a backslash keeps those of a member list.
+  std::string fsname;
+  for (char c : target) {
+    if (c == ',' || c == '\\') fsname += '\\';
+    fsname += c;
+  }
+  std::vector<std::string> args = {argv[0], "-o", fmt::format("fsname={},subtype=mmfs,max_read=1048576", fsname)};
   if (kernel_permission_checks(o) && !has_option(o, "default_permissions")) {
     args.push_back("-o");
     args.push_back("default_permissions");
@@ -268,18 +324,15 @@ int main(int argc, char** argv) {
     std::string msg;
     std::unique_ptr<mmfs::geom::Geometry> sim_geometry;
     std::unique_ptr<mmfs::fs::Volume> vol = std::move(checked);
+    if (!vol) vol = open_volume(targets, o, {}, o.simulate, geometry_json, &sim_geometry, &err, &msg);
     if (!vol) {
-      auto dev = open_target(target, o, &err, &msg);
-      if (dev && o.simulate) {
-        sim_geometry = mmfs::geom::load_geometry(nlohmann::json::parse(geometry_json));
-        dev = std::make_unique<mmfs::fs::SimulatedDevice>(std::move(dev), *sim_geometry);
-      }
-      vol = dev ? mmfs::fs::Volume::open(std::move(dev), &err, &msg) : nullptr;
-    }
-    if (!vol) {
-      fmt::print(stderr, "mmfs: {}: {}\n", target, msg);
+      fmt::print(stderr, "mmfs: {}\n", msg);
       rc = 1;
     } else {
+      // A member the volume marks failed (RAID 1) is reported in /.mmfs/errors.
+      vol->set_failure_hook([&slot](const std::string& member, const std::string& reason) {
+        if (slot) slot->errors().record(EIO, "/", fmt::format("member {}: {}", member, reason));
+      });
       filesystem = std::make_unique<mmfs::daemon::Filesystem>(std::move(vol), o.read_only);
       slot = filesystem.get();
       for (const auto& p : metadata_report.problems)

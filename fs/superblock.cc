@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace mmfs::fs {
 namespace {
@@ -39,10 +40,44 @@ const char* to_string(SuperblockStatus s) {
   return "?";
 }
 
+namespace {
+
+// The member fields of a multi-device volume, as JSON after the geometry
+// (a u32 length, then the text); absent (length 0) on a single device, so
+// volumes written before members existed read as single-device ones.
+std::string member_json(const Superblock& sb) {
+  if (sb.devices <= 1) return {};
+  return nlohmann::json{{"devices", sb.devices}, {"index", sb.member_index}, {"raid", sb.raid},
+                        {"member_bytes", sb.member_bytes}, {"failed", sb.failed}}
+      .dump();
+}
+
+bool decode_member_json(std::string_view text, Superblock* sb) {
+  try {
+    auto j = nlohmann::json::parse(text);
+    sb->devices = j.at("devices").get<std::uint32_t>();
+    sb->member_index = j.at("index").get<std::uint32_t>();
+    sb->raid = j.at("raid").get<std::uint32_t>();
+    sb->member_bytes = j.at("member_bytes").get<std::uint64_t>();
+    sb->failed = j.at("failed").get<std::vector<std::uint32_t>>();
+  } catch (const std::exception&) {
+    return false;
+  }
+  if (sb->devices < 2 || sb->devices > 1024 || sb->member_index >= sb->devices || sb->raid > 1 ||
+      (sb->raid == 1 && sb->devices % 2))
+    return false;
+  for (std::uint32_t f : sb->failed)
+    if (f >= sb->devices) return false;
+  return true;
+}
+
+}  // namespace
+
 void encode_superblock(const Superblock& sb, std::span<std::byte> out) {
   if (out.size() != kSuperblockBytes) throw std::length_error("superblock buffer must be kSuperblockBytes");
   if (sb.label.size() > 63) throw std::length_error("label longer than 63 bytes");
-  if (kHeaderBytes + sb.geometry_json.size() > kChecksumOffset)
+  const std::string members = member_json(sb);
+  if (kHeaderBytes + sb.geometry_json.size() + 4 + members.size() > kChecksumOffset)
     throw std::length_error(fmt::format("geometry definition of {} bytes does not fit the superblock ({} bytes)",
                                         sb.geometry_json.size(), kChecksumOffset - kHeaderBytes));
   std::memset(out.data(), 0, out.size());
@@ -60,6 +95,9 @@ void encode_superblock(const Superblock& sb, std::span<std::byte> out) {
     put<std::uint64_t>(p, v);
   put<std::uint32_t>(p, std::uint32_t(sb.geometry_json.size()));
   std::memcpy(p, sb.geometry_json.data(), sb.geometry_json.size());
+  p += sb.geometry_json.size();
+  put<std::uint32_t>(p, std::uint32_t(members.size()));
+  std::memcpy(p, members.data(), members.size());
   std::uint64_t sum = XXH3_64bits(out.data(), kChecksumOffset);
   std::byte* c = out.data() + kChecksumOffset;
   put<std::uint64_t>(c, sum);
@@ -95,6 +133,14 @@ std::optional<Superblock> decode_superblock(std::span<const std::byte> in, Super
   std::uint32_t json_len = get<std::uint32_t>(p);
   if (json_len > kChecksumOffset - kHeaderBytes) return fail(SuperblockStatus::Malformed);
   sb.geometry_json.assign(reinterpret_cast<const char*>(p), json_len);
+  p += json_len;
+  if (kHeaderBytes + json_len + 4 <= kChecksumOffset) {
+    std::uint32_t members_len = get<std::uint32_t>(p);
+    if (members_len > kChecksumOffset - kHeaderBytes - json_len - 4) return fail(SuperblockStatus::Malformed);
+    if (members_len &&
+        !decode_member_json({reinterpret_cast<const char*>(p), members_len}, &sb))
+      return fail(SuperblockStatus::Malformed);
+  }
   // Cross-field sanity: a checksum protects against corruption, not against bugs.
   if (sb.meta_offset < kSuperblockBytes || sb.meta_length == 0 || sb.meta_offset + sb.meta_length < sb.meta_offset ||
       sb.meta_offset + sb.meta_length > sb.volume_bytes || sb.data_first_lbn > sb.data_end_lbn ||

@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace mmfs::fs {
 
@@ -28,6 +29,16 @@ struct Superblock {
   std::uint64_t data_end_lbn = 0;
   std::uint64_t backup_offset = 0;   // byte offset of the second copy
   std::string geometry_json;         // Geometry::definition() of the volume, with its name
+
+  // A volume of several devices (docs/on-disk-format.md, "Volumes of several
+  // devices"): every member carries its own copies of this superblock, equal
+  // but for member_index and backup_offset. A single-device volume has
+  // devices == 1 and stores none of these fields.
+  std::uint32_t devices = 1;         // members of the volume
+  std::uint32_t member_index = 0;    // this member's place, < devices
+  std::uint32_t raid = 0;            // 0: striped; 1: members 2k and 2k+1 mirror each other
+  std::uint64_t member_bytes = 0;    // bytes of each member the volume uses
+  std::vector<std::uint32_t> failed; // members marked failed (RAID 1), ascending
 
   bool operator==(const Superblock&) const = default;
 };

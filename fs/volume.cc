@@ -9,6 +9,7 @@
 #include <random>
 
 #include "fs/meta_codec.h"
+#include "fs/volume_internal.h"
 #include "geometry/load.h"
 
 namespace mmfs::fs {
@@ -28,14 +29,15 @@ struct Plan {
   geom::Lbn data_first, data_end;
 };
 
-// The default metadata region of a volume of `volume_bytes`: 1/16 of it (the
-// region holds two copies of everything, so each copy has 1/32), at least
-// 8 MiB and at most 8 GiB; a volume under 64 MiB gets 1/8 of itself (at least
-// 64 KiB) instead of the 8 MiB floor, so small devices format.
-std::uint64_t default_meta_bytes(std::uint64_t volume_bytes) {
+}  // namespace
+
+std::uint64_t detail::default_meta_bytes(std::uint64_t volume_bytes) {
   std::uint64_t floor = std::clamp<std::uint64_t>(volume_bytes / 8, kMinMetaBytes, kFullMetaFloor);
   return std::clamp<std::uint64_t>(volume_bytes / 16, floor, kMaxDefaultMetaBytes);
 }
+
+namespace {
+using detail::default_meta_bytes;
 
 // Where everything goes on a device of `device_bytes`, with a metadata region
 // of `meta_bytes` (0: the default for the volume's size).
@@ -81,7 +83,9 @@ std::uint64_t smallest_plan(const geom::Geometry& g, std::uint32_t block, std::u
   return hi;
 }
 
-std::array<std::uint8_t, 16> random_uuid() {
+}  // namespace
+
+std::array<std::uint8_t, 16> detail::random_uuid() {
   std::random_device rd;
   std::array<std::uint8_t, 16> u;
   for (auto& b : u) b = std::uint8_t(rd());
@@ -90,7 +94,7 @@ std::array<std::uint8_t, 16> random_uuid() {
   return u;
 }
 
-int read_superblock_at(BlockDevice& dev, std::uint64_t offset, std::optional<Superblock>* out,
+int detail::read_superblock_at(BlockDevice& dev, std::uint64_t offset, std::optional<Superblock>* out,
                        SuperblockStatus* status) {
   AlignedBuffer buf(kSuperblockBytes);
   if (offset > dev.size_bytes() || dev.size_bytes() - offset < kSuperblockBytes) {
@@ -102,7 +106,8 @@ int read_superblock_at(BlockDevice& dev, std::uint64_t offset, std::optional<Sup
   return 0;
 }
 
-}  // namespace
+using detail::random_uuid;
+using detail::read_superblock_at;
 
 std::uint64_t backup_superblock_offset(std::uint64_t device_bytes) {
   // A device too small for one superblock has no backup slot: offset 0 (the
@@ -297,11 +302,26 @@ std::unique_ptr<Volume> Volume::open(std::unique_ptr<BlockDevice> device, int* e
                                      to_string(sa), to_string(sbs)));
   }
   v->sb_ = a ? *a : *b;
+  if (v->sb_.devices > 1)
+    return fail(EINVAL, fmt::format("this is member {} of a {}-device mmfs volume ({}): give all its members, "
+                                    "comma-separated or as separate targets",
+                                    v->sb_.member_index, v->sb_.devices, uuid_string(v->sb_.uuid)));
   try {
     v->geometry_ = geom::load_geometry(nlohmann::json::parse(v->sb_.geometry_json));
   } catch (const std::exception& e) {
     return fail(EUCLEAN, fmt::format("damaged volume: the stored geometry does not load: {}", e.what()));
   }
+  return finish_open(std::move(v), std::move(device), error, message, for_check, metadata);
+}
+
+std::unique_ptr<Volume> Volume::finish_open(std::unique_ptr<Volume> v, std::unique_ptr<BlockDevice> device,
+                                            int* error, std::string* message, bool for_check,
+                                            const MetaOpenOptions& metadata) {
+  auto fail = [&](int e, std::string m) {
+    *error = e;
+    *message = std::move(m);
+    return std::unique_ptr<Volume>();
+  };
   const auto& g = *v->geometry_;
   if (g.sector_size() < device->block_size())
     return fail(EINVAL, fmt::format("the volume's {}-byte sectors are smaller than the device's {}-byte blocks",
@@ -343,6 +363,7 @@ std::unique_ptr<Volume> Volume::open(std::unique_ptr<BlockDevice> device, int* e
 }
 
 int Volume::rewrite_superblocks() {
+  if (striped_) return rewrite_member_superblocks();
   AlignedBuffer buf(kSuperblockBytes);
   encode_superblock(sb_, buf.span());
   if (int r = device_->write(sb_.backup_offset, buf.data(), kSuperblockBytes)) return r;

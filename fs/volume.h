@@ -3,13 +3,17 @@
 // the daemon and the tools mount.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "fs/allocator.h"
 #include "fs/block_device.h"
 #include "fs/meta_store.h"
 #include "fs/metadata.h"
+#include "fs/striped_device.h"
 #include "fs/superblock.h"
 #include "geometry/geometry.h"
 
@@ -61,6 +65,22 @@ class Volume {
   // and did is metadata_report().
   static std::unique_ptr<Volume> open(std::unique_ptr<BlockDevice> device, int* error, std::string* message,
                                       bool for_check = false, const MetaOpenOptions& metadata = {});
+  // A volume of several devices (fs/volume_members.cc): every member's
+  // superblocks are read and their identity checked — a target of another
+  // volume, a member given twice or one missing is refused, naming it. A
+  // RAID 1 member recorded failed may be missing (the volume runs degraded
+  // on its twin); `degraded` also lets a RAID 1 member that is merely
+  // missing be left out (mmfsck --rebuild). `simulate` delays each batch by
+  // the volume geometry's service time (the striped model: members in
+  // parallel). One target that is a single-device volume opens as open().
+  struct MembersOptions {
+    bool for_check = false;
+    MetaOpenOptions metadata;
+    bool simulate = false;
+    bool degraded = false;
+  };
+  static std::unique_ptr<Volume> open(std::vector<MemberTarget> targets, int* error, std::string* message,
+                                      const MembersOptions& options);
   const std::vector<std::string>& problems() const { return problems_; }
   const MetaOpenReport& metadata_report() const { return metadata_report_; }
 
@@ -73,11 +93,28 @@ class Volume {
   // Which superblock copies were valid at open (fsck repairs the other).
   bool primary_valid() const { return primary_ok_; }
   bool backup_valid() const { return backup_ok_; }
-  // Rewrites both superblock copies from superblock() (fsck -y).
+  // Rewrites both superblock copies from superblock() (fsck -y); on every
+  // healthy member of a volume of several devices.
   int rewrite_superblocks();
+
+  // Several devices: the striped device (else nullptr), and a hook told of
+  // every device the volume marks failed (after the survivors' superblocks
+  // record it), for /.mmfs/errors.
+  StripedDevice* striped() { return striped_; }
+  void set_failure_hook(std::function<void(const std::string& target, const std::string& reason)> hook);
 
  private:
   Volume() = default;
+  static std::unique_ptr<Volume> finish_open(std::unique_ptr<Volume> v, std::unique_ptr<BlockDevice> device,
+                                             int* error, std::string* message, bool for_check,
+                                             const MetaOpenOptions& metadata);
+  int rewrite_member_superblocks();
+  void device_failed(std::uint32_t device, const std::string& reason);
+
+  StripedDevice* striped_ = nullptr;             // inside device_ (possibly under a SimulatedDevice)
+  std::vector<std::uint64_t> member_backup_;     // per device: its backup superblock's offset
+  std::mutex members_mu_;                        // guards sb_.failed and failure_hook_ after open
+  std::function<void(const std::string&, const std::string&)> failure_hook_;
   std::unique_ptr<BlockDevice> device_;
   Superblock sb_;
   std::unique_ptr<geom::Geometry> geometry_;
@@ -88,6 +125,24 @@ class Volume {
   std::vector<std::string> problems_;
   MetaOpenReport metadata_report_;
 };
+
+// Formats several devices as one volume of `member` geometry (mkfs.mmfs with
+// several targets): raid 0 stripes track by track over all of them (at
+// least 2), raid 1 mirrors devices 2k and 2k+1 and stripes over the pairs
+// (an even number, at least 2). Each member gets superblocks naming the
+// volume and its place in it. Errors as format_volume, the message naming
+// the target at fault.
+int format_members(std::vector<MemberTarget> targets, const geom::Geometry& member, std::uint32_t raid,
+                   const FormatOptions& options, FormatSummary* summary, std::string* message);
+
+// Restores redundancy of a RAID 1 volume (mmfsck --rebuild): `targets` are
+// the volume's members (a failed or missing one may be left out),
+// `replacement` a device at least as large as a member. The failed member's
+// used sectors (metadata and every allocated extent) are copied from its
+// twin onto the replacement, which then gets that member's superblocks; the
+// volume's record of the failure is cleared. *report says what was done.
+int rebuild_member(std::vector<MemberTarget> targets, MemberTarget replacement, std::string* report,
+                   std::string* message);
 
 // Byte offset of the backup superblock on a device of `device_bytes`.
 std::uint64_t backup_superblock_offset(std::uint64_t device_bytes);

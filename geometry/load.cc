@@ -9,6 +9,7 @@
 
 #include "geometry/flash.h"
 #include "geometry/memstore.h"
+#include "geometry/striped.h"
 #include "geometry/zoned_disk.h"
 
 namespace mmfs::geom {
@@ -65,6 +66,11 @@ std::unique_ptr<Geometry> load_geometry(const nlohmann::json& definition) {
   if (auto it = merged.find("name"); it != merged.end()) {
     if (!it->is_string()) invalid("geometry field 'name': expected a string");
     name = it->get<std::string>();
+  }
+  if (merged.contains("members")) {  // a volume of several devices, striped track by track
+    auto striped = StripedGeometry::from_json(merged);
+    striped->set_name(name);
+    return striped;
   }
   auto kind_it = merged.find("kind");
   if (kind_it == merged.end() || !kind_it->is_string())

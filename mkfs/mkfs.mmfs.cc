@@ -10,6 +10,7 @@
 #include "fs/block_device.h"
 #include "fs/device_probe.h"
 #include "fs/nbd_device.h"
+#include "fs/striped_device.h"
 #include "fs/volume.h"
 #include "geometry/load.h"
 
@@ -41,7 +42,9 @@ std::uint64_t parse_size(const std::string& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"mkfs.mmfs: format a block device or an image file as an mmfs volume (SPEC §2)"};
-  std::string size_text, geometry = "ssd", label, target;
+  std::string size_text, geometry = "ssd", label;
+  std::vector<std::string> target_args;
+  int raid = -1;
   bool force = false, quiet = false;
   app.add_option("-s,--size", size_text, "Create or grow the image file to SIZE first (4G, 512M, bytes); an NBD export must already be this big");
   double measure_seconds = 60;
@@ -54,8 +57,23 @@ int main(int argc, char** argv) {
   app.add_option("-L,--label", label, "Volume label (at most 63 bytes)");
   app.add_flag("-f,--force", force, "Overwrite an existing filesystem signature");
   app.add_flag("-q,--quiet", quiet, "Print nothing on success");
-  app.add_option("TARGET", target, "Block device, image file or NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH)")->required();
+  app.add_option("--raid", raid,
+                 "With several targets: 0 stripes the volume track by track over all of them (the default), 1 "
+                 "mirrors targets 1+2, 3+4, ... and stripes over the pairs (an even number of targets)")
+      ->check(CLI::IsMember({0, 1}));
+  app.add_option("TARGET", target_args,
+                 "Block device, image file or NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH); "
+                 "several (or one comma-separated list) make one volume of that many devices of the geometry")
+      ->required();
+  app.footer("Several targets: every one gets superblocks naming the volume and its place in it; mount them all with\n"
+             "  mmfs T1,T2,... MOUNTPOINT   (or mount -t fuse.mmfs T1,T2,... MOUNTPOINT)");
   CLI11_PARSE(app, argc, argv);
+  const std::vector<std::string> targets = mmfs::fs::split_targets(target_args);
+  if (targets.empty()) {
+    fmt::print(stderr, "mkfs.mmfs: no target given\n");
+    return 1;
+  }
+  const std::string target = targets[0];
 
   auto die = [](const std::string& msg) {
     fmt::print(stderr, "mkfs.mmfs: {}\n", msg);
@@ -78,6 +96,20 @@ int main(int argc, char** argv) {
   }
   int err = 0;
   std::string msg;
+  if (targets.size() > 1 || raid >= 0) {
+    if (targets.size() == 1) return die("--raid needs several targets (RAID 1: an even number)");
+    if (measure) return die("-g measure times one device; give a volume of several devices a profile or a JSON geometry");
+    std::vector<mmfs::fs::MemberTarget> members;
+    if (!mmfs::fs::open_targets(targets, opt, &members, &err, &msg)) return die(msg);
+    mmfs::fs::FormatOptions fo;
+    fo.label = label;
+    fo.force = force;
+    mmfs::fs::FormatSummary summary;
+    if (mmfs::fs::format_members(std::move(members), *g, std::uint32_t(std::max(raid, 0)), fo, &summary, &msg))
+      return die(msg);
+    if (!quiet) fmt::print("{}", summary.text);
+    return 0;
+  }
   auto dev = mmfs::fs::open_device(target, opt, &err, &msg);
   if (!dev && err == EINVAL) {  // a filesystem without O_DIRECT (tmpfs): format through the page cache
     opt.direct = false;
