@@ -138,8 +138,8 @@ int format_members(std::vector<MemberTarget> targets, const geom::Geometry& memb
 // Restores redundancy of a RAID 1 volume (mmfsck --rebuild): `targets` are
 // the volume's members (a failed or missing one may be left out),
 // `replacement` a device at least as large as a member. The failed member's
-// used sectors (metadata and every allocated extent) are copied from its
-// twin onto the replacement, which then gets that member's superblocks; the
+// share of the volume is copied from its twin onto the replacement (all of
+// it, as md resyncs), which then gets that member's superblocks; the
 // volume's record of the failure is cleared. *report says what was done.
 int rebuild_member(std::vector<MemberTarget> targets, MemberTarget replacement, std::string* report,
                    std::string* message);

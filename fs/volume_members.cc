@@ -307,16 +307,19 @@ std::unique_ptr<Volume> Volume::open(std::vector<MemberTarget> targets, int* err
     slot[sb.member_index] = int(i);
     failed.insert(sb.failed.begin(), sb.failed.end());
   }
+  std::string missing;
   for (std::uint32_t m = 0; m < n; ++m) {
     if (slot[m] >= 0) continue;
     const bool may_be_absent = ref->raid == 1 && (failed.count(m) || o.degraded) && slot[m ^ 1u] >= 0 &&
                                !failed.count(m ^ 1u);
-    if (!may_be_absent)
-      return fail(ENODEV, fmt::format("member {} of the {}-device volume {} is missing{}", m, n, uuid_string(uuid),
-                                      ref->raid == 1 ? " (and not recorded as failed: run mmfsck --rebuild to replace it)"
-                                                     : ""));
+    if (!may_be_absent) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", m);
     failed.insert(m);
   }
+  if (!missing.empty())
+    return fail(ENODEV, fmt::format("member{} {} of the {}-device volume {} {} missing (targets given: {}){}",
+                                    missing.find(',') == std::string::npos ? "" : "s", missing, n, uuid_string(uuid),
+                                    missing.find(',') == std::string::npos ? "is" : "are", targets.size(),
+                                    ref->raid == 1 ? "; a failed RAID 1 member is replaced with mmfsck --rebuild" : ""));
   for (std::uint32_t m = 0; m + 1 < n; m += 2)
     if (ref->raid == 1 && failed.count(m) && failed.count(m + 1))
       return fail(EIO, fmt::format("both copies of stripe member {} (members {} and {}) have failed: the volume has "
@@ -427,45 +430,22 @@ int rebuild_member(std::vector<MemberTarget> targets, MemberTarget replacement, 
                                   replacement.device->size_bytes(), sb.member_bytes),
            ENOSPC;
   const auto& g = dynamic_cast<const geom::StripedGeometry&>(vol->geometry());
-  const std::uint64_t ss = g.sector_size();
-  const std::uint32_t member = lost / 2;
-  // The volume's used sectors: the metadata region and every allocated extent.
-  std::vector<Extent> used;
-  used.push_back({sb.meta_offset / ss, (sb.meta_offset + sb.meta_length + ss - 1) / ss - sb.meta_offset / ss});
-  geom::Lbn at = sb.data_first_lbn;
-  for (const Extent& f : vol->allocator().free_extents()) {
-    if (f.start > at) used.push_back({at, f.start - at});
-    at = f.start + f.sectors;
-  }
-  if (at < sb.data_end_lbn) used.push_back({at, sb.data_end_lbn - at});
+  // The twin's whole share of the volume's address space (member tracks
+  // [0, data_end / p)), sector for sector: a full resync, as md does, so the
+  // copy never depends on the allocator's view of what is in use.
+  const std::uint64_t member_end = sb.data_end_lbn / g.members() * g.sector_size();
   BlockDevice& twin = s->device(lost ^ 1u);
   BlockDevice& fresh = *replacement.device;
   constexpr std::uint32_t kChunk = 4u << 20;
   AlignedBuffer buf(kChunk);
   std::uint64_t copied = 0;
-  for (const Extent& e : used) {
-    geom::Lbn v = e.start;
-    const geom::Lbn end = e.start + e.sectors;
-    while (v < end) {
-      const geom::TrackBounds t = g.track_boundaries(v);
-      const geom::Lbn piece_end = std::min<geom::Lbn>(end, t.high + 1);
-      const auto loc = g.locate(v);
-      if (loc.member == member) {
-        // Whole sectors of this member: copy them in chunks.
-        std::uint64_t off = loc.lbn * ss, left = (piece_end - v) * ss;
-        while (left) {
-          const auto n = std::uint32_t(std::min<std::uint64_t>(left, kChunk));
-          if (int r = twin.read(off, buf.data(), n))
-            return *message = fmt::format("reading the twin at byte {} failed: {}", off, std::strerror(r)), r;
-          if (int r = fresh.write(off, buf.data(), n))
-            return *message = fmt::format("{}: writing byte {} failed: {}", replacement.target, off, std::strerror(r)), r;
-          off += n;
-          left -= n;
-          copied += n;
-        }
-      }
-      v = piece_end;
-    }
+  for (std::uint64_t off = 0; off < member_end; off += kChunk) {
+    const auto n = std::uint32_t(std::min<std::uint64_t>(member_end - off, kChunk));
+    if (int r = twin.read(off, buf.data(), n))
+      return *message = fmt::format("{}: reading byte {} failed: {}", s->target(lost ^ 1u), off, std::strerror(r)), r;
+    if (int r = fresh.write(off, buf.data(), n))
+      return *message = fmt::format("{}: writing byte {} failed: {}", replacement.target, off, std::strerror(r)), r;
+    copied += n;
   }
   if (int r = fresh.flush()) return *message = fmt::format("{}: flush failed: {}", replacement.target, std::strerror(r)), r;
   // The replacement becomes the member; then every member forgets the failure.
@@ -483,8 +463,8 @@ int rebuild_member(std::vector<MemberTarget> targets, MemberTarget replacement, 
     if (int r = write_member_superblocks(s->device(d), theirs))
       return *message = fmt::format("{}: updating the superblocks failed: {}", s->target(d), std::strerror(r)), r;
   }
-  *report = fmt::format("rebuilt member {} of volume {} onto {}: copied {} bytes ({:.1f} MiB) of metadata and "
-                        "allocated extents from member {} ({}); the volume is redundant again\n",
+  *report = fmt::format("rebuilt member {} of volume {} onto {}: copied {} bytes ({:.1f} MiB) from its mirror, "
+                        "member {} ({}); the volume is redundant again\n",
                         lost, uuid_string(sb.uuid), replacement.target, copied, double(copied) / (1 << 20),
                         lost ^ 1u, s->target(lost ^ 1u));
   return 0;

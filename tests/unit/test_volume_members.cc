@@ -1,0 +1,257 @@
+// Volumes of several devices (fs/volume_members.cc, fs/striped_device.h):
+// format, identity checks, where bytes land on the members, RAID 1 failover,
+// recording and rebuild, RAID 0 errors. Members are in-memory devices.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "fs/fault_device.h"
+#include "fs/volume.h"
+#include "geometry/load.h"
+#include "geometry/striped.h"
+
+using namespace mmfs::fs;
+
+namespace {
+
+constexpr std::uint64_t kMember = 24ull << 20;
+
+// A member device that can be switched off (every request fails with EIO) and on.
+class SwitchableDevice final : public BlockDevice {
+ public:
+  explicit SwitchableDevice(MemoryDevice* base) : base_(base) {}
+  std::uint64_t size_bytes() const override { return base_->size_bytes(); }
+  std::uint32_t block_size() const override { return base_->block_size(); }
+  int submit(std::span<IoRequest> batch) override {
+    if (off_) {
+      for (auto& r : batch) r.result = EIO;
+      return batch.empty() ? 0 : EIO;
+    }
+    ++calls_;
+    return base_->submit(batch);
+  }
+  int flush() override { return off_ ? EIO : 0; }
+  std::atomic<bool> off_{false};
+  std::atomic<int> calls_{0};
+
+ private:
+  MemoryDevice* base_;
+};
+
+// The members' storage outlives the volumes opened on it; each open gets fresh switchable views.
+struct Members {
+  std::vector<std::unique_ptr<MemoryDevice>> disks;
+  std::vector<SwitchableDevice*> views;  // of the last open()
+  explicit Members(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) disks.push_back(std::make_unique<MemoryDevice>(kMember, 512));
+  }
+  std::vector<MemberTarget> targets(std::vector<std::size_t> which = {}) {
+    if (which.empty())
+      for (std::size_t i = 0; i < disks.size(); ++i) which.push_back(i);
+    views.assign(disks.size(), nullptr);
+    std::vector<MemberTarget> out;
+    for (std::size_t i : which) {
+      auto v = std::make_unique<SwitchableDevice>(disks[i].get());
+      views[i] = v.get();
+      out.push_back({"disk" + std::to_string(i), std::move(v)});
+    }
+    return out;
+  }
+};
+
+std::unique_ptr<Volume> open_members(Members& m, std::vector<std::size_t> which = {}, int* err_out = nullptr,
+                                     std::string* msg_out = nullptr) {
+  int err = 0;
+  std::string msg;
+  auto v = Volume::open(m.targets(std::move(which)), &err, &msg, Volume::MembersOptions{});
+  if (err_out) *err_out = err;
+  if (msg_out) *msg_out = msg;
+  return v;
+}
+
+std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> out(n);
+  for (auto& b : out) b = std::byte(rng());
+  return out;
+}
+
+int write_bytes(Volume& v, std::uint64_t off, const std::vector<std::byte>& data) {
+  AlignedBuffer buf(data.size());
+  std::memcpy(buf.data(), data.data(), data.size());
+  return v.device().write(off, buf.data(), std::uint32_t(data.size()));
+}
+
+int read_bytes(Volume& v, std::uint64_t off, std::vector<std::byte>* out, std::size_t n) {
+  AlignedBuffer buf(n);
+  int r = v.device().read(off, buf.data(), std::uint32_t(n));
+  out->assign(buf.data(), buf.data() + n);
+  return r;
+}
+
+void format(Members& m, std::uint32_t raid) {
+  auto g = mmfs::geom::load_geometry("atlas10k3");
+  std::string msg;
+  REQUIRE(format_members(m.targets(), *g, raid, {}, nullptr, &msg) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a striped volume puts volume track t on member t mod p at member track t / p", "[members]") {
+  Members m(4);
+  format(m, 0);
+  auto v = open_members(m);
+  REQUIRE(v);
+  const auto& g = dynamic_cast<const mmfs::geom::StripedGeometry&>(v->geometry());
+  CHECK(g.members() == 4);
+  CHECK(v->superblock().devices == 4);
+  const std::uint64_t ss = g.sector_size();
+  // Three whole volume tracks and a bit, starting mid-track: every sector is
+  // found on the member the geometry names, at the member LBN it names.
+  const mmfs::geom::Lbn first = v->superblock().data_first_lbn + 100;
+  const std::size_t n = std::size_t(3 * g.track_length(first) + 7) * ss;
+  auto data = pattern(n, 1);
+  REQUIRE(write_bytes(*v, first * ss, data) == 0);
+  for (std::size_t s = 0; s < n / ss; ++s) {
+    const auto at = g.locate(first + s);
+    const auto& bytes = m.disks[at.member]->bytes();
+    REQUIRE(std::memcmp(bytes.data() + at.lbn * ss, data.data() + s * ss, ss) == 0);
+  }
+  std::vector<std::byte> back;
+  REQUIRE(read_bytes(*v, first * ss, &back, n) == 0);
+  CHECK(back == data);
+  // Every device got part of the batch.
+  for (auto* d : m.views) CHECK(d->calls_ > 0);
+}
+
+TEST_CASE("members are checked: missing, foreign and duplicated targets are refused by name", "[members]") {
+  Members m(4);
+  format(m, 0);
+  int err = 0;
+  std::string msg;
+  CHECK_FALSE(open_members(m, {0, 1, 3}, &err, &msg));
+  CHECK(err == ENODEV);
+  CHECK_THAT(msg, Catch::Contains("member 2"));
+
+  Members other(2);
+  format(other, 0);
+  auto targets = m.targets({0, 1, 2});
+  auto foreign = other.targets({1});
+  targets.push_back(std::move(foreign[0]));
+  targets.back().target = "stranger";
+  CHECK_FALSE(Volume::open(std::move(targets), &err, &msg, {}));
+  CHECK(err == EINVAL);
+  CHECK_THAT(msg, Catch::Contains("stranger") && Catch::Contains("not a member"));
+
+  // A byte-for-byte copy of member 1 given beside it.
+  Members copy(1);
+  copy.disks[0]->bytes() = m.disks[1]->bytes();
+  targets = m.targets();
+  auto dup = copy.targets();
+  dup[0].target = "copy-of-1";
+  targets.push_back(std::move(dup[0]));
+  CHECK_FALSE(Volume::open(std::move(targets), &err, &msg, {}));
+  CHECK_THAT(msg, Catch::Contains("copy-of-1") && Catch::Contains("both member 1"));
+
+  // One member alone says what it is.
+  CHECK_FALSE(Volume::open(m.disks.size() ? m.targets({2}) : std::vector<MemberTarget>{}, &err, &msg, {}));
+  CHECK_THAT(msg, Catch::Contains("member"));
+  // Format refusals.
+  auto g = mmfs::geom::load_geometry("atlas10k3");
+  Members three(3);
+  CHECK(format_members(three.targets(), *g, 1, {}, nullptr, &msg) == EINVAL);
+  CHECK_THAT(msg, Catch::Contains("odd"));
+}
+
+TEST_CASE("RAID 1 keeps serving from the mirror, records the failure and rebuilds onto a replacement",
+          "[members]") {
+  Members m(4);
+  format(m, 1);
+  auto v = open_members(m);
+  REQUIRE(v);
+  const std::uint64_t ss = v->geometry().sector_size();
+  const std::uint64_t off = (v->superblock().data_first_lbn + 5) * ss;
+  const std::size_t n = 3 << 20;
+  auto data = pattern(n, 2);
+  REQUIRE(write_bytes(*v, off, data) == 0);
+  // Both copies hold the same bytes (all but their superblocks, which name each one's place).
+  const std::size_t sb_room = 64 << 10;
+  CHECK(std::memcmp(m.disks[0]->bytes().data() + sb_room, m.disks[1]->bytes().data() + sb_room,
+                    kMember - 2 * sb_room) == 0);
+  std::vector<std::string> failures;
+  v->set_failure_hook([&](const std::string& t, const std::string& why) { failures.push_back(t + ": " + why); });
+
+  m.views[2]->off_ = true;  // device 2 dies
+  std::vector<std::byte> back;
+  REQUIRE(read_bytes(*v, off, &back, n) == 0);
+  CHECK(back == data);
+  REQUIRE(failures.size() == 1);
+  CHECK_THAT(failures[0], Catch::StartsWith("disk2"));
+  CHECK(v->striped()->failed(2));
+  // Writes after the failure go to the survivor only.
+  auto data2 = pattern(n, 3);
+  REQUIRE(write_bytes(*v, off, data2) == 0);
+  REQUIRE(read_bytes(*v, off, &back, n) == 0);
+  CHECK(back == data2);
+  v.reset();
+
+  // The device comes back, but the survivors' superblocks say it failed: its stale copy is never read.
+  auto again = open_members(m);
+  REQUIRE(again);
+  CHECK(again->striped()->failed(2));
+  m.views[2]->calls_ = 0;  // its superblocks were read to know it
+  for (int round = 0; round < 4; ++round) {
+    REQUIRE(read_bytes(*again, off, &back, n) == 0);
+    CHECK(back == data2);
+  }
+  CHECK(m.views[2]->calls_ == 0);
+  again.reset();
+  // Without the failed device at all, the volume mounts degraded.
+  auto degraded = open_members(m, {0, 1, 3});
+  REQUIRE(degraded);
+  REQUIRE(read_bytes(*degraded, off, &back, n) == 0);
+  CHECK(back == data2);
+  degraded.reset();
+
+  // Rebuild onto a fresh device, then the volume is whole again.
+  Members fresh(1);
+  std::string report, msg;
+  auto repl = fresh.targets();
+  REQUIRE(rebuild_member(m.targets({0, 1, 3}), std::move(repl[0]), &report, &msg) == 0);
+  CHECK_THAT(report, Catch::Contains("rebuilt member 2"));
+  m.disks[2] = std::move(fresh.disks[0]);
+  auto whole = open_members(m);
+  REQUIRE(whole);
+  CHECK(whole->striped()->failed_devices().empty());
+  // The rebuilt copy alone serves the data: its twin is switched off.
+  m.views[3]->off_ = true;
+  REQUIRE(read_bytes(*whole, off, &back, n) == 0);
+  CHECK(back == data2);
+}
+
+TEST_CASE("RAID 0 returns EIO for a lost device's data, serves the rest, and reads again when it returns",
+          "[members]") {
+  Members m(2);
+  format(m, 0);
+  auto v = open_members(m);
+  REQUIRE(v);
+  const auto& g = dynamic_cast<const mmfs::geom::StripedGeometry&>(v->geometry());
+  const std::uint64_t ss = g.sector_size();
+  const mmfs::geom::Lbn t0 = v->superblock().data_first_lbn;
+  const std::size_t track = std::size_t(g.track_length(t0) * ss);
+  auto data = pattern(4 * track, 4);
+  REQUIRE(write_bytes(*v, t0 * ss, data) == 0);
+  const std::uint32_t lost = g.locate(t0).member;
+  m.views[lost]->off_ = true;
+  std::vector<std::byte> back;
+  CHECK(read_bytes(*v, t0 * ss, &back, track) == EIO);       // on the lost device
+  REQUIRE(read_bytes(*v, t0 * ss + track, &back, track) == 0);  // on the other
+  CHECK(std::equal(back.begin(), back.end(), data.begin() + std::ptrdiff_t(track)));
+  CHECK_FALSE(v->striped()->failed(lost));
+  m.views[lost]->off_ = false;
+  REQUIRE(read_bytes(*v, t0 * ss, &back, 4 * track) == 0);
+  CHECK(back == data);
+}
