@@ -44,10 +44,10 @@
 // * quadrangle(B): the member's Atropos parameters (N, H, d, w, ... are
 //   per-disk quantities; Atropos' p is members()).
 // * definition(): the member definition plus "members": p and
-//   "striping": "track". StripedGeometry::from_json() reads that form back;
-//   load_geometry() (geometry/load.cc) does NOT dispatch to it yet — a
-//   definition with "members" is rejected there as an unknown field until
-//   the loader is wired.
+//   "striping": "track". StripedGeometry::from_json() reads that form back,
+//   and load_geometry() (geometry/load.cc) dispatches a definition with
+//   "members" to it: a volume of several devices stores this form in its
+//   superblocks (docs/on-disk-format.md).
 // * info(): the member's info with the volume's capacity, tracks and zones
 //   (first_lbn and sectors scaled by p), plus "members", "striping" and
 //   "member": {capacity_sectors, tracks}.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "geometry/striped.h"
+
 namespace mmfs::layouts {
 namespace {
 
@@ -51,6 +53,8 @@ void count_requests(IoPlan& plan, std::uint32_t sector_size) {
   plan.bytes_read = plan.sectors * sector_size;
 }
 
+void join_member_batches(IoPlan& plan, const geom::StripedGeometry& g);
+
 // Sorts, merges contiguous pieces and cuts the result into batches.
 IoPlan build(const Layout& layout, std::vector<Piece>& pieces, std::uint64_t cells, std::uint64_t useful,
              const PlanOptions& options) {
@@ -81,8 +85,35 @@ IoPlan build(const Layout& layout, std::vector<Piece>& pieces, std::uint64_t cel
   } else {
     cut_by_depth(merged, options.queue_depth, plan);
   }
+  if (const auto* striped = dynamic_cast<const geom::StripedGeometry*>(&layout.geometry()))
+    join_member_batches(plan, *striped);
   count_requests(plan, layout.geometry().sector_size());
   return plan;
+}
+
+// On a volume of several devices (geometry/striped.h) the devices work in
+// parallel: the r-th batch of every member joins one batch, so a plan of one
+// batch per quadrangle (or basic cube) keeps all members busy at once. Each
+// member still serves its part of a joined batch as it would have served its
+// own batch (the striped model and StripedDevice split it per member).
+void join_member_batches(IoPlan& plan, const geom::StripedGeometry& g) {
+  if (g.members() < 2 || plan.batches.size() < 2) return;
+  std::vector<std::vector<IoBatch>> per(g.members());
+  std::vector<std::uint32_t> first_seen;
+  for (IoBatch& b : plan.batches) {
+    const std::uint32_t m = g.locate(b.requests.front().lbn).member;
+    if (per[m].empty()) first_seen.push_back(m);
+    per[m].push_back(std::move(b));
+  }
+  plan.batches.clear();
+  for (std::size_t round = 0;; ++round) {
+    IoBatch joined;
+    for (std::uint32_t m : first_seen)
+      if (round < per[m].size())
+        joined.requests.insert(joined.requests.end(), per[m][round].requests.begin(), per[m][round].requests.end());
+    if (joined.requests.empty()) break;
+    plan.batches.push_back(std::move(joined));
+  }
 }
 
 void add_cell(const Layout& layout, std::span<const std::uint64_t> cell, std::vector<Piece>& pieces) {
