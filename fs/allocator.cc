@@ -128,19 +128,39 @@ int Allocator::allocate(const layouts::SpaceRequest& req, std::vector<Extent>* o
     for (std::size_t i = 0; i < out->size(); ++i) (*out)[i].sectors = taken[i].second - taken[i].first;
     return 0;
   }
-  // Track groups: `groups` runs of group_tracks tracks in one zone each.
+  // Track groups: `groups` runs of group_tracks tracks in one zone each
+  // (inside req.within, starting at aligned tracks of zones of exactly
+  // req.exact_track_sectors, when the request says so).
+  const bool within = req.within.sectors > 0;
+  const Lbn within_end = req.within.start + req.within.sectors;
   for (std::uint64_t g = 0; g < req.groups; ++g) {
     bool found = false;
     for (auto it = free_.begin(); it != free_.end(); ++it) {
       Lbn a = it->first, b = it->second;
-      Lbn cand = track_start_at_or_after(a);
+      if (within && b <= req.within.start) continue;
+      if (within && a >= within_end) break;
+      Lbn cand = track_start_at_or_after(within ? std::max(a, req.within.start) : a);
       while (!found && cand < b && cand < geometry_.capacity_sectors()) {
+        if (within && cand >= within_end) break;
         std::uint64_t T = geometry_.track_length(cand);
         Lbn group_end = cand + req.group_tracks * T;
-        Lbn zone_end = std::min<Lbn>(end_, geometry_.zone_bounds(cand).high + 1);
-        if (T < req.min_track_sectors || group_end > zone_end) {
+        const geom::TrackBounds zone = geometry_.zone_bounds(cand);
+        Lbn zone_end = std::min<Lbn>(end_, zone.high + 1);
+        if (within) zone_end = std::min(zone_end, within_end);
+        if (T < req.min_track_sectors || (req.exact_track_sectors && T != req.exact_track_sectors) ||
+            group_end > zone_end) {
           cand = zone_end;  // this zone cannot hold the group from here: try the next one
           continue;
+        }
+        if (const std::uint64_t al = req.align_tracks) {
+          const std::uint64_t rel = geometry_.track_of(cand) - geometry_.track_of(zone.low);
+          if (rel % al) {
+            // The next aligned track (one length within the zone), or the
+            // next zone when no group fits before this one's end.
+            const Lbn aligned = cand + (al - rel % al) * T;
+            cand = aligned + req.group_tracks * T <= zone_end ? aligned : zone_end;
+            continue;
+          }
         }
         if (const std::uint64_t bt = req.boundary_tracks; bt && req.group_tracks <= bt) {
           const std::uint64_t t = geometry_.track_of(cand);

@@ -2,7 +2,9 @@
 //
 // Arrays take whole tracks from the bottom of the data area up (the outer,
 // faster zones first): runs of tracks for the linear layouts, groups of
-// consecutive tracks inside one zone for MultiMap. Small objects (plain-file
+// consecutive tracks inside one zone for MultiMap (for the quadrangle layout,
+// groups aligned to its stripes inside its one zone: SpaceRequest's
+// align_tracks, exact_track_sectors and within). Small objects (plain-file
 // data) take sector-granular extents from the top down, so they never cut
 // holes into the track space arrays need. The free map is rebuilt at mount
 // from the extent maps in the metadata store, so it cannot drift from them.

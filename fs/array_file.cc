@@ -14,6 +14,7 @@
 #include "layouts/capsule.h"
 #include "layouts/default_layout.h"
 #include "layouts/multimap.h"
+#include "layouts/quadrangle_array.h"
 #include "layouts/selection_chunks.h"
 
 namespace mmfs::fs {
@@ -32,8 +33,8 @@ constexpr std::uint64_t kCopyBudget = 64ull << 20;
 
 // The layouts this release places; the others of SPEC §4 are accepted names.
 bool layout_implemented(const std::string& name) {
-  return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap" || name == "capsule" ||
-         name == "mloc";
+  return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap" || name == "quadrangle" ||
+         name == "capsule" || name == "mloc";
 }
 
 bool is_mloc(const ArraySchema& s) { return s.layout == "mloc"; }
@@ -84,12 +85,18 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
                      std::unique_ptr<ArrayState>* out, std::string* message, const std::vector<Extent>* given) {
   if (!layout_implemented(schema.layout)) {
     *message = fmt::format("user.mmfs.layout: '{}' is not implemented in this release (use naive, zorder, hilbert, "
-                           "multimap, capsule or mloc)", schema.layout);
+                           "multimap, quadrangle, capsule or mloc)", schema.layout);
     return ENOTSUP;
   }
   if (schema.layout == "capsule" && ctx.geometry.kind() != geom::DeviceKind::Mems) {
     *message = fmt::format("user.mmfs.layout: 'capsule' needs a MEMS volume (equivalence classes); this volume's "
                            "geometry '{}' has none", ctx.geometry.name());
+    return ENOTSUP;
+  }
+  if (schema.layout == "quadrangle" && ctx.geometry.kind() != geom::DeviceKind::Disk) {
+    *message = fmt::format("user.mmfs.layout: 'quadrangle' needs a disk volume (Atropos quadrangles are built from "
+                           "tracks and head switches); this volume's geometry '{}' is a {} device",
+                           ctx.geometry.name(), ctx.geometry.kind() == geom::DeviceKind::Mems ? "MEMS" : "flash");
     return ENOTSUP;
   }
   if (schema.compress != "none" && !is_mloc(schema)) {
@@ -734,6 +741,8 @@ std::string ArrayFile::attr_text(std::string_view name) const {
   if (name == "basic_cube") {
     if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
       return layouts::join(mm->basic_cube());
+    if (const auto* quad = dynamic_cast<const layouts::QuadrangleArrayLayout*>(&state_->layout()))
+      return layouts::join(quad->quadrangles().cube());  // the depth split; the primary's entry is the row
     return "none";
   }
   if (name == "chunk") return mloc_ ? layouts::join(mloc_->grid().chunk()) : "none";
@@ -768,6 +777,12 @@ nlohmann::json ArrayFile::info() const {
                       {"attributes", d["attributes"]},       {"capsules", d["capsules"]},
                       {"bands", d["bands"]},                 {"split_capsules", d["split_capsules"]},
                       {"parallelism", d["parallelism"]}};
+    }
+  if (state_)
+    if (const auto* quad = dynamic_cast<const layouts::QuadrangleArrayLayout*>(&state_->layout())) {
+      nlohmann::json d = quad->describe();
+      for (const char* key : {"layout", "cell", "order", "sectors_per_cell", "extents"}) d.erase(key);
+      j["quadrangle"] = std::move(d);
     }
   j["priority"] = schema_.priority;
   j["chunk"] = mloc_ ? nlohmann::json(mloc_->grid().chunk())

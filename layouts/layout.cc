@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "layouts/capsule.h"
 #include "layouts/linear_layouts.h"
 #include "layouts/merge_gap.h"
 #include "layouts/multimap.h"
+#include "layouts/quadrangle_array.h"
 
 namespace mmfs::layouts {
 
@@ -33,9 +35,12 @@ std::unique_ptr<Layout> make_layout(const std::string& name, const geom::Geometr
   if (name == "zorder") return std::make_unique<ZOrderLayout>(geometry, std::move(grid), "zorder");
   if (name == "hilbert") return std::make_unique<HilbertLayout>(geometry, std::move(grid), "hilbert");
   if (name == "multimap") return std::make_unique<MultiMapLayout>(geometry, std::move(grid), std::move(basic_cube));
+  if (name == "quadrangle")
+    return std::make_unique<QuadrangleArrayLayout>(geometry, std::move(grid), std::move(basic_cube));
   if (name == "capsule") return std::make_unique<CapsuleLayout>(geometry, std::move(grid));
   throw std::invalid_argument(
-      fmt::format("unknown layout '{}' (this build has naive, zorder, hilbert, multimap, capsule)", name));
+      fmt::format("unknown layout '{}' (this build has naive, zorder, hilbert, multimap, quadrangle, capsule)",
+                  name));
 }
 
 std::vector<Extent> allocate_linear(const geom::Geometry& g, const SpaceRequest& req, Lbn first_lbn,
@@ -57,13 +62,37 @@ std::vector<Extent> allocate_linear(const geom::Geometry& g, const SpaceRequest&
     if (next_free) *next_free = end;
     return out;
   }
+  const Lbn within_end = req.within.start + req.within.sectors;  // when req.within.sectors > 0
+  if (req.within.sectors && at < req.within.start) {
+    at = req.within.start;
+    if (at < cap && g.track_boundaries(at).low != at) at = g.track_boundaries(at).high + 1;
+  }
   for (std::uint64_t i = 0; i < req.groups; ++i) {
     while (true) {
       if (at >= cap) throw std::invalid_argument("not enough space on the device for the track groups");
+      if (req.within.sectors && at >= within_end)
+        throw std::invalid_argument("not enough space in the requested range for the track groups");
       std::uint64_t T = g.track_length(at);
       std::uint64_t t0 = g.track_of(at);
       std::uint64_t last_track = t0 + req.group_tracks - 1;
       if (last_track >= g.tracks()) throw std::invalid_argument("not enough tracks on the device");
+      if (req.exact_track_sectors || req.align_tracks || req.within.sectors) {
+        const geom::TrackBounds zone = g.zone_bounds(at);
+        const Lbn zone_end = req.within.sectors ? std::min<Lbn>(zone.high + 1, within_end) : zone.high + 1;
+        if ((req.exact_track_sectors && T != req.exact_track_sectors) || at + req.group_tracks * T > zone_end) {
+          at = zone.high + 1;  // this zone cannot hold the group from here
+          continue;
+        }
+        if (const std::uint64_t al = req.align_tracks) {
+          const std::uint64_t rel = t0 - g.track_of(zone.low);
+          if (rel % al) {
+            // To the next aligned track (uniform tracks within the zone), or the next zone.
+            const Lbn aligned = at + (al - rel % al) * T;
+            at = aligned + req.group_tracks * T <= zone_end ? aligned : zone.high + 1;
+            continue;
+          }
+        }
+      }
       // The group must lie in one zone with long enough tracks.
       bool one_zone = at + req.group_tracks * T <= g.zone_bounds(at).high + 1;
       if (const std::uint64_t bt = req.boundary_tracks; bt && req.group_tracks <= bt &&

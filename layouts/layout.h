@@ -49,6 +49,18 @@ struct SpaceRequest {
   // each extent, never one across two; a run's tail shorter than a unit is
   // slack, not space.
   std::uint64_t unit_sectors = 1;
+  // TrackGroups, for layouts whose parameters belong to one zone (Atropos
+  // quadrangle stripes, layouts/quadrangle_array.h). Zero/empty = no rule
+  // (the behaviour of every other layout):
+  // * align_tracks: a group starts at a track whose index, counted from the
+  //   first track of its zone, is a multiple of this;
+  // * exact_track_sectors: only zones whose tracks hold exactly this many
+  //   sectors (min_track_sectors still applies);
+  // * within: every group lies inside [within.start, within.start +
+  //   within.sectors) (sectors == 0: anywhere).
+  std::uint64_t align_tracks = 0;
+  std::uint64_t exact_track_sectors = 0;
+  Extent within{};
 };
 
 // A run of sectors a cell occupies (a cell spans one run, or two when it
@@ -109,14 +121,18 @@ class Layout {
   mutable std::uint32_t merge_gap_ = 0;
 };
 
-// Builds a layout by name ("naive", "zorder", "hilbert", "multimap", "capsule").
-// `basic_cube` is only read by multimap (empty = chosen by the layout).
+// Builds a layout by name ("naive", "zorder", "hilbert", "multimap", "quadrangle",
+// "capsule"). `basic_cube` is read by multimap (its basic cube) and quadrangle
+// (the depth split of the non-primary dimensions, layouts/quadrangle_array.h);
+// empty = chosen by the layout.
 std::unique_ptr<Layout> make_layout(const std::string& name, const geom::Geometry& geometry, CellGrid grid,
                                     std::vector<std::uint64_t> basic_cube = {});
 
 // A simple allocator for modeled runs and tests: hands out the space a layout
 // asks for from `first_lbn` upwards (track-aligned), skipping zone ends that
-// would split a track group. Returns the extents and the first free LBN after.
+// would split a track group (and, for TrackGroups, tracks the request's
+// align_tracks / exact_track_sectors / within rule out). Returns the extents
+// and the first free LBN after.
 std::vector<Extent> allocate_linear(const geom::Geometry& geometry, const SpaceRequest& request, Lbn first_lbn,
                                     Lbn* next_free = nullptr);
 
