@@ -192,7 +192,9 @@ int main(int argc, char** argv) {
                  "request this long before sleeping; default 200, 0 = off), read_ahead_kb=N (the kernel's read-ahead "
                  "window for this mount, default 1024, 0 = leave the kernel's), ro, allow_other, default_permissions "
                  "(on unless root mounts without allow_other/allow_root), and the other FUSE options")
-      ->take_all();
+      ->take_all()
+      ->expected(1)
+      ->allow_extra_args(false);
   // CLI11 cannot give a list of positionals and then one more: the last one is the mount point.
   std::vector<std::string> positionals;
   app.add_option("TARGET... MOUNTPOINT", positionals,

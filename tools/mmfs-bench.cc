@@ -13,6 +13,7 @@
 
 #include "geometry/types.h"
 #include "tools/bench/amplification.h"
+#include "tools/bench/atropos_bench.h"
 #include "tools/bench/capsule_table.h"
 #include "tools/bench/free_bandwidth_bench.h"
 #include "tools/bench/modeled.h"
@@ -116,6 +117,27 @@ int main(int argc, char** argv) {
   capsule->add_option("--seed", ct.seed, "Random seed of the short reads")->default_val(2003);
   capsule->add_option("--out", capsule_out, "Directory for mmfs-bench-capsule.md and .json");
 
+  mmfs::bench::AtroposBenchOptions ab;
+  std::string atropos_out;
+  auto* atropos = app.add_subcommand(
+      "atropos",
+      "The Atropos paper's figures in modeled time (issue 16): Table 2 for every disk profile, Figure 7 (access "
+      "efficiency against I/O size: track-based, semi-sequential quadrangle, naive), Figure 8 (a random 8 KB "
+      "other-major read through the quadrangle layout and the planner), §5.3 (stripe units of 64 KiB, 256 KiB and "
+      "the exact track on 4 disks) and the scaling of a quadrangle array on 1, 2 and 4 striped members");
+  atropos->add_option("--profile", ab.profile, "Disk geometry profile or JSON file")->default_val("atlas10k3");
+  atropos->add_option("--samples", ab.samples, "Random requests averaged per point")->default_val(2000)
+      ->check(CLI::Range(1u, 1000000u));
+  atropos->add_option("--seed", ab.seed, "Random seed")->default_val(2004);
+  atropos->add_option("--scan-mib", ab.scan_mib, "§5.3: MiB scanned")->default_val(512)
+      ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 20));
+  atropos->add_option("--host-gap-ms", ab.host_gap_ms,
+                      "§5.3: the host's turnaround between a disk's I/Os (also run with 0)")->default_val(0.1)
+      ->check(CLI::Range(0.0, 100.0));
+  atropos->add_option("--array-mib", ab.array_mib, "Scaling: the array's MiB")->default_val(2048)
+      ->check(CLI::Range(std::uint64_t(16), std::uint64_t(1) << 20));
+  atropos->add_option("--out", atropos_out, "Directory for mmfs-bench-atropos.md and .json");
+
   mmfs::bench::FreeBandwidthOptions fb;
   std::string freebw_out;
   bool any_column = false;
@@ -198,6 +220,19 @@ int main(int argc, char** argv) {
       args[0] = "mmfs-bench";
       mb.command = fmt::format("{}", fmt::join(args, " "));
       return mmfs::bench::run_modeled_command(mc);
+    }
+    if (atropos->parsed()) {
+      std::vector<std::string> args(argv, argv + argc);
+      args[0] = "mmfs-bench";
+      ab.command = fmt::format("{}", fmt::join(args, " "));
+      auto report = mmfs::bench::run_atropos_bench(ab);
+      std::cout << report.markdown;
+      if (!atropos_out.empty()) {
+        std::filesystem::create_directories(atropos_out);
+        std::ofstream(std::filesystem::path(atropos_out) / "mmfs-bench-atropos.md") << report.markdown;
+        std::ofstream(std::filesystem::path(atropos_out) / "mmfs-bench-atropos.json") << report.json.dump(1) << "\n";
+      }
+      return 0;
     }
     if (capsule->parsed()) {
       auto report = mmfs::bench::run_capsule_table(ct);

@@ -1,0 +1,396 @@
+#include "tools/bench/atropos_bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "geometry/load.h"
+#include "geometry/striped.h"
+#include "geometry/zoned_disk.h"
+#include "layouts/io_plan.h"
+#include "layouts/quadrangle_array.h"
+#include "layouts/selection.h"
+
+namespace mmfs::bench {
+namespace {
+
+using geom::Lbn;
+using geom::Request;
+
+// The paper's Table 2 rows for the disks mmfs has profiles of.
+struct PaperRow {
+  const char* profile;
+  const char* disk;
+  std::uint32_t Dmax, b, R;
+};
+constexpr PaperRow kTable2[] = {{"atlas10k3", "Maxtor Atlas 10K III (2002)", 5, 26, 10},
+                                {"cheetah36es", "Seagate Cheetah 36ES (2001)", 6, 7, 3}};
+
+double pct(double value, double reference) { return 100.0 * (value - reference) / reference; }
+
+// A model placed at a random LBN of [lo, hi) at a random rotational phase:
+// where a random earlier request left the head.
+class Sampler {
+ public:
+  Sampler(const geom::Geometry& g, Lbn lo, Lbn hi, std::uint64_t seed)
+      : g_(g), model_(g.make_service_model()), rng_(seed), lo_(lo), hi_(hi) {}
+  geom::ServiceTimeModel& model() { return *model_; }
+  std::mt19937_64& rng() { return rng_; }
+  Lbn random_lbn(Lbn lo, Lbn hi) { return std::uniform_int_distribution<Lbn>(lo, hi - 1)(rng_); }
+  void randomize(double revolution_ms) {
+    model_->reset();
+    model_->place_at(random_lbn(lo_, hi_));
+    model_->idle(std::uniform_real_distribution<double>(0, revolution_ms)(rng_));
+  }
+
+ private:
+  const geom::Geometry& g_;
+  std::unique_ptr<geom::ServiceTimeModel> model_;
+  std::mt19937_64 rng_;
+  Lbn lo_, hi_;
+};
+
+double revolution_ms(const geom::Geometry& g) {
+  const auto* disk = dynamic_cast<const geom::ZonedDisk*>(&g);
+  return disk ? 60000.0 / disk->params().rpm : 0;
+}
+
+// ---- Table 2 ---------------------------------------------------------------
+
+nlohmann::json table2(std::string& md) {
+  md += "## Table 2: quadrangle parameters of each disk profile's outermost zone\n\n"
+        "`Geometry::quadrangle(1)` (Eq. 1-5 for the zone of LBN 0, d = Dmax) beside the paper's row for the "
+        "same disk.\n\n"
+        "| profile | N | H | Dmax | b | R | residual | paper disk | paper Dmax, b, R | match |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---|\n";
+  nlohmann::json rows = nlohmann::json::array();
+  for (const std::string& name : geom::profile_names()) {
+    auto g = geom::load_geometry(name);
+    if (g->kind() != geom::DeviceKind::Disk) continue;
+    const auto q = g->quadrangle(1);
+    const PaperRow* paper = nullptr;
+    for (const auto& r : kTable2)
+      if (name == r.profile) paper = &r;
+    const bool match = paper && q.Dmax == paper->Dmax && q.b == paper->b && q.R == paper->R;
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} % | {} | {} | {} |\n", name, q.N, q.H, q.Dmax, q.b, q.R,
+                      100.0 * q.R / q.N, paper ? paper->disk : "(not in Table 2)",
+                      paper ? fmt::format("{}, {}, {}", paper->Dmax, paper->b, paper->R) : "-",
+                      paper ? (match ? "exact" : "differs") : "-");
+    nlohmann::json row = {{"profile", name}, {"N", q.N}, {"H", q.H}, {"Dmax", q.Dmax}, {"b", q.b}, {"R", q.R},
+                          {"w", q.w}, {"residual_fraction", double(q.R) / q.N}};
+    if (paper) row["paper"] = {{"disk", paper->disk}, {"Dmax", paper->Dmax}, {"b", paper->b}, {"R", paper->R}};
+    rows.push_back(row);
+  }
+  md += "\n";
+  return rows;
+}
+
+// ---- Figure 7 --------------------------------------------------------------
+
+// Average response time of `make(sampler)`'s batches served as one batch
+// (sequential = false) or one request after another.
+template <class Make>
+double average_ms(Sampler& s, double rev, std::uint32_t samples, bool one_by_one, Make&& make) {
+  double total = 0;
+  for (std::uint32_t i = 0; i < samples; ++i) {
+    std::vector<Request> batch = make();
+    s.randomize(rev);
+    if (one_by_one)
+      for (const Request& r : batch) total += s.model().serve_one(r);
+    else
+      total += s.model().serve(batch);
+  }
+  return total / samples;
+}
+
+nlohmann::json figure7(const geom::Geometry& g, const AtroposBenchOptions& o, std::string& md) {
+  const double rev = revolution_ms(g);
+  const auto zone = g.zone_bounds(0);
+  const std::uint32_t N = std::uint32_t(g.track_length(0));
+  const std::uint64_t tracks = zone.length() / N;
+  Sampler s(g, zone.low, zone.high + 1, o.seed);
+  constexpr std::uint32_t d = 4;
+  // The seek alone: a one-sector read, minus its rotational latency on average and its transfer.
+  md += fmt::format(
+      "## Figure 7: access efficiency against I/O size ({}, outermost zone: N = {} sectors, {:.2f} ms a "
+      "revolution)\n\n"
+      "Efficiency = media transfer time of the data (S/N revolutions) / response time, requests at random "
+      "positions of the zone from a random head position. (1) track-based: S sectors from a random track start "
+      "(traxtent); (2) quadrangle, d = {}: S/{} sectors on each of {} consecutive tracks, row r's piece r pieces "
+      "further along its track (§3.2.2's slot rotation: where the head arrives after the previous piece and the "
+      "head switch), served as one batch; (3) naive: the same {} pieces at random "
+      "offsets of the {} tracks, one after another. Maximal streaming efficiency (Eq. 6) N/(N+H) = {:.2f} "
+      "(paper: 0.82).\n\n"
+      "| I/O size | (1) track-based | (2) quadrangle d=4 | (3) naive d=4 | (2) ms | (3) ms |\n"
+      "|---:|---:|---:|---:|---:|---:|\n",
+      g.name(), N, rev, d, d, d, d, d, double(N) / (N + g.quadrangle(1).H));
+  nlohmann::json rows = nlohmann::json::array();
+  double knee_kb = 0;
+  const double one_rev_bound = [&] {
+    // The one-revolution constraint: the largest S whose d pieces fit one revolution with the d-1 head switches.
+    const auto q = g.quadrangle(1);
+    const std::uint32_t bmax = (N + q.H) / d - q.H;
+    return double(bmax) * d * g.sector_size() / 1024.0;
+  }();
+  for (std::uint32_t kb : {4u, 8u, 16u, 32u, 64u, 96u, 124u, 128u, 192u, 256u, 343u, 384u, 512u, 686u}) {
+    const std::uint32_t S = std::max<std::uint32_t>(d, kb * 1024 / g.sector_size() / d * d);
+    const double transfer = double(S) / N * rev;
+    const double t1 = average_ms(s, rev, o.samples, false, [&] {
+      const Lbn t = s.random_lbn(0, tracks - 2);
+      return std::vector<Request>{{zone.low + t * N, S}};
+    });
+    const double t2 = average_ms(s, rev, o.samples, false, [&] {
+      // §3.2.2: row r's piece sits r pieces further along its track (slot
+      // (c + r) mod w), where the head arrives after reading row r-1's piece
+      // and switching heads (the DLBN numbering includes the skew H).
+      // A quadrangle's d tracks start at a multiple of d in the zone (§3.1), as the layout's stripes do.
+      const Lbn t = s.random_lbn(0, tracks / d - 1) * d;
+      const std::uint32_t piece = std::min(S / d, N);
+      const std::uint32_t col = std::uint32_t(s.random_lbn(0, N));
+      std::vector<Request> b;
+      for (std::uint32_t r = 0; r < d; ++r) {
+        const std::uint32_t at = std::uint32_t((col + std::uint64_t(r) * piece) % N);
+        const std::uint32_t first = std::min(piece, N - at);
+        b.push_back({zone.low + (t + r) * N + at, first});
+        if (first < piece) b.push_back({zone.low + (t + r) * N, piece - first});  // wraps to the track's start
+      }
+      return b;
+    });
+    const double t3 = average_ms(s, rev, o.samples, true, [&] {
+      const Lbn t = s.random_lbn(0, tracks - d - 1);
+      const std::uint32_t piece = std::min(S / d, N);
+      std::vector<Request> b;
+      for (std::uint32_t r = 0; r < d; ++r) {
+        const std::uint32_t off = std::uint32_t(s.random_lbn(0, N - piece + 1));
+        b.push_back({zone.low + (t + r) * N + off, piece});
+      }
+      return b;
+    });
+    const double bytes_kb = double(S) * g.sector_size() / 1024.0;
+    if (bytes_kb <= one_rev_bound + 1e-9) knee_kb = bytes_kb;
+    md += fmt::format("| {:.0f} KB | {:.3f} | {:.3f} | {:.3f} | {:.2f} | {:.2f} |\n", bytes_kb, transfer / t1,
+                      transfer / t2, transfer / t3, t2, t3);
+    rows.push_back({{"io_kb", bytes_kb}, {"track_based", transfer / t1}, {"quadrangle", transfer / t2},
+                    {"naive", transfer / t3}, {"track_based_ms", t1}, {"quadrangle_ms", t2}, {"naive_ms", t3}});
+  }
+  md += fmt::format("\nOne-revolution constraint for d = {}: pieces of at most (N+H)/d - H sectors, S <= {:.0f} KB "
+                    "(paper: 124 KB); the largest size measured within it: {:.0f} KB.\n\n",
+                    d, one_rev_bound, knee_kb);
+  return {{"rows", rows}, {"one_revolution_kb", one_rev_bound}, {"paper_one_revolution_kb", 124},
+          {"max_streaming_efficiency", double(N) / (N + g.quadrangle(1).H)}, {"paper_max_streaming_efficiency", 0.82}};
+}
+
+// ---- Figure 8 --------------------------------------------------------------
+
+// A 2-D array of `cell_bytes`-byte cells in the quadrangle layout, K rows per
+// quadrangle column, placed at the start of its zone.
+struct QuadArray {
+  std::unique_ptr<layouts::QuadrangleArrayLayout> layout;
+  QuadArray(const geom::Geometry& g, std::vector<std::uint64_t> shape, std::uint32_t cell_bytes,
+            std::vector<std::uint64_t> depth_cube) {
+    layouts::CellGrid grid(std::move(shape), cell_bytes, {1, 1}, {1, 0});
+    layout = std::make_unique<layouts::QuadrangleArrayLayout>(g, std::move(grid), std::move(depth_cube));
+    const auto req = layout->space();
+    layout->place(layouts::allocate_linear(g, req, layout->zone_first_lbn()));
+  }
+};
+
+nlohmann::json figure8(const geom::Geometry& g, const AtroposBenchOptions& o, std::string& md) {
+  const double rev = revolution_ms(g);
+  const auto zone = g.zone_bounds(0);
+  Sampler s(g, zone.low, zone.high + 1, o.seed + 8);
+  const std::uint32_t ss = g.sector_size();
+  const std::uint32_t sectors8k = 8192 / ss;
+  const double contiguous = average_ms(s, rev, o.samples, false, [&] {
+    return std::vector<Request>{{s.random_lbn(zone.low, zone.high + 1 - sectors8k), sectors8k}};
+  });
+  nlohmann::json out = {{"contiguous_ms", contiguous}, {"paper_contiguous_ms", 5.93}};
+  md += fmt::format(
+      "## Figure 8: a random 8 KB read ({}, outermost zone)\n\n"
+      "Contiguous: 8 KB at a random LBN. Quadrangle d: the record is d cells of 8 KB/d in one quadrangle column "
+      "of a 2-D array in the quadrangle layout (`QuadrangleArrayLayout`, depth cube d rows), planned by "
+      "`plan_cells` exactly as the daemon plans a read, the plan's batch served from a random head position. "
+      "Naive d: d pieces of 8 KB/d at random offsets of d consecutive tracks, one after another. Paper: 5.93 ms "
+      "contiguous, +16 % (d = 2), +38 % (d = 4).\n\n"
+      "| access | mmfs (ms) | vs contiguous | paper (ms) | paper vs contiguous | difference |\n"
+      "|---|---:|---:|---:|---:|---:|\n"
+      "| contiguous | {:.2f} | | 5.93 | | {:+.1f} % |\n",
+      g.name(), contiguous, pct(contiguous, 5.93));
+  for (std::uint32_t d : {2u, 4u}) {
+    const std::uint32_t cell = 8192 / d;
+    // Columns: enough rows for many quadrangles; the primary (dim 1) one quadrangle row wide at least.
+    QuadArray a(g, {std::uint64_t(d) * 64, 256}, cell, {d, 1});
+    const std::uint64_t rows = a.layout->grid().shape()[0], cols = a.layout->grid().shape()[1];
+    double quad = 0;
+    std::uint64_t batches = 0;
+    for (std::uint32_t i = 0; i < o.samples; ++i) {
+      const std::uint64_t r0 = std::uniform_int_distribution<std::uint64_t>(0, rows / d - 1)(s.rng()) * d;
+      const std::uint64_t c = std::uniform_int_distribution<std::uint64_t>(0, cols - 1)(s.rng());
+      std::vector<std::uint64_t> cells;
+      for (std::uint32_t r = 0; r < d; ++r) cells.insert(cells.end(), {r0 + r, c});
+      auto plan = layouts::plan_cells(*a.layout, cells, 8192);
+      batches += plan.batches.size();
+      s.randomize(rev);
+      quad += layouts::serve_plan(plan, s.model());
+    }
+    quad /= o.samples;
+    const double naive = average_ms(s, rev, o.samples, true, [&] {
+      const std::uint64_t tracks = zone.length() / g.track_length(0);
+      const Lbn t = s.random_lbn(0, tracks - d - 1);
+      const std::uint32_t piece = sectors8k / d;
+      std::vector<Request> b;
+      for (std::uint32_t r = 0; r < d; ++r)
+        b.push_back({zone.low + (t + r) * g.track_length(0) + s.random_lbn(0, g.track_length(0) - piece), piece});
+      return b;
+    });
+    const double paper_pct = d == 2 ? 16 : 38;
+    const double paper_ms = 5.93 * (1 + paper_pct / 100);
+    md += fmt::format("| quadrangle d = {} | {:.2f} | {:+.1f} % | {:.2f} | +{:.0f} % | {:+.1f} % |\n", d, quad,
+                      pct(quad, contiguous), paper_ms, paper_pct, pct(quad, paper_ms));
+    md += fmt::format("| naive d = {} | {:.2f} | {:+.1f} % | | | |\n", d, naive, pct(naive, contiguous));
+    out[fmt::format("quadrangle_d{}", d)] = {{"ms", quad},
+                                             {"vs_contiguous_pct", pct(quad, contiguous)},
+                                             {"paper_ms", paper_ms},
+                                             {"paper_vs_contiguous_pct", paper_pct},
+                                             {"difference_pct", pct(quad, paper_ms)},
+                                             {"batches_per_read", double(batches) / o.samples},
+                                             {"layout", a.layout->describe()}};
+    out[fmt::format("naive_d{}", d)] = {{"ms", naive}, {"vs_contiguous_pct", pct(naive, contiguous)}};
+  }
+  md += "\n";
+  return out;
+}
+
+// ---- §5.3 ------------------------------------------------------------------
+
+nlohmann::json stripe_units(const geom::Geometry& g, const AtroposBenchOptions& o, double gap_ms, std::string& md) {
+  constexpr std::uint32_t p = 4;
+  const std::uint32_t ss = g.sector_size();
+  const std::uint32_t N = std::uint32_t(g.track_length(0));
+  const std::uint64_t total = o.scan_mib << 20;
+  struct Unit {
+    std::string name;
+    std::uint32_t sectors;
+  };
+  const std::vector<Unit> units = {{"64K-RAID (64 KiB)", 65536 / ss},
+                                   {"Approximate-RAID (256 KiB)", 262144 / ss},
+                                   {fmt::format("Atropos-RAID (one track, {} KiB)", N * ss / 1024.0), N}};
+  md += fmt::format(
+      "## §5.3: track-sized stripe units ({} x {}, RAID 0, outermost zone), host gap {} ms\n\n"
+      "A sequential scan of {} MiB cut into stripe-unit-sized I/Os, unit i on disk i mod {} at disk offset "
+      "(i / {}) units from the zone's start; each disk serves its I/Os one after another, the next arriving {} ms "
+      "after the previous one completed (the host's turnaround; the platter turns meanwhile), the model's "
+      "command overhead and zero-latency firmware included; the volume takes as long as its slowest disk. Paper: the "
+      "exact track is 2-23 % faster than 256 KiB per TPC-H query (Figure 10).\n\n"
+      "| stripe unit | I/Os per disk | scan (ms) | MB/s | speedup vs 64K | vs 256K |\n|---|---:|---:|---:|---:|---:|\n",
+      p, g.name(), gap_ms, o.scan_mib, p, p, gap_ms);
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<double> times;
+  for (const Unit& u : units) {
+    const std::uint64_t ios = (total / ss + u.sectors - 1) / u.sectors;
+    double slowest = 0;
+    for (std::uint32_t disk = 0; disk < p; ++disk) {
+      auto model = g.make_service_model();
+      model->reset();
+      double ms = 0;
+      for (std::uint64_t i = disk, k = 0; i < ios; i += p, ++k) {
+        if (k && gap_ms > 0) {
+          model->idle(gap_ms);
+          ms += gap_ms;
+        }
+        ms += model->serve_one({k * u.sectors, u.sectors});
+      }
+      slowest = std::max(slowest, ms);
+    }
+    times.push_back(slowest);
+    rows.push_back({{"unit", u.name}, {"unit_sectors", u.sectors}, {"ms", slowest},
+                    {"mb_per_s", double(total) / 1e6 / (slowest / 1000)}});
+  }
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    rows[i]["speedup_vs_64k"] = times[0] / times[i];
+    rows[i]["speedup_vs_256k"] = times[1] / times[i];
+    md += fmt::format("| {} | {} | {:.0f} | {:.1f} | {:.3f} | {:.3f} |\n", units[i].name,
+                      ((total / ss + units[i].sectors - 1) / units[i].sectors + p - 1) / p, times[i],
+                      double(total) / 1e6 / (times[i] / 1000), times[0] / times[i], times[1] / times[i]);
+  }
+  md += fmt::format("\nThe exact track over 256 KiB: {:+.1f} % (paper: +2 to +23 %).\n\n", 100 * (times[1] / times[2] - 1));
+  return {{"host_gap_ms", gap_ms}, {"rows", rows}, {"track_vs_256k_pct", 100 * (times[1] / times[2] - 1)}};
+}
+
+// ---- Scaling ---------------------------------------------------------------
+
+nlohmann::json scaling(const AtroposBenchOptions& o, std::string& md) {
+  // A 2-D float32 array of array_mib: (rows, cols) with cols the primary dimension.
+  const std::uint64_t elements = (o.array_mib << 20) / 4;
+  const std::uint64_t cols = 16384, rows = elements / cols;
+  md += fmt::format(
+      "## Scaling: a {} MiB array on 1, 2 and 4 members ({}, quadrangle layout)\n\n"
+      "float32 {} x {}, dimension 1 primary, cells as `user.mmfs.layout=quadrangle` picks them; planned by "
+      "`plan_selection` as the daemon plans views (on several members the r-th batch of every member joins one "
+      "batch) and served by the striped model (members in parallel, the batch done when the slowest member is). "
+      "Primary scan: rows 0..{} whole (1/16 of the array), along the primary dimension. Other dimension: the "
+      "slice `A@/slice/1/J` (one element of every row), J random, averaged over 8.\n\n"
+      "| members | primary scan (ms) | MB/s | speed-up | other-dim slice (ms) | speed-up | batches |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|\n",
+      o.array_mib, o.profile, rows, cols, rows / 16);
+  nlohmann::json out = nlohmann::json::array();
+  double base_scan = 0, base_slice = 0;
+  for (std::uint32_t p : {1u, 2u, 4u}) {
+    auto g = std::make_unique<geom::StripedGeometry>(geom::load_geometry(o.profile), p);
+    const std::vector<std::uint64_t> shape = {rows, cols};
+    const std::vector<std::uint32_t> order = {1, 0};
+    auto cell = layouts::CellGrid::default_cell(shape, 4, layouts::CellGrid::default_cell_bytes(g->sector_size()), order);
+    layouts::QuadrangleArrayLayout layout(*g, layouts::CellGrid(shape, 4, cell, order));
+    layout.place(layouts::allocate_linear(*g, layout.space(), layout.zone_first_lbn()));
+    const std::vector<std::uint64_t> lo = {0, 0}, hi = {rows / 16, cols};
+    auto scan = layouts::plan_selection(layout, layouts::Selection::box(lo, hi));
+    const double scan_ms = layouts::model_plan(scan, *g);
+    double slice_ms = 0;
+    std::uint64_t slice_batches = 0;
+    std::mt19937_64 rng(o.seed);
+    for (int i = 0; i < 8; ++i) {
+      const std::uint64_t j = std::uniform_int_distribution<std::uint64_t>(0, cols - 1)(rng);
+      auto plan = layouts::plan_selection(layout, layouts::Selection::slice(shape, 1, j));
+      slice_ms += layouts::model_plan(plan, *g) / 8;
+      slice_batches = plan.batches.size();
+    }
+    if (p == 1) base_scan = scan_ms, base_slice = slice_ms;
+    const double mb = double(rows / 16 * cols * 4) / 1e6;
+    md += fmt::format("| {} | {:.1f} | {:.1f} | {:.2f}x | {:.1f} | {:.2f}x | {} |\n", p, scan_ms, mb / (scan_ms / 1000),
+                      base_scan / scan_ms, slice_ms, base_slice / slice_ms, slice_batches);
+    out.push_back({{"members", p}, {"scan_ms", scan_ms}, {"scan_mb_per_s", mb / (scan_ms / 1000)},
+                   {"scan_speedup", base_scan / scan_ms}, {"slice_ms", slice_ms},
+                   {"slice_speedup", base_slice / slice_ms}, {"slice_batches", slice_batches},
+                   {"layout", layout.describe()}});
+  }
+  md += "\nTarget (issue 16): >= 3.5x at 4 members for both.\n\n";
+  return out;
+}
+
+}  // namespace
+
+AtroposBenchReport run_atropos_bench(const AtroposBenchOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  AtroposBenchReport r;
+  auto g = geom::load_geometry(o.profile);
+  r.markdown = fmt::format("# mmfs-bench atropos\n\nCommand: `{}`; {} samples per point, seed {}. Modeled time "
+                           "(the geometry's service-time model), no device I/O.\n\n",
+                           o.command, o.samples, o.seed);
+  r.json["command"] = o.command;
+  r.json["table2"] = table2(r.markdown);
+  r.json["figure7"] = figure7(*g, o, r.markdown);
+  r.json["figure8"] = figure8(*g, o, r.markdown);
+  r.json["stripe_units"] = nlohmann::json::array();
+  for (double gap : {0.0, o.host_gap_ms}) r.json["stripe_units"].push_back(stripe_units(*g, o, gap, r.markdown));
+  r.json["scaling"] = scaling(o, r.markdown);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.json["host_seconds"] = secs;
+  r.markdown += fmt::format("Host time: {:.1f} s.\n", secs);
+  return r;
+}
+
+}  // namespace mmfs::bench
