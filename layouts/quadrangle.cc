@@ -126,8 +126,13 @@ std::size_t QuadrangleLayout::cell_runs(std::span<const std::uint64_t> cell, Vol
   }
   const std::uint64_t along_row = cell[primary()] % cube_[primary()];
   const std::uint64_t row_in_stripe = cube % cubes_per_stripe_ * rows_ + row;
-  const Vlbn vlbn = stripe_first_vlbn(cube / cubes_per_stripe_) + row_in_stripe * volume_.row_blocks() +
-                    along_row / per_block_;
+  // Device rotation (see quadrangle.h): cube u of the other dimensions starts its rows on device u mod p.
+  // Cubes are numbered primary fastest: the cube's index over the other dimensions is cube / (cubes along the primary).
+  const std::uint64_t along_primary = (grid_.grid()[primary()] + cube_[primary()] - 1) / cube_[primary()];
+  const std::uint64_t other_cubes = cube / along_primary;
+  const std::uint64_t shift = other_cubes % volume_.devices() * volume_.width();
+  const std::uint64_t block = (along_row / per_block_ + shift) % volume_.row_blocks();
+  const Vlbn vlbn = stripe_first_vlbn(cube / cubes_per_stripe_) + row_in_stripe * volume_.row_blocks() + block;
   out[0] = {vlbn * volume_.block_sectors() + along_row % per_block_ * spc_, spc_};
   return 1;
 }

@@ -25,6 +25,15 @@
 // are stacked in the depth of one quadrangle stripe, and cubes are numbered in
 // priority order (order[0] fastest) and stacked stripe after stripe.
 //
+// Device rotation (mmfs, beyond Atropos' Figure 3): a cube's rows start on
+// device u mod p, u being the cube's index over the non-primary dimensions
+// (its rows' blocks are rotated by u*w within the rectangle). Atropos puts
+// column c of every row on the same device, so a beam along order[1] would
+// read one device only; rotated, successive cubes of the beam sit on
+// successive devices and the beam reads all p in parallel. A row still
+// covers the whole rectangle (one track of every device), so the primary
+// dimension keeps its streaming, and with p = 1 nothing changes.
+//
 // For 2-D arrays K_1 = min(d, extent): §3.3.3's mapping — a beam along
 // order[0] reads whole tracks of all devices, one along order[1] reads one
 // quadrangle column (one batch) per d cells.
