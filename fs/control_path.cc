@@ -11,7 +11,9 @@
 #include <string_view>
 #include <utility>
 
+#include "geometry/striped.h"
 #include "geometry/types.h"
+#include "layouts/rectangle.h"
 
 namespace mmfs::fs {
 
@@ -43,9 +45,16 @@ class Walker {
   Walker(std::span<const std::string> c, const geom::Geometry& g) : c_(c), g_(g) {}
 
   std::variant<ControlNode, PathError> top() {
-    if (c_.empty()) return dir({"geometry", "stats", "errors", "scrub", "boundaries", "adjacent", "equivalent"});
+    if (c_.empty())
+      return dir({"geometry", "stats", "errors", "scrub", "boundaries", "adjacent", "equivalent", "rectangle"});
     const std::string& name = c_[0];
-    if (name == "geometry") return file(ControlKind::Geometry, 1, [&] { return g_.info().dump(2) + "\n"; });
+    if (name == "geometry") return file(ControlKind::Geometry, 1, [&] { return geometry_info().dump(2) + "\n"; });
+    if (name == "rectangle") {
+      if (c_.size() == 1) return dir({});
+      Lbn lbn = 0;
+      if (auto e = parse_lbn(lbn)) return *e;
+      return file(ControlKind::Rectangle, 2, [&] { return layouts::rectangle_json(g_, lbn, 1).dump() + "\n"; });
+    }
     if (name == "stats") return file(ControlKind::Stats, 1, [] { return std::string(); });
     if (name == "errors") return file(ControlKind::Errors, 1, [] { return std::string(); });
     if (name == "scrub") return file(ControlKind::Scrub, 1, [] { return std::string(); });
@@ -70,11 +79,29 @@ class Walker {
       });
     }
     return error(ENOENT, fmt::format("'{}': no such control file; accepted: geometry, stats, errors, scrub, "
-                                     "boundaries, adjacent, equivalent",
+                                     "boundaries, adjacent, equivalent, rectangle",
                                      joined(c_, 1)));
   }
 
  private:
+  // The geometry's info, plus the volume's devices and stripe unit, and on
+  // disks the Atropos parameters of the outermost zone for one-sector blocks
+  // (p, w, d, b, N, H, R: what /.mmfs/rectangle/LBN is built from).
+  nlohmann::json geometry_info() const {
+    nlohmann::json j = g_.info();
+    const auto* striped = dynamic_cast<const geom::StripedGeometry*>(&g_);
+    const std::uint32_t p = striped ? striped->members() : 1;
+    j["p"] = p;
+    j["stripe_unit_sectors"] = g_.track_length(0);
+    j["stripe_unit"] = "one track of a member (zone-aware)";
+    if (g_.kind() == geom::DeviceKind::Disk) {
+      const auto q = g_.quadrangle(1);
+      j["atropos"] = {{"p", p}, {"w", q.w}, {"d", q.d}, {"b", q.b}, {"N", q.N}, {"H", q.H}, {"R", q.R},
+                      {"Dmax", q.Dmax}, {"zone", 0}, {"stripe_unit_sectors", q.N}};
+    }
+    return j;
+  }
+
   static ControlNode dir(std::vector<std::string> listing) {
     ControlNode n;
     n.listing = std::move(listing);

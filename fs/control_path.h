@@ -31,7 +31,7 @@
 
 namespace mmfs::fs {
 
-enum class ControlKind { Dir, Geometry, Stats, Errors, Scrub, Boundaries, Adjacent, Equivalent };
+enum class ControlKind { Dir, Geometry, Stats, Errors, Scrub, Boundaries, Adjacent, Equivalent, Rectangle };
 
 struct ControlNode {
   ControlKind kind = ControlKind::Dir;

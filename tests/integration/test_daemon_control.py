@@ -29,7 +29,8 @@ def test_control_dir_is_hidden_but_resolvable(vol):
     ctl = vol.mnt / ".mmfs"
     assert ".mmfs" not in os.listdir(vol.mnt)
     assert os.path.isdir(ctl)
-    assert set(os.listdir(ctl)) == {"geometry", "stats", "errors", "scrub", "boundaries", "adjacent", "equivalent"}
+    assert set(os.listdir(ctl)) == {"geometry", "stats", "errors", "scrub", "boundaries", "adjacent", "equivalent",
+                                    "rectangle"}
     # Only at the root.
     (vol.mnt / "sub").mkdir(exist_ok=True)
     assert not os.path.exists(vol.mnt / "sub" / ".mmfs")
@@ -123,3 +124,34 @@ def test_control_dir_is_read_only(vol):
     assert os.path.isdir(ctl) and not os.path.exists(vol.mnt / "renamed")
     expect_errno(errno.EEXIST, os.mkdir, ctl)  # the name is taken
     expect_errno(errno.EEXIST, os.open, ctl, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+
+
+def test_geometry_reports_the_atropos_parameters(vol):
+    mine = read_json(vol.mnt / ".mmfs" / "geometry")
+    q = json.loads(geom("atlas10k3", "quadrangle", 1))
+    assert mine["p"] == 1
+    assert mine["stripe_unit_sectors"] == q["N"]
+    assert {k: mine["atropos"][k] for k in ("w", "d", "b", "N", "H", "R")} == {k: q[k] for k in ("w", "d", "b", "N", "H", "R")}
+    assert mine["atropos"]["p"] == 1
+
+
+def test_rectangle_is_the_lbn_s_quadrangle_row(vol):
+    q = json.loads(geom("atlas10k3", "quadrangle", 1))
+    w, b = q["w"], q["b"]
+    for lbn in [0, 5, 686 * 7 + 300, 123457]:
+        low, high = map(int, text(vol.mnt / ".mmfs" / "boundaries" / str(lbn)).split())
+        if lbn - low >= w * b:
+            continue  # a residual sector: checked below
+        r = read_json(vol.mnt / ".mmfs" / "rectangle" / str(lbn))
+        # One device: the row is the first w*b sectors of the LBN's track, w blocks of b sectors.
+        assert r["runs"] == [[low, w * b]], lbn
+        assert sorted(r["blocks"]) == [low + i * b for i in range(w)], lbn
+        assert r["first_vlbn"] % w == 0 and r["first_vlbn"] <= r["vlbn"] < r["first_vlbn"] + w
+        assert r["p"] == 1 and r["lbn"] == lbn
+    # The R residual sectors at a track's end belong to no rectangle.
+    expect_errno(errno.ERANGE, read_bytes, vol.mnt / ".mmfs" / "rectangle" / str(w * b))
+    expect_errno(errno.EINVAL, read_bytes, vol.mnt / ".mmfs" / "rectangle" / "x1")
+
+
+def test_rectangle_on_mems_is_not_supported(mems):
+    expect_errno(errno.ENOTSUP, read_bytes, mems.mnt / ".mmfs" / "rectangle" / "0")
