@@ -1,5 +1,7 @@
 #include "layouts/multimap.h"
 
+#include "geometry/striped.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -143,16 +145,24 @@ MultiMapLayout::MultiMapLayout(const geom::Geometry& geometry, CellGrid grid, st
     cube_stride_[d] = cubes_;
     cubes_ *= cube_grid_[d];
   }
-  groups_ = ceil_div(cubes_, pack_);
+  // A volume of p striped members (geometry/striped.h): adjacent blocks are
+  // p volume tracks apart (GETADJACENT stays on one member), so a group is
+  // group_tracks_ member tracks on every member — group_tracks_ * p
+  // consecutive volume tracks from a multiple of p — and holds p * pack_
+  // cubes, successive cubes on successive members (MultiMap §4.5: each basic
+  // cube on one disk, the cubes declustered over the disks).
+  if (const auto* striped = dynamic_cast<const geom::StripedGeometry*>(&geometry_)) members_ = striped->members();
+  groups_ = ceil_div(cubes_, pack_ * members_);
 }
 
 SpaceRequest MultiMapLayout::space() const {
   SpaceRequest r;
   r.shape = SpaceShape::TrackGroups;
-  r.group_tracks = group_tracks_;
+  r.group_tracks = group_tracks_ * members_;
   r.groups = groups_;
   r.min_track_sectors = pack_ * k_[grid_.order()[0]] * spc_;
-  r.sectors = groups_ * group_tracks_ * design_track_;
+  r.sectors = groups_ * group_tracks_ * members_ * design_track_;
+  if (members_ > 1) r.align_tracks = members_;
   return r;
 }
 
@@ -164,11 +174,11 @@ void MultiMapLayout::place(std::vector<Extent> extents) {
   for (const Extent& e : extents) {
     geom::TrackBounds b = geometry_.track_boundaries(e.start);
     std::uint64_t T = b.length();
-    if (b.low != e.start || e.sectors != group_tracks_ * T || T < row ||
-        e.start + e.sectors > geometry_.zone_bounds(e.start).high + 1)
+    if (b.low != e.start || e.sectors != group_tracks_ * members_ * T || T < row ||
+        e.start + e.sectors > geometry_.zone_bounds(e.start).high + 1 || geometry_.track_of(e.start) % members_)
       throw std::invalid_argument(fmt::format(
-          "multimap: extent {}+{} is not {} whole tracks of at least {} sectors in one zone", e.start, e.sectors,
-          group_tracks_, row));
+          "multimap: extent {}+{} is not {} whole tracks of at least {} sectors in one zone, from a multiple of {}",
+          e.start, e.sectors, group_tracks_ * members_, row, members_));
   }
   extents_ = std::move(extents);
 }
@@ -181,17 +191,23 @@ std::uint64_t MultiMapLayout::cube_index(std::span<const std::uint64_t> cell) co
 
 // Cubes packed on the same tracks are read in one batch, so a beam along the
 // primary dimension merges into one request per track.
-std::uint64_t MultiMapLayout::batch_key(std::span<const std::uint64_t> cell) const { return cube_index(cell) / pack_; }
+std::uint64_t MultiMapLayout::batch_key(std::span<const std::uint64_t> cell) const {
+  const std::uint64_t q = cube_index(cell);
+  return q / (pack_ * members_) * members_ + q % members_;
+}
 
 std::size_t MultiMapLayout::cell_runs(std::span<const std::uint64_t> cell, Run out[2]) const {
   const auto& order = grid_.order();
   std::uint64_t q = cube_index(cell);
-  const Extent& e = extents_[q / pack_];
+  const Extent& e = extents_[q / (pack_ * members_)];
   std::uint64_t T = geometry_.track_length(e.start);
   std::uint32_t d0 = order[0];
+  // The cube's member (its first track of the group) and its place on that track.
+  const std::uint64_t in_group = q % (pack_ * members_);
+  const Lbn cube_track = e.start + in_group % members_ * T;
   // MAP (Fig. 11): along the track to x[0], then x[i] hops of K_1*...*K_{i-1} tracks.
-  std::uint64_t start = (q % pack_) * k_[d0] * spc_;
-  Lbn lbn = e.start + (start + (cell[d0] % k_[d0]) * spc_) % T;
+  std::uint64_t start = (in_group / members_) * k_[d0] * spc_;
+  Lbn lbn = cube_track + (start + (cell[d0] % k_[d0]) * spc_) % T;
   for (std::size_t i = 1; i < order.size(); ++i) {
     std::uint32_t d = order[i];
     std::uint64_t x = cell[d] % k_[d];
@@ -209,7 +225,7 @@ std::size_t MultiMapLayout::cell_runs(std::span<const std::uint64_t> cell, Run o
 double MultiMapLayout::space_amplification() const {
   double used = 0;
   for (const Extent& e : extents_) used += double(e.sectors);
-  if (extents_.empty()) used = double(groups_ * group_tracks_ * design_track_);
+  if (extents_.empty()) used = double(groups_ * group_tracks_ * members_ * design_track_);
   return used / double(grid_.cells() * spc_);
 }
 

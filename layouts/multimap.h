@@ -55,6 +55,7 @@ class MultiMapLayout final : public Layout {
   std::vector<std::uint64_t> cube_stride_; // per C-order dimension, priority order fastest
   std::vector<std::uint64_t> hop_step_;    // per C-order dimension: tracks per step (0 for the primary)
   std::uint64_t pack_ = 1, group_tracks_ = 1, groups_ = 0, cubes_ = 0;
+  std::uint64_t members_ = 1;  // striped members of the volume (geometry/striped.h)
   std::uint64_t design_track_ = 0;
 };
 

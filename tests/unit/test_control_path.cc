@@ -64,11 +64,17 @@ TEST_CASE("/.mmfs lists its files; geometry, stats and errors are files", "[cont
   auto g = geom::load_geometry("atlas10k3");
   auto top = resolve(*g, "");
   CHECK(top.kind == ControlKind::Dir);
-  CHECK(top.listing == L({"geometry", "stats", "errors", "scrub", "boundaries", "adjacent", "equivalent"}));
+  CHECK(top.listing ==
+        L({"geometry", "stats", "errors", "scrub", "boundaries", "adjacent", "equivalent", "rectangle"}));
 
   auto geo = resolve(*g, "geometry");
   CHECK(geo.kind == ControlKind::Geometry);
-  CHECK(geo.content == g->info().dump(2) + "\n");
+  // The geometry's info, plus the volume's devices, stripe unit and Atropos parameters.
+  const auto shown = nlohmann::json::parse(geo.content);
+  const nlohmann::json info = g->info();
+  for (auto it = info.begin(); it != info.end(); ++it) CHECK(shown.at(it.key()) == it.value());
+  CHECK(shown.at("p") == 1);
+  CHECK(shown.at("atropos").at("w") == g->quadrangle(1).w);
   CHECK(geo.content.front() == '{');
   CHECK_THAT(geo.content, Catch::Contains("\"capacity_sectors\": " + std::to_string(g->capacity_sectors())));
   CHECK(resolve(*g, "stats").kind == ControlKind::Stats);

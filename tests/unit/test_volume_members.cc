@@ -6,12 +6,16 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <random>
+#include <set>
 
 #include "fs/fault_device.h"
 #include "fs/volume.h"
 #include "geometry/load.h"
 #include "geometry/striped.h"
+#include "layouts/layout.h"
+#include "layouts/multimap.h"
 
 using namespace mmfs::fs;
 
@@ -254,4 +258,42 @@ TEST_CASE("RAID 0 returns EIO for a lost device's data, serves the rest, and rea
   m.views[lost]->off_ = false;
   REQUIRE(read_bytes(*v, t0 * ss, &back, 4 * track) == 0);
   CHECK(back == data);
+}
+
+TEST_CASE("multimap on a striped volume keeps every basic cube on one member, inside its extent", "[members]") {
+  auto g = std::make_unique<mmfs::geom::StripedGeometry>(mmfs::geom::load_geometry("atlas10k3"), 4);
+  using namespace mmfs::layouts;
+  for (const std::vector<std::uint64_t>& shape :
+       {std::vector<std::uint64_t>{64, 96, 40}, std::vector<std::uint64_t>{300, 200}}) {
+    CellGrid grid(shape, 512, std::vector<std::uint64_t>(shape.size(), 1), CellGrid::default_order(shape.size()));
+    auto layout = make_layout("multimap", *g, grid);
+    const SpaceRequest req = layout->space();
+    CHECK(req.group_tracks % 4 == 0);
+    layout->place(allocate_linear(*g, req, 7 * g->track_length(0)));
+    std::set<Lbn> seen;
+    std::map<std::uint64_t, std::uint32_t> cube_member;
+    std::vector<std::uint64_t> cell(shape.size(), 0);
+    const auto* mm = dynamic_cast<const MultiMapLayout*>(layout.get());
+    REQUIRE(mm);
+    for (std::uint64_t linear = 0; linear < grid.cells(); ++linear) {
+      std::uint64_t rest = linear;
+      for (std::size_t d = shape.size(); d-- > 0;) {
+        cell[d] = rest % shape[d];
+        rest /= shape[d];
+      }
+      const Lbn lbn = layout->cell_lbn(cell);
+      REQUIRE(seen.insert(lbn).second);  // no two cells share a sector
+      bool inside = false;
+      for (const Extent& e : layout->extents()) inside |= lbn >= e.start && lbn < e.start + e.sectors;
+      REQUIRE(inside);
+      // A basic cube (cells of one batch key) lives on one member.
+      const std::uint32_t member = g->locate(lbn).member;
+      auto [it, fresh] = cube_member.emplace(layout->batch_key(cell), member);
+      REQUIRE(it->second == member);
+    }
+    // Successive cubes use every member (as far as there are cubes).
+    std::set<std::uint32_t> members;
+    for (const auto& [key, m] : cube_member) members.insert(m);
+    CHECK(members.size() == std::min<std::size_t>(4, cube_member.size()));
+  }
 }
