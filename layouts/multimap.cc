@@ -130,6 +130,19 @@ MultiMapLayout::MultiMapLayout(const geom::Geometry& geometry, CellGrid grid, st
   }
 
   pack_ = std::max<std::uint64_t>(1, design_track_ / (k_[order[0]] * spc_));
+  // A volume of p striped members: a group holds p * pack_ cubes (see
+  // below). A chosen cube so large that the array has fewer cubes would leave
+  // members' tracks of the group empty, so the last dimension's K shrinks
+  // until there are enough cubes (the group's total size stays what one cube
+  // of the full K would take).
+  if (const auto* striped = dynamic_cast<const geom::StripedGeometry*>(&geometry_);
+      striped && striped->members() > 1 && basic_cube.empty() && n >= 2) {
+    std::uint64_t others = 1;
+    for (std::size_t i = 0; i + 1 < n; ++i) others *= ceil_div(grid_.grid()[order[i]], k_[order[i]]);
+    const std::uint64_t want = ceil_div(pack_ * striped->members(), others);
+    const std::uint32_t last = order[n - 1];
+    if (want > 1) k_[last] = std::max<std::uint64_t>(1, ceil_div(grid_.grid()[last], want));
+  }
   group_tracks_ = 1;
   hop_step_.assign(n, 0);
   for (std::size_t i = 1; i < n; ++i) {
