@@ -223,6 +223,10 @@ std::unique_ptr<NbdDevice::Connection> NbdDevice::acquire() {
       if (auto conn = connect_again()) return conn;
       lock.lock();
       --alive_;
+      // Others may be waiting on the slot this thread held: let them look
+      // again (without this, a waiter whose last hope was this reconnect
+      // slept forever once the server was gone).
+      cv_.notify_all();
       // The server cannot be reached: wait for a connection in use, unless
       // there is none (then the server is gone, as far as we can tell).
       if (alive_ == 0) return nullptr;
@@ -240,7 +244,7 @@ void NbdDevice::release(std::unique_ptr<Connection> conn) {
       --alive_;  // a dead connection was closed by its user
     }
   }
-  cv_.notify_one();
+  cv_.notify_all();  // a dead one changes what every waiter should do
 }
 
 bool NbdDevice::run(Connection& conn, std::vector<Command>& commands) {

@@ -211,6 +211,28 @@ def mounted(image, mountpoint, options=()):
         fsck(image)
 
 
+def stop_daemon(mount, timeout=EXIT_TIMEOUT):
+    """Unmounts a daemon started by `start_daemon` (as `mounted` does: fusermount3
+    -u, then -uz) and waits for it, killing it after `timeout` seconds. Returns
+    (exit status, or None when it had to be killed; list of problems). Runs no
+    mmfsck, unlike `mounted`: for volumes a test broke on purpose (a member's
+    NBD server killed)."""
+    problems = []
+    problem = unmount(mount.mnt)
+    if problem:
+        problems.append(problem)
+    try:
+        rc = mount.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        mount.proc.kill()  # our own child, by its pid
+        mount.proc.wait(timeout=30)
+        problems.append(f"the daemon did not exit within {timeout:.0f} s of the unmount; killed it")
+        rc = None
+    if is_mounted(mount.mnt):
+        unmount(mount.mnt)
+    return rc, problems
+
+
 class Volume:
     """A formatted image in a fresh directory under /var/tmp, mounted at .mnt."""
 
