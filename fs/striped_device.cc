@@ -192,6 +192,7 @@ void StripedDevice::run(std::vector<std::vector<IoRequest>>& per_device) {
     for (const auto& r : reqs)
       if (!r.result) (r.op == IoRequest::Op::Read ? dev.bytes_read : dev.bytes_written) += r.length;
   };
+  if (busy.empty()) return;  // every request was refused before any I/O
   if (busy.size() == 1) return execute(busy[0]);
   std::latch done(std::ptrdiff_t(busy.size() - 1));
   for (std::size_t i = 1; i < busy.size(); ++i)

@@ -114,6 +114,7 @@ class Volume {
   StripedDevice* striped_ = nullptr;             // inside device_ (possibly under a SimulatedDevice)
   std::vector<std::uint64_t> member_backup_;     // per device: its backup superblock's offset
   std::mutex members_mu_;                        // guards sb_.failed and failure_hook_ after open
+  std::mutex rewrite_mu_;                        // serializes rewrite_member_superblocks()
   std::function<void(const std::string&, const std::string&)> failure_hook_;
   std::unique_ptr<BlockDevice> device_;
   Superblock sb_;

@@ -390,6 +390,9 @@ void Volume::device_failed(std::uint32_t d, const std::string& reason) {
 }
 
 int Volume::rewrite_member_superblocks() {
+  // One rewrite at a time: two failures recorded at once must not leave the
+  // older list written last.
+  std::lock_guard rewriting(rewrite_mu_);
   Superblock sb;
   {
     std::lock_guard lock(members_mu_);

@@ -91,6 +91,7 @@ std::vector<std::uint64_t> MultiMapLayout::choose_basic_cube(const CellGrid& gri
 
 MultiMapLayout::MultiMapLayout(const geom::Geometry& geometry, CellGrid grid, std::vector<std::uint64_t> basic_cube)
     : Layout(geometry, std::move(grid)) {
+  const bool chosen = basic_cube.empty();  // (basic_cube is moved from below)
   const std::size_t n = grid_.dims();
   const auto& order = grid_.order();
   design_track_ = geometry_.track_length(0);
@@ -136,7 +137,7 @@ MultiMapLayout::MultiMapLayout(const geom::Geometry& geometry, CellGrid grid, st
   // until there are enough cubes (the group's total size stays what one cube
   // of the full K would take).
   if (const auto* striped = dynamic_cast<const geom::StripedGeometry*>(&geometry_);
-      striped && striped->members() > 1 && basic_cube.empty() && n >= 2) {
+      striped && striped->members() > 1 && chosen && n >= 2) {
     std::uint64_t others = 1;
     for (std::size_t i = 0; i + 1 < n; ++i) others *= ceil_div(grid_.grid()[order[i]], k_[order[i]]);
     const std::uint64_t want = ceil_div(pack_ * striped->members(), others);

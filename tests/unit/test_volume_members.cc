@@ -297,3 +297,27 @@ TEST_CASE("multimap on a striped volume keeps every basic cube on one member, in
     CHECK(members.size() == std::min<std::size_t>(4, cube_member.size()));
   }
 }
+
+TEST_CASE("a batch the striped device refuses whole fails with EINVAL and touches no member", "[members]") {
+  Members m(2);
+  format(m, 0);
+  auto v = open_members(m);
+  REQUIRE(v);
+  for (auto* d : m.views) d->calls_ = 0;
+  AlignedBuffer buf(4096);
+  std::vector<IoRequest> batch = {{IoRequest::Op::Read, v->device().size_bytes(), 4096, buf.data(), 0},
+                                  {IoRequest::Op::Read, 100, 4096, buf.data(), 0}};  // past the end; misaligned
+  CHECK(v->device().submit(batch) == EINVAL);
+  CHECK(batch[0].result == EINVAL);
+  CHECK(batch[1].result == EINVAL);
+  for (auto* d : m.views) CHECK(d->calls_ == 0);
+}
+
+TEST_CASE("multimap on a striped volume keeps a basic cube the user gave", "[members]") {
+  auto g = std::make_unique<mmfs::geom::StripedGeometry>(mmfs::geom::load_geometry("atlas10k3"), 4);
+  using namespace mmfs::layouts;
+  const std::vector<std::uint64_t> shape = {64, 96, 40};
+  CellGrid grid(shape, 512, {1, 1, 1}, CellGrid::default_order(3));
+  auto layout = make_layout("multimap", *g, grid, {64, 8, 40});
+  CHECK(layout->describe().at("basic_cube") == nlohmann::json({64, 8, 40}));
+}
