@@ -89,6 +89,19 @@ nlohmann::json table2(std::string& md) {
   return rows;
 }
 
+// A 2-D array of `cell_bytes`-byte cells in the quadrangle layout, K rows per
+// quadrangle column, placed at the start of its zone.
+struct QuadArray {
+  std::unique_ptr<layouts::QuadrangleArrayLayout> layout;
+  QuadArray(const geom::Geometry& g, std::vector<std::uint64_t> shape, std::uint32_t cell_bytes,
+            std::vector<std::uint64_t> depth_cube) {
+    layouts::CellGrid grid(std::move(shape), cell_bytes, {1, 1}, {1, 0});
+    layout = std::make_unique<layouts::QuadrangleArrayLayout>(g, std::move(grid), std::move(depth_cube));
+    const auto req = layout->space();
+    layout->place(layouts::allocate_linear(g, req, layout->zone_first_lbn()));
+  }
+};
+
 // ---- Figure 7 --------------------------------------------------------------
 
 // Average response time of `make(sampler)`'s batches served as one batch
@@ -107,62 +120,103 @@ double average_ms(Sampler& s, double rev, std::uint32_t samples, bool one_by_one
   return total / samples;
 }
 
+// Appendix A's T_zl(N, K): revolutions to read K <= N sectors of one track
+// from a random rotational position with zero-latency firmware.
+double t_zl(double N, double K) { return (N - K + 1) * (N + K) / (2 * N * N) + (K - 1) / N; }
+
+// Line (2) through the layout and the planner: a 2-D array in the
+// quadrangle layout whose cells are S/d sectors, d rows per quadrangle column
+// (depth cube {d, 1}); one read is the d cells of a random column of a random
+// quadrangle, planned by plan_cells as the daemon plans it. Returns the mean
+// response in ms, or -1 when the layout cannot take d rows of such cells (S
+// past the one-revolution constraint: Dmax(S/d) < d).
+double quadrangle_column_ms(const geom::Geometry& g, Sampler& s, double rev, std::uint32_t samples,
+                            std::uint32_t d, std::uint32_t piece_sectors, nlohmann::json* layout) {
+  std::unique_ptr<QuadArray> a;
+  try {
+    a = std::make_unique<QuadArray>(g, std::vector<std::uint64_t>{std::uint64_t(d) * 32, 96},
+                                    piece_sectors * g.sector_size(), std::vector<std::uint64_t>{d, 1});
+  } catch (const std::exception&) {
+    return -1;
+  }
+  *layout = a->layout->describe();
+  const std::uint64_t rows = a->layout->grid().shape()[0], cols = a->layout->grid().shape()[1];
+  double total = 0;
+  for (std::uint32_t i = 0; i < samples; ++i) {
+    const std::uint64_t r0 = std::uniform_int_distribution<std::uint64_t>(0, rows / d - 1)(s.rng()) * d;
+    const std::uint64_t c = std::uniform_int_distribution<std::uint64_t>(0, cols - 1)(s.rng());
+    std::vector<std::uint64_t> cells;
+    for (std::uint32_t r = 0; r < d; ++r) cells.insert(cells.end(), {r0 + r, c});
+    const auto plan = layouts::plan_cells(*a->layout, cells, std::uint64_t(d) * piece_sectors * g.sector_size());
+    s.randomize(rev);
+    total += layouts::serve_plan(plan, s.model());
+  }
+  return total / samples;
+}
+
 nlohmann::json figure7(const geom::Geometry& g, const AtroposBenchOptions& o, std::string& md) {
   const double rev = revolution_ms(g);
   const auto zone = g.zone_bounds(0);
   const std::uint32_t N = std::uint32_t(g.track_length(0));
+  const std::uint32_t H = g.quadrangle(1).H;
   const std::uint64_t tracks = zone.length() / N;
   Sampler s(g, zone.low, zone.high + 1, o.seed);
   constexpr std::uint32_t d = 4;
-  // The seek alone: a one-sector read, minus its rotational latency on average and its transfer.
+  // The one-revolution constraint (Eq. 1): d pieces and d-1 head switches fit one revolution.
+  const std::uint32_t bmax = (N + H) / d - H;
+  const double one_rev_bound = double(bmax) * d * g.sector_size() / 1024.0;
   md += fmt::format(
-      "## Figure 7: access efficiency against I/O size ({}, outermost zone: N = {} sectors, {:.2f} ms a "
+      "## Figure 7: access efficiency against I/O size ({}, outermost zone: N = {} sectors, H = {}, {:.2f} ms a "
       "revolution)\n\n"
       "Efficiency = media transfer time of the data (S/N revolutions) / response time, requests at random "
       "positions of the zone from a random head position. (1) track-based: S sectors from a random track start "
-      "(traxtent); (2) quadrangle, d = {}: S/{} sectors on each of {} consecutive tracks, row r's piece r pieces "
-      "further along its track (§3.2.2's slot rotation: where the head arrives after the previous piece and the "
-      "head switch), served as one batch; (3) naive: the same {} pieces at random "
-      "offsets of the {} tracks, one after another. Maximal streaming efficiency (Eq. 6) N/(N+H) = {:.2f} "
-      "(paper: 0.82).\n\n"
-      "| I/O size | (1) track-based | (2) quadrangle d=4 | (3) naive d=4 | (2) ms | (3) ms |\n"
-      "|---:|---:|---:|---:|---:|---:|\n",
-      g.name(), N, rev, d, d, d, d, d, double(N) / (N + g.quadrangle(1).H));
+      "(traxtent). (2) quadrangle, d = {}: S/{} sectors on each of {} consecutive tracks served as one batch. Up to "
+      "the one-revolution constraint it runs through the layout and the planner: a 2-D array of S/{}-sector "
+      "cells in `user.mmfs.layout=quadrangle` (depth cube {{{}, 1}}), one read = the {} cells of a random "
+      "quadrangle column, planned by `plan_cells`; past it (the layout refuses a depth beyond Dmax) row r's piece "
+      "is placed by hand r pieces further along its track (§3.2.2's slot rotation). (3) naive: the same {} "
+      "pieces at random offsets of the {} tracks, one after another. Eq. 7: the paper's model of (2), "
+      "T_zl(N, S + (d-1)H), with the positioning time this model measures for (1) (its response less "
+      "T_zl(N, S)). Maximal streaming efficiency (Eq. 6) N/(N+H) = {:.2f} (paper: 0.82).\n\n"
+      "| I/O size | (1) track-based | (2) quadrangle d=4 | (2) via | ring closes | Eq. 7 | (2) vs Eq. 7 | "
+      "(3) naive d=4 | (1) ms | (2) ms | (3) ms |\n"
+      "|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|\n",
+      g.name(), N, H, rev, d, d, d, d, d, d, d, d, double(N) / (N + H));
   nlohmann::json rows = nlohmann::json::array();
   double knee_kb = 0;
-  const double one_rev_bound = [&] {
-    // The one-revolution constraint: the largest S whose d pieces fit one revolution with the d-1 head switches.
-    const auto q = g.quadrangle(1);
-    const std::uint32_t bmax = (N + q.H) / d - q.H;
-    return double(bmax) * d * g.sector_size() / 1024.0;
-  }();
-  for (std::uint32_t kb : {4u, 8u, 16u, 32u, 64u, 96u, 124u, 128u, 192u, 256u, 343u, 384u, 512u, 686u}) {
+  for (std::uint32_t kb : {4u, 8u, 16u, 32u, 48u, 64u, 80u, 96u, 112u, 128u, 134u, 192u, 256u, 343u, 384u, 512u,
+                           686u}) {
     const std::uint32_t S = std::max<std::uint32_t>(d, kb * 1024 / g.sector_size() / d * d);
+    const std::uint32_t piece = std::min(S / d, N);
     const double transfer = double(S) / N * rev;
     const double t1 = average_ms(s, rev, o.samples, false, [&] {
       const Lbn t = s.random_lbn(0, tracks - 2);
       return std::vector<Request>{{zone.low + t * N, S}};
     });
-    const double t2 = average_ms(s, rev, o.samples, false, [&] {
-      // §3.2.2: row r's piece sits r pieces further along its track (slot
-      // (c + r) mod w), where the head arrives after reading row r-1's piece
-      // and switching heads (the DLBN numbering includes the skew H).
-      // A quadrangle's d tracks start at a multiple of d in the zone (§3.1), as the layout's stripes do.
-      const Lbn t = s.random_lbn(0, tracks / d - 1) * d;
-      const std::uint32_t piece = std::min(S / d, N);
-      const std::uint32_t col = std::uint32_t(s.random_lbn(0, N));
-      std::vector<Request> b;
-      for (std::uint32_t r = 0; r < d; ++r) {
-        const std::uint32_t at = std::uint32_t((col + std::uint64_t(r) * piece) % N);
-        const std::uint32_t first = std::min(piece, N - at);
-        b.push_back({zone.low + (t + r) * N + at, first});
-        if (first < piece) b.push_back({zone.low + (t + r) * N, piece - first});  // wraps to the track's start
-      }
-      return b;
-    });
+    nlohmann::json layout;
+    double t2 = piece <= bmax ? quadrangle_column_ms(g, s, rev, o.samples, d, piece, &layout) : -1;
+    const bool via_layout = t2 >= 0;
+    // The pieces' spacing along the track: the layout's block b (Eq. 3 fills the revolution), or the piece.
+    const std::uint32_t spacing = via_layout ? layout.at("b").get<std::uint32_t>() : piece;
+    // The ring closes — a batch entered at any piece comes round to the first again without waiting — when the
+    // switch from the last track back to the first fits the revolution too: d-1 spacings, a piece, d switches.
+    const bool ring = std::uint64_t(d - 1) * spacing + piece + std::uint64_t(d) * H <= N;
+    if (!via_layout)
+      t2 = average_ms(s, rev, o.samples, false, [&] {
+        // A quadrangle's d tracks start at a multiple of d in the zone (§3.1), as the layout's stripes do.
+        const Lbn t = s.random_lbn(0, tracks / d - 1) * d;
+        const std::uint32_t col = std::uint32_t(s.random_lbn(0, N));
+        std::vector<Request> b;
+        for (std::uint32_t r = 0; r < d; ++r) {
+          const std::uint32_t at = std::uint32_t((col + std::uint64_t(r) * piece) % N);
+          const std::uint32_t first = std::min(piece, N - at);
+          b.push_back({zone.low + (t + r) * N + at, first});
+          if (first < piece) b.push_back({zone.low + (t + r) * N, piece - first});  // wraps to the track's start
+        }
+        return b;
+      });
     const double t3 = average_ms(s, rev, o.samples, true, [&] {
       const Lbn t = s.random_lbn(0, tracks - d - 1);
-      const std::uint32_t piece = std::min(S / d, N);
       std::vector<Request> b;
       for (std::uint32_t r = 0; r < d; ++r) {
         const std::uint32_t off = std::uint32_t(s.random_lbn(0, N - piece + 1));
@@ -170,34 +224,47 @@ nlohmann::json figure7(const geom::Geometry& g, const AtroposBenchOptions& o, st
       }
       return b;
     });
+    // Eq. 7 holds within the one-revolution constraint only (S + (d-1)H <= N).
+    const double K = double(S) + double(d - 1) * H;
+    const double positioning = t1 - t_zl(N, std::min<double>(S, N)) * rev;
+    const double eq7_ms = K <= N ? positioning + t_zl(N, K) * rev : -1;
     const double bytes_kb = double(S) * g.sector_size() / 1024.0;
-    if (bytes_kb <= one_rev_bound + 1e-9) knee_kb = bytes_kb;
-    md += fmt::format("| {:.0f} KB | {:.3f} | {:.3f} | {:.3f} | {:.2f} | {:.2f} |\n", bytes_kb, transfer / t1,
-                      transfer / t2, transfer / t3, t2, t3);
-    rows.push_back({{"io_kb", bytes_kb}, {"track_based", transfer / t1}, {"quadrangle", transfer / t2},
-                    {"naive", transfer / t3}, {"track_based_ms", t1}, {"quadrangle_ms", t2}, {"naive_ms", t3}});
+    if (piece <= bmax) knee_kb = bytes_kb;
+    md += fmt::format("| {:.0f} KB | {:.3f} | {:.3f} | {} | {} | {} | {} | {:.3f} | {:.2f} | {:.2f} | {:.2f} |\n",
+                      bytes_kb, transfer / t1, transfer / t2, via_layout ? "layout" : "by hand", ring ? "yes" : "no",
+                      eq7_ms > 0 ? fmt::format("{:.3f}", transfer / eq7_ms) : "-",
+                      eq7_ms > 0 ? fmt::format("{:+.1f} %", pct(transfer / t2, transfer / eq7_ms)) : "-",
+                      transfer / t3, t1, t2, t3);
+    nlohmann::json row = {{"io_kb", bytes_kb},       {"track_based", transfer / t1}, {"quadrangle", transfer / t2},
+                          {"naive", transfer / t3},  {"track_based_ms", t1},         {"quadrangle_ms", t2},
+                          {"naive_ms", t3},          {"quadrangle_via_layout", via_layout},
+                          {"ring_closes", ring}};
+    if (eq7_ms > 0) row["eq7"] = transfer / eq7_ms, row["eq7_ms"] = eq7_ms;
+    if (via_layout) row["layout"] = layout;
+    rows.push_back(row);
   }
-  md += fmt::format("\nOne-revolution constraint for d = {}: pieces of at most (N+H)/d - H sectors, S <= {:.0f} KB "
-                    "(paper: 124 KB); the largest size measured within it: {:.0f} KB.\n\n",
-                    d, one_rev_bound, knee_kb);
-  return {{"rows", rows}, {"one_revolution_kb", one_rev_bound}, {"paper_one_revolution_kb", 124},
-          {"max_streaming_efficiency", double(N) / (N + g.quadrangle(1).H)}, {"paper_max_streaming_efficiency", 0.82}};
+  md += fmt::format(
+      "\nOne-revolution constraint for d = {}: pieces of at most (N+H)/d - H = {} sectors, S <= {:.0f} KB "
+      "(paper: 124 KB); the largest size measured within it: {:.0f} KB.\n\n"
+      "Where (2) leaves Eq. 7: the paper's model (and its remark that no rotational latency follows "
+      "\"regardless of which request was serviced first\") counts d-1 head switches, as if the batch were one "
+      "zero-latency track of S + (d-1)H sectors. A head that lands inside the quadrangle and starts at piece k "
+      "must switch back from the last track to the first for pieces 0..k-1. That d-th switch fits the revolution "
+      "only when (d-1) x spacing + S/d + dH <= N (\"ring closes\"; the layout spaces a column's pieces one block "
+      "b apart, and Eq. 3 grows b to fill the revolution: b = 26 at d = 5 for cells up to 26 sectors, b = 67 at "
+      "d = 4 beyond). Where it closes (2) tracks Eq. 7; where it does not, the disk either waits for piece 0 or "
+      "comes round once more, so (2) falls below Eq. 7: the model charges the return switch (its head switch, "
+      "1.0 ms here), and the firmware's greedy SPTF enters at the nearest piece.\n\n",
+      d, bmax, one_rev_bound, knee_kb);
+  return {{"rows", rows},
+          {"one_revolution_kb", one_rev_bound},
+          {"paper_one_revolution_kb", 124},
+          {"max_streaming_efficiency", double(N) / (N + H)},
+          {"paper_max_streaming_efficiency", 0.82}};
 }
 
 // ---- Figure 8 --------------------------------------------------------------
 
-// A 2-D array of `cell_bytes`-byte cells in the quadrangle layout, K rows per
-// quadrangle column, placed at the start of its zone.
-struct QuadArray {
-  std::unique_ptr<layouts::QuadrangleArrayLayout> layout;
-  QuadArray(const geom::Geometry& g, std::vector<std::uint64_t> shape, std::uint32_t cell_bytes,
-            std::vector<std::uint64_t> depth_cube) {
-    layouts::CellGrid grid(std::move(shape), cell_bytes, {1, 1}, {1, 0});
-    layout = std::make_unique<layouts::QuadrangleArrayLayout>(g, std::move(grid), std::move(depth_cube));
-    const auto req = layout->space();
-    layout->place(layouts::allocate_linear(g, req, layout->zone_first_lbn()));
-  }
-};
 
 nlohmann::json figure8(const geom::Geometry& g, const AtroposBenchOptions& o, std::string& md) {
   const double rev = revolution_ms(g);
