@@ -49,7 +49,7 @@ from test_daemon_nbd import NbdServer, check_views
 
 GEOMETRY = "atlas10k3"
 MEMBER_SIZE = "128M"
-LAYOUTS = ["multimap", "naive", "hilbert", "quadrangle"]
+LAYOUTS = ["multimap", "naive", "hilbert", "quadrangle", "zorder", "mloc"]
 # The two arrays each layout gets (a few MiB each).
 SHAPES = {"2d": ("float32", (384, 1536)), "3d": ("int16", (40, 48, 600))}
 
@@ -281,7 +281,8 @@ def test_arrays_equal_numpy(member_volume, layout):
     assert len(layout_arrays(member_volume, layout)) == len(SHAPES)
 
 
-ORDERS = {"multimap": [3, 1, 0, 2], "naive": [1, 3, 2, 0], "hilbert": [2, 0, 3, 1], "quadrangle": [0, 2, 1, 3]}
+ORDERS = {"multimap": [3, 1, 0, 2], "naive": [1, 3, 2, 0], "hilbert": [2, 0, 3, 1], "quadrangle": [0, 2, 1, 3],
+          "zorder": [1, 0, 3, 2], "mloc": [2, 3, 0, 1]}
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -352,7 +353,7 @@ class DevicesIdle(AssertionError):
     """Some devices read nothing of a full read of a large array."""
 
 
-@pytest.mark.parametrize("layout", ["naive", "multimap"])
+@pytest.mark.parametrize("layout", ["naive", "multimap", "mloc"])
 def test_full_read_reads_every_device(member_volume, layout):
     """A full read of a large array uses every device; on RAID 1 both copies of
     each pair serve part of it (the less busy copy is read). The array has
