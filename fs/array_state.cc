@@ -94,6 +94,11 @@ ArrayState::DirtyCell& ArrayState::dirty_cell(std::uint64_t linear, std::span<co
   auto [it, inserted] = dirty_.try_emplace(linear);
   DirtyCell& dc = it->second;
   if (inserted) {
+    if (!spare_.empty()) {
+      dc.data = std::move(spare_.back().data);
+      dc.written = std::move(spare_.back().written);
+      spare_.pop_back();
+    }
     dc.data.assign(cell_storage_, std::byte{0});
     // A cell that never held data is all zeros: nothing to read back. Its
     // written bytes are still tracked: a write-back of full cells only
@@ -147,8 +152,7 @@ void ArrayState::write_bytes(std::uint64_t offset, const std::byte* data, std::s
     if (dc->known >= dc->need) {
       dc->full = dc->complete = true;
       ++full_dirty_;
-      dc->written.clear();
-      dc->written.shrink_to_fit();
+      dc->written.clear();  // keeps its capacity for the buffer's next cell
     }
   });
 }
@@ -228,7 +232,12 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
     order.push_back({r[0].lbn, linear});
   }
   std::sort(order.begin(), order.end());
-  AlignedBuffer staging(order.size() * cell_storage_, AlignedBuffer::Uninitialized{});
+  // The staging buffer stays between write-backs of a run of writes: a fresh
+  // one of tens of MiB is faulted in (and zeroed by the kernel) page by page
+  // every time.
+  if (staging_.size() < order.size() * cell_storage_)
+    staging_ = AlignedBuffer(order.size() * cell_storage_, AlignedBuffer::Uninitialized{});
+  AlignedBuffer& staging = staging_;
   std::vector<SectorRun> runs;
   for (std::size_t i = 0; i < order.size(); ++i) {
     std::uint64_t linear = order[i].second;
@@ -252,7 +261,14 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
     sums_.set(linear, {it->second.data.data(), brick});
     alt_.set_raw(linear, 0);  // dropped when the caller commits the checksums
     if (it->second.full) --full_dirty_;
+    if (complete_only && spare_.size() * cell_storage_ < kSpareBytes) spare_.push_back(std::move(it->second));
     dirty_.erase(it);
+  }
+  // A write-back of every dirty cell (fsync, close) ends a run of writes: the
+  // buffers go back to the allocator rather than stay with an idle array.
+  if (!complete_only) {
+    std::vector<DirtyCell>().swap(spare_);
+    staging_ = AlignedBuffer();
   }
   return 0;
 }

@@ -159,6 +159,15 @@ class ArrayState {
   SectorIo& io_;
   std::uint64_t cell_storage_;  // sectors_per_cell * sector_size
   std::unordered_map<std::uint64_t, DirtyCell> dirty_;
+  // Buffers of written-back cells, reused by the next dirty cells: a
+  // streaming writer turns over every cell of the array, and allocating and
+  // freeing its buffers cost more CPU than filling them (12 % of the daemon
+  // on a 1 GiB ingest of 8 KiB cells).
+  // At most the dirty limit's worth: dirty and spare cells together never
+  // hold more than the most the dirty cells ever held.
+  static constexpr std::uint64_t kSpareBytes = 64ull << 20;
+  std::vector<DirtyCell> spare_;
+  AlignedBuffer staging_;  // write_back's, kept with the spares
   std::uint64_t full_dirty_ = 0;  // entries of dirty_ that are full
 };
 
