@@ -16,7 +16,6 @@
 #include "layouts/multimap.h"
 #include "layouts/quadrangle_array.h"
 #include "layouts/selection_chunks.h"
-#include "geometry/striped.h"
 
 namespace mmfs::fs {
 
@@ -92,14 +91,6 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
   if (schema.layout == "capsule" && ctx.geometry.kind() != geom::DeviceKind::Mems) {
     *message = fmt::format("user.mmfs.layout: 'capsule' needs a MEMS volume (equivalence classes); this volume's "
                            "geometry '{}' has none", ctx.geometry.name());
-    return ENOTSUP;
-  }
-  // Capsules over striped members are not built yet: a capsule band's
-  // equivalence classes live on one member, which the band carving does not
-  // follow (issue 16 leaves it; refused rather than misplaced).
-  if (const auto* striped = dynamic_cast<const geom::StripedGeometry*>(&ctx.geometry); schema.layout == "capsule" && striped && striped->members() > 1) {
-    *message = fmt::format("user.mmfs.layout: 'capsule' is not supported on a volume of {} striped members yet "
-                           "(use one MEMS device)", striped->members());
     return ENOTSUP;
   }
   if (schema.layout == "quadrangle" && ctx.geometry.kind() != geom::DeviceKind::Disk) {

@@ -11,7 +11,6 @@
 
 #include "fs/array_layout.h"
 #include "layouts/capsule.h"
-#include "geometry/striped.h"
 
 namespace mmfs::fs {
 
@@ -56,7 +55,7 @@ int allocate_bands(const ArrayContext& ctx, const layouts::CapsuleLayout& probe,
                    std::vector<Extent>* bands, std::string* message) {
   layouts::SpaceRequest req = probe.space();
   req.groups = groups;
-  req.sectors = groups * req.group_tracks * probe.capsules_per_band();
+  req.sectors = groups * probe.band_sectors();
   std::vector<Extent> got;
   if (int r = ctx.allocator.allocate(req, &got)) {
     *message = fmt::format("the table's capsules need {} bands of {} tracks ({} MiB); {} MiB are free", groups,
@@ -64,7 +63,7 @@ int allocate_bands(const ArrayContext& ctx, const layouts::CapsuleLayout& probe,
                            ctx.allocator.free_sectors() * ctx.geometry.sector_size() >> 20);
     return r;
   }
-  *bands = layouts::split_into_bands(got, req.group_tracks * probe.capsules_per_band());
+  *bands = layouts::split_into_bands(got, probe.band_sectors());
   return 0;
 }
 
@@ -155,14 +154,6 @@ int place_table_in_capsules(const ArrayContext& ctx, Ino dir, std::span<const Ta
     *message = fmt::format("user.mmfs.layout: 'capsule' needs a MEMS volume (equivalence classes); this volume's "
                            "geometry '{}' has none",
                            ctx.geometry.name());
-    return ENOTSUP;
-  }
-  // Capsules over striped members are not built yet: a capsule band's
-  // equivalence classes live on one member, which the band carving does not
-  // follow (issue 16 leaves it; refused rather than misplaced).
-  if (const auto* striped = dynamic_cast<const geom::StripedGeometry*>(&ctx.geometry); striped && striped->members() > 1) {
-    *message = fmt::format("user.mmfs.layout: 'capsule' is not supported on a volume of {} striped members yet "
-                           "(use one MEMS device)", striped->members());
     return ENOTSUP;
   }
   std::uint64_t records = 0;
@@ -268,7 +259,8 @@ int grow_table(const ArrayContext& ctx, Ino dir, std::span<const TableAttribute>
   std::vector<Extent> bands;
   if (probe->bands() > have)
     if (int r = allocate_bands(ctx, *probe, probe->bands() - have, &bands, message)) return r;
-  // Tracks of the new bands that no attribute owns (one that was removed) go back.
+  // Blocks of the new bands that no attribute owns (one that was removed) go
+  // back: a track each, or P consecutive tracks (one per member) when striped.
   const std::uint64_t track = probe->capsules_per_band();
   std::vector<bool> owned(next[0].table_part->capsule_blocks, false);
   for (const ArraySchema& s : next)

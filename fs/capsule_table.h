@@ -5,7 +5,9 @@
 //  * `user.mmfs.layout=capsule` on the directory resolves one capsule format
 //    from the attributes' itemsizes (CapsuleResolve), allocates the bands of
 //    c tracks once, and gives attribute i its tracks [first_i, first_i+b_i)
-//    of every band (its TablePart). Every attribute's bytes are copied into
+//    of every band (its TablePart). On a volume of P striped MEMS members a
+//    band is a group of c·P tracks and each of its blocks P tracks, one per
+//    member (layouts/capsule.h); the arithmetic here is the same. Every attribute's bytes are copied into
 //    its new placement, then one metadata batch switches all of them (their
 //    schemas, extents and checksum tables) and writes the directory's table
 //    record: a crash leaves every attribute in its old placement or every

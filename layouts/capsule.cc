@@ -18,8 +18,12 @@ std::uint32_t blocks_for(std::uint64_t n, std::uint32_t size, std::uint32_t sect
   return std::uint32_t(n);
 }
 
+// The MemStore capsules are computed on: the volume itself, or the member
+// of a striped volume (a capsule lives on one member, geometry/striped.h).
 const geom::MemStore& as_mems(const geom::Geometry& g) {
-  if (const auto* m = dynamic_cast<const geom::MemStore*>(&g)) return *m;
+  const geom::Geometry* device = &g;
+  if (const auto* s = dynamic_cast<const geom::StripedGeometry*>(&g)) device = &s->member();
+  if (const auto* m = dynamic_cast<const geom::MemStore*>(device)) return *m;
   throw std::invalid_argument(fmt::format(
       "capsule layout: the volume's geometry '{}' has no equivalence classes (capsules need a MEMS geometry, "
       "e.g. mems-g2)",
@@ -155,13 +159,13 @@ std::vector<Extent> split_into_bands(std::span<const Extent> extents, std::uint6
   return bands;
 }
 
-std::vector<Extent> band_part_extents(std::span<const Extent> bands, std::uint64_t track_sectors,
+std::vector<Extent> band_part_extents(std::span<const Extent> bands, std::uint64_t block_sectors,
                                       const CapsulePart& part) {
   std::vector<Extent> out;
   out.reserve(bands.size());
   for (const Extent& b : bands)
-    out.push_back({b.start + std::uint64_t(part.first_block) * track_sectors,
-                   std::uint64_t(part.cells_per_capsule) * track_sectors});
+    out.push_back({b.start + std::uint64_t(part.first_block) * block_sectors,
+                   std::uint64_t(part.cells_per_capsule) * block_sectors});
   return out;
 }
 
@@ -173,7 +177,9 @@ std::vector<std::uint64_t> CapsuleLayout::default_cell(std::span<const std::uint
 }
 
 CapsuleLayout::CapsuleLayout(const geom::Geometry& geometry, CellGrid grid, CapsulePart part)
-    : Layout(geometry, std::move(grid)), mems_(as_mems(geometry)), part_(part) {
+    : Layout(geometry, std::move(grid)), mems_(as_mems(geometry)),
+      striped_(dynamic_cast<const geom::StripedGeometry*>(&geometry)), part_(part) {
+  if (striped_) members_ = striped_->members();
   if (grid_.cell_bytes() > geometry_.sector_size())
     throw std::invalid_argument(fmt::format(
         "capsule layout: a cell is one sector of a capsule; cell {} holds {} bytes, the sector {}",
@@ -191,6 +197,7 @@ CapsuleLayout::CapsuleLayout(const geom::Geometry& geometry, CellGrid grid, Caps
                                             part_.first_block, part_.first_block + owned, part_.capsule_blocks));
   owned_ = std::uint32_t(owned);
   track_ = mems_.sectors_per_track();
+  band_capsules_ = track_ * members_;
   if (part_.capsule_blocks > mems_.tracks())
     throw std::invalid_argument(fmt::format(
         "capsule layout: a capsule of {} sectors needs a band of {} tracks; the device has {} (group columns "
@@ -202,13 +209,17 @@ CapsuleLayout::CapsuleLayout(const geom::Geometry& geometry, CellGrid grid, Caps
 SpaceRequest CapsuleLayout::space() const {
   SpaceRequest r;
   r.shape = SpaceShape::TrackGroups;
-  r.group_tracks = part_.capsule_blocks;
+  r.group_tracks = std::uint64_t(part_.capsule_blocks) * members_;
   r.groups = bands();
-  r.sectors = r.groups * r.group_tracks * track_;
+  r.sectors = r.groups * band_sectors();
   // Without micropositioning a band that crosses into the next cylinder
   // splits every capsule in it; bands of at most a cylinder's tracks stay
-  // inside one (the tracks left over hold other data).
-  if (mems_.params().M == 0) r.boundary_tracks = mems_.Ny();
+  // inside one (the tracks left over hold other data). A striped volume's
+  // cylinder is Ny member tracks on every member: Ny·P volume tracks.
+  if (mems_.params().M == 0) r.boundary_tracks = std::uint64_t(mems_.Ny()) * members_;
+  // A band group is the same member tracks on every member: it starts on
+  // member 0, at a volume track that is a multiple of P.
+  if (members_ > 1) r.align_tracks = members_;
   return r;
 }
 
@@ -216,23 +227,28 @@ void CapsuleLayout::place(std::vector<Extent> extents) {
   if (extents.size() != bands())
     throw std::invalid_argument(
         fmt::format("capsule: needs {} bands, was given {} extents", bands(), extents.size()));
-  const std::uint64_t lead = std::uint64_t(part_.first_block) * track_;
-  const std::uint64_t band_sectors = std::uint64_t(part_.capsule_blocks) * track_;
+  // One block of a band: a track, or P tracks (one per member) when striped.
+  const std::uint64_t block = band_capsules_;
+  const std::uint64_t lead = std::uint64_t(part_.first_block) * block;
   std::vector<Band> bands;
   bands.reserve(extents.size());
   std::uint64_t split = 0;
   for (std::size_t i = 0; i < extents.size(); ++i) {
     const Extent& e = extents[i];
-    if (e.start < lead || e.sectors != std::uint64_t(owned_) * track_ ||
-        geometry_.track_boundaries(e.start).low != e.start ||
-        e.start - lead + band_sectors > geometry_.capacity_sectors())
+    // The band (group) starts at a track's first LBN, on member 0 of a striped volume.
+    const bool fits = e.start >= lead && e.sectors == std::uint64_t(owned_) * block &&
+                      e.start - lead + band_sectors() <= geometry_.capacity_sectors();
+    if (!fits || geometry_.track_boundaries(e.start).low != e.start ||
+        geometry_.track_of(e.start - lead) % members_ != 0)
       throw std::invalid_argument(fmt::format(
-          "capsule: extent {}+{} is not tracks {}..{} of a band of {} whole {}-sector tracks", e.start, e.sectors,
-          part_.first_block, part_.first_block + owned_, part_.capsule_blocks, track_));
+          "capsule: extent {}+{} is not tracks {}..{} of a band of {} whole {}-sector tracks{}", e.start, e.sectors,
+          std::uint64_t(part_.first_block) * members_, std::uint64_t(part_.first_block + owned_) * members_,
+          std::uint64_t(part_.capsule_blocks) * members_, track_,
+          members_ > 1 ? fmt::format(" starting at a multiple of {} (the members)", members_) : ""));
     Band b;
-    b.start = e.start - lead;
-    capsule_alloc(geometry_, b.start, part_.capsule_blocks, 0, &b.splits);
-    if (!b.splits.empty()) split += std::min<std::uint64_t>(track_, capsules_ - i * track_);
+    b.start = striped_ ? striped_->locate(e.start - lead).lbn : e.start - lead;
+    capsule_alloc(mems_, b.start, part_.capsule_blocks, 0, &b.splits);
+    if (!b.splits.empty()) split += std::min<std::uint64_t>(band_capsules_, capsules_ - i * band_capsules_);
     bands.push_back(std::move(b));
   }
   extents_ = std::move(extents);
@@ -248,8 +264,14 @@ void CapsuleLayout::locate(std::span<const std::uint64_t> cell, std::uint64_t* c
 }
 
 Lbn CapsuleLayout::block_lbn(std::uint64_t capsule, std::uint32_t block) const {
-  const Band& band = bands_[capsule / track_];
-  const std::uint64_t slot = capsule % track_;
+  const Band& band = bands_[capsule / band_capsules_];
+  // Slot s of a band group: slot s mod T of member s / T's band.
+  const std::uint64_t in_band = capsule % band_capsules_;
+  const Lbn lbn = member_block_lbn(band, in_band % track_, block);
+  return striped_ ? striped_->volume_lbn(std::uint32_t(in_band / track_), lbn) : lbn;
+}
+
+Lbn CapsuleLayout::member_block_lbn(const Band& band, std::uint64_t slot, std::uint32_t block) const {
   // The class segment holding `block`: from the last split at or before it.
   std::uint32_t seg = 0;
   for (std::uint32_t s : band.splits) {
@@ -282,7 +304,8 @@ nlohmann::json CapsuleLayout::describe() const {
   j["records_per_capsule"] = grid_.cell()[0] * part_.cells_per_capsule;
   j["attributes"] = attributes_;
   j["capsules"] = capsules_;
-  j["capsules_per_band"] = track_;
+  j["capsules_per_band"] = band_capsules_;
+  if (members_ > 1) j["members"] = members_;
   j["bands"] = bands();
   j["split_capsules"] = split_;
   j["parallelism"] = geometry_.parallelism();

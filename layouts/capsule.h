@@ -23,6 +23,24 @@
 // get_boundaries); the layout precomputes from them, once per band, the
 // points where its capsules split and then places cells by the MEMStore's
 // position arithmetic, which the unit tests prove equal to capsule_alloc.
+//
+// A volume of P > 1 striped MEMStores (geometry/striped.h: volume track t is
+// member track t / P of member t mod P; p stays one member's tips). An
+// equivalence class lives on one member, so a capsule must stay on one
+// member; and an attribute should stream from all P members at once. A band
+// therefore becomes a band GROUP of c·P consecutive volume tracks starting
+// at a multiple of P (the same member tracks m0..m0+c-1 on every member): P
+// member bands side by side. It holds P·T capsules; slot s is the member
+// band of member s / T, its slot s mod T there, placed by the member's own
+// capsule arithmetic and mapped to the volume by StripedGeometry::volume_lbn.
+// Block b of the group's capsules is thus the P consecutive volume tracks
+// g0 + b·P .. g0 + b·P + P-1 (member k's track m0 + b for capsules
+// [k·T, (k+1)·T)): P·T sequential VLBNs, one whole track on every member, so
+// an attribute streams with every member's tips while a record stays one
+// parallel access of one member; a part owning blocks [f, f+n) of each band
+// owns ONE run of n·P tracks per group. "Track" in the band arithmetic (the
+// extents, band_part_extents) reads "P tracks"; capsules_per_band() is P·T.
+// With P = 1 (or a plain MemStore) every placement is the single device's.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +48,7 @@
 #include <vector>
 
 #include "geometry/memstore.h"
+#include "geometry/striped.h"
 #include "layouts/layout.h"
 
 namespace mmfs::layouts {
@@ -88,25 +107,29 @@ struct CapsulePart {
 // band: an allocator may hand adjacent bands back joined.
 std::vector<Extent> split_into_bands(std::span<const Extent> extents, std::uint64_t band_sectors);
 // What CapsuleLayout::place() takes for `part` of a table placed in `bands`
-// (whole bands of `track_sectors`-sector tracks): the part's tracks
-// [first_block, first_block + cells_per_capsule) of every band. For a part
-// of several attributes per capsule (a matrix of its own), pass the owned
-// block count as cells_per_capsule.
-std::vector<Extent> band_part_extents(std::span<const Extent> bands, std::uint64_t track_sectors,
+// (whole bands, each block of them `block_sectors` long: a track, or P tracks
+// on a striped volume, i.e. CapsuleLayout::capsules_per_band()): the part's
+// blocks [first_block, first_block + cells_per_capsule) of every band. For a
+// part of several attributes per capsule (a matrix of its own), pass the
+// owned block count as cells_per_capsule.
+std::vector<Extent> band_part_extents(std::span<const Extent> bands, std::uint64_t block_sectors,
                                       const CapsulePart& part);
 
 class CapsuleLayout final : public Layout {
  public:
-  // Throws std::invalid_argument when the geometry is not a MEMStore, a cell
-  // is larger than one sector, or the part does not fit the grid.
+  // Throws std::invalid_argument when the geometry is neither a MEMStore nor
+  // a striped volume of MEMStores, a cell is larger than one sector, or the
+  // part does not fit the grid.
   CapsuleLayout(const geom::Geometry& geometry, CellGrid grid, CapsulePart part = {});
 
   std::string name() const override { return "capsule"; }
-  // Bands: groups of `capsule_blocks` whole tracks (the whole band even when
-  // this array owns part of it; a table hands each attribute its tracks).
+  // Bands: groups of `capsule_blocks` whole tracks, times P from a multiple
+  // of P on a striped volume (the whole band even when this array owns part
+  // of it; a table hands each attribute its blocks).
   SpaceRequest space() const override;
-  // Takes one extent per band: the tracks of the band this array owns
-  // ([first_block, first_block + owned) of the band's tracks).
+  // Takes one extent per band: the blocks of the band this array owns
+  // ([first_block, first_block + owned) of the band's blocks, each
+  // capsules_per_band() sectors).
   void place(std::vector<Extent> extents) override;
   std::size_t cell_runs(std::span<const std::uint64_t> cell, Run out[2]) const override;
   nlohmann::json describe() const override;
@@ -115,8 +138,12 @@ class CapsuleLayout final : public Layout {
   std::uint32_t owned_blocks() const { return owned_; }
   std::uint64_t attributes() const { return attributes_; }
   std::uint64_t capsules() const { return capsules_; }
-  std::uint64_t capsules_per_band() const { return track_; }
-  std::uint64_t bands() const { return (capsules_ + track_ - 1) / track_; }
+  // P·T capsules a band (group); also the sectors of one block of a band.
+  std::uint64_t capsules_per_band() const { return band_capsules_; }
+  std::uint64_t band_sectors() const { return std::uint64_t(part_.capsule_blocks) * band_capsules_; }
+  std::uint64_t bands() const { return (capsules_ + band_capsules_ - 1) / band_capsules_; }
+  // P: the striped volume's members (1 on one device).
+  std::uint32_t members() const { return members_; }
   // Capsules whose blocks lie in two equivalence classes (or more).
   std::uint64_t split_capsules() const { return split_; }
 
@@ -132,20 +159,28 @@ class CapsuleLayout final : public Layout {
                                                  std::uint32_t sector_size);
 
  private:
+  // The device the capsule arithmetic runs on: the volume's MemStore, or the
+  // member of a striped volume (`striped_`, whose volume_lbn() maps back).
   const geom::MemStore& mems_;
+  const geom::StripedGeometry* striped_ = nullptr;
+  std::uint32_t members_ = 1;
   CapsulePart part_;
   std::uint32_t owned_ = 0;
   std::uint64_t attributes_ = 1;
   std::uint64_t capsules_ = 0;
-  std::uint64_t track_ = 0;  // T: sectors per track = capsules per band
+  std::uint64_t track_ = 0;          // T: sectors per (member) track = capsules per member band
+  std::uint64_t band_capsules_ = 0;  // P·T
   std::uint64_t split_ = 0;
-  // Per band: the band's first LBN and the blocks where its capsules change
-  // class (ascending, each > 0).
+  // Per band: the band's first LBN (on a striped volume the member LBN, the
+  // same on every member) and the blocks where its capsules change class
+  // (ascending, each > 0; the same for every member band of a group).
   struct Band {
     Lbn start = 0;
     std::vector<std::uint32_t> splits;
   };
   std::vector<Band> bands_;
+  // The device LBN of `block` of the capsule in `slot` (< T) of a band.
+  Lbn member_block_lbn(const Band& band, std::uint64_t slot, std::uint32_t block) const;
 };
 
 }  // namespace mmfs::layouts
