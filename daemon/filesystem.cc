@@ -720,7 +720,7 @@ int Filesystem::write(Handle& h, std::uint64_t offset, const std::byte* data, st
   std::shared_ptr<ArrayFile> array;
   if (!open_data(h.ino, &plain, &array, true)) return EBADF;
   std::string msg;
-  int r = array ? array->write(offset, data, size, &msg) : plain->write(offset, data, size);
+  int r = array ? array->write_behind(offset, data, size, &msg) : plain->write(offset, data, size);
   if (r) return record(r, h.ino, msg.empty() ? fmt::format("write of {} bytes at {} failed", size, offset) : msg);
   return 0;
 }
@@ -769,6 +769,20 @@ int Filesystem::fsync(Handle* h, Ino ino) {
     return 0;
   }
   return volume_->metadata().sync();
+}
+
+int Filesystem::flush(Handle& h) {
+  if (h.ino & kVirtualBit) return 0;
+  std::shared_ptr<ArrayFile> array;
+  {
+    std::lock_guard lock(mu_);
+    auto it = open_.find(h.ino);
+    if (it != open_.end()) array = it->second.array;
+  }
+  if (!array) return 0;
+  std::string msg;
+  if (int r = array->take_write_error(&msg)) return record(r, h.ino, msg);
+  return 0;
 }
 
 int Filesystem::fsyncdir() { return volume_->metadata().sync(); }

@@ -104,6 +104,9 @@ class Filesystem {
   int write(Handle& h, std::uint64_t offset, const std::byte* data, std::size_t size);
   int fallocate(Handle& h, int mode, std::uint64_t offset, std::uint64_t length);
   int fsync(Handle* h, Ino ino);
+  // FLUSH (every close of a descriptor): the error of a queued array write
+  // that failed since the last write, FLUSH or fsync reported one.
+  int flush(Handle& h);
   int release(std::unique_ptr<Handle> h);
   int fsyncdir();
 

@@ -338,7 +338,7 @@ void op_write(fuse_req_t req, fuse_ino_t, const char* data, size_t size, off_t o
   fuse_reply_write(req, size);
 }
 
-void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { fuse_reply_err(req, fsys(req).flush(*handle(fi))); }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   std::unique_ptr<Handle> h(handle(fi));

@@ -79,7 +79,13 @@ DirtyAction at_dirty_limit(const ArrayState& state, bool may_keep) {
 
 ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state)
     : ctx_(ctx), ino_(ino), schema_(std::move(schema)), state_(std::move(state)),
-      bytes_(state_ ? state_->bytes() : array_bytes(schema_)) {}
+      bytes_(state_ ? state_->bytes() : array_bytes(schema_)),
+      write_behind_(std::make_unique<WriteBehind>(
+          [this](std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message) {
+            return write(offset, data, length, message);
+          })) {
+  mu_.set_write_behind(write_behind_.get());
+}
 
 int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
                      std::unique_ptr<ArrayState>* out, std::string* message, const std::vector<Extent>* given) {
@@ -371,6 +377,7 @@ int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_on
 }
 
 int ArrayFile::flush(bool durable, std::string* message) {
+  if (int r = write_behind_->take_error(message)) return r;
   std::unique_lock lock(mu_);
   return flush_locked(durable, message);
 }
@@ -384,6 +391,7 @@ int ArrayFile::flush_periodic(std::string* message) {
 }
 
 int ArrayFile::settle(std::string* message) {
+  if (int r = write_behind_->take_error(message)) return r;
   std::unique_lock lock(mu_);
   if (retired_) return 0;
   if (is_mloc(schema_) && state_) return seal_locked(schema_, message);
@@ -526,13 +534,26 @@ int ArrayFile::unseal_locked(bool copy, std::string* message) {
   return -r;
 }
 
+namespace {
+int past_the_end(std::uint64_t offset, std::size_t length, std::uint64_t bytes, std::string* message) {
+  if (offset <= bytes && length <= bytes - offset) return 0;
+  *message = fmt::format("write of {} bytes at offset {} passes the array's end ({} bytes: the shape fixes the size)",
+                         length, offset, bytes);
+  return EFBIG;
+}
+}  // namespace
+
+int ArrayFile::write_behind(std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message) {
+  if (int r = past_the_end(offset, length, bytes_, message)) return r;
+  if (length == 0) return 0;
+  return write_behind_->submit(offset, data, length, message);
+}
+
+int ArrayFile::take_write_error(std::string* message) { return write_behind_->take_error(message); }
+
 int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message) {
-  std::unique_lock lock(mu_);
-  if (offset > bytes_ || length > bytes_ - offset) {
-    *message = fmt::format("write of {} bytes at offset {} passes the array's end ({} bytes: the shape fixes the size)",
-                           length, offset, bytes_);
-    return EFBIG;
-  }
+  std::unique_lock lock(mu_);  // on the worker: no drain (write_behind.h)
+  if (int r = past_the_end(offset, length, bytes_, message)) return r;
   if (retired_) {
     *message = "the array file was removed";
     return ESTALE;
@@ -790,7 +811,7 @@ nlohmann::json ArrayFile::info() const {
   j["compress"] = schema_.compress;
   j["index"] = schema_.index;
   j["bins"] = is_mloc(schema_) && schema_.bins.empty() ? "100" : schema_attr_text(schema_, "bins");
-  j["bytes"] = bytes_;
+  j["bytes"] = bytes_.load();
   std::uint64_t sectors = 0;
   for (const Extent& e : state_ ? state_->layout().extents() : mloc_->extents()) sectors += e.sectors;
   j["device_bytes"] = {{"data", sectors * ctx_.geometry.sector_size()},

@@ -25,6 +25,7 @@
 #include "fs/plain_file.h"
 #include "fs/sector_io.h"
 #include "fs/view_path.h"
+#include "fs/write_behind.h"
 #include "layouts/io_plan.h"
 
 namespace mmfs::layouts {
@@ -94,6 +95,14 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   int read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got, std::string* message);
   // EFBIG past the end (nothing written).
   int write(std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message);
+  // The daemon's write (fs/write_behind.h): EFBIG past the end at once;
+  // otherwise the bytes are queued and written by the array's worker, in
+  // order, before anything else reads or changes the array. Returns the
+  // error of an earlier queued write that failed, if any (and queues
+  // nothing then).
+  int write_behind(std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message);
+  // Waits for the queued writes; the error of one that failed, if any (once).
+  int take_write_error(std::string* message);
   // truncate to 0: every element reads as zero again.
   int zero(std::string* message);
   // Writes dirty cells back and commits their checksums; `durable` syncs the
@@ -123,7 +132,7 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
     std::vector<Extent> dropped;  // extents of the replaced placement: the commit frees them
     std::uint64_t bytes = 0;      // st_size of `schema`
   };
-  std::shared_mutex& placement_mutex() const { return mu_; }
+  DrainingSharedMutex& placement_mutex() const { return mu_; }
   // Writes dirty cells back, builds `next` on `extents` and fills it: with
   // `copy`, the array's bytes are copied in (a new placement, the old one
   // dropped at the commit); without, `extents` must begin with the current
@@ -288,7 +297,9 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
 
   ArrayContext ctx_;
   Ino ino_;
-  mutable std::shared_mutex mu_;  // guards schema_, state_, bytes_
+  // Guards schema_, state_ and the rest; lock() and lock_shared() first wait
+  // for the queued writes (write_behind_'s worker takes mu_.raw()).
+  mutable DrainingSharedMutex mu_;
   ArraySchema schema_;
   std::unique_ptr<ArrayState> state_;  // null for a sealed mloc array
   std::unique_ptr<MlocImage> mloc_;    // a sealed mloc array's image (maybe empty)
@@ -299,7 +310,7 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // An mloc array's atoms from its level structure (fs/mloc_query.cc).
   int mloc_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<layouts::Selection>& box,
                             std::vector<indexes::Estimate>* out, QueryCost* cost, std::string* message);
-  std::uint64_t bytes_;
+  std::atomic<std::uint64_t> bytes_;  // changed under mu_; read without it by write_behind
   bool retired_ = false;  // guarded by mu_; see retire_if
   std::unique_ptr<ArrayIndex> index_;      // guarded by mu_; null without an index
   // Why the stored index could not be loaded (guarded by mu_; empty when it
@@ -332,6 +343,9 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   std::condition_variable prefetch_done_;
   static constexpr int kPrefetchDepth = 3;
   static constexpr int kDeviceLoads = 2;
+
+  // Last: destroyed first, its worker done with the members above.
+  std::unique_ptr<WriteBehind> write_behind_;
 };
 
 }  // namespace mmfs::fs

@@ -167,7 +167,7 @@ int place_table_in_capsules(const ArrayContext& ctx, Ino dir, std::span<const Ta
     *message = e.what();
     return EINVAL;
   }
-  auto locks = lock_all<std::unique_lock<std::shared_mutex>>(attributes);
+  auto locks = lock_all<std::unique_lock<DrainingSharedMutex>>(attributes);
   std::vector<ArraySchema> next;
   for (std::size_t i = 0; i < attributes.size(); ++i) {
     ArraySchema s = attributes[i].array->schema_locked();
@@ -204,7 +204,7 @@ int place_table_in_capsules(const ArrayContext& ctx, Ino dir, std::span<const Ta
 
 int place_table_apart(const ArrayContext& ctx, Ino dir, std::span<const TableAttribute> attributes,
                       std::span<const ArraySchema> next, std::string* message) {
-  auto locks = lock_all<std::unique_lock<std::shared_mutex>>(attributes);
+  auto locks = lock_all<std::unique_lock<DrainingSharedMutex>>(attributes);
   std::vector<ArrayFile::Staged> staged(attributes.size());
   auto release = [&](std::size_t upto) {
     for (std::size_t j = 0; j < upto; ++j) free_all(ctx, staged[j].state->layout().extents());
@@ -229,7 +229,7 @@ int grow_table(const ArrayContext& ctx, Ino dir, std::span<const TableAttribute>
     *message = fmt::format("a table grows, never shrinks: it holds {} records, {} were asked", length, records);
     return EINVAL;
   }
-  auto locks = lock_all<std::unique_lock<std::shared_mutex>>(attributes);
+  auto locks = lock_all<std::unique_lock<DrainingSharedMutex>>(attributes);
   std::vector<ArraySchema> next;
   for (const TableAttribute& a : attributes) {
     ArraySchema s = a.array->schema_locked();
@@ -314,7 +314,7 @@ int read_columns(const ArrayContext& ctx, std::span<const TableAttribute> attrib
     for (std::size_t i = 0; i < attributes.size(); ++i)
       if (cells[i] && attributes[i].array->has_dirty_cells())
         if (int r = attributes[i].array->flush(false, message)) return r;
-    auto locks = lock_all<std::shared_lock<std::shared_mutex>>(attributes);
+    auto locks = lock_all<std::shared_lock<DrainingSharedMutex>>(attributes);
     bool dirty = false;
     std::vector<layouts::IoPlan> plans;
     for (std::size_t i = 0; i < attributes.size(); ++i) {
