@@ -4,8 +4,12 @@ a plain file on the disk under test and into an mmfs array file (the volume's
 default layout, or --layout), then read back cold with the same calls (8 MiB
 preadv into one buffer; caches dropped and the daemon remounted first), for
 one or more daemon binaries, alternating, medians of --runs. Run as root.
+Besides the times: the CPU seconds per GiB of the daemon (all its threads,
+from /proc/PID/stat) and of the writing/reading process (user + system,
+which holds the kernel's copies into and out of FUSE or the page cache).
 
-    python3 tools/bench/stream_bench.py --daemon build/daemon/mmfs [--daemon OTHER] --dir /var/tmp/ing
+    python3 tools/bench/stream_bench.py --daemon build/daemon/mmfs [--daemon OTHER] --dir /var/tmp/ing \
+        [--out docs/benchmarks/stream.md]
 """
 import argparse
 import os
@@ -19,6 +23,32 @@ import numpy as np  # noqa: E402
 from bench_daemon import CacheDropper, Daemon  # noqa: E402
 
 MiB = 1 << 20
+
+
+def proc_cpu(pid):
+    """User + system CPU seconds of process `pid` (every thread), or 0 without one."""
+    if pid is None:
+        return 0.0
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu():
+    t = os.times()
+    return t.user + t.system
+
+
+class Cpu:
+    """CPU seconds the daemon and this process spend inside a `with` block."""
+    def __init__(self, pid):
+        self.pid = pid
+
+    def __enter__(self):
+        self.d0, self.c0 = proc_cpu(self.pid), own_cpu()
+        return self
+
+    def __exit__(self, *exc):
+        self.daemon, self.client = proc_cpu(self.pid) - self.d0, own_cpu() - self.c0
 
 
 def write_all(path, data, step=8 * MiB):
@@ -59,6 +89,7 @@ def main():
     ap.add_argument("--layout", default=None, help="user.mmfs.layout (default: the volume's default)")
     ap.add_argument("--geometry", default="ssd")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", default=None, help="also write the summary as markdown to this file")
     a = ap.parse_args()
     shape = tuple(int(x) for x in a.shape.split(","))
     data = np.random.default_rng(6).standard_normal(shape).tobytes()
@@ -69,6 +100,7 @@ def main():
     drop = CacheDropper()
     times = {"plain file": []} | {d: [] for d in a.daemon}
     reads = {k: [] for k in times}
+    cpu = {(k, what): [] for k in times for what in ("write", "read")}  # (daemon s, client s) per run
     try:
         for run in range(a.runs):
             for target in times:
@@ -76,9 +108,13 @@ def main():
                 if target == "plain file":
                     if os.path.exists(plain):
                         os.unlink(plain)
-                    times[target].append(write_all(plain, data))
+                    with Cpu(None) as c:
+                        times[target].append(write_all(plain, data))
+                    cpu[target, "write"].append((c.daemon, c.client))
                     drop()
-                    reads[target].append(read_all(plain, len(data)))
+                    with Cpu(None) as c:
+                        reads[target].append(read_all(plain, len(data)))
+                    cpu[target, "read"].append((c.daemon, c.client))
                     continue
                 d = Daemon(target, image, mnt, "", os.path.join(a.dir, "daemon.log"))
                 d.mount()
@@ -90,13 +126,17 @@ def main():
                     if a.layout:
                         os.setxattr(path, "user.mmfs.layout", a.layout.encode())
                     os.setxattr(path, "user.mmfs.shape", a.shape.encode())
-                    times[target].append(write_all(path, data))
+                    with Cpu(d.proc.pid) as c:
+                        times[target].append(write_all(path, data))
+                    cpu[target, "write"].append((c.daemon, c.client))
                 finally:
                     d.unmount()
                 d.mount()
                 drop()
                 try:
-                    reads[target].append(read_all(os.path.join(mnt, "a"), len(data)))
+                    with Cpu(d.proc.pid) as c:
+                        reads[target].append(read_all(os.path.join(mnt, "a"), len(data)))
+                    cpu[target, "read"].append((c.daemon, c.client))
                 finally:
                     d.unmount()
             print(f"run {run + 1}: " + ", ".join(f"{k} write {v[-1]:.2f} s, read {reads[k][-1]:.2f} s"
@@ -104,13 +144,29 @@ def main():
     finally:
         if os.path.exists(plain):
             os.unlink(plain)
-    for what, table in (("write: 8 MiB pwrite + fsync", times), ("cold read: 8 MiB preadv", reads)):
+    gib = len(data) / (1 << 30)
+    md = [f"# Streaming beside a plain file\n",
+          f"`{' '.join(['python3'] + sys.argv)}`\n",
+          f"{len(data) / MiB:.0f} MiB (shape {a.shape}, float64), geometry {a.geometry}, layout "
+          f"{a.layout or 'the default'}; medians of {a.runs} runs, alternating. CPU: seconds per GiB, the daemon's "
+          f"threads and the writing/reading process (its kernel copies included).\n"]
+    for what, key, table in (("write: 8 MiB pwrite + fsync", "write", times),
+                             ("cold read: 8 MiB preadv", "read", reads)):
         base = statistics.median(table["plain file"])
         print(f"\n{len(data) / MiB:.0f} MiB, {what}, medians of {a.runs}:")
+        md += [f"\n## {what}\n", "| target | s | MiB/s | of the plain file | daemon CPU s/GiB | client CPU s/GiB |",
+               "|---|---:|---:|---:|---:|---:|"]
         for k, v in table.items():
             m = statistics.median(v)
-            print(f"  {k}: {m:.2f} s, {len(data) / m / MiB:.0f} MiB/s, {base / m:.0%} of the plain file")
-
+            dcpu = statistics.median(c[0] for c in cpu[k, key]) / gib
+            ccpu = statistics.median(c[1] for c in cpu[k, key]) / gib
+            print(f"  {k}: {m:.2f} s, {len(data) / m / MiB:.0f} MiB/s, {base / m:.0%} of the plain file, "
+                  f"CPU per GiB: daemon {dcpu:.2f} s, client {ccpu:.2f} s")
+            md.append(f"| {k} | {m:.2f} | {len(data) / m / MiB:.0f} | {base / m:.0%} | "
+                      f"{dcpu:.2f} | {ccpu:.2f} |")
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write("\n".join(md) + "\n")
 
 if __name__ == "__main__":
     main()
