@@ -146,7 +146,11 @@ class ArrayState {
     bool full = false;                   // every byte inside the array was written
     bool complete = false;               // every byte is known (full, or a cell that never held
                                          // data: zeros): no read before write-back
+    bool zeroed = true;                  // bytes not written hold zeros (false: a reused buffer's
+                                         // old bytes, cleared at write-back)
   };
+  // Sets the bytes of `dc` not written from `old` (a stored cell), or to zeros.
+  void fill_unwritten(DirtyCell& dc, const std::byte* old) const;
   bool may_hold_data(std::uint64_t cell) const { return sums_.get(cell) != 0 || alt_.get(cell) != 0; }
   bool cell_valid(std::uint64_t cell, std::span<const std::byte> contents) const;
   DirtyCell& dirty_cell(std::uint64_t linear, std::span<const std::uint64_t> cell_coords);
