@@ -405,7 +405,7 @@ int ArrayFile::mloc_params_of(const ArraySchema& schema, MlocParams* out, std::s
 
 int ArrayFile::read_selection_locked(const Selection& selection, std::uint32_t keep, std::byte* out,
                                      std::uint64_t* bytes_read, std::string* message,
-                                     const std::function<void()>& device_done) {
+                                     const std::function<void()>& device_done, AlignedBuffer* scratch) {
   std::uint64_t ignored = 0;
   if (!bytes_read) bytes_read = &ignored;
   if (!state_) {
@@ -414,19 +414,20 @@ int ArrayFile::read_selection_locked(const Selection& selection, std::uint32_t k
     return r;
   }
   std::uint64_t bad = 0;
-  if (int r = state_->read_selection(selection, out, &bad, device_done, bytes_read)) {
+  if (int r = state_->read_selection(selection, out, &bad, device_done, bytes_read, scratch)) {
     *message = r == EIO ? bad_cell_message(bad) : "device read failed";
     return r;
   }
   return 0;
 }
 
-int ArrayFile::read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message) {
+int ArrayFile::read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message,
+                                AlignedBuffer* scratch) {
   const CellGrid& g = grid_locked();
   std::vector<DimRange> dims;
   for (std::size_t d = 0; d < g.dims(); ++d) dims.push_back(DimRange{0, g.shape()[d], 1, false});
   dims[0] = DimRange{row, row + rows, 1, false};
-  return read_selection_locked(Selection(dims), 0, out, nullptr, message);
+  return read_selection_locked(Selection(dims), 0, out, nullptr, message, {}, scratch);
 }
 
 int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<MlocImage> image, std::string* message,
@@ -484,8 +485,9 @@ int ArrayFile::seal_locked(const ArraySchema& next, std::string* message) {
   if (int r = mloc_params_of(next, &params, message)) return r;
   std::unique_ptr<MlocImage> image;
   if (holds_data_locked()) {
+    AlignedBuffer scratch;  // the staging placement's sectors, one slab after another
     auto read = [&](std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* msg) {
-      return read_rows_locked(row, rows, out, msg);
+      return read_rows_locked(row, rows, out, msg, &scratch);
     };
     if (int r = MlocImage::encode(params, read, ctx_.allocator, ctx_.io, &image, message)) return r;
   } else {
@@ -504,10 +506,10 @@ int ArrayFile::unseal_locked(bool copy, std::string* message) {
     const auto& shape = schema_.shape;
     const std::uint64_t row = array_bytes(schema_) / shape[0];
     const std::uint64_t rows = std::max<std::uint64_t>(1, kCopyBudget / std::max<std::uint64_t>(1, row));
-    AlignedBuffer buf(std::min(rows, shape[0]) * row);
+    AlignedBuffer buf(std::min(rows, shape[0]) * row), scratch;
     for (std::uint64_t r0 = 0; r0 < shape[0]; r0 += rows) {
       const std::uint64_t n = std::min(rows, shape[0] - r0);
-      if (int r = read_rows_locked(r0, n, buf.data(), message)) {
+      if (int r = read_rows_locked(r0, n, buf.data(), message, &scratch)) {
         release();
         return r;
       }
@@ -631,13 +633,14 @@ int ArrayFile::copy_into_locked(ArrayState& fresh, std::string* message) {
   std::uint64_t rows = std::max<std::uint64_t>(1, kCopyBudget / std::max<std::uint64_t>(1, unit * row)) * unit;
   std::uint64_t S0 = og.shape()[0];
   AlignedBuffer buf(std::min(rows, S0) * row);
+  AlignedBuffer scratch;  // the old placement's sectors, one slab after another
   for (std::uint64_t r0 = 0; r0 < S0; r0 += rows) {
     std::uint64_t r1 = std::min(S0, r0 + rows);
     std::vector<DimRange> dims;
     for (std::size_t d = 0; d < og.dims(); ++d) dims.push_back(DimRange{0, og.shape()[d], 1, false});
     dims[0] = DimRange{r0, r1, 1, false};
     std::uint64_t bad = 0;
-    if (int r = read_selection_locked(Selection(dims), 0, buf.data(), nullptr, message)) return r;
+    if (int r = read_selection_locked(Selection(dims), 0, buf.data(), nullptr, message, {}, &scratch)) return r;
     fresh.write_bytes(r0 * row, buf.data(), (r1 - r0) * row);
     const DirtyAction act = r1 == S0 ? DirtyAction::all_cells : at_dirty_limit(fresh, true);
     if (act != DirtyAction::none) {

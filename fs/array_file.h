@@ -248,9 +248,11 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // each at least; 0 = all) from whichever placement holds them.
   int read_selection_locked(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
                             std::uint64_t* bytes_read, std::string* message,
-                            const std::function<void()>& device_done = {});
-  // Reads rows [row, row+rows) of dimension 0 into out (for re-encoding).
-  int read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message);
+                            const std::function<void()>& device_done = {}, AlignedBuffer* scratch = nullptr);
+  // Reads rows [row, row+rows) of dimension 0 into out (for re-encoding);
+  // `scratch` as SectorBuffer's (a loop of reads reuses one buffer).
+  int read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message,
+                       AlignedBuffer* scratch = nullptr);
   // The staging placement of a sealed mloc array (its image's elements
   // copied in when `copy`), committed; the image is dropped with it.
   int unseal_locked(bool copy, std::string* message);

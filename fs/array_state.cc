@@ -296,7 +296,8 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
   return 0;
 }
 
-SectorBuffer::SectorBuffer(const layouts::IoPlan& plan, std::uint32_t sector_size) : sector_size_(sector_size) {
+SectorBuffer::SectorBuffer(const layouts::IoPlan& plan, std::uint32_t sector_size, AlignedBuffer* scratch)
+    : sector_size_(sector_size) {
   std::uint64_t total = 0;
   for (const auto& b : plan.batches)
     for (const auto& q : b.requests) {
@@ -304,7 +305,14 @@ SectorBuffer::SectorBuffer(const layouts::IoPlan& plan, std::uint32_t sector_siz
       total += q.sectors;
     }
   std::sort(placed_.begin(), placed_.end(), [](const Placed& a, const Placed& b) { return a.lbn < b.lbn; });
-  buffer_ = AlignedBuffer(std::max<std::uint64_t>(total, 1) * sector_size, AlignedBuffer::Uninitialized{});
+  const std::uint64_t bytes = std::max<std::uint64_t>(total, 1) * sector_size;
+  if (scratch) {
+    if (scratch->size() < bytes) *scratch = AlignedBuffer(bytes, AlignedBuffer::Uninitialized{});
+    data_ = scratch->data();
+  } else {
+    buffer_ = AlignedBuffer(bytes, AlignedBuffer::Uninitialized{});
+    data_ = buffer_.data();
+  }
   std::uint64_t at = 0;
   for (Placed& p : placed_) {
     p.offset = at;
@@ -316,7 +324,7 @@ SectorBuffer::SectorBuffer(const layouts::IoPlan& plan, std::uint32_t sector_siz
 std::vector<SectorRun> SectorBuffer::runs() {
   std::vector<SectorRun> runs;
   runs.reserve(placed_.size());
-  for (const Placed& p : placed_) runs.push_back({p.lbn, p.sectors, buffer_.data() + p.offset});
+  for (const Placed& p : placed_) runs.push_back({p.lbn, p.sectors, data_ + p.offset});
   return runs;
 }
 
@@ -331,13 +339,14 @@ const std::byte* SectorBuffer::at(geom::Lbn lbn) const {
   auto it = std::upper_bound(placed_.begin(), placed_.end(), lbn,
                              [](geom::Lbn l, const Placed& p) { return l < p.lbn; });
   --it;
-  return buffer_.data() + it->offset + (lbn - it->lbn) * sector_size_;
+  return data_ + it->offset + (lbn - it->lbn) * sector_size_;
 }
 
 int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,
-                               const std::function<void()>& device_done, std::uint64_t* bytes_read) {
+                               const std::function<void()>& device_done, std::uint64_t* bytes_read,
+                               AlignedBuffer* scratch) {
   layouts::PlanOptions options;
-  SectorBuffer sectors(layouts::plan_selection(*layout_, sel, options), io_.sector_size());
+  SectorBuffer sectors(layouts::plan_selection(*layout_, sel, options), io_.sector_size(), scratch);
   if (int rc = io_.read(sectors.runs())) return rc;
   if (bytes_read) *bytes_read += sectors.sectors() * io_.sector_size();
   if (device_done) device_done();

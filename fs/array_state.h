@@ -35,7 +35,11 @@ namespace mmfs::fs {
 // table's record range reads in the combined plan's batches.
 class SectorBuffer {
  public:
-  SectorBuffer(const layouts::IoPlan& plan, std::uint32_t sector_size);
+  // With `scratch`, its memory holds the sectors (grown when too small) and
+  // stays the caller's: a loop of reads reuses one buffer, which O_DIRECT
+  // reads into fresh memory would otherwise fault in (and the kernel zero)
+  // page by page every time.
+  SectorBuffer(const layouts::IoPlan& plan, std::uint32_t sector_size, AlignedBuffer* scratch = nullptr);
   // Every request of the plan, in LBN order, each with its place in the buffer.
   std::vector<SectorRun> runs();
   // The requests of one batch of the plan (REQUIRES: a batch of it).
@@ -52,7 +56,8 @@ class SectorBuffer {
   };
   std::uint32_t sector_size_;
   std::vector<Placed> placed_;
-  AlignedBuffer buffer_;
+  AlignedBuffer buffer_;  // unless the caller's scratch holds them
+  std::byte* data_ = nullptr;
   std::uint64_t sectors_ = 0;
 };
 
@@ -109,7 +114,8 @@ class ArrayState {
   // before the cells are verified and gathered (a sequential reader starts
   // the next chunk's reads there, keeping the device busy).
   int read_selection(const layouts::Selection& selection, std::byte* out, std::uint64_t* bad_cell,
-                     const std::function<void()>& device_done = {}, std::uint64_t* bytes_read = nullptr);
+                     const std::function<void()>& device_done = {}, std::uint64_t* bytes_read = nullptr,
+                     AlignedBuffer* scratch = nullptr);
   // The selection's cells from sectors already read (a plan that includes
   // plan_selection's for it), verified and gathered as read_selection does.
   int gather_selection(const layouts::Selection& selection, const SectorBuffer& sectors, std::byte* out,
