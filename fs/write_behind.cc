@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <system_error>
 #include <utility>
 
 namespace mmfs::fs {
@@ -48,8 +49,18 @@ int WriteBehind::submit(std::uint64_t offset, const std::byte* data, std::size_t
   ++submitted_;
   if (!running_) {
     if (worker_.joinable()) worker_.join();  // it decided to stop: it is leaving run() without the lock
+    try {
+      worker_ = std::thread([this] { run(); });  // it waits for the lock we hold
+    } catch (const std::system_error&) {
+      // No thread to spare: the write is not queued (a queue without a
+      // worker would leave every reader of the array waiting).
+      queue_.pop_back();
+      queued_bytes_ -= length;
+      --submitted_;
+      *message = "no thread to spare for the array's queued writes";
+      return EAGAIN;
+    }
     running_ = true;
-    worker_ = std::thread([this] { run(); });
   } else {
     work_.notify_one();
   }
