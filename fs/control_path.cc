@@ -96,8 +96,9 @@ class Walker {
     j["stripe_unit"] = "one track of a member (zone-aware)";
     if (g_.kind() == geom::DeviceKind::Disk) {
       const auto q = g_.quadrangle(1);
-      j["atropos"] = {{"p", p}, {"w", q.w}, {"d", q.d}, {"b", q.b}, {"N", q.N}, {"H", q.H}, {"R", q.R},
-                      {"Dmax", q.Dmax}, {"zone", 0}, {"stripe_unit_sectors", q.N}};
+      nlohmann::json atropos = geom::to_json(q);
+      atropos.update({{"p", p}, {"zone", 0}, {"stripe_unit_sectors", q.N}});
+      j["atropos"] = atropos;
     }
     return j;
   }

@@ -24,4 +24,8 @@ QuadrangleParams compute_quadrangle(std::uint32_t N, std::uint32_t H, std::uint3
   return q;
 }
 
+nlohmann::json to_json(const QuadrangleParams& q) {
+  return {{"N", q.N}, {"H", q.H}, {"b", q.b}, {"d", q.d}, {"w", q.w}, {"R", q.R}, {"Dmax", q.Dmax}};
+}
+
 }  // namespace mmfs::geom

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 
 namespace mmfs::geom {
 
@@ -20,5 +21,9 @@ struct QuadrangleParams {
 // requested block size B (in sectors). Throws GeometryError(Invalid) when
 // no quadrangle fits (B > N, N == 0).
 QuadrangleParams compute_quadrangle(std::uint32_t N, std::uint32_t H, std::uint32_t B);
+
+// {"N", "H", "b", "d", "w", "R", "Dmax"}: the form every report of the
+// parameters uses (mmfs-geom quadrangle, /.mmfs/geometry, a layout's info).
+nlohmann::json to_json(const QuadrangleParams& q);
 
 }  // namespace mmfs::geom

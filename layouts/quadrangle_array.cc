@@ -104,13 +104,8 @@ std::uint64_t QuadrangleArrayLayout::batch_key(std::span<const std::uint64_t> ce
 nlohmann::json QuadrangleArrayLayout::describe() const {
   nlohmann::json j = Layout::describe();
   const geom::QuadrangleParams& q = volume_->params();
+  j.update(geom::to_json(q));
   j["p"] = members_.devices();
-  j["N"] = q.N;
-  j["H"] = q.H;
-  j["b"] = q.b;
-  j["d"] = q.d;
-  j["w"] = q.w;
-  j["R"] = q.R;
   j["zone"] = volume_->zone();
   j["zone_first_lbn"] = zone_first_;
   j["stripe_unit_sectors"] = volume_->stripe_unit_sectors();  // one track (§5.3)

@@ -319,15 +319,7 @@ int run(int argc, char** argv) {
     std::fputs(out.c_str(), stdout);
   } else if (quadrangle->parsed()) {
     const auto q = geom->quadrangle(parse_arg<std::uint32_t>(quad_block, "block size B"));
-    nlohmann::ordered_json j;
-    j["N"] = q.N;
-    j["H"] = q.H;
-    j["b"] = q.b;
-    j["d"] = q.d;
-    j["w"] = q.w;
-    j["R"] = q.R;
-    j["Dmax"] = q.Dmax;
-    fmt::print("{}\n", j.dump());
+    fmt::print("{}\n", mmfs::geom::to_json(q).dump());
   } else if (time->parsed()) {
     run_time(*geom, time_file);
   }

@@ -80,8 +80,8 @@ nlohmann::json table2(std::string& md) {
                       100.0 * q.R / q.N, paper ? paper->disk : "(not in Table 2)",
                       paper ? fmt::format("{}, {}, {}", paper->Dmax, paper->b, paper->R) : "-",
                       paper ? (match ? "exact" : "differs") : "-");
-    nlohmann::json row = {{"profile", name}, {"N", q.N}, {"H", q.H}, {"Dmax", q.Dmax}, {"b", q.b}, {"R", q.R},
-                          {"w", q.w}, {"residual_fraction", double(q.R) / q.N}};
+    nlohmann::json row = geom::to_json(q);
+    row.update({{"profile", name}, {"residual_fraction", double(q.R) / q.N}});
     if (paper) row["paper"] = {{"disk", paper->disk}, {"Dmax", paper->Dmax}, {"b", paper->b}, {"R", paper->R}};
     rows.push_back(row);
   }
