@@ -6,6 +6,8 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <roaring/roaring.h>
 #include <stdexcept>
 
@@ -116,10 +118,29 @@ void mloc_assemble(const MlocGrid& grid, std::uint64_t count, std::uint32_t grou
   }
 }
 
+namespace {
+
+// One zstd context per thread, kept: ZSTD_compress and ZSTD_decompress
+// create and free a context on every call, and units are small (a few KiB),
+// so that setup (a level-3 compression context is over a MiB of tables)
+// cost more than the coding itself.
+struct ZstdContexts {
+  std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> c{ZSTD_createCCtx(), &ZSTD_freeCCtx};
+  std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> d{ZSTD_createDCtx(), &ZSTD_freeDCtx};
+};
+
+ZstdContexts& zstd_contexts() {
+  thread_local ZstdContexts contexts;
+  if (!contexts.c || !contexts.d) throw std::bad_alloc();
+  return contexts;
+}
+
+}  // namespace
+
 std::vector<std::byte> mloc_pack(std::span<const std::byte> raw, int level) {
   if (level > 0 && raw.size() > 64) {
     std::vector<std::byte> out(ZSTD_compressBound(raw.size()));
-    std::size_t n = ZSTD_compress(out.data(), out.size(), raw.data(), raw.size(), level);
+    std::size_t n = ZSTD_compressCCtx(zstd_contexts().c.get(), out.data(), out.size(), raw.data(), raw.size(), level);
     // A unit that shrinks by less than an eighth is stored raw: every read
     // of it would pay a decompression (about 1 GB/s a core) to save less
     // device time than that costs.
@@ -137,7 +158,7 @@ bool mloc_unpack(std::span<const std::byte> stored, std::size_t raw_bytes, std::
     if (raw_bytes) std::memcpy(out, stored.data(), raw_bytes);
     return true;
   }
-  std::size_t n = ZSTD_decompress(out, raw_bytes, stored.data(), stored.size());
+  std::size_t n = ZSTD_decompressDCtx(zstd_contexts().d.get(), out, raw_bytes, stored.data(), stored.size());
   return !ZSTD_isError(n) && n == raw_bytes;
 }
 
