@@ -410,17 +410,20 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
       break;
     case fs::ViewKind::Plan: {
       if (node.query) {
-        if (int r = query_content(vino, v.home, array, *node.query, true, call, content, message)) return r;
-        break;
+        std::uint64_t size = 0;
+        if (int r = query_content(vino, v.home, array, *node.query, true, call, content, &size, message)) return r;
+        return as_file(size);
       }
       nlohmann::json j;
       if (int r = array->plan(*node.data, &j, message)) return r;
       *content = j.dump() + "\n";
       break;
     }
-    case fs::ViewKind::Query:
-      if (int r = query_content(vino, v.home, array, *node.query, false, call, content, message)) return r;
-      break;
+    case fs::ViewKind::Query: {
+      std::uint64_t size = 0;
+      if (int r = query_content(vino, v.home, array, *node.query, false, call, content, &size, message)) return r;
+      return as_file(size);
+    }
     case fs::ViewKind::Rows: return ENOENT;  // a directory's view only
   }
   return as_file(content->size());

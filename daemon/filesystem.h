@@ -155,9 +155,11 @@ class Filesystem {
   // Query views (daemon/query_views.cc): the content of a query's file (or
   // its plan's JSON), computed once for the lookup and the open that follows.
   // `vino` is the view's node: a GETATTR of a query file that is open is
-  // answered with the size its open computed.
+  // answered with the size its open computed. *size is the content's size;
+  // *content is filled for an OPEN only (a result can be hundreds of MiB:
+  // a lookup keeps it for the open, a stat needs only its size).
   int query_content(Ino vino, Ino dir, const std::shared_ptr<fs::ArrayFile>& self, const fs::QueryView& view,
-                    bool plan, QueryCall call, std::string* content, std::string* message);
+                    bool plan, QueryCall call, std::string* content, std::uint64_t* size, std::string* message);
   // A directory's views D@ (daemon/table_ops.cc): info, rows, plan and query.
   int table_stat(Ino vino, const VNode& v, struct stat* st, std::string* content, std::string* message,
                  std::vector<std::string>* listing, QueryCall call = QueryCall::Getattr);

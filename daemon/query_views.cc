@@ -22,11 +22,11 @@ std::int64_t steady_ns() {
 
 int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::ArrayFile>& self,
                               const fs::QueryView& view, bool plan, QueryCall call, std::string* content,
-                              std::string* message) {
+                              std::uint64_t* size, std::string* message) {
   if (call == QueryCall::Getattr) {  // the file is open: its size is the open's
     std::lock_guard lock(qmu_);
     if (auto it = open_query_sizes_.find(vino); it != open_query_sizes_.end()) {
-      content->assign(it->second, '\0');
+      *size = it->second;
       return 0;
     }
   }
@@ -61,12 +61,11 @@ int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::Array
     for (auto it = query_results_.begin(); it != query_results_.end();)
       it = now - it->second.at_ns > kQueryResultMs * 1000000 ? query_results_.erase(it) : std::next(it);
     if (auto it = query_results_.find(key); it != query_results_.end()) {
+      *size = it->second.content.size();
       if (call == QueryCall::Open) {
         *content = std::move(it->second.content);
         query_results_.erase(it);  // taken: the next open computes afresh
-        open_query_sizes_[vino] = content->size();
-      } else {
-        *content = it->second.content;  // a stat and the lookup of the open that follows it
+        open_query_sizes_[vino] = *size;
       }
       return 0;
     }
@@ -78,12 +77,16 @@ int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::Array
     *message = "the query's result does not fit in memory";
     return ENOMEM;
   }
-  *content = plan ? outcome.plan.dump() + "\n" : std::move(outcome.content);
+  std::string result = plan ? outcome.plan.dump() + "\n" : std::move(outcome.content);
+  *size = result.size();
   std::lock_guard lock(qmu_);
   // Timed from now, not from when the query started: a long scan's result
   // must still be there for the open that follows its lookup.
-  if (call == QueryCall::Lookup) query_results_[key] = QueryResult{*content, steady_ns()};
-  if (call == QueryCall::Open) open_query_sizes_[vino] = content->size();
+  if (call == QueryCall::Lookup) query_results_[key] = QueryResult{std::move(result), steady_ns()};
+  if (call == QueryCall::Open) {
+    open_query_sizes_[vino] = *size;
+    *content = std::move(result);
+  }
   return 0;
 }
 

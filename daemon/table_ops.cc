@@ -212,8 +212,9 @@ int Filesystem::table_stat(Ino vino, const VNode& v, struct stat* st, std::strin
       break;
   }
   // A query: every array the condition names must be a 1-D array of the directory.
-  if (int r = query_content(vino, v.home, nullptr, *node.query, false, call, content, message)) return r;
-  return as_file(content->size());
+  std::uint64_t size = 0;
+  if (int r = query_content(vino, v.home, nullptr, *node.query, false, call, content, &size, message)) return r;
+  return as_file(size);
 }
 
 }  // namespace mmfs::daemon
