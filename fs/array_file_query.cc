@@ -187,7 +187,6 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
 
 int ArrayFile::mloc_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<Selection>& box,
                                      std::vector<Estimate>* out, QueryCost* cost, std::string* message) {
-  const std::uint64_t rows = grid_locked().elements();
   std::vector<std::uint64_t> ranks;
   std::optional<Bitmap> in_box;
   if (box) {
@@ -197,9 +196,7 @@ int ArrayFile::mloc_estimates_locked(const std::vector<indexes::KeySet>& atoms, 
   }
   std::vector<bool> hint(mloc_->grid().bins(), false);
   for (std::size_t i = 0; i < atoms.size(); ++i) {
-    std::vector<std::uint64_t> words((rows + 63) / 64, 0);
-    if (int r = mloc_->match_rows(atoms[i], ranks, &words, &cost->data_bytes, message)) return r;
-    (*out)[i].sure = indexes::bitmap_of_words(words);
+    if (int r = mloc_->match_rows(atoms[i], ranks, &(*out)[i].sure, &cost->data_bytes, message)) return r;
     if (in_box) (*out)[i].sure &= *in_box;
     const auto uses = mloc_->bin_uses(atoms[i]);
     for (std::size_t b = 0; b < uses.size(); ++b) hint[b] = hint[b] || uses[b] != MlocImage::BinUse::None;
@@ -320,8 +317,7 @@ int ArrayFile::gather_rows(const Bitmap& rows, std::string* out, QueryCost* cost
       std::lock_guard h(hint_mu_);
       hint = mloc_hint_;
     }
-    return mloc_->gather(indexes::rows_of(rows), hint, reinterpret_cast<std::byte*>(out->data()), &cost->data_bytes,
-                         message);
+    return mloc_->gather(rows, hint, reinterpret_cast<std::byte*>(out->data()), &cost->data_bytes, message);
   }
   // Many rows: stream the array slab by slab (sequential reads beat one
   // request per cell); few: read just their cells.

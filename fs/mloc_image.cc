@@ -232,7 +232,8 @@ int MlocImage::fetch(std::vector<Piece>& pieces, AlignedBuffer* buffer, std::uin
   sector_runs(sorted, &runs, &spans);
   std::uint64_t total = 0;
   for (auto [lo, hi] : spans) total += hi - lo;
-  *buffer = AlignedBuffer(std::max<std::uint64_t>(total * ss, ss), AlignedBuffer::Uninitialized{});
+  if (buffer->size() < std::max<std::uint64_t>(total * ss, ss))
+    *buffer = AlignedBuffer(std::max<std::uint64_t>(total * ss, ss), AlignedBuffer::Uninitialized{});
   // Where each span starts in the buffer; pieces find theirs by offset.
   std::vector<std::uint64_t> span_at(spans.size());
   std::uint64_t at = 0;

@@ -29,6 +29,7 @@
 #include "fs/metadata.h"
 #include "fs/sector_io.h"
 #include "indexes/binning.h"
+#include "indexes/bitmap.h"
 #include "layouts/cell_grid.h"
 #include "layouts/io_plan.h"
 #include "layouts/mloc_codec.h"
@@ -92,19 +93,19 @@ class MlocImage {
   // are read and checked), or untouched.
   enum class BinUse : std::uint8_t { None, Aligned, Edge };
   std::vector<BinUse> bin_uses(const indexes::KeySet& keys) const;
-  // Sets, in `words` (a bitset of the array's rows), the rows of the chunks
-  // `ranks` (all when empty) whose values have `keys`, reading only the
-  // position lists of aligned bins and the units of edge bins.
-  int match_rows(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks,
-                 std::vector<std::uint64_t>* words, std::uint64_t* bytes_read, std::string* message) const;
+  // Adds to *rows the rows of the chunks `ranks` (all when empty) whose
+  // values have `keys`, reading only the position lists of aligned bins and
+  // the units of edge bins. Fewer than 2^32 elements.
+  int match_rows(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks, indexes::Bitmap* rows,
+                 std::uint64_t* bytes_read, std::string* message) const;
   // The count the directory alone answers: every touched bin aligned.
   std::optional<std::uint64_t> aligned_count(const indexes::KeySet& keys) const;
   // The elements at `rows` (ascending), in that order, into `out`. The bins
   // in `hint` (when not empty) are searched first; a row found in none of
   // them is looked up in the other bins of its chunk, so the answer never
   // depends on the hint.
-  int gather(const std::vector<std::uint64_t>& rows, const std::vector<bool>& hint, std::byte* out,
-             std::uint64_t* bytes_read, std::string* message) const;
+  int gather(const indexes::Bitmap& rows, const std::vector<bool>& hint, std::byte* out, std::uint64_t* bytes_read,
+             std::string* message) const;
   // The chunks a box touches, by rank.
   std::vector<std::uint64_t> chunks_of(const layouts::Selection& box) const;
 
@@ -128,7 +129,27 @@ class MlocImage {
     std::uint64_t offset = 0, bytes = 0;
     std::size_t at = 0;
   };
-  // Reads the pieces (merging near ones) into *buffer; pieces[i].at is set.
+  // Queries walk the array a slab at a time: the chunks of one chunk row of
+  // dimension 0, whose rows are [first_row, end_row) of the array. Their
+  // bitsets start at word_row, first_row rounded down to 2^16 (a bitmap
+  // container), so that finished slabs become containers as they are.
+  struct Slab {
+    std::uint64_t first_row = 0, end_row = 0, word_row = 0;
+    std::vector<std::uint64_t> ranks;  // the slab's chunks among those asked for, in the curve's order
+  };
+  // The slabs of `ranks` that hold any, by first row.
+  std::vector<Slab> slabs_of(const std::vector<std::uint64_t>& ranks) const;
+  // Batches of pieces, each read on a second thread while the batch before
+  // it is consumed here. pieces_of(i) lists batch i's pieces and, in
+  // *first, where each of its chunks' pieces start; consume(i) decodes them
+  // from the buffer. The first error stops it.
+  using BatchPieces = std::function<void(std::size_t, std::vector<Piece>*, std::vector<std::size_t>*)>;
+  using BatchConsumer = std::function<int(std::size_t, const std::vector<Piece>&, const std::vector<std::size_t>&,
+                                          const AlignedBuffer&)>;
+  int pipelined(std::size_t batches, const BatchPieces& pieces_of, const BatchConsumer& consume,
+                std::uint64_t* bytes_read, std::string* message) const;
+  // Reads the pieces (merging near ones) into *buffer (reused when it is
+  // large enough); pieces[i].at is set.
   int fetch(std::vector<Piece>& pieces, AlignedBuffer* buffer, std::uint64_t* bytes_read,
             std::vector<geom::Request>* trace) const;
   // The requests the pieces (sorted) need, in sectors of the volume.

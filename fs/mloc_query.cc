@@ -108,8 +108,100 @@ std::optional<std::uint64_t> MlocImage::aligned_count(const indexes::KeySet& key
   return n;
 }
 
+std::vector<MlocImage::Slab> MlocImage::slabs_of(const std::vector<std::uint64_t>& ranks) const {
+  const MlocGrid& g = *grid_;
+  const auto& S = g.shape();
+  const std::uint64_t c0_rows = g.chunk()[0];
+  const std::uint64_t per_row = g.elements() / std::max<std::uint64_t>(1, S[0]);
+  std::vector<Slab> slabs((S[0] + c0_rows - 1) / c0_rows);
+  for (std::size_t i = 0; i < slabs.size(); ++i) {
+    slabs[i].first_row = i * c0_rows * per_row;
+    slabs[i].end_row = std::min<std::uint64_t>((i + 1) * c0_rows, S[0]) * per_row;
+    slabs[i].word_row = slabs[i].first_row & ~std::uint64_t(0xFFFF);
+  }
+  for (std::uint64_t rank : ranks) slabs[g.coords_of(rank)[0]].ranks.push_back(rank);
+  std::vector<Slab> out;
+  for (Slab& slab : slabs)
+    if (!slab.ranks.empty()) {
+      std::sort(slab.ranks.begin(), slab.ranks.end());  // the curve's order: neighbours on the device
+      out.push_back(std::move(slab));
+    }
+  return out;
+}
+
+int MlocImage::pipelined(std::size_t batches, const BatchPieces& pieces_of, const BatchConsumer& consume,
+                         std::uint64_t* bytes_read, std::string* message) const {
+  struct Fetched {
+    std::vector<Piece> pieces;
+    std::vector<std::size_t> first;
+    AlignedBuffer buffer;  // kept from batch to batch: its pages fault in once
+    std::uint64_t bytes = 0;
+  };
+  Fetched slots[2];
+  auto start = [&](std::size_t i) {
+    Fetched* f = &slots[i % 2];
+    f->pieces.clear();
+    f->first.clear();
+    f->bytes = 0;
+    pieces_of(i, &f->pieces, &f->first);
+    return std::async(std::launch::async, [this, f] { return fetch(f->pieces, &f->buffer, &f->bytes, nullptr); });
+  };
+  std::future<int> fetching;
+  if (batches) fetching = start(0);
+  for (std::size_t i = 0; i < batches; ++i) {
+    const int fetched = fetching.get();
+    Fetched& f = slots[i % 2];
+    *bytes_read += f.bytes;
+    if (fetched) {
+      *message = "reading mloc position lists and units failed";
+      return fetched;
+    }
+    if (i + 1 < batches) fetching = start(i + 1);  // read while batch i decodes
+    int r = consume(i, f.pieces, f.first, f.buffer);
+    if (r) {
+      if (fetching.valid()) fetching.wait();  // its buffer and pieces go with this frame
+      return r;
+    }
+  }
+  return 0;
+}
+
+namespace {
+
+// The batches (each within one slab, at most kChunksPerBatch chunks) of the
+// slabs' chunks that `take` keeps, as (slab, first, end) into slab.ranks
+// filtered into `chosen`.
+struct SlabBatch {
+  std::size_t slab = 0;
+  std::vector<std::uint64_t> ranks;
+};
+
+template <class Slabs, class Keep>
+std::vector<SlabBatch> batches_of(const Slabs& slabs, Keep&& keep) {
+  std::vector<SlabBatch> out;
+  for (std::size_t s = 0; s < slabs.size(); ++s) {
+    SlabBatch b{s, {}};
+    for (std::uint64_t rank : slabs[s].ranks) {
+      if (!keep(rank)) continue;
+      b.ranks.push_back(rank);
+      if (b.ranks.size() == kChunksPerBatch) {
+        out.push_back(std::move(b));
+        b = SlabBatch{s, {}};
+      }
+    }
+    if (!b.ranks.empty()) out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// Words for the rows [word_row, end_row) of a slab, with the spare word
+// bits_at and or_bits may touch.
+std::size_t slab_words(std::uint64_t word_row, std::uint64_t end_row) { return (end_row - word_row + 63) / 64 + 1; }
+
+}  // namespace
+
 int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks_in,
-                          std::vector<std::uint64_t>* words, std::uint64_t* bytes_read, std::string* message) const {
+                          indexes::Bitmap* rows, std::uint64_t* bytes_read, std::string* message) const {
   const MlocGrid& g = *grid_;
   const auto uses = bin_uses(keys);
   std::vector<std::uint64_t> ranks = ranks_in;
@@ -119,56 +211,69 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
   const std::uint32_t item = g.itemsize();
   const BrickRows brick_rows(g);
   const auto type = indexes::ValueType(dir_->value_type);
-  for (std::size_t b0 = 0; b0 < ranks.size(); b0 += kChunksPerBatch) {
-    const std::size_t b1 = std::min(ranks.size(), b0 + kChunksPerBatch);
-    std::vector<Piece> pieces;
-    std::vector<std::size_t> first(b1 - b0);
-    for (std::size_t i = b0; i < b1; ++i) {
-      first[i - b0] = pieces.size();
+  // A slab (the chunks of one chunk row of dimension 0) at a time: its rows
+  // as a bitset small enough to stay in cache, handed to the result as
+  // finished containers when the slab is done.
+  const std::vector<Slab> slabs = slabs_of(ranks);
+  const std::vector<SlabBatch> batches = batches_of(slabs, [](std::uint64_t) { return true; });
+  std::vector<std::uint64_t> words;
+  std::size_t current = slabs.size();
+  auto finish_slab = [&] {
+    if (current < slabs.size()) *rows |= indexes::bitmap_of_words(words, slabs[current].word_row);
+  };
+  auto pieces_of = [&](std::size_t i, std::vector<Piece>* pieces, std::vector<std::size_t>* first) {
+    for (std::uint64_t rank : batches[i].ranks) {
+      first->push_back(pieces->size());
       for (std::uint32_t b = 0; b < g.bins(); ++b) {
         if (uses[b] == BinUse::None) continue;
-        const std::uint64_t e = g.position_entry(b, ranks[i]);
+        const std::uint64_t e = g.position_entry(b, rank);
         if (dir_->positions[e].count == 0) continue;
-        pieces.push_back({dir_->position_offset[e], dir_->positions[e].stored, 0});
+        pieces->push_back({dir_->position_offset[e], dir_->positions[e].stored, 0});
         if (uses[b] == BinUse::Edge)
           for (std::uint32_t k = 0; k < G; ++k) {
-            const std::uint64_t u = g.unit(b, k, ranks[i]);
-            pieces.push_back({dir_->unit_offset[u], dir_->units[u].stored, 0});
+            const std::uint64_t u = g.unit(b, k, rank);
+            pieces->push_back({dir_->unit_offset[u], dir_->units[u].stored, 0});
           }
       }
     }
-    AlignedBuffer buffer;
-    if (int r = fetch(pieces, &buffer, bytes_read, nullptr)) {
-      *message = "reading mloc position lists and units failed";
-      return r;
+  };
+  auto consume = [&](std::size_t i, const std::vector<Piece>& pieces, const std::vector<std::size_t>& first,
+                     const AlignedBuffer& buffer) {
+    const SlabBatch& batch = batches[i];
+    if (batch.slab != current) {
+      finish_slab();
+      current = batch.slab;
+      words.assign(slab_words(slabs[current].word_row, slabs[current].end_row), 0);
     }
-    std::vector<int> errors(b1 - b0, 0);
-    std::vector<std::string> messages(b1 - b0);
-    mloc_detail::on_two_threads(b1 - b0, [&](std::size_t i) {
-      const std::uint64_t rank = ranks[b0 + i];
-      const std::uint64_t base = brick_rows.base(g, rank);
+    const std::uint64_t word_row = slabs[current].word_row;
+    const std::size_t n = batch.ranks.size();
+    std::vector<int> errors(n, 0);
+    std::vector<std::string> messages(n);
+    mloc_detail::on_two_threads(n, [&](std::size_t c) {
+      const std::uint64_t rank = batch.ranks[c];
+      const std::uint64_t base = brick_rows.base(g, rank) - word_row;
       std::vector<std::uint32_t> positions;
       std::vector<std::byte> scratch;
       std::vector<std::vector<std::byte>> planes(G);
       std::vector<const std::byte*> plane_at(G);
       std::vector<std::byte> elements;
-      std::size_t at = first[i];
+      std::size_t at = first[c];
       // The chunk's matches as a bitset of brick positions first (plain
-      // stores), then ORed into the array's rows a brick row at a time.
+      // stores), then ORed into the slab's rows a brick row at a time.
       std::vector<std::uint64_t> local(g.brick_elements() / 64 + 2, 0);
       auto set = [&](std::uint32_t p) { local[p >> 6] |= 1ull << (p & 63); };
       for (std::uint32_t b = 0; b < g.bins(); ++b) {
         if (uses[b] == BinUse::None) continue;
         const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
         if (pe.count == 0) continue;
-        if ((errors[i] = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, &messages[i]))) return;
+        if ((errors[c] = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, &messages[c]))) return;
         if (uses[b] == BinUse::Aligned) {
           for (std::uint32_t p : positions) set(p);
           continue;
         }
         for (std::uint32_t k = 0; k < G; ++k)
-          if ((errors[i] = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &planes[k], &plane_at[k],
-                                    &messages[i])))
+          if ((errors[c] = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &planes[k], &plane_at[k],
+                                    &messages[c])))
             return;
         elements.resize(std::size_t(pe.count) * item);
         layouts::mloc_assemble(g, pe.count, G, plane_at.data(), elements.data());
@@ -179,131 +284,155 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
       // Brick rows past the array's edge hold no positions, so no bits.
       for (std::uint64_t r = 0; r < brick_rows.table.size(); ++r)
         for (std::uint64_t k = 0; k < brick_rows.last; k += 64) {
-          const std::uint64_t n = std::min<std::uint64_t>(64, brick_rows.last - k);
-          if (std::uint64_t v = bits_at(local.data(), r * brick_rows.last + k, n))
-            or_bits(*words, base + brick_rows.table[r] + k, n, v);
+          const std::uint64_t len = std::min<std::uint64_t>(64, brick_rows.last - k);
+          if (std::uint64_t v = bits_at(local.data(), r * brick_rows.last + k, len))
+            or_bits(words, base + brick_rows.table[r] + k, len, v);
         }
     });
-    for (std::size_t i = 0; i < errors.size(); ++i)
-      if (errors[i]) {
-        *message = messages[i];
-        return errors[i];
+    for (std::size_t c = 0; c < n; ++c)
+      if (errors[c]) {
+        *message = messages[c];
+        return errors[c];
       }
-  }
+    return 0;
+  };
+  if (int r = pipelined(batches.size(), pieces_of, consume, bytes_read, message)) return r;
+  finish_slab();
   return 0;
 }
 
-int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<bool>& hint, std::byte* out,
+int MlocImage::gather(const indexes::Bitmap& rows, const std::vector<bool>& hint, std::byte* out,
                       std::uint64_t* bytes_read, std::string* message) const {
   const MlocGrid& g = *grid_;
   const std::uint32_t item = g.itemsize();
+  const std::uint64_t count = rows.cardinality();
   if (!dir_) {
-    std::memset(out, 0, rows.size() * item);
+    std::memset(out, 0, count * item);
     return 0;
-  }
-  // The wanted rows as a bitset of the array's rows (a spare word for
-  // bits_at), and before each word the count of wanted rows before it: a
-  // row's place in `out` is then a popcount away. Chunks find their wanted
-  // elements a brick row at a time, with no per-row division or sort.
-  const std::uint64_t nwords = (g.elements() + 63) / 64;
-  std::vector<std::uint64_t> words(nwords + 1, 0);
-  for (std::uint64_t r : rows) words[r >> 6] |= 1ull << (r & 63);
-  std::vector<std::uint64_t> before(nwords);
-  {
-    std::uint64_t n = 0;
-    for (std::uint64_t w = 0; w < nwords; ++w) {
-      before[w] = n;
-      n += std::popcount(words[w]);
-    }
-    if (n != rows.size()) {
-      *message = "gather: the rows are not ascending and distinct";
-      return EINVAL;
-    }
   }
   const BrickRows brick_rows(g);
   const std::uint32_t G = std::uint32_t(g.groups().size());
-  // The wanted rows in chunk `rank`: its rows inside the array, a run along
-  // the last dimension at a time (a brick's padding rows are other chunks' rows).
+  std::vector<std::uint64_t> all(g.chunks());
+  for (std::uint64_t c = 0; c < all.size(); ++c) all[c] = c;
+  const std::vector<Slab> slabs = slabs_of(all);
+  // A slab at a time, as in match_rows: the wanted rows of the slab as a
+  // bitset, and before each word the count of wanted rows of the slab
+  // before it; a row's place in `out` is the slab's first place plus a
+  // popcount. Chunks find their wanted rows a brick row at a time.
+  std::vector<std::uint64_t> words, before;
+  std::size_t current = slabs.size();
+  auto load_slab = [&](std::size_t s) {
+    if (s == current) return;
+    current = s;
+    const Slab& slab = slabs[s];
+    words.assign(slab_words(slab.word_row, slab.end_row), 0);
+    indexes::or_rows_into(rows, slab.word_row, std::span(words).first(words.size() - 1));
+    // Rows before the slab's first share its first container: not its own.
+    const std::uint64_t skip = slab.first_row - slab.word_row;
+    std::fill(words.begin(), words.begin() + std::ptrdiff_t(skip / 64), 0);
+    if (skip % 64) words[skip / 64] &= ~0ull << (skip % 64);
+    const std::uint64_t end = slab.end_row - slab.word_row;
+    for (std::uint64_t w = end / 64; w < words.size(); ++w)
+      words[w] &= w == end / 64 ? (1ull << (end % 64)) - 1 : 0;
+    before.resize(words.size());
+    std::uint64_t n = 0;
+    for (std::size_t w = 0; w < words.size(); ++w) {
+      before[w] = n;
+      n += std::popcount(words[w]);
+    }
+  };
+  // The wanted rows in chunk `rank` of the loaded slab: its rows inside the
+  // array, a run along the last dimension at a time.
   auto wanted_in = [&](std::uint64_t rank) {
     const std::size_t n = g.dims();
     std::vector<std::uint64_t> lo(n), extent(n), x(n, 0);
     g.chunk_box(rank, lo.data(), extent.data());
-    const std::uint64_t base = brick_rows.base(g, rank), run = extent[n - 1];
-    std::uint64_t count = 0;
+    const std::uint64_t base = brick_rows.base(g, rank) - slabs[current].word_row, run = extent[n - 1];
+    std::uint64_t wanted = 0;
     for (;;) {
       std::uint64_t r = 0;
       for (std::size_t d = 0; d + 1 < n; ++d) r = r * g.chunk()[d] + x[d];
       const std::uint64_t row = base + brick_rows.table[r];
       for (std::uint64_t k = 0; k < run; k += 64)
-        count += std::popcount(bits_at(words.data(), row + k, std::min<std::uint64_t>(64, run - k)));
+        wanted += std::popcount(bits_at(words.data(), row + k, std::min<std::uint64_t>(64, run - k)));
       std::size_t d = n - 1;
       while (d-- > 0) {
         if (++x[d] < extent[d]) break;
         x[d] = 0;
       }
-      if (d == std::size_t(-1)) return count;
+      if (d == std::size_t(-1)) return wanted;
     }
   };
-  std::vector<std::uint64_t> wanted(g.chunks()), found(g.chunks(), 0);
-  std::uint64_t total_found = 0;
+  // Each slab's first place in `out`, and each chunk's wanted rows.
+  std::vector<std::uint64_t> slab_at(slabs.size()), wanted(g.chunks(), 0), found(g.chunks(), 0);
+  std::uint64_t placed = 0;
+  for (std::size_t s = 0; s < slabs.size(); ++s) {
+    load_slab(s);
+    slab_at[s] = placed;
+    placed += before.back() + std::popcount(words.back());
+    if (before.back() + std::popcount(words.back()) == 0) continue;
+    for (std::uint64_t rank : slabs[s].ranks) wanted[rank] = wanted_in(rank);
+  }
+  if (placed != count) {
+    *message = "gather: a row lies past the array";
+    return EINVAL;
+  }
   // Pass 0 searches the hinted bins, pass 1 every other bin of the chunks
   // that still miss rows. Each element lies in one bin: nothing is found twice.
+  std::uint64_t total_found = 0;
   for (int pass = 0; pass < 2; ++pass) {
     std::vector<bool> in_pass(g.bins());
     for (std::uint32_t b = 0; b < g.bins(); ++b) {
       const bool hinted = hint.empty() || (b < hint.size() && hint[b]);
       in_pass[b] = pass == 0 ? hinted : !hinted;
     }
-    if (pass == 1 && (hint.empty() || total_found == rows.size())) break;
-    std::vector<std::uint64_t> ranks;
-    for (std::uint64_t c = 0; c < g.chunks(); ++c) {
-      if (pass == 0) wanted[c] = wanted_in(c);
-      if (found[c] < wanted[c]) ranks.push_back(c);
-    }
-    for (std::size_t b0 = 0; b0 < ranks.size(); b0 += kChunksPerBatch) {
-      const std::size_t b1 = std::min(ranks.size(), b0 + kChunksPerBatch);
-      std::vector<Piece> pieces;
-      std::vector<std::size_t> first(b1 - b0);
-      for (std::size_t i = b0; i < b1; ++i) {
-        first[i - b0] = pieces.size();
+    if (pass == 1 && (hint.empty() || total_found == count)) break;
+    const std::vector<SlabBatch> batches =
+        batches_of(slabs, [&](std::uint64_t rank) { return found[rank] < wanted[rank]; });
+    auto pieces_of = [&](std::size_t i, std::vector<Piece>* pieces, std::vector<std::size_t>* first) {
+      for (std::uint64_t rank : batches[i].ranks) {
+        first->push_back(pieces->size());
         for (std::uint32_t b = 0; b < g.bins(); ++b) {
-          const std::uint64_t e = g.position_entry(b, ranks[i]);
+          const std::uint64_t e = g.position_entry(b, rank);
           if (!in_pass[b] || dir_->positions[e].count == 0) continue;
-          pieces.push_back({dir_->position_offset[e], dir_->positions[e].stored, 0});
+          pieces->push_back({dir_->position_offset[e], dir_->positions[e].stored, 0});
           for (std::uint32_t k = 0; k < G; ++k) {
-            const std::uint64_t u = g.unit(b, k, ranks[i]);
-            pieces.push_back({dir_->unit_offset[u], dir_->units[u].stored, 0});
+            const std::uint64_t u = g.unit(b, k, rank);
+            pieces->push_back({dir_->unit_offset[u], dir_->units[u].stored, 0});
           }
         }
       }
-      AlignedBuffer buffer;
-      if (int r = fetch(pieces, &buffer, bytes_read, nullptr)) {
-        *message = "reading mloc units failed";
-        return r;
-      }
-      std::vector<int> errors(b1 - b0, 0);
-      std::vector<std::string> messages(b1 - b0);
-      mloc_detail::on_two_threads(b1 - b0, [&](std::size_t i) {
-        const std::uint64_t rank = ranks[b0 + i];
-        const std::uint64_t base = brick_rows.base(g, rank);
+    };
+    auto consume = [&](std::size_t i, const std::vector<Piece>& pieces, const std::vector<std::size_t>& first,
+                       const AlignedBuffer& buffer) {
+      const SlabBatch& batch = batches[i];
+      load_slab(batch.slab);
+      const std::uint64_t word_row = slabs[current].word_row;
+      std::byte* const slab_out = out + slab_at[current] * item;
+      const std::size_t n = batch.ranks.size();
+      std::vector<int> errors(n, 0);
+      std::vector<std::string> messages(n);
+      mloc_detail::on_two_threads(n, [&](std::size_t c) {
+        const std::uint64_t rank = batch.ranks[c];
+        const std::uint64_t base = brick_rows.base(g, rank) - word_row;
         std::vector<std::uint32_t> positions;
         std::vector<std::byte> scratch;
         std::vector<std::vector<std::byte>> planes(G);
         std::vector<const std::byte*> plane_at(G);
-        std::size_t at = first[i];
+        std::size_t at = first[c];
         for (std::uint32_t b = 0; b < g.bins(); ++b) {
           const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
           if (!in_pass[b] || pe.count == 0) continue;
-          if ((errors[i] = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, &messages[i]))) return;
+          if ((errors[c] = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, &messages[c]))) return;
           for (std::uint32_t k = 0; k < G; ++k)
-            if ((errors[i] = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &planes[k], &plane_at[k],
-                                      &messages[i])))
+            if ((errors[c] = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &planes[k], &plane_at[k],
+                                      &messages[c])))
               return;
           for (std::size_t k = 0; k < positions.size(); ++k) {
             const std::uint64_t row = brick_rows.row(base, positions[k]);
             const std::uint64_t word = words[row >> 6], bit = 1ull << (row & 63);
             if (!(word & bit)) continue;
-            std::byte* e = out + (before[row >> 6] + std::uint64_t(std::popcount(word & (bit - 1)))) * item;
+            std::byte* e = slab_out + (before[row >> 6] + std::uint64_t(std::popcount(word & (bit - 1)))) * item;
             for (std::uint32_t gi = 0; gi < G; ++gi) {
               const layouts::MlocByteGroup& grp = g.groups()[gi];
               for (std::uint32_t j = 0; j < grp.bytes; ++j)
@@ -313,16 +442,18 @@ int MlocImage::gather(const std::vector<std::uint64_t>& rows, const std::vector<
           }
         }
       });
-      for (std::size_t i = 0; i < errors.size(); ++i)
-        if (errors[i]) {
-          *message = messages[i];
-          return errors[i];
+      for (std::size_t c = 0; c < n; ++c)
+        if (errors[c]) {
+          *message = messages[c];
+          return errors[c];
         }
-    }
+      return 0;
+    };
+    if (int r = pipelined(batches.size(), pieces_of, consume, bytes_read, message)) return r;
     total_found = 0;
     for (std::uint64_t c = 0; c < g.chunks(); ++c) total_found += found[c];
   }
-  if (total_found != rows.size()) {
+  if (total_found != count) {
     *message = "an element is in no bin of its chunk (run mmfsck)";
     return EUCLEAN;
   }

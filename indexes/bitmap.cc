@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <stdexcept>
 #include <exception>
 #include <optional>
 
@@ -417,8 +418,9 @@ bool or_serialized_into(std::span<const std::byte> bytes, std::span<std::uint64_
   return pos == bytes.size();
 }
 
-Bitmap bitmap_of_words(std::span<const std::uint64_t> words) {
+Bitmap bitmap_of_words(std::span<const std::uint64_t> words, std::uint64_t first_row) {
   constexpr std::size_t kChunkWords = BITSET_CONTAINER_SIZE_IN_WORDS;
+  if (first_row % (64 * kChunkWords) != 0) throw std::invalid_argument("bitmap_of_words: first_row must be a multiple of 2^16");
   Roaring r;
   // A chunk of at most kMaxArray rows must be an array container (CRoaring's
   // invariant); it is converted from this scratch bitset.
@@ -429,7 +431,12 @@ Bitmap bitmap_of_words(std::span<const std::uint64_t> words) {
     std::uint64_t card = 0;
     for (std::size_t i = 0; i < n; ++i) card += std::popcount(words[first + i]);
     if (card == 0) continue;
-    const auto key = std::uint16_t(first / kChunkWords);
+    const std::uint64_t key64 = first_row / (64 * kChunkWords) + first / kChunkWords;
+    if (key64 > 0xFFFF) {
+      bitset_container_free(scratch);
+      throw std::invalid_argument("bitmap_of_words: a row at or past 2^32");
+    }
+    const auto key = std::uint16_t(key64);
     void* container = nullptr;
     std::uint8_t type = 0;
     bitset_container_t* target = card > kMaxArray ? bitset_container_create() : scratch;
@@ -528,6 +535,46 @@ std::optional<ContainerRef> container_at(const roaring_array_t& ra, std::uint16_
 }
 
 }  // namespace
+
+void or_rows_into(const Bitmap& b, std::uint64_t first_row, std::span<std::uint64_t> words) {
+  constexpr std::uint64_t kContainerRows = 1ull << 16;
+  if (first_row % kContainerRows != 0) throw std::invalid_argument("or_rows_into: first_row must be a multiple of 2^16");
+  const std::uint64_t end_row = first_row + 64 * std::uint64_t(words.size());
+  for (const auto& [high, r] : b.*buckets_member(BucketsTag{})) {
+    const std::uint64_t bucket_first = std::uint64_t(high) << 32;
+    if (bucket_first >= end_row || bucket_first + (1ull << 32) <= first_row) continue;
+    const roaring_array_t& ra = r.roaring.high_low_container;
+    for (std::int32_t i = 0; i < ra.size; ++i) {
+      const std::uint64_t row0 = bucket_first + (std::uint64_t(ra.keys[i]) << 16);
+      if (row0 < first_row) continue;
+      if (row0 >= end_row) break;
+      std::uint8_t type = ra.typecodes[i];
+      const void* c = container_unwrap_shared(ra.containers[i], &type);
+      std::uint64_t* w = words.data() + (row0 - first_row) / 64;
+      const std::uint64_t n = std::min<std::uint64_t>(1024, (end_row - row0) / 64);  // words of w in range
+      if (type == BITSET_CONTAINER_TYPE_CODE) {
+        const std::uint64_t* bits = static_cast<const bitset_container_t*>(c)->array;
+        for (std::uint64_t k = 0; k < n; ++k) w[k] |= bits[k];
+      } else if (type == ARRAY_CONTAINER_TYPE_CODE) {
+        const auto* a = static_cast<const array_container_t*>(c);
+        for (std::int32_t k = 0; k < a->cardinality; ++k) {
+          const std::uint16_t v = a->array[k];
+          if (v / 64u >= n) break;
+          w[v / 64] |= 1ull << (v % 64);
+        }
+      } else {
+        const auto* run = static_cast<const run_container_t*>(c);
+        for (std::int32_t k = 0; k < run->n_runs; ++k) {
+          std::uint64_t v = run->runs[k].value;
+          const std::uint64_t e = std::min<std::uint64_t>(v + run->runs[k].length + 1, 64 * n);  // exclusive
+          for (; v < e && v % 64 != 0; ++v) w[v / 64] |= 1ull << (v % 64);
+          for (; v + 64 <= e; v += 64) w[v / 64] = ~0ull;
+          for (; v < e; ++v) w[v / 64] |= 1ull << (v % 64);
+        }
+      }
+    }
+  }
+}
 
 std::uint64_t count_all_none(std::span<const Bitmap* const> all_of, std::span<const Bitmap* const> none_of) {
   if (all_of.empty()) return 0;

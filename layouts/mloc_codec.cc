@@ -222,7 +222,7 @@ struct Reader {
 }  // namespace
 
 void MlocDirectory::locate(std::uint32_t sector_size) {
-  header_bytes = encode().size();
+  header_bytes = encoded_bytes();
   positions_start = (header_bytes + sector_size - 1) / sector_size * sector_size;
   std::uint64_t at = positions_start;
   position_offset.resize(positions.size());
@@ -237,6 +237,14 @@ void MlocDirectory::locate(std::uint32_t sector_size) {
     at += units[i].stored;
   }
   image_bytes = at;
+}
+
+std::uint64_t MlocDirectory::encoded_bytes() const {
+  // As encode() writes them, without building the string (locate() runs at
+  // every load, and the tables are megabytes).
+  return sizeof kMagic + 3 * 4 + 1 + priority.size() + 3 * 4 + 8 * (shape.size() + chunk.size()) + 8 +
+         8 * bin_lower.size() + 2 * 8 + positions.size() * sizeof(MlocPositionEntry) +
+         units.size() * sizeof(MlocUnitEntry);
 }
 
 std::string MlocDirectory::encode() const {

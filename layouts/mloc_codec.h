@@ -109,6 +109,7 @@ struct MlocDirectory {
   std::vector<std::uint64_t> unit_offset;
 
   std::string encode() const;
+  std::uint64_t encoded_bytes() const;  // encode().size()
   // nullopt when malformed (sizes that disagree with the grid included).
   static std::optional<MlocDirectory> decode(std::string_view bytes, std::uint32_t sector_size);
 };

@@ -266,6 +266,43 @@ TEST_CASE("a bitmap from words equals the one built row by row", "[indexes][enco
   CHECK(bitmap_of_words({}).isEmpty());
 }
 
+TEST_CASE("a slice of rows as words and back (bitmap_of_words at a row, or_rows_into)", "[indexes][encodings]") {
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 30; ++trial) {
+    // Arrays, bitsets and runs over several 2^16-row chunks, sometimes in the
+    // second bucket (rows past 2^32) and sometimes reaching past the slice.
+    const std::uint64_t base = (trial % 3 == 2) ? (std::uint64_t(1) << 32) - 3 * 65536 : 0;
+    Bitmap b;
+    for (int i = 0; i < 2000; ++i) b.add(base + rng() % (6 * 65536));
+    for (std::uint64_t r = base + 65536 * (rng() % 5); r % 65536 != 65535; r += 1 + rng() % 2) b.add(r);
+    b |= range_bitmap(base + rng() % (3 * 65536), base + 3 * 65536 + rng() % (3 * 65536));
+    b.runOptimize();
+    const std::uint64_t first = base + 65536 * (rng() % 3);
+    const std::size_t n_words = 1 + rng() % (3 * 1024 + 500);  // not always whole containers
+    std::vector<std::uint64_t> words(n_words, 0);
+    or_rows_into(b, first, words);
+    std::uint64_t wrong = 0, seen = 0;
+    for (std::uint64_t i = 0; i < 64 * n_words; ++i) {
+      const bool bit = (words[i / 64] >> (i % 64)) & 1;
+      seen += bit;
+      wrong += bit != b.contains(first + i);
+    }
+    INFO("trial " << trial);
+    CHECK(wrong == 0);
+    CHECK(seen > 0);
+    if (first + 64 * n_words <= (std::uint64_t(1) << 32)) {
+      Bitmap expected;
+      for (std::uint64_t i = 0; i < 64 * n_words; ++i)
+        if (b.contains(first + i)) expected.add(first + i);
+      CHECK(same_rows(bitmap_of_words(words, first), expected));
+    }
+  }
+  std::vector<std::uint64_t> one(1, 1);
+  CHECK_THROWS_AS(bitmap_of_words(one, 100), std::invalid_argument);
+  CHECK_THROWS_AS(bitmap_of_words(one, std::uint64_t(1) << 32), std::invalid_argument);
+  CHECK_THROWS_AS(or_rows_into(Bitmap{}, 3, one), std::invalid_argument);
+}
+
 TEST_CASE("counting rows in all of some bitmaps and none of others", "[indexes][encodings]") {
   std::mt19937_64 rng(5);
   // Sparse (arrays), dense (bitsets) and run-optimized bitmaps over several
