@@ -1,5 +1,6 @@
 #include "fs/mloc_brick_cache.h"
 
+#include <algorithm>
 #include <atomic>
 
 namespace mmfs::fs {
@@ -56,8 +57,46 @@ std::uint64_t MlocBrickCache::bytes() const {
   return bytes_;
 }
 
+std::shared_ptr<AlignedBuffer> MlocBrickCache::take_spare(std::uint64_t size) {
+  std::lock_guard lock(mu_);
+  for (std::size_t i = spares_.size(); i-- > 0;)
+    if (spares_[i]->size() == size) {
+      auto spare = std::move(spares_[i]);
+      spares_.erase(spares_.begin() + std::ptrdiff_t(i));
+      spare_bytes_ -= size;
+      return spare;
+    }
+  return nullptr;
+}
+
+AlignedBuffer MlocBrickCache::take_buffer() {
+  std::lock_guard lock(mu_);
+  if (spares_.empty()) return {};
+  auto largest = std::max_element(spares_.begin(), spares_.end(),
+                                  [](const auto& a, const auto& b) { return a->size() < b->size(); });
+  AlignedBuffer out = std::move(**largest);
+  spares_.erase(largest);
+  spare_bytes_ -= out.size();
+  return out;
+}
+
+void MlocBrickCache::give_buffer(AlignedBuffer buffer) {
+  if (buffer.size() == 0) return;
+  auto spare = std::make_shared<AlignedBuffer>(std::move(buffer));
+  std::lock_guard lock(mu_);
+  keep_spare_locked(std::move(spare));
+}
+
+void MlocBrickCache::keep_spare_locked(std::shared_ptr<AlignedBuffer> spare) {
+  if (spares_.size() >= kMaxSpares || spare_bytes_ + spare->size() > kMaxSpareBytes) return;  // freed
+  spare_bytes_ += spare->size();
+  spares_.push_back(std::move(spare));
+}
+
 void MlocBrickCache::erase_locked(std::list<Entry>::iterator it) {
   bytes_ -= it->brick->size();
+  // The cache made no brick const: bricks are built mutable and shared as const.
+  if (it->brick.use_count() == 1) keep_spare_locked(std::const_pointer_cast<AlignedBuffer>(std::move(it->brick)));
   at_.erase(it->key);
   lru_.erase(it);
 }

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "fs/sector_io.h"
 
@@ -35,6 +36,14 @@ class MlocBrickCache {
   // Keeps `brick` (replacing an entry with fewer groups); bricks larger than
   // the whole capacity are not kept.
   void put(std::uint64_t owner, std::uint64_t rank, std::uint32_t groups, Brick brick);
+  // A buffer of `size` bytes that an evicted brick no longer needs, or
+  // nullptr: decoding into it spares the page faults (and the kernel's zero
+  // fill) of a fresh 2 MiB buffer per chunk.
+  std::shared_ptr<AlignedBuffer> take_spare(std::uint64_t size);
+  // Read buffers lent between reads, on the same terms: the largest spare
+  // (an empty buffer when there is none), and back when the read is done.
+  AlignedBuffer take_buffer();
+  void give_buffer(AlignedBuffer buffer);
   // Drops every brick of `owner`.
   void drop(std::uint64_t owner);
   std::uint64_t bytes() const;
@@ -53,12 +62,17 @@ class MlocBrickCache {
     Brick brick;
   };
   void erase_locked(std::list<Entry>::iterator it);
+  void keep_spare_locked(std::shared_ptr<AlignedBuffer> spare);
+  static constexpr std::size_t kMaxSpares = 8;
+  static constexpr std::uint64_t kMaxSpareBytes = 96ull << 20;
 
   const std::uint64_t capacity_;
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // most recently used first
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> at_;
   std::uint64_t bytes_ = 0;
+  std::vector<std::shared_ptr<AlignedBuffer>> spares_;  // evicted or given back, held by no one else
+  std::uint64_t spare_bytes_ = 0;
 };
 
 }  // namespace mmfs::fs

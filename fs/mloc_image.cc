@@ -382,12 +382,25 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
     std::size_t b0 = 0, b1 = 0;
     std::vector<Piece> pieces;
     std::vector<std::size_t> first;
-    AlignedBuffer buffer;
+    AlignedBuffer* buffer = nullptr;  // one of read_buffers_, alternately
     std::uint64_t bytes = 0;
     std::future<int> fetched;  // last: waited for before the buffer goes
   };
+  // The two batch buffers (one read while the other decodes) are lent by
+  // the cache between reads: a view is read in many 1 MiB pieces, and fresh
+  // buffers would have the kernel fault in and zero their pages each time.
+  // Declared before the batches, so given back after their reads end.
+  struct Lent {
+    MlocBrickCache& cache;
+    AlignedBuffer buffers[2] = {cache.take_buffer(), cache.take_buffer()};
+    ~Lent() {
+      for (AlignedBuffer& b : buffers) cache.give_buffer(std::move(b));
+    }
+  } lent{cache};
+  std::size_t started = 0;
   auto start = [&](std::size_t b0) {
     auto batch = std::make_unique<Batch>();
+    batch->buffer = &lent.buffers[started++ % 2];
     batch->b0 = b0;
     batch->b1 = std::min(chunks.size(), b0 + per_batch);
     for (std::size_t i = b0; i < batch->b1; ++i) {
@@ -396,7 +409,7 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
     }
     Batch* raw = batch.get();
     batch->fetched = std::async(std::launch::async, [this, raw] {
-      return fetch(raw->pieces, &raw->buffer, &raw->bytes, nullptr);
+      return fetch(raw->pieces, raw->buffer, &raw->bytes, nullptr);
     });
     return batch;
   };
@@ -415,8 +428,9 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
     std::vector<int> errors(n, 0);
     std::vector<std::string> messages(n);
     mloc_detail::on_two_threads(n, [&](std::size_t i) {
-      bricks[i] = std::make_shared<AlignedBuffer>(brick_bytes, AlignedBuffer::Uninitialized{});
-      errors[i] = decode_chunk(chunks[batch->b0 + i], groups, batch->pieces, batch->first[i], batch->buffer,
+      bricks[i] = cache.take_spare(brick_bytes);
+      if (!bricks[i]) bricks[i] = std::make_shared<AlignedBuffer>(brick_bytes, AlignedBuffer::Uninitialized{});
+      errors[i] = decode_chunk(chunks[batch->b0 + i], groups, batch->pieces, batch->first[i], *batch->buffer,
                                bricks[i]->data(), &messages[i]);
     });
     for (std::size_t i = 0; i < n; ++i) {

@@ -75,3 +75,41 @@ TEST_CASE("mloc brick cache: drop forgets one owner's bricks only", "[mloc]") {
     CHECK(cache.find(b, r, 1));
   }
 }
+
+TEST_CASE("mloc brick cache: an evicted brick no one holds is a spare buffer of its size", "[mloc]") {
+  MlocBrickCache cache(8192);
+  CHECK_FALSE(cache.take_spare(4096));
+  cache.put(1, 1, 1, brick(4096, std::byte{1}));
+  auto held = cache.find(1, 1, 1);  // a reader still holds chunk 1
+  cache.put(1, 2, 1, brick(4096, std::byte{2}));
+  cache.put(1, 3, 1, brick(4096, std::byte{3}));  // evicts chunk 1: held, so not a spare
+  CHECK_FALSE(cache.take_spare(4096));
+  CHECK(held->data()[0] == std::byte{1});
+  held.reset();
+  cache.put(1, 4, 1, brick(4096, std::byte{4}));  // evicts chunk 2: no one holds it
+  CHECK_FALSE(cache.take_spare(2048));             // only a buffer of the size asked for
+  auto spare = cache.take_spare(4096);
+  REQUIRE(spare);
+  CHECK(spare->size() == 4096);
+  CHECK(spare->data()[0] == std::byte{2});
+  CHECK_FALSE(cache.take_spare(4096));  // handed out once
+  CHECK(cache.find(1, 3, 1));
+  CHECK(cache.find(1, 4, 1));
+  CHECK_FALSE(cache.find(1, 2, 1));
+}
+
+TEST_CASE("mloc brick cache: read buffers are lent and given back, largest first, bounded", "[mloc]") {
+  MlocBrickCache cache(1 << 20);
+  CHECK(cache.take_buffer().size() == 0);  // none yet: the reader allocates its own
+  cache.give_buffer(AlignedBuffer(8192));
+  cache.give_buffer(AlignedBuffer(16384));
+  cache.give_buffer(AlignedBuffer());  // an empty one is not kept
+  CHECK(cache.take_buffer().size() == 16384);
+  CHECK(cache.take_buffer().size() == 8192);
+  CHECK(cache.take_buffer().size() == 0);
+  for (int i = 0; i < 20; ++i) cache.give_buffer(AlignedBuffer(4096));  // more than it keeps
+  int kept = 0;
+  while (cache.take_buffer().size() == 4096) ++kept;
+  CHECK(kept > 0);
+  CHECK(kept < 20);
+}
