@@ -428,16 +428,20 @@ int MlocImage::gather(const indexes::Bitmap& rows, const std::vector<bool>& hint
             if ((errors[c] = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &planes[k], &plane_at[k],
                                       &messages[c])))
               return;
+          const layouts::MlocElementReader element(g, pe.count, G, plane_at.data());
+          // The brick line of each position: positions ascend, so a
+          // division only when a position leaves the line of the last one.
+          std::uint64_t line = 0, line_start = 0;
           for (std::size_t k = 0; k < positions.size(); ++k) {
-            const std::uint64_t row = brick_rows.row(base, positions[k]);
+            const std::uint32_t p = positions[k];
+            if (p - line_start >= brick_rows.last) {
+              line = p / brick_rows.last;
+              line_start = line * brick_rows.last;
+            }
+            const std::uint64_t row = base + brick_rows.table[line] + (p - line_start);
             const std::uint64_t word = words[row >> 6], bit = 1ull << (row & 63);
             if (!(word & bit)) continue;
-            std::byte* e = slab_out + (before[row >> 6] + std::uint64_t(std::popcount(word & (bit - 1)))) * item;
-            for (std::uint32_t gi = 0; gi < G; ++gi) {
-              const layouts::MlocByteGroup& grp = g.groups()[gi];
-              for (std::uint32_t j = 0; j < grp.bytes; ++j)
-                e[item - 1 - (grp.first_rank + j)] = plane_at[gi][j * std::size_t(pe.count) + k];
-            }
+            element.write(k, slab_out + (before[row >> 6] + std::uint64_t(std::popcount(word & (bit - 1)))) * item);
             ++found[rank];  // this chunk is this thread's alone
           }
         }

@@ -69,39 +69,33 @@ void mloc_mark_padding(const MlocGrid& grid, std::uint64_t rank, std::uint32_t* 
 
 void mloc_scatter(const MlocGrid& grid, std::span<const std::uint32_t> positions, std::uint32_t groups,
                   const std::byte* const* planes, std::byte* elements) {
-  const std::uint32_t item = grid.itemsize();
-  const std::size_t n = positions.size();
   // One pass writing whole elements: a pass per byte plane would touch
   // every cache line of the brick once per byte.
-  std::array<const std::byte*, 8> src{};
-  std::array<std::uint32_t, 8> shift{};
-  std::uint32_t kept = 0;
-  for (std::uint32_t k = 0; k < groups; ++k) {
-    const MlocByteGroup& g = grid.groups().at(k);
-    for (std::uint32_t j = 0; j < g.bytes; ++j, ++kept) {
-      src[kept] = planes[k] + j * n;
-      shift[kept] = 8 * (item - 1 - (g.first_rank + j));  // little-endian byte of that significance
-    }
-  }
-  static_assert(std::endian::native == std::endian::little, "elements are little-endian in memory");
+  const MlocElementReader element(grid, positions.size(), groups, planes);
   auto write = [&]<typename Word>(Word) {
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint64_t v = 0;
-      for (std::uint32_t j = 0; j < kept; ++j) v |= std::uint64_t(src[j][i]) << shift[j];
-      const Word w = Word(v);
-      std::memcpy(elements + std::size_t(positions[i]) * sizeof(Word), &w, sizeof(Word));
-    }
+    for (std::size_t i = 0; i < positions.size(); ++i)
+      element.write_as<Word>(i, elements + std::size_t(positions[i]) * sizeof(Word));
   };
-  switch (item) {  // a fixed-size store per element, not a memcpy call
+  switch (grid.itemsize()) {
     case 8: return write(std::uint64_t{});
     case 4: return write(std::uint32_t{});
     case 2: return write(std::uint16_t{});
     case 1: return write(std::uint8_t{});
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t v = 0;
-    for (std::uint32_t j = 0; j < kept; ++j) v |= std::uint64_t(src[j][i]) << shift[j];
-    std::memcpy(elements + std::size_t(positions[i]) * item, &v, item);
+  for (std::size_t i = 0; i < positions.size(); ++i)
+    element.write(i, elements + std::size_t(positions[i]) * grid.itemsize());
+}
+
+MlocElementReader::MlocElementReader(const MlocGrid& grid, std::uint64_t count, std::uint32_t groups,
+                                     const std::byte* const* planes)
+    : item_(grid.itemsize()) {
+  static_assert(std::endian::native == std::endian::little, "elements are little-endian in memory");
+  for (std::uint32_t k = 0; k < groups; ++k) {
+    const MlocByteGroup& g = grid.groups().at(k);
+    for (std::uint32_t j = 0; j < g.bytes; ++j, ++kept_) {
+      src_[kept_] = planes[k] + j * count;
+      shift_[kept_] = 8 * (item_ - 1 - (g.first_rank + j));
+    }
   }
 }
 

@@ -15,8 +15,10 @@
 // the stored sizes, so the directory holds sizes and checksums only.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -53,6 +55,41 @@ void mloc_scatter(const MlocGrid& grid, std::span<const std::uint32_t> positions
 // groups [0, groups) from planes[g] (count per rank), the rest left as is.
 void mloc_assemble(const MlocGrid& grid, std::uint64_t count, std::uint32_t groups, const std::byte* const* planes,
                    std::byte* elements);
+// Element k of a (bin, chunk) from its units' raw bytes: planes[g] holds
+// group g's bytes, `count` per byte of the group (as mloc_scatter reads
+// them). The first `groups` groups are kept; the other bytes are zero.
+class MlocElementReader {
+ public:
+  MlocElementReader(const MlocGrid& grid, std::uint64_t count, std::uint32_t groups, const std::byte* const* planes);
+  std::uint64_t value(std::size_t k) const {  // little-endian: the element is its first item bytes
+    std::uint64_t v = 0;
+    for (std::uint32_t j = 0; j < kept_; ++j) v |= std::uint64_t(src_[j][k]) << shift_[j];
+    return v;
+  }
+  // A fixed-size store per element, not a memcpy call: loops over many
+  // elements switch on the item size once, outside, and call this.
+  template <class Word>
+  void write_as(std::size_t k, std::byte* out) const {
+    const Word w = Word(value(k));
+    std::memcpy(out, &w, sizeof w);
+  }
+  void write(std::size_t k, std::byte* out) const {
+    switch (item_) {
+      case 8: return write_as<std::uint64_t>(k, out);
+      case 4: return write_as<std::uint32_t>(k, out);
+      case 2: return write_as<std::uint16_t>(k, out);
+      case 1: return write_as<std::uint8_t>(k, out);
+    }
+    const std::uint64_t v = value(k);
+    std::memcpy(out, &v, item_);
+  }
+
+ private:
+  std::array<const std::byte*, 8> src_{};
+  std::array<std::uint32_t, 8> shift_{};
+  std::uint32_t kept_ = 0, item_ = 0;
+};
+
 // A unit's raw size.
 inline std::uint64_t mloc_unit_raw_bytes(const MlocGrid& grid, std::uint64_t count, std::uint32_t group) {
   return count * grid.groups()[group].bytes;

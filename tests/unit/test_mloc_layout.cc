@@ -524,6 +524,19 @@ TEST_CASE("mloc: split then scatter reproduces a chunk; planes and positions mat
               }
             INFO("groups scattered " << Gk << " bytes kept " << kept);
             CHECK(ok);
+            // One element at a time (a gather's way): the scattered bytes.
+            std::uint64_t unequal = 0;
+            for (u32 b = 0; b < B; ++b) {
+              std::vector<const std::byte*> planes;
+              for (std::size_t gi = 0; gi < G; ++gi) planes.push_back(split.planes[b * G + gi].data());
+              const MlocElementReader element(g, split.positions[b].size(), u32(Gk), planes.data());
+              Bytes one(item, std::byte{0xCD});
+              for (std::size_t k = 0; k < split.positions[b].size(); ++k) {
+                element.write(k, one.data());
+                unequal += !std::equal(one.begin(), one.end(), out.begin() + std::size_t(split.positions[b][k]) * item);
+              }
+            }
+            CHECK(unequal == 0);
             if (Gk == G) {
               // The full scatter is the chunk itself on the held positions.
               bool same = true;
