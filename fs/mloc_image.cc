@@ -639,6 +639,12 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   std::vector<std::vector<std::byte>> pos_bytes(dir.positions.size()), unit_bytes(dir.units.size());
   const std::uint64_t slab_chunks = g.chunks() / g.chunk_grid()[0];
   std::vector<AlignedBuffer> bricks(slab_chunks);
+  // Per thread of on_two_threads (even chunks here, odd ones on the other):
+  // a brick's bins and its split, reused from chunk to chunk.
+  struct Scratch {
+    std::vector<std::uint32_t> bins;
+    layouts::MlocChunkSplit split;
+  } scratch[2];
   for (std::uint64_t r0 = 0; r0 < S[0]; r0 += slab_rows) {
     std::uint64_t rows = std::min(slab_rows, S[0] - r0);
     if (int r = read(r0, rows, slab.data(), message)) return r;
@@ -659,10 +665,11 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
         linear /= g.chunk_grid()[d];
       }
       const std::uint64_t rank = g.rank_of(cc);
-      std::vector<std::uint32_t> bins(brick_n);
+      std::vector<std::uint32_t>& bins = scratch[i % 2].bins;
+      bins.resize(brick_n);
       binning.bins_of(bricks[i].data(), brick_n, bins.data());
       layouts::mloc_mark_padding(g, rank, bins.data());
-      layouts::MlocChunkSplit split;
+      layouts::MlocChunkSplit& split = scratch[i % 2].split;
       layouts::mloc_split_chunk(g, bricks[i].data(), brick_n, bins.data(), &split);
       for (std::uint32_t b = 0; b < g.bins(); ++b) {
         const std::uint64_t e = g.position_entry(b, rank);

@@ -8,6 +8,8 @@ namespace mmfs::fs::mloc_detail {
 
 // Runs f(i) for i in [0, n) on two threads (this one and one more): chunks
 // decode and encode independently, and this machine class has two cores.
+// Even i run on this thread and odd i on the other, so f may keep scratch
+// per i % 2.
 template <class F>
 void on_two_threads(std::size_t n, F&& f) {
   if (n < 2) {

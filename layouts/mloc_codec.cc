@@ -18,31 +18,63 @@ void mloc_split_chunk(const MlocGrid& grid, const std::byte* elements, std::uint
   const std::uint32_t B = grid.bins(), item = grid.itemsize();
   const auto& groups = grid.groups();
   const std::size_t G = groups.size();
-  out->positions.assign(B, {});
-  out->planes.assign(std::size_t(B) * G, {});
+  // Vectors are cleared, not freed: a caller that splits chunk after chunk
+  // into one MlocChunkSplit reuses their storage.
+  out->positions.resize(B);
+  out->planes.resize(std::size_t(B) * G);
   std::vector<std::uint32_t> n(B, 0);
   for (std::uint64_t i = 0; i < count; ++i) {
     if (bins[i] == kMlocNoBin) continue;
     if (bins[i] >= B) throw std::invalid_argument("mloc_split_chunk: bin out of range");
     ++n[bins[i]];
   }
+  // Where byte r (significance: 0 the most) of a bin's next element goes.
+  std::vector<std::byte*> dst(std::size_t(B) * item);
+  std::array<std::uint32_t, 8> shift{};
   for (std::uint32_t b = 0; b < B; ++b) {
-    out->positions[b].reserve(n[b]);
-    for (std::size_t g = 0; g < G; ++g) out->planes[b * G + g].resize(std::size_t(n[b]) * groups[g].bytes);
+    out->positions[b].resize(n[b]);
+    for (std::size_t g = 0; g < G; ++g) {
+      auto& plane = out->planes[b * G + g];
+      plane.resize(std::size_t(n[b]) * groups[g].bytes);
+      for (std::uint32_t j = 0; j < groups[g].bytes; ++j)
+        dst[std::size_t(b) * item + groups[g].first_rank + j] = plane.data() + std::size_t(j) * n[b];
+    }
   }
+  for (std::uint32_t r = 0; r < item && r < 8; ++r) shift[r] = 8 * (item - 1 - r);
+  static_assert(std::endian::native == std::endian::little, "elements are little-endian in memory");
+  // Positions first (one stream per bin), then each bin's elements gathered
+  // into a dense run and cut into its byte planes one plane at a time:
+  // writing every element's bytes straight to its bin's planes kept a
+  // stream per (bin, byte) open, hundreds, more than the cache holds.
   std::vector<std::uint32_t> at(B, 0);
   for (std::uint64_t i = 0; i < count; ++i) {
     const std::uint32_t b = bins[i];
-    if (b == kMlocNoBin) continue;
-    const std::uint32_t k = at[b]++;
-    out->positions[b].push_back(std::uint32_t(i));
-    const std::byte* e = elements + i * item;
-    for (std::size_t g = 0; g < G; ++g) {
-      std::byte* plane = out->planes[b * G + g].data();
-      for (std::uint32_t j = 0; j < groups[g].bytes; ++j)
-        plane[std::size_t(j) * n[b] + k] = e[item - 1 - (groups[g].first_rank + j)];
-    }
+    if (b != kMlocNoBin) out->positions[b][at[b]++] = std::uint32_t(i);
   }
+  auto split = [&]<typename Word>(Word) {
+    std::vector<Word> dense;
+    for (std::uint32_t b = 0; b < B; ++b) {
+      const std::vector<std::uint32_t>& pos = out->positions[b];
+      dense.resize(pos.size());
+      for (std::size_t k = 0; k < pos.size(); ++k)
+        std::memcpy(&dense[k], elements + std::size_t(pos[k]) * sizeof(Word), sizeof(Word));
+      for (std::uint32_t r = 0; r < sizeof(Word); ++r) {
+        std::byte* d = dst[std::size_t(b) * sizeof(Word) + r];
+        const std::uint32_t sh = shift[r];
+        for (std::size_t k = 0; k < dense.size(); ++k) d[k] = std::byte(dense[k] >> sh);
+      }
+    }
+  };
+  switch (item) {  // whole words for the usual item sizes
+    case 8: return split(std::uint64_t{});
+    case 4: return split(std::uint32_t{});
+    case 2: return split(std::uint16_t{});
+    case 1: return split(std::uint8_t{});
+  }
+  for (std::uint32_t b = 0; b < B; ++b)
+    for (std::size_t k = 0; k < out->positions[b].size(); ++k)
+      for (std::uint32_t r = 0; r < item; ++r)
+        dst[std::size_t(b) * item + r][k] = elements[std::size_t(out->positions[b][k]) * item + item - 1 - r];
 }
 
 void mloc_mark_padding(const MlocGrid& grid, std::uint64_t rank, std::uint32_t* bins) {
@@ -133,15 +165,18 @@ ZstdContexts& zstd_contexts() {
 
 std::vector<std::byte> mloc_pack(std::span<const std::byte> raw, int level) {
   if (level > 0 && raw.size() > 64) {
-    std::vector<std::byte> out(ZSTD_compressBound(raw.size()));
-    std::size_t n = ZSTD_compressCCtx(zstd_contexts().c.get(), out.data(), out.size(), raw.data(), raw.size(), level);
+    // Into a scratch buffer, then copied at its size: an encoder holds every
+    // unit until the image is written, and a vector cut down by resize()
+    // would keep the whole bound allocated.
+    thread_local std::vector<std::byte> scratch;
+    scratch.resize(ZSTD_compressBound(raw.size()));
+    std::size_t n =
+        ZSTD_compressCCtx(zstd_contexts().c.get(), scratch.data(), scratch.size(), raw.data(), raw.size(), level);
     // A unit that shrinks by less than an eighth is stored raw: every read
     // of it would pay a decompression (about 1 GB/s a core) to save less
     // device time than that costs.
-    if (!ZSTD_isError(n) && n <= raw.size() - raw.size() / 8) {
-      out.resize(n);
-      return out;
-    }
+    if (!ZSTD_isError(n) && n <= raw.size() - raw.size() / 8)
+      return std::vector<std::byte>(scratch.begin(), scratch.begin() + std::ptrdiff_t(n));
   }
   return std::vector<std::byte>(raw.begin(), raw.end());
 }

@@ -469,6 +469,7 @@ TEST_CASE("mloc: split then scatter reproduces a chunk; planes and positions mat
         const auto& groups = g.groups();
         const std::size_t G = groups.size();
         const u64 brick = product(g.chunk());
+        MlocChunkSplit reused;  // split into chunk after chunk, as the encoder does
         for (u64 r = 0; r < g.chunks(); ++r) {
           INFO("itemsize " << item << " float64 " << f64 << " bins " << B << " rank " << r);
           const Bytes elems = random_bytes(rng, brick * item);
@@ -477,6 +478,8 @@ TEST_CASE("mloc: split then scatter reproduces a chunk; planes and positions mat
           mloc_mark_padding(g, r, bins.data());
           MlocChunkSplit split;
           mloc_split_chunk(g, elems.data(), brick, bins.data(), &split);
+          mloc_split_chunk(g, elems.data(), brick, bins.data(), &reused);
+          CHECK((reused.positions == split.positions && reused.planes == split.planes));
           REQUIRE(split.positions.size() == B);
           REQUIRE(split.planes.size() == B * G);
 
