@@ -73,6 +73,12 @@ class MlocElementReader {
     const Word w = Word(value(k));
     std::memcpy(out, &w, sizeof w);
   }
+  // For loops over many elements: their own copies of these, which the
+  // compiler keeps in registers (a store through std::byte* may alias any
+  // member, so it reloads members after every store).
+  const std::array<const std::byte*, 8>& sources() const { return src_; }
+  const std::array<std::uint32_t, 8>& shifts() const { return shift_; }
+  std::uint32_t kept() const { return kept_; }
   void write(std::size_t k, std::byte* out) const {
     switch (item_) {
       case 8: return write_as<std::uint64_t>(k, out);

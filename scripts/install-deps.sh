@@ -13,7 +13,7 @@ APT_PACKAGES=(
   libacl1-dev curl ca-certificates
   libnbd-dev nbdkit   # NBD targets (fs/nbd_device.*) and their tests' servers (memory, file plugins)
 )
-PIP_PACKAGES=(numpy h5py pytest matplotlib zarr duckdb pyroaring)
+PIP_PACKAGES=(numpy h5py hdf5plugin pytest matplotlib zarr duckdb pyroaring)
 
 log() { printf 'install-deps: %s\n' "$*"; }
 
@@ -55,13 +55,13 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   quiet as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-if ! python3 -c 'import numpy, h5py, pytest, matplotlib, zarr' >/dev/null 2>&1; then
+if ! python3 -c 'import numpy, h5py, hdf5plugin, pytest, matplotlib, zarr' >/dev/null 2>&1; then
   log "installing Python packages: ${PIP_PACKAGES[*]}"
   # Debian 12's python3 is "externally managed" (PEP 668); this tells pip to
   # install anyway (older pips ignore the variable).
   quiet env PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
     python3 -m pip install -q "${PIP_PACKAGES[@]}"
-  python3 -c 'import numpy, h5py, pytest, matplotlib, zarr' || {
+  python3 -c 'import numpy, h5py, hdf5plugin, pytest, matplotlib, zarr' || {
     log "Python packages still not importable after pip install" >&2
     exit 1
   }
