@@ -356,6 +356,49 @@ std::vector<std::uint64_t> MlocImage::chunks_of(const layouts::Selection& box) c
   return ranks;
 }
 
+int MlocImage::pipelined(std::size_t batches, const BatchPieces& pieces_of, const BatchConsumer& consume,
+                         std::uint64_t* bytes_read, std::string* message) const {
+  struct Fetched {
+    std::vector<Piece> pieces;
+    std::vector<std::size_t> first;
+    AlignedBuffer buffer;
+    std::uint64_t bytes = 0;
+  };
+  // The two buffers (one read while the other decodes) are lent by the
+  // cache between reads: a view is read in many 1 MiB pieces, and fresh
+  // buffers would have the kernel fault in and zero their pages each time.
+  // Declared before `fetching`, so given back after its read ends.
+  struct Slots {
+    MlocBrickCache& cache = MlocBrickCache::shared();
+    Fetched f[2] = {{{}, {}, cache.take_buffer(), 0}, {{}, {}, cache.take_buffer(), 0}};
+    ~Slots() {
+      for (Fetched& s : f) cache.give_buffer(std::move(s.buffer));
+    }
+  } slots;
+  auto start = [&](std::size_t i) {
+    Fetched* f = &slots.f[i % 2];
+    f->pieces.clear();
+    f->first.clear();
+    f->bytes = 0;
+    pieces_of(i, &f->pieces, &f->first);
+    return std::async(std::launch::async, [this, f] { return fetch(f->pieces, &f->buffer, &f->bytes, nullptr); });
+  };
+  std::future<int> fetching;
+  if (batches) fetching = start(0);
+  for (std::size_t i = 0; i < batches; ++i) {
+    const int fetched = fetching.get();
+    Fetched& f = slots.f[i % 2];
+    *bytes_read += f.bytes;
+    if (fetched) {
+      *message = "reading mloc position lists and units failed";
+      return fetched;
+    }
+    if (i + 1 < batches) fetching = start(i + 1);  // read while batch i decodes
+    if (int r = consume(i, f.pieces, f.first, f.buffer)) return r;  // `fetching` waits as it goes
+  }
+  return 0;
+}
+
 int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
                               std::uint64_t* bytes_read, std::string* message) const {
   const std::uint64_t out_bytes = selection.elements() * grid_->itemsize();
@@ -376,74 +419,35 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
   }
   const std::uint64_t brick_bytes = grid_->brick_elements() * grid_->itemsize();
   const std::size_t per_batch = std::max<std::uint64_t>(1, kBatchBrickBytes / brick_bytes);
-  // Two stages: the next batch's units are read from the device while this
-  // one's chunks decode.
-  struct Batch {
-    std::size_t b0 = 0, b1 = 0;
-    std::vector<Piece> pieces;
-    std::vector<std::size_t> first;
-    AlignedBuffer* buffer = nullptr;  // one of read_buffers_, alternately
-    std::uint64_t bytes = 0;
-    std::future<int> fetched;  // last: waited for before the buffer goes
+  auto pieces_of = [&](std::size_t i, std::vector<Piece>* pieces, std::vector<std::size_t>* first) {
+    for (std::size_t c = i * per_batch; c < std::min(chunks.size(), (i + 1) * per_batch); ++c) {
+      first->push_back(pieces->size());
+      chunk_pieces(chunks[c], groups, pieces);
+    }
   };
-  // The two batch buffers (one read while the other decodes) are lent by
-  // the cache between reads: a view is read in many 1 MiB pieces, and fresh
-  // buffers would have the kernel fault in and zero their pages each time.
-  // Declared before the batches, so given back after their reads end.
-  struct Lent {
-    MlocBrickCache& cache;
-    AlignedBuffer buffers[2] = {cache.take_buffer(), cache.take_buffer()};
-    ~Lent() {
-      for (AlignedBuffer& b : buffers) cache.give_buffer(std::move(b));
-    }
-  } lent{cache};
-  std::size_t started = 0;
-  auto start = [&](std::size_t b0) {
-    auto batch = std::make_unique<Batch>();
-    batch->buffer = &lent.buffers[started++ % 2];
-    batch->b0 = b0;
-    batch->b1 = std::min(chunks.size(), b0 + per_batch);
-    for (std::size_t i = b0; i < batch->b1; ++i) {
-      batch->first.push_back(batch->pieces.size());
-      chunk_pieces(chunks[i], groups, &batch->pieces);
-    }
-    Batch* raw = batch.get();
-    batch->fetched = std::async(std::launch::async, [this, raw] {
-      return fetch(raw->pieces, raw->buffer, &raw->bytes, nullptr);
-    });
-    return batch;
-  };
-  std::unique_ptr<Batch> next = chunks.empty() ? nullptr : start(0);
-  while (next) {
-    std::unique_ptr<Batch> batch = std::move(next);
-    const int fetched = batch->fetched.get();
-    *bytes_read += batch->bytes;
-    if (fetched) {
-      *message = "reading mloc units failed";
-      return fetched;
-    }
-    if (batch->b1 < chunks.size()) next = start(batch->b1);
-    const std::size_t n = batch->b1 - batch->b0;
+  auto consume = [&](std::size_t i, const std::vector<Piece>& pieces, const std::vector<std::size_t>& first,
+                     const AlignedBuffer& buffer) {
+    const std::size_t c0 = i * per_batch, n = std::min(chunks.size(), c0 + per_batch) - c0;
     std::vector<std::shared_ptr<AlignedBuffer>> bricks(n);
     std::vector<int> errors(n, 0);
     std::vector<std::string> messages(n);
-    mloc_detail::on_two_threads(n, [&](std::size_t i) {
-      bricks[i] = cache.take_spare(brick_bytes);
-      if (!bricks[i]) bricks[i] = std::make_shared<AlignedBuffer>(brick_bytes, AlignedBuffer::Uninitialized{});
-      errors[i] = decode_chunk(chunks[batch->b0 + i], groups, batch->pieces, batch->first[i], *batch->buffer,
-                               bricks[i]->data(), &messages[i]);
+    mloc_detail::on_two_threads(n, [&](std::size_t j) {
+      bricks[j] = cache.take_spare(brick_bytes);
+      if (!bricks[j]) bricks[j] = std::make_shared<AlignedBuffer>(brick_bytes, AlignedBuffer::Uninitialized{});
+      errors[j] = decode_chunk(chunks[c0 + j], groups, pieces, first[j], buffer, bricks[j]->data(), &messages[j]);
     });
-    for (std::size_t i = 0; i < n; ++i) {
-      if (errors[i]) {
-        *message = messages[i];
-        return errors[i];
+    for (std::size_t j = 0; j < n; ++j) {
+      if (errors[j]) {
+        *message = messages[j];
+        return errors[j];
       }
-      const std::uint64_t rank = chunks[batch->b0 + i];
-      gather.copy(grid_->coords_of(rank), bricks[i]->data(), out);
-      cache.put(cache_owner_, rank, groups, std::move(bricks[i]));
+      const std::uint64_t rank = chunks[c0 + j];
+      gather.copy(grid_->coords_of(rank), bricks[j]->data(), out);
+      cache.put(cache_owner_, rank, groups, std::move(bricks[j]));
     }
-  }
-  return 0;
+    return 0;
+  };
+  return pipelined((chunks.size() + per_batch - 1) / per_batch, pieces_of, consume, bytes_read, message);
 }
 
 int MlocImage::element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset,

@@ -142,7 +142,9 @@ class MlocImage {
   // Batches of pieces, each read on a second thread while the batch before
   // it is consumed here. pieces_of(i) lists batch i's pieces and, in
   // *first, where each of its chunks' pieces start; consume(i) decodes them
-  // from the buffer. The first error stops it.
+  // from the buffer. The first error stops it. Every read of the image
+  // (views, region queries, gathers) goes through here; its two buffers are
+  // lent by MlocBrickCache between reads.
   using BatchPieces = std::function<void(std::size_t, std::vector<Piece>*, std::vector<std::size_t>*)>;
   using BatchConsumer = std::function<int(std::size_t, const std::vector<Piece>&, const std::vector<std::size_t>&,
                                           const AlignedBuffer&)>;

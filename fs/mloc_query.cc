@@ -129,48 +129,10 @@ std::vector<MlocImage::Slab> MlocImage::slabs_of(const std::vector<std::uint64_t
   return out;
 }
 
-int MlocImage::pipelined(std::size_t batches, const BatchPieces& pieces_of, const BatchConsumer& consume,
-                         std::uint64_t* bytes_read, std::string* message) const {
-  struct Fetched {
-    std::vector<Piece> pieces;
-    std::vector<std::size_t> first;
-    AlignedBuffer buffer;  // kept from batch to batch: its pages fault in once
-    std::uint64_t bytes = 0;
-  };
-  Fetched slots[2];
-  auto start = [&](std::size_t i) {
-    Fetched* f = &slots[i % 2];
-    f->pieces.clear();
-    f->first.clear();
-    f->bytes = 0;
-    pieces_of(i, &f->pieces, &f->first);
-    return std::async(std::launch::async, [this, f] { return fetch(f->pieces, &f->buffer, &f->bytes, nullptr); });
-  };
-  std::future<int> fetching;
-  if (batches) fetching = start(0);
-  for (std::size_t i = 0; i < batches; ++i) {
-    const int fetched = fetching.get();
-    Fetched& f = slots[i % 2];
-    *bytes_read += f.bytes;
-    if (fetched) {
-      *message = "reading mloc position lists and units failed";
-      return fetched;
-    }
-    if (i + 1 < batches) fetching = start(i + 1);  // read while batch i decodes
-    int r = consume(i, f.pieces, f.first, f.buffer);
-    if (r) {
-      if (fetching.valid()) fetching.wait();  // its buffer and pieces go with this frame
-      return r;
-    }
-  }
-  return 0;
-}
-
 namespace {
 
-// The batches (each within one slab, at most kChunksPerBatch chunks) of the
-// slabs' chunks that `take` keeps, as (slab, first, end) into slab.ranks
-// filtered into `chosen`.
+// The batches of the slabs' chunks that `keep` keeps, each within one slab
+// and of at most kChunksPerBatch chunks, in slab order.
 struct SlabBatch {
   std::size_t slab = 0;
   std::vector<std::uint64_t> ranks;
