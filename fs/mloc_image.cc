@@ -264,10 +264,10 @@ void MlocImage::chunk_pieces(std::uint64_t rank, std::uint32_t groups, std::vect
   for (std::uint32_t b = 0; b < g.bins(); ++b) {
     std::uint64_t e = g.position_entry(b, rank);
     if (dir_->positions[e].count == 0) continue;
-    out->push_back({dir_->position_offset[e], dir_->positions[e].stored, 0});
+    out->push_back({dir_->position_offset(e), dir_->positions[e].stored, 0});
     for (std::uint32_t k = 0; k < groups; ++k) {
       std::uint64_t u = g.unit(b, k, rank);
-      out->push_back({dir_->unit_offset[u], dir_->units[u].stored, 0});
+      out->push_back({dir_->unit_offset(u), dir_->units[u].stored, 0});
     }
   }
 }
@@ -484,7 +484,7 @@ int MlocImage::element_location(std::span<const std::uint64_t> coords, geom::Lbn
     if (int r = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, message)) return r;
     auto it = std::lower_bound(positions.begin(), positions.end(), std::uint32_t(in_brick));
     if (it == positions.end() || *it != in_brick) continue;
-    const std::uint64_t byte = dir_->unit_offset[g.unit(b, 0, rank)] + std::uint64_t(it - positions.begin());
+    const std::uint64_t byte = dir_->unit_offset(g.unit(b, 0, rank)) + std::uint64_t(it - positions.begin());
     const std::uint64_t ss = io_.sector_size();
     std::uint64_t sector = byte / ss;
     for (const Extent& e : extents_) {

@@ -190,11 +190,11 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
         if (uses[b] == BinUse::None) continue;
         const std::uint64_t e = g.position_entry(b, rank);
         if (dir_->positions[e].count == 0) continue;
-        pieces->push_back({dir_->position_offset[e], dir_->positions[e].stored, 0});
+        pieces->push_back({dir_->position_offset(e), dir_->positions[e].stored, 0});
         if (uses[b] == BinUse::Edge)
           for (std::uint32_t k = 0; k < G; ++k) {
             const std::uint64_t u = g.unit(b, k, rank);
-            pieces->push_back({dir_->unit_offset[u], dir_->units[u].stored, 0});
+            pieces->push_back({dir_->unit_offset(u), dir_->units[u].stored, 0});
           }
       }
     }
@@ -357,10 +357,10 @@ int MlocImage::gather(const indexes::Bitmap& rows, const std::vector<bool>& hint
         for (std::uint32_t b = 0; b < g.bins(); ++b) {
           const std::uint64_t e = g.position_entry(b, rank);
           if (!in_pass[b] || dir_->positions[e].count == 0) continue;
-          pieces->push_back({dir_->position_offset[e], dir_->positions[e].stored, 0});
+          pieces->push_back({dir_->position_offset(e), dir_->positions[e].stored, 0});
           for (std::uint32_t k = 0; k < G; ++k) {
             const std::uint64_t u = g.unit(b, k, rank);
-            pieces->push_back({dir_->unit_offset[u], dir_->units[u].stored, 0});
+            pieces->push_back({dir_->unit_offset(u), dir_->units[u].stored, 0});
           }
         }
       }

@@ -263,17 +263,16 @@ void MlocDirectory::locate(std::uint32_t sector_size) {
   header_bytes = encoded_bytes();
   positions_start = (header_bytes + sector_size - 1) / sector_size * sector_size;
   std::uint64_t at = positions_start;
-  position_offset.resize(positions.size());
-  for (std::size_t i = 0; i < positions.size(); ++i) {
-    position_offset[i] = at;
-    at += positions[i].stored;
-  }
+  auto blocks_of = [&at](const auto& entries, std::vector<std::uint64_t>* blocks) {
+    blocks->assign((entries.size() + kOffsetBlock - 1) / kOffsetBlock, 0);
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      if (i % kOffsetBlock == 0) (*blocks)[i / kOffsetBlock] = at;
+      at += entries[i].stored;
+    }
+  };
+  blocks_of(positions, &position_blocks);
   data_start = at;
-  unit_offset.resize(units.size());
-  for (std::size_t i = 0; i < units.size(); ++i) {
-    unit_offset[i] = at;
-    at += units[i].stored;
-  }
+  blocks_of(units, &unit_blocks);
   image_bytes = at;
 }
 
@@ -355,15 +354,24 @@ std::optional<MlocDirectory> MlocDirectory::decode(std::string_view bytes, std::
   std::memcpy(d.units.data(), bytes.data() + r.at, nu * sizeof(MlocUnitEntry));
   // Sizes must agree with the grid: counts add up per chunk, stored bytes
   // never exceed raw ones.
-  std::vector<std::uint64_t> per_chunk(grid->chunks(), 0);
-  for (std::uint32_t b = 0; b < grid->bins(); ++b)
-    for (std::uint64_t c = 0; c < grid->chunks(); ++c) {
-      const MlocPositionEntry& e = d.positions[grid->position_entry(b, c)];
-      if (e.stored > e.raw) return std::nullopt;
-      per_chunk[c] += e.count;
-      for (std::uint32_t g = 0; g < grid->groups().size(); ++g)
-        if (d.units[grid->unit(b, g, c)].stored > mloc_unit_raw_bytes(*grid, e.count, g)) return std::nullopt;
+  // A chunk at a time along each (bin, group): the tables in their order
+  // for priorities that put space last, the common case.
+  const std::uint64_t C = grid->chunks();
+  const std::uint64_t rank_stride = C > 1 ? grid->unit(0, 0, 1) : 0;
+  std::vector<std::uint64_t> per_chunk(C, 0);
+  for (std::uint32_t b = 0; b < grid->bins(); ++b) {
+    const MlocPositionEntry* e = d.positions.data() + grid->position_entry(b, 0);
+    for (std::uint64_t c = 0; c < C; ++c) {
+      if (e[c].stored > e[c].raw) return std::nullopt;
+      per_chunk[c] += e[c].count;
     }
+    for (std::uint32_t g = 0; g < grid->groups().size(); ++g) {
+      const std::uint64_t bytes = grid->groups()[g].bytes;
+      std::uint64_t u = grid->unit(b, g, 0);
+      for (std::uint64_t c = 0; c < C; ++c, u += rank_stride)
+        if (d.units[u].stored > e[c].count * bytes) return std::nullopt;
+    }
+  }
   for (std::uint64_t c = 0; c < grid->chunks(); ++c)
     if (per_chunk[c] != grid->chunk_elements(c)) return std::nullopt;
   d.locate(sector_size);

@@ -148,13 +148,28 @@ struct MlocDirectory {
   std::uint64_t positions_start = 0;  // header, rounded up to a sector
   std::uint64_t data_start = 0;
   std::uint64_t image_bytes = 0;
-  std::vector<std::uint64_t> position_offset;  // per entry, from the image's start
-  std::vector<std::uint64_t> unit_offset;
+  // Entry i's bytes, from the image's start.
+  std::uint64_t position_offset(std::size_t i) const { return offset_of(positions, position_blocks, i); }
+  std::uint64_t unit_offset(std::size_t i) const { return offset_of(units, unit_blocks, i); }
+  // The offsets of every kOffsetBlock-th entry; an entry adds the sizes
+  // before it in its block. A table of every offset would be 8 bytes per
+  // unit (6 MB for a 2 GiB array) that a cold load has to fault in and fill.
+  static constexpr std::size_t kOffsetBlock = 64;
+  std::vector<std::uint64_t> position_blocks, unit_blocks;
 
   std::string encode() const;
   std::uint64_t encoded_bytes() const;  // encode().size()
   // nullopt when malformed (sizes that disagree with the grid included).
   static std::optional<MlocDirectory> decode(std::string_view bytes, std::uint32_t sector_size);
+
+ private:
+  template <class Entry>
+  static std::uint64_t offset_of(const std::vector<Entry>& entries, const std::vector<std::uint64_t>& blocks,
+                                 std::size_t i) {
+    std::uint64_t at = blocks[i / kOffsetBlock];
+    for (std::size_t k = i - i % kOffsetBlock; k < i; ++k) at += entries[k].stored;
+    return at;
+  }
 };
 
 }  // namespace mmfs::layouts

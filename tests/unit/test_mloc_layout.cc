@@ -785,8 +785,8 @@ void check_same(const MlocDirectory& a, const MlocDirectory& b) {
   CHECK(a.positions_start == b.positions_start);
   CHECK(a.data_start == b.data_start);
   CHECK(a.image_bytes == b.image_bytes);
-  CHECK(a.position_offset == b.position_offset);
-  CHECK(a.unit_offset == b.unit_offset);
+  CHECK(a.position_blocks == b.position_blocks);
+  CHECK(a.unit_blocks == b.unit_blocks);
 }
 
 // The layout of a located directory, recomputed from its sizes.
@@ -796,16 +796,14 @@ void check_located(const MlocDirectory& d, u32 sector) {
   CHECK(d.positions_start >= d.header_bytes);
   CHECK(d.positions_start < d.header_bytes + sector);
   u64 at = d.positions_start, pos_total = 0, unit_total = 0;
-  REQUIRE(d.position_offset.size() == d.positions.size());
   for (std::size_t i = 0; i < d.positions.size(); ++i) {
-    CHECK(d.position_offset[i] == at);
+    CHECK(d.position_offset(i) == at);
     at += d.positions[i].stored;
     pos_total += d.positions[i].stored;
   }
   CHECK(d.data_start == at);
-  REQUIRE(d.unit_offset.size() == d.units.size());
   for (std::size_t i = 0; i < d.units.size(); ++i) {
-    CHECK(d.unit_offset[i] == at);
+    CHECK(d.unit_offset(i) == at);
     at += d.units[i].stored;
     unit_total += d.units[i].stored;
   }
@@ -853,8 +851,8 @@ TEST_CASE("mloc: the directory encodes, decodes and locates its pieces", "[mloc]
     b.locate(4096);
     CHECK(b.positions_start % 4096 == 0);
     CHECK(b.positions_start >= a.positions_start);
-    for (std::size_t i = 0; i < a.unit_offset.size(); ++i)
-      CHECK(b.unit_offset[i] - b.positions_start == a.unit_offset[i] - a.positions_start);
+    for (std::size_t i = 0; i < a.units.size(); ++i)
+      CHECK(b.unit_offset(i) - b.positions_start == a.unit_offset(i) - a.positions_start);
   }
   SECTION("positions_start is the header rounded up, not a floor plus one sector") {
     MlocDirectory d = make_directory(rng, kVMS);
