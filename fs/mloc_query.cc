@@ -181,7 +181,7 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
   std::vector<std::uint64_t> words;
   std::size_t current = slabs.size();
   auto finish_slab = [&] {
-    if (current < slabs.size()) *rows |= indexes::bitmap_of_words(words, slabs[current].word_row);
+    if (current < slabs.size()) *rows |= indexes::bitmap_of_words(words, slabs[current].word_row, false);
   };
   auto pieces_of = [&](std::size_t i, std::vector<Piece>* pieces, std::vector<std::size_t>* first) {
     for (std::uint64_t rank : batches[i].ranks) {
@@ -219,6 +219,7 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
       std::vector<std::vector<std::byte>> planes(G);
       std::vector<const std::byte*> plane_at(G);
       std::vector<std::byte> elements;
+      std::vector<std::uint32_t> hits;
       std::size_t at = first[c];
       // The chunk's matches as a bitset of brick positions first (plain
       // stores), then ORed into the slab's rows a brick row at a time.
@@ -238,10 +239,10 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
                                     &messages[c])))
             return;
         elements.resize(std::size_t(pe.count) * item);
+        hits.resize(pe.count);
         layouts::mloc_assemble(g, pe.count, G, plane_at.data(), elements.data());
-        indexes::Bitmap hits;
-        indexes::scan_keys(type, keys, elements.data(), pe.count, 0, &hits);
-        for (std::uint64_t k : indexes::rows_of(hits)) set(positions[k]);
+        const std::size_t matched = indexes::matching_indices(type, keys, elements.data(), pe.count, hits.data());
+        for (std::size_t k = 0; k < matched; ++k) set(positions[hits[k]]);
       }
       // Brick rows past the array's edge hold no positions, so no bits.
       for (std::uint64_t r = 0; r < brick_rows.table.size(); ++r)

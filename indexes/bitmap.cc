@@ -418,7 +418,7 @@ bool or_serialized_into(std::span<const std::byte> bytes, std::span<std::uint64_
   return pos == bytes.size();
 }
 
-Bitmap bitmap_of_words(std::span<const std::uint64_t> words, std::uint64_t first_row) {
+Bitmap bitmap_of_words(std::span<const std::uint64_t> words, std::uint64_t first_row, bool run_optimize) {
   constexpr std::size_t kChunkWords = BITSET_CONTAINER_SIZE_IN_WORDS;
   if (first_row % (64 * kChunkWords) != 0) throw std::invalid_argument("bitmap_of_words: first_row must be a multiple of 2^16");
   Roaring r;
@@ -461,7 +461,7 @@ Bitmap bitmap_of_words(std::span<const std::uint64_t> words, std::uint64_t first
     ra_append(&r.roaring.high_low_container, key, container, type);
   }
   bitset_container_free(scratch);
-  r.runOptimize();
+  if (run_optimize) r.runOptimize();
   r.shrinkToFit();
   Bitmap out;
   if (!r.isEmpty()) (out.*buckets_member(BucketsTag{}))[0] = std::move(r);

@@ -85,9 +85,11 @@ void add_rows32(Bitmap* b, std::uint32_t high, const std::uint32_t* low, std::si
 // The rows whose bits are set in `words` (row r: bit r % 64 of word r / 64;
 // fewer than 2^32 rows), each 2^16-row chunk handed to CRoaring as a finished
 // container, so a dense bit slice costs a copy, not an insertion per row.
-// Run-optimized. With first_row (a multiple of 2^16), bit i of the words
-// is row first_row + i: a slice of a larger row space built on its own.
-Bitmap bitmap_of_words(std::span<const std::uint64_t> words, std::uint64_t first_row = 0);
+// Run-optimized unless `run_optimize` is false (a result about to be read
+// once, whose containers need not be the smallest). With first_row (a
+// multiple of 2^16), bit i of the words is row first_row + i: a slice of a
+// larger row space built on its own.
+Bitmap bitmap_of_words(std::span<const std::uint64_t> words, std::uint64_t first_row = 0, bool run_optimize = true);
 // ORs b's rows in [first_row, first_row + 64 * words.size()) into `words`
 // (row first_row + i is bit i; first_row a multiple of 2^16), container by
 // container: the inverse of bitmap_of_words for a slice of the rows.

@@ -198,6 +198,16 @@ std::uint64_t count_typed(const M& match, const std::byte* elements, std::size_t
   return n;
 }
 
+template <typename T, typename M>
+std::size_t match_typed(const M& match, const std::byte* elements, std::size_t count, std::uint32_t* out) {
+  std::size_t n = 0;
+  for (std::size_t j = 0; j < count; ++j) {
+    out[n] = std::uint32_t(j);  // written always, kept when it matches: no branch
+    n += match(load<T>(elements + j * sizeof(T)));
+  }
+  return n;
+}
+
 // Resolves the KeySet to element bounds and calls `body(matcher)` with the
 // matcher specialised for its shape.
 template <typename T, typename Body>
@@ -243,6 +253,15 @@ void scan_keys(ValueType t, const KeySet& keys, const std::byte* elements, std::
   dispatch(t, [&](auto tag) {
     using T = decltype(tag);
     with_matcher<T>(t, keys, [&](const auto& match) { scan_typed<T>(match, elements, count, first_row, out); });
+  });
+}
+
+std::size_t matching_indices(ValueType t, const KeySet& keys, const std::byte* elements, std::size_t count,
+                             std::uint32_t* out) {
+  if (count == 0 || (keys.ranges.empty() && !keys.nan)) return 0;
+  return dispatch(t, [&](auto tag) {
+    using T = decltype(tag);
+    return with_matcher<T>(t, keys, [&](const auto& match) { return match_typed<T>(match, elements, count, out); });
   });
 }
 

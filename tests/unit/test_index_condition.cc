@@ -522,6 +522,14 @@ void check_scan(ValueType t) {
     INFO(type_name(t) << " trial " << trial << " ranges " << keys.ranges.size() << " nan " << keys.nan);
     REQUIRE(same_rows(got, expect));
     REQUIRE(count_keys(t, keys, bytes, elements.size()) == matches);
+    // matching_indices: the same elements, as ascending indices.
+    std::vector<std::uint32_t> indices(elements.size() + 1, 0xFFFFFFFFu);
+    const std::size_t n = matching_indices(t, keys, bytes, elements.size(), indices.data());
+    REQUIRE(n == matches);
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < elements.size(); ++i)
+      if (contains(keys, t, bytes + i * sizeof(T))) REQUIRE(indices[k++] == i);
+    CHECK(indices[elements.size()] == 0xFFFFFFFFu);  // nothing written past `count`
   }
 }
 

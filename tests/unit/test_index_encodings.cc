@@ -262,6 +262,13 @@ TEST_CASE("a bitmap from words equals the one built row by row", "[indexes][enco
     CHECK(same_rows(got, expected));
     CHECK(got.cardinality() == expected.cardinality());
     CHECK(serialize(got) == serialize(expected));  // the same containers, so the same stored bytes
+    // Not run-optimized: the same rows, and they combine like any bitmap.
+    const Bitmap plain = bitmap_of_words(words, 0, false);
+    CHECK(same_rows(plain, expected));
+    Bitmap both = plain;
+    both |= got;
+    CHECK(same_rows(both, expected));
+    CHECK(same_rows(plain & got, expected));
   }
   CHECK(bitmap_of_words({}).isEmpty());
 }
