@@ -179,6 +179,9 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
   const std::vector<Slab> slabs = slabs_of(ranks);
   const std::vector<SlabBatch> batches = batches_of(slabs, [](std::uint64_t) { return true; });
   std::vector<std::uint64_t> words;
+  // Per thread of on_two_threads: a chunk's matches by brick position.
+  const std::size_t local_words = g.brick_elements() / 64 + 2;
+  std::vector<std::uint64_t> local_bits[2];
   std::size_t current = slabs.size();
   auto finish_slab = [&] {
     if (current < slabs.size()) *rows |= indexes::bitmap_of_words(words, slabs[current].word_row, false);
@@ -222,8 +225,11 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
       std::vector<std::uint32_t> hits;
       std::size_t at = first[c];
       // The chunk's matches as a bitset of brick positions first (plain
-      // stores), then ORed into the slab's rows a brick row at a time.
-      std::vector<std::uint64_t> local(g.brick_elements() / 64 + 2, 0);
+      // stores), then ORed into the slab's rows a brick row at a time. The
+      // bitset is this thread's (on_two_threads runs c % 2 on one thread)
+      // and is left all zero by the OR below.
+      std::vector<std::uint64_t>& local = local_bits[c % 2];
+      local.resize(local_words, 0);
       auto set = [&](std::uint32_t p) { local[p >> 6] |= 1ull << (p & 63); };
       for (std::uint32_t b = 0; b < g.bins(); ++b) {
         if (uses[b] == BinUse::None) continue;
@@ -245,12 +251,24 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
         for (std::size_t k = 0; k < matched; ++k) set(positions[hits[k]]);
       }
       // Brick rows past the array's edge hold no positions, so no bits.
+      if (brick_rows.last % 64 == 0) {
+        // Brick rows are whole words: visit the set ones only.
+        const std::uint64_t per_row = brick_rows.last / 64;
+        for (std::uint64_t w = 0; w < local_words; ++w) {
+          const std::uint64_t v = local[w];
+          if (v == 0) continue;
+          local[w] = 0;
+          or_bits(words, base + brick_rows.table[w / per_row] + (w % per_row) * 64, 64, v);
+        }
+        return;
+      }
       for (std::uint64_t r = 0; r < brick_rows.table.size(); ++r)
         for (std::uint64_t k = 0; k < brick_rows.last; k += 64) {
           const std::uint64_t len = std::min<std::uint64_t>(64, brick_rows.last - k);
           if (std::uint64_t v = bits_at(local.data(), r * brick_rows.last + k, len))
             or_bits(words, base + brick_rows.table[r] + k, len, v);
         }
+      std::fill(local.begin(), local.end(), 0);
     });
     for (std::size_t c = 0; c < n; ++c)
       if (errors[c]) {

@@ -107,3 +107,16 @@ def test_values_found_outside_a_stale_hint(d):
         t, cond = random_condition(rng, {"": ca, "a": ca, "b": cb}, names=["b"])
         check_query(view(pa), cond, evaluate(t, dict(flats, **{"": flats["a"]})), flats["a"],
                     what=f"a@/query/{cond}")
+
+
+@pytest.mark.parametrize("dtype,compress", [("float64", "zstd"), ("uint16", "none")])
+def test_brick_rows_of_whole_words(d, dtype, compress):
+    """Chunks whose last side is a multiple of 64: a brick row is whole words
+    of the chunk's match bitset, which are ORed into the slab word by word
+    (the other shapes take the general path). Clipped chunks at every far
+    edge, slabs that start inside a container."""
+    rng = np.random.default_rng(21 + len(dtype))
+    arr = query_data(rng, (21, 13, 200), dtype)  # 200 = 64 + 64 + 64 + 8
+    path = mloc_array(d / "a", arr, compress, chunk=(4, 5, 64))
+    run(path, arr, rng, 8)
+    run(path, arr, rng, 2, box=(slice(3, 19), slice(2, 13, 2), slice(60, 200)))
