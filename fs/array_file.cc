@@ -405,11 +405,11 @@ int ArrayFile::mloc_params_of(const ArraySchema& schema, MlocParams* out, std::s
 
 int ArrayFile::read_selection_locked(const Selection& selection, std::uint32_t keep, std::byte* out,
                                      std::uint64_t* bytes_read, std::string* message,
-                                     const std::function<void()>& device_done, AlignedBuffer* scratch) {
+                                     const std::function<void()>& device_done, AlignedBuffer* scratch, bool once) {
   std::uint64_t ignored = 0;
   if (!bytes_read) bytes_read = &ignored;
   if (!state_) {
-    int r = mloc_->read_selection(selection, keep, out, bytes_read, message);
+    int r = mloc_->read_selection(selection, keep, out, bytes_read, message, once);
     if (device_done) device_done();
     return r;
   }
@@ -943,7 +943,9 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
   Selection part = ch.selection(index);
   std::uint64_t bytes = part.elements() * grid_locked().itemsize();
   *out = AlignedBuffer(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
-  if (int r = read_selection_locked(part, view.plod_bytes, out->data(), nullptr, message, device_done)) return r;
+  const bool once = ch.count() == 1;  // no later piece of this view wants the same chunks
+  if (int r = read_selection_locked(part, view.plod_bytes, out->data(), nullptr, message, device_done, nullptr, once))
+    return r;
   if (view.plod_bytes != 0)
     apply_plod({out->data(), bytes}, grid_locked().itemsize(), schema_.dtype.name == "float64", view.plod_bytes);
   return 0;

@@ -245,10 +245,13 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   bool holds_data_locked() const { return state_ ? state_->holds_data() : mloc_->holds_data(); }
   bool has_dirty_locked() const { return state_ && state_->has_dirty(); }
   // The selection's C-order elements (`keep` most significant bytes of
-  // each at least; 0 = all) from whichever placement holds them.
+  // each at least; 0 = all) from whichever placement holds them. `once`:
+  // the whole of a view that is read in one piece (an mloc image then
+  // decodes only the selected elements and keeps no chunk).
   int read_selection_locked(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
                             std::uint64_t* bytes_read, std::string* message,
-                            const std::function<void()>& device_done = {}, AlignedBuffer* scratch = nullptr);
+                            const std::function<void()>& device_done = {}, AlignedBuffer* scratch = nullptr,
+                            bool once = false);
   // Reads rows [row, row+rows) of dimension 0 into out (for re-encoding);
   // `scratch` as SectorBuffer's (a loop of reads reuses one buffer).
   int read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message,

@@ -311,8 +311,8 @@ int MlocImage::plane_of(std::uint32_t bin, std::uint32_t group, std::uint64_t ra
 }
 
 int MlocImage::decode_chunk(std::uint64_t rank, std::uint32_t groups, const std::vector<Piece>& pieces,
-                            std::size_t first, const AlignedBuffer& buffer, std::byte* brick,
-                            std::string* message) const {
+                            std::size_t first, const AlignedBuffer& buffer, std::byte* brick, std::string* message,
+                            const layouts::MlocSelectionTargets* targets) const {
   const MlocGrid& g = *grid_;
   std::vector<std::uint32_t> positions;
   std::vector<std::byte> scratch;
@@ -325,7 +325,10 @@ int MlocImage::decode_chunk(std::uint64_t rank, std::uint32_t groups, const std:
     if (int r = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, message)) return r;
     for (std::uint32_t k = 0; k < groups; ++k)
       if (int r = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &unpacked[k], &planes[k], message)) return r;
-    layouts::mloc_scatter(g, positions, groups, planes.data(), brick);
+    if (targets)
+      layouts::mloc_scatter_selected(g, positions, groups, planes.data(), *targets, brick);
+    else
+      layouts::mloc_scatter(g, positions, groups, planes.data(), brick);
   }
   return 0;
 }
@@ -400,7 +403,7 @@ int MlocImage::pipelined(std::size_t batches, const BatchPieces& pieces_of, cons
 }
 
 int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
-                              std::uint64_t* bytes_read, std::string* message) const {
+                              std::uint64_t* bytes_read, std::string* message, bool once) const {
   const std::uint64_t out_bytes = selection.elements() * grid_->itemsize();
   if (!dir_) {
     std::memset(out, 0, out_bytes);
@@ -425,8 +428,30 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
       chunk_pieces(chunks[c], groups, pieces);
     }
   };
+  // Per thread of on_two_threads (c % 2), when chunks go straight to `out`.
+  std::optional<layouts::MlocSelectionTargets> targets[2];
+  if (once)
+    for (auto& t : targets) t.emplace(*grid_, selection);
+  auto consume_once = [&](std::size_t i, const std::vector<Piece>& pieces, const std::vector<std::size_t>& first,
+                          const AlignedBuffer& buffer) {
+    const std::size_t c0 = i * per_batch, n = std::min(chunks.size(), c0 + per_batch) - c0;
+    std::vector<int> errors(n, 0);
+    std::vector<std::string> messages(n);
+    mloc_detail::on_two_threads(n, [&](std::size_t j) {
+      layouts::MlocSelectionTargets& t = *targets[j % 2];
+      if (t.place(chunks[c0 + j]))
+        errors[j] = decode_chunk(chunks[c0 + j], groups, pieces, first[j], buffer, out, &messages[j], &t);
+    });
+    for (std::size_t j = 0; j < n; ++j)
+      if (errors[j]) {
+        *message = messages[j];
+        return errors[j];
+      }
+    return 0;
+  };
   auto consume = [&](std::size_t i, const std::vector<Piece>& pieces, const std::vector<std::size_t>& first,
                      const AlignedBuffer& buffer) {
+    if (once) return consume_once(i, pieces, first, buffer);
     const std::size_t c0 = i * per_batch, n = std::min(chunks.size(), c0 + per_batch) - c0;
     std::vector<std::shared_ptr<AlignedBuffer>> bricks(n);
     std::vector<int> errors(n, 0);

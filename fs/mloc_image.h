@@ -33,6 +33,7 @@
 #include "layouts/cell_grid.h"
 #include "layouts/io_plan.h"
 #include "layouts/mloc_codec.h"
+#include "layouts/mloc_select.h"
 #include "layouts/selection.h"
 
 namespace mmfs::fs {
@@ -78,9 +79,12 @@ class MlocImage {
 
   // The selection's elements (C order) with the `keep` most significant
   // bytes of each read from the device (0: all); the rest of each element
-  // is left for apply_plod. *bytes_read counts the device bytes.
+  // is left for apply_plod. *bytes_read counts the device bytes. `once`:
+  // no later read will want these chunks (a view read in one piece), so
+  // chunks are decoded straight into `out`, selected elements only, and not
+  // kept; otherwise whole chunks are decoded and kept for the next piece.
   int read_selection(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
-                     std::uint64_t* bytes_read, std::string* message) const;
+                     std::uint64_t* bytes_read, std::string* message, bool once = false) const;
   // The sector of the element's most significant byte (an mloc element's
   // bytes lie in one unit per byte group) and its offset there. ENOTSUP
   // when the image is compressed (no byte has a sector of its own), EIO when
@@ -170,9 +174,11 @@ class MlocImage {
                const AlignedBuffer& buffer, std::vector<std::byte>* scratch, const std::byte** plane,
                std::string* message) const;
   // Decodes chunk `rank` from the fetched pieces (in chunk_pieces' order,
-  // starting at `first`) into `brick`.
+  // starting at `first`) into `brick`, or, with `targets` (placed at the
+  // chunk), its selected elements into the selection's result `brick`.
   int decode_chunk(std::uint64_t rank, std::uint32_t groups, const std::vector<Piece>& pieces, std::size_t first,
-                   const AlignedBuffer& buffer, std::byte* brick, std::string* message) const;
+                   const AlignedBuffer& buffer, std::byte* brick, std::string* message,
+                   const layouts::MlocSelectionTargets* targets = nullptr) const;
 
   SectorIo& io_;
   const std::uint64_t cache_owner_;  // this image's bricks in MlocBrickCache

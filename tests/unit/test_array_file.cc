@@ -1379,3 +1379,32 @@ TEST_CASE("array file: a sequential reader loads each chunk once, the pipeline a
     CHECK(st.evicted_unread == 0);
   }
 }
+
+TEST_CASE("array file: mloc views equal the model read whole in one piece and through many pieces",
+          "[array_file][mloc]") {
+  // A view read in one piece decodes its chunks straight into the result
+  // (selected elements only); one read in many pieces decodes whole chunks
+  // and keeps them for the next piece. Both must give the model's bytes.
+  auto g = toy_disk();
+  Mount m = mount(formatted(*g));
+  std::mt19937_64 rng(1601);
+  for (const char* dtype : {"float64", "int16"}) {
+    INFO(dtype);
+    ArraySchema s = make_schema({21, 13, 70}, dtype, "mloc");
+    s.chunk = {4, 8, 64};  // last side a power of two; clipped chunks at every far edge
+    auto a = create_array(m, std::string("mloc-") + dtype, s);
+    Bytes model = random_bytes(rng, a->size());
+    REQUIRE(write_file(*a, 0, model) == 0);
+    std::string msg;
+    REQUIRE(a->settle(&msg) == 0);  // sealed: reads come from the image
+    REQUIRE(a->info()["mloc"].value("sealed", true));
+    for (std::uint64_t chunk_bytes : {std::uint64_t(32) << 20, std::uint64_t(8) << 10}) {
+      INFO("view pieces of " << chunk_bytes << " bytes");
+      ArrayContext ctx = m.ctx();
+      ctx.chunk_bytes = chunk_bytes;
+      std::shared_ptr<ArrayFile> b;
+      REQUIRE(ArrayFile::open(ctx, a->ino(), s, &b, &msg) == 0);
+      check_views(*b, s, model, rng);
+    }
+  }
+}
