@@ -30,7 +30,9 @@ class MlocSelectionTargets {
   // of its elements.
   bool place(std::uint64_t rank);
   static constexpr std::uint64_t kNowhere = std::uint64_t(1) << 62;
-  // The result index of brick position p, or a value >= kNowhere.
+  // The result index of brick position p, or a value >= kNowhere: by shift
+  // and mask when power_of_two() (the chunk's last side is one), else by
+  // division. Callers choose once per unit, outside their loops.
   std::uint64_t target(std::uint32_t p) const { return line_[p >> shift_] + last_[p & mask_]; }
   std::uint64_t target_divided(std::uint32_t p) const { return line_[p / last_size_] + last_[p % last_size_]; }
   bool power_of_two() const { return pow2_; }
