@@ -103,28 +103,9 @@ void mloc_scatter(const MlocGrid& grid, std::span<const std::uint32_t> positions
                   const std::byte* const* planes, std::byte* elements) {
   // One pass writing whole elements: a pass per byte plane would touch
   // every cache line of the brick once per byte.
-  const MlocElementReader element(grid, positions.size(), groups, planes);
-  const std::array<const std::byte*, 8> src = element.sources();
-  const std::array<std::uint32_t, 8> shift = element.shifts();
-  const std::uint32_t kept = element.kept();
-  const std::size_t n = positions.size();
   const std::uint32_t* pos = positions.data();
-  auto write = [&]<typename Word>(Word) {
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint64_t v = 0;
-      for (std::uint32_t j = 0; j < kept; ++j) v |= std::uint64_t(src[j][i]) << shift[j];
-      const Word w = Word(v);
-      std::memcpy(elements + std::size_t(pos[i]) * sizeof(Word), &w, sizeof w);
-    }
-  };
-  switch (grid.itemsize()) {
-    case 8: return write(std::uint64_t{});
-    case 4: return write(std::uint32_t{});
-    case 2: return write(std::uint16_t{});
-    case 1: return write(std::uint8_t{});
-  }
-  for (std::size_t i = 0; i < positions.size(); ++i)
-    element.write(i, elements + std::size_t(positions[i]) * grid.itemsize());
+  mloc_place_elements(MlocElementReader(grid, positions.size(), groups, planes), positions.size(),
+                      [pos](std::size_t k) { return std::uint64_t(pos[k]); }, elements);
 }
 
 MlocElementReader::MlocElementReader(const MlocGrid& grid, std::uint64_t count, std::uint32_t groups,

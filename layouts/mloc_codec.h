@@ -79,6 +79,7 @@ class MlocElementReader {
   const std::array<const std::byte*, 8>& sources() const { return src_; }
   const std::array<std::uint32_t, 8>& shifts() const { return shift_; }
   std::uint32_t kept() const { return kept_; }
+  std::uint32_t itemsize() const { return item_; }
   void write(std::size_t k, std::byte* out) const {
     switch (item_) {
       case 8: return write_as<std::uint64_t>(k, out);
@@ -95,6 +96,41 @@ class MlocElementReader {
   std::array<std::uint32_t, 8> shift_{};
   std::uint32_t kept_ = 0, item_ = 0;
 };
+
+// An element index no place has: mloc_place_elements skips the element.
+inline constexpr std::uint64_t kMlocSkip = std::uint64_t(1) << 62;
+
+// The one loop that un-bins elements: element k (k < count) of `element`'s
+// (bin, chunk) is written whole, one fixed-size store, at out + index(k)
+// elements, or skipped when index(k) >= kMlocSkip. mloc_scatter places
+// into a brick (index: the position), layouts/mloc_select.h into a view.
+template <class Index>
+void mloc_place_elements(const MlocElementReader& element, std::size_t count, Index index, std::byte* out) {
+  // Locals (and `index` by value), not the reader's members: a store
+  // through std::byte* may alias them, and the compiler would reload them
+  // after every store.
+  const std::array<const std::byte*, 8> src = element.sources();
+  const std::array<std::uint32_t, 8> shift = element.shifts();
+  const std::uint32_t kept = element.kept();
+  auto place = [&]<typename Word>(Word) {
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::uint64_t at = index(k);
+      if (at >= kMlocSkip) continue;
+      std::uint64_t v = 0;
+      for (std::uint32_t j = 0; j < kept; ++j) v |= std::uint64_t(src[j][k]) << shift[j];
+      const Word w = Word(v);
+      std::memcpy(out + at * sizeof(Word), &w, sizeof w);
+    }
+  };
+  switch (element.itemsize()) {
+    case 8: return place(std::uint64_t{});
+    case 4: return place(std::uint32_t{});
+    case 2: return place(std::uint16_t{});
+    case 1: return place(std::uint8_t{});
+  }
+  for (std::size_t k = 0; k < count; ++k)
+    if (const std::uint64_t at = index(k); at < kMlocSkip) element.write(k, out + at * element.itemsize());
+}
 
 // A unit's raw size.
 inline std::uint64_t mloc_unit_raw_bytes(const MlocGrid& grid, std::uint64_t count, std::uint32_t group) {

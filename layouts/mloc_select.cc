@@ -1,10 +1,7 @@
 #include "layouts/mloc_select.h"
 
 #include <bit>
-#include <cstring>
 #include <stdexcept>
-
-#include "layouts/mloc_codec.h"
 
 namespace mmfs::layouts {
 
@@ -68,52 +65,16 @@ bool MlocSelectionTargets::place(std::uint64_t rank) {
   return true;
 }
 
-namespace {
-
-template <class Word, bool kPow2>
-void scatter_words(std::span<const std::uint32_t> positions, const MlocElementReader& element,
-                   const MlocSelectionTargets& targets, std::byte* out) {
-  // Locals, not the reader's members: a store through std::byte* may alias them.
-  const std::array<const std::byte*, 8> src = element.sources();
-  const std::array<std::uint32_t, 8> shift = element.shifts();
-  const std::uint32_t kept = element.kept();
-  const std::uint32_t* pos = positions.data();
-  const std::size_t n = positions.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t t = kPow2 ? targets.target(pos[i]) : targets.target_divided(pos[i]);
-    if (t >= MlocSelectionTargets::kNowhere) continue;
-    std::uint64_t v = 0;
-    for (std::uint32_t j = 0; j < kept; ++j) v |= std::uint64_t(src[j][i]) << shift[j];
-    const Word w = Word(v);
-    std::memcpy(out + t * sizeof(Word), &w, sizeof w);
-  }
-}
-
-template <class Word>
-void scatter_words(std::span<const std::uint32_t> positions, const MlocElementReader& element,
-                   const MlocSelectionTargets& targets, std::byte* out) {
-  if (targets.power_of_two())
-    scatter_words<Word, true>(positions, element, targets, out);
-  else
-    scatter_words<Word, false>(positions, element, targets, out);
-}
-
-}  // namespace
-
 void mloc_scatter_selected(const MlocGrid& grid, std::span<const std::uint32_t> positions, std::uint32_t groups,
                            const std::byte* const* planes, const MlocSelectionTargets& targets, std::byte* out) {
   const MlocElementReader element(grid, positions.size(), groups, planes);
-  switch (grid.itemsize()) {
-    case 8: return scatter_words<std::uint64_t>(positions, element, targets, out);
-    case 4: return scatter_words<std::uint32_t>(positions, element, targets, out);
-    case 2: return scatter_words<std::uint16_t>(positions, element, targets, out);
-    case 1: return scatter_words<std::uint8_t>(positions, element, targets, out);
-  }
-  const std::uint32_t item = grid.itemsize();
-  for (std::size_t k = 0; k < positions.size(); ++k) {
-    const std::uint64_t t = targets.target_divided(positions[k]);
-    if (t < MlocSelectionTargets::kNowhere) element.write(k, out + t * item);
-  }
+  const std::uint32_t* pos = positions.data();
+  if (targets.power_of_two())
+    mloc_place_elements(element, positions.size(), [&targets, pos](std::size_t k) { return targets.target(pos[k]); },
+                        out);
+  else
+    mloc_place_elements(element, positions.size(),
+                        [&targets, pos](std::size_t k) { return targets.target_divided(pos[k]); }, out);
 }
 
 }  // namespace mmfs::layouts

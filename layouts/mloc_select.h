@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "layouts/mloc.h"
+#include "layouts/mloc_codec.h"
 #include "layouts/selection.h"
 
 namespace mmfs::layouts {
@@ -29,7 +30,7 @@ class MlocSelectionTargets {
   // Points the tables at chunk `rank`; false when the selection holds none
   // of its elements.
   bool place(std::uint64_t rank);
-  static constexpr std::uint64_t kNowhere = std::uint64_t(1) << 62;
+  static constexpr std::uint64_t kNowhere = kMlocSkip;
   // The result index of brick position p, or a value >= kNowhere: by shift
   // and mask when power_of_two() (the chunk's last side is one), else by
   // division. Callers choose once per unit, outside their loops.

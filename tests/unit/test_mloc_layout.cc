@@ -20,23 +20,12 @@
 #include "layouts/curve_order.h"
 #include "layouts/mloc.h"
 #include "layouts/mloc_codec.h"
+#include "mloc_test_support.h"
 
 using namespace mmfs::layouts;
+using namespace mmfs::layouts::testing;
 
 namespace {
-
-using u32 = std::uint32_t;
-using u64 = std::uint64_t;
-using Shape = std::vector<u64>;
-using Bytes = std::vector<std::byte>;
-
-constexpr MlocPriority kVMS{MlocLevel::Value, MlocLevel::Precision, MlocLevel::Space};
-
-u64 product(const Shape& s) {
-  u64 p = 1;
-  for (u64 v : s) p *= v;
-  return p;
-}
 
 // Calls f(index) for every index of the box `extents`, C order.
 template <typename F>
@@ -73,16 +62,6 @@ u64 level_value(MlocLevel l, u64 bin, u64 group, u64 rank) {
     case MlocLevel::Space: return rank;
   }
   return ~u64{0};
-}
-
-Bytes random_bytes(std::mt19937_64& rng, std::size_t n) {
-  Bytes b(n);
-  for (auto& x : b) x = std::byte(rng() & 0xFF);
-  return b;
-}
-
-MlocGrid make_grid(Shape shape, u32 itemsize, Shape chunk, u32 bins, MlocPriority p = kVMS, bool float64 = false) {
-  return MlocGrid(std::move(shape), itemsize, float64, std::move(chunk), bins, p);
 }
 
 }  // namespace

@@ -14,16 +14,12 @@
 #include "layouts/mloc_select.h"
 #include "layouts/selection.h"
 
+#include "mloc_test_support.h"
+
 using namespace mmfs::layouts;
+using namespace mmfs::layouts::testing;
 
 namespace {
-
-using u32 = std::uint32_t;
-using u64 = std::uint64_t;
-using Shape = std::vector<u64>;
-using Bytes = std::vector<std::byte>;
-
-constexpr MlocPriority kVMS{MlocLevel::Value, MlocLevel::Precision, MlocLevel::Space};
 
 // A random range of [0, extent): a single index, or a start, stop and step.
 DimRange random_range(std::mt19937_64& rng, u64 extent) {
@@ -43,10 +39,9 @@ DimRange random_range(std::mt19937_64& rng, u64 extent) {
 // Checks every chunk of a random array against brute force for `selection`.
 void check(std::mt19937_64& rng, const Shape& shape, const Shape& chunk, u32 item, u32 bins,
            const Selection& selection) {
-  const MlocGrid g(shape, item, item == 8, chunk, bins, kVMS);
+  const MlocGrid g = make_grid(shape, item, chunk, bins, kVMS, item == 8);
   const std::size_t n = shape.size(), G = g.groups().size();
-  u64 brick = 1;
-  for (u64 c : g.chunk()) brick *= c;
+  const u64 brick = product(g.chunk());
   // The result's strides (C order over the selection's counts).
   std::vector<u64> stride(n, 1);
   for (std::size_t d = n - 1; d-- > 0;) stride[d] = stride[d + 1] * selection.dims()[d + 1].count();
@@ -55,8 +50,7 @@ void check(std::mt19937_64& rng, const Shape& shape, const Shape& chunk, u32 ite
     Bytes got(result * item, std::byte{0xCD}), want(result * item, std::byte{0xCD});
     MlocSelectionTargets targets(g, selection);
     for (u64 rank = 0; rank < g.chunks(); ++rank) {
-      Bytes elems(brick * item);
-      for (auto& b : elems) b = std::byte(rng() & 0xFF);
+      const Bytes elems = random_bytes(rng, brick * item);
       std::vector<u32> bin_of(brick);
       for (auto& b : bin_of) b = u32(rng() % bins);
       mloc_mark_padding(g, rank, bin_of.data());

@@ -1,0 +1,38 @@
+// Shorthands and fixtures shared by the mloc unit tests (layouts/mloc*.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "layouts/mloc.h"
+
+namespace mmfs::layouts::testing {
+
+using u32 = std::uint32_t;
+using u64 = std::uint64_t;
+using Shape = std::vector<u64>;
+using Bytes = std::vector<std::byte>;
+
+inline constexpr MlocPriority kVMS{MlocLevel::Value, MlocLevel::Precision, MlocLevel::Space};
+
+inline u64 product(const Shape& s) {
+  u64 p = 1;
+  for (u64 v : s) p *= v;
+  return p;
+}
+
+inline Bytes random_bytes(std::mt19937_64& rng, std::size_t n) {
+  Bytes b(n);
+  for (auto& x : b) x = std::byte(rng() & 0xFF);
+  return b;
+}
+
+inline MlocGrid make_grid(Shape shape, u32 itemsize, Shape chunk, u32 bins, MlocPriority p = kVMS,
+                          bool float64 = false) {
+  return MlocGrid(std::move(shape), itemsize, float64, std::move(chunk), bins, p);
+}
+
+}  // namespace mmfs::layouts::testing
