@@ -702,6 +702,9 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
       layouts::mloc_split_chunk(g, bricks[i].data(), brick_n, bins.data(), &split);
       for (std::uint32_t b = 0; b < g.bins(); ++b) {
         const std::uint64_t e = g.position_entry(b, rank);
+        // A bin the chunk has no values of: nothing stored, every entry
+        // zero (the directory then leaves it out; no read asks for it).
+        if (split.positions[b].empty()) continue;
         auto raw = layouts::mloc_encode_positions(split.positions[b]);
         pos_bytes[e] = layouts::mloc_pack(raw, params.zstd_level);
         dir.positions[e] = {std::uint32_t(split.positions[b].size()), std::uint32_t(raw.size()),

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -240,8 +241,10 @@ struct Reader {
 
 }  // namespace
 
-void MlocDirectory::locate(std::uint32_t sector_size) {
-  header_bytes = encoded_bytes();
+void MlocDirectory::locate(std::uint32_t sector_size) { locate(sector_size, encoded_bytes()); }
+
+void MlocDirectory::locate(std::uint32_t sector_size, std::uint64_t header) {
+  header_bytes = header;
   positions_start = (header_bytes + sector_size - 1) / sector_size * sector_size;
   std::uint64_t at = positions_start;
   auto blocks_of = [&at](const auto& entries, std::vector<std::uint64_t>* blocks) {
@@ -257,17 +260,79 @@ void MlocDirectory::locate(std::uint32_t sector_size) {
   image_bytes = at;
 }
 
+namespace {
+
+bool is_zero(const MlocPositionEntry& e) { return e.count == 0 && e.raw == 0 && e.stored == 0 && e.checksum == 0; }
+bool is_zero(const MlocUnitEntry& e) { return e.stored == 0 && e.checksum == 0; }
+
+// Calls f(bin, group, rank, unit) for every unit of the grid in unit order
+// (the priority's): the order of both the unit table and the units on the
+// device, so that a walk through either is sequential.
+template <class F>
+void for_each_unit(const MlocGrid& g, const MlocPriority& priority, F&& f) {
+  std::uint64_t n[3], at[3];
+  for (int l = 0; l < 3; ++l)
+    n[l] = priority[l] == MlocLevel::Value ? g.bins() : priority[l] == MlocLevel::Precision ? g.groups().size() : g.chunks();
+  auto level = [&](MlocLevel want) {
+    for (int l = 0; l < 3; ++l)
+      if (priority[l] == want) return l;
+    return 0;
+  };
+  const int lb = level(MlocLevel::Value), lk = level(MlocLevel::Precision), lc = level(MlocLevel::Space);
+  std::uint64_t u = 0;
+  for (at[0] = 0; at[0] < n[0]; ++at[0])
+    for (at[1] = 0; at[1] < n[1]; ++at[1])
+      for (at[2] = 0; at[2] < n[2]; ++at[2]) f(std::uint32_t(at[lb]), std::uint32_t(at[lk]), at[lc], u++);
+}
+
+}  // namespace
+
+std::vector<bool> MlocDirectory::present() const {
+  // Version 2 stores the entries of a (bin, chunk) only when one of them is
+  // not zero: a chunk holds values of a few of the bins, and the images mmfs
+  // writes leave every entry of an empty (bin, chunk) zero.
+  const MlocGrid g = grid();
+  std::vector<bool> out(positions.size(), false);
+  const std::uint32_t G = std::uint32_t(g.groups().size());
+  for (std::size_t e = 0; e < positions.size(); ++e) {
+    bool any = !is_zero(positions[e]);
+    const std::uint32_t b = std::uint32_t(e / g.chunks());
+    const std::uint64_t c = e % g.chunks();
+    for (std::uint32_t k = 0; !any && k < G; ++k) any = !is_zero(units[g.unit(b, k, c)]);
+    out[e] = any;
+  }
+  return out;
+}
+
 std::uint64_t MlocDirectory::encoded_bytes() const {
-  // As encode() writes them, without building the string (locate() runs at
-  // every load, and the tables are megabytes).
-  return sizeof kMagic + 3 * 4 + 1 + priority.size() + 3 * 4 + 8 * (shape.size() + chunk.size()) + 8 +
-         8 * bin_lower.size() + 2 * 8 + positions.size() * sizeof(MlocPositionEntry) +
-         units.size() * sizeof(MlocUnitEntry);
+  // As encode() writes them, without building the string.
+  std::uint64_t fixed = sizeof kMagic + 3 * 4 + 1 + priority.size() + 3 * 4 + 8 * (shape.size() + chunk.size()) + 8 +
+                        8 * bin_lower.size() + 2 * 8;
+  if (!dense_tables()) {
+    const std::vector<bool> p = present();
+    const std::uint64_t n = std::uint64_t(std::count(p.begin(), p.end(), true));
+    const std::uint64_t G = positions.empty() ? 0 : units.size() / positions.size();
+    return fixed + (positions.size() + 7) / 8 + n * (sizeof(MlocPositionEntry) + G * sizeof(MlocUnitEntry));
+  }
+  return fixed + positions.size() * sizeof(MlocPositionEntry) + units.size() * sizeof(MlocUnitEntry);
+}
+
+bool MlocDirectory::dense_tables() const {
+  // Version 1, or tables the grid does not describe (only a test writes
+  // those, to see decode() refuse them): both tables whole.
+  if (version == 1) return true;
+  try {
+    const MlocGrid g = grid();
+    return positions.size() != std::uint64_t(g.bins()) * g.chunks() || units.size() != g.units();
+  } catch (const std::exception&) {
+    return true;
+  }
 }
 
 std::string MlocDirectory::encode() const {
   std::string s(kMagic, sizeof kMagic);
-  put<std::uint32_t>(s, 1);
+  const bool dense = dense_tables();
+  put<std::uint32_t>(s, dense ? 1 : 2);
   put<std::uint32_t>(s, std::uint32_t(shape.size()));
   put<std::uint32_t>(s, itemsize);
   put<std::uint8_t>(s, float64);
@@ -281,8 +346,25 @@ std::string MlocDirectory::encode() const {
   for (auto v : bin_lower) put<std::uint64_t>(s, v);
   put<std::uint64_t>(s, positions.size());
   put<std::uint64_t>(s, units.size());
-  s.append(reinterpret_cast<const char*>(positions.data()), positions.size() * sizeof(MlocPositionEntry));
-  s.append(reinterpret_cast<const char*>(units.data()), units.size() * sizeof(MlocUnitEntry));
+  if (dense) {
+    s.append(reinterpret_cast<const char*>(positions.data()), positions.size() * sizeof(MlocPositionEntry));
+    s.append(reinterpret_cast<const char*>(units.data()), units.size() * sizeof(MlocUnitEntry));
+    return s;
+  }
+  // Version 2: which (bin, chunk)s are present, a bit each (entry order,
+  // least significant bit first); their position entries; then the unit
+  // entries of the present ones, in unit order.
+  const std::vector<bool> p = present();
+  std::string bits((positions.size() + 7) / 8, '\0');
+  for (std::size_t e = 0; e < p.size(); ++e)
+    if (p[e]) bits[e / 8] = char(std::uint8_t(bits[e / 8]) | (1u << (e % 8)));
+  s += bits;
+  for (std::size_t e = 0; e < p.size(); ++e)
+    if (p[e]) s.append(reinterpret_cast<const char*>(&positions[e]), sizeof(MlocPositionEntry));
+  const MlocGrid g = grid();
+  for_each_unit(g, priority, [&](std::uint32_t b, std::uint32_t, std::uint64_t c, std::uint64_t u) {
+    if (p[g.position_entry(b, c)]) s.append(reinterpret_cast<const char*>(&units[u]), sizeof(MlocUnitEntry));
+  });
   return s;
 }
 
@@ -290,7 +372,8 @@ std::optional<MlocDirectory> MlocDirectory::decode(std::string_view bytes, std::
   if (bytes.size() < sizeof kMagic || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) return std::nullopt;
   Reader r{bytes, sizeof kMagic};
   MlocDirectory d;
-  if (r.get<std::uint32_t>() != 1) return std::nullopt;
+  d.version = r.get<std::uint32_t>();
+  if (d.version != 1 && d.version != 2) return std::nullopt;
   std::uint32_t dims = r.get<std::uint32_t>();
   d.itemsize = r.get<std::uint32_t>();
   d.float64 = r.get<std::uint8_t>() != 0;
@@ -318,7 +401,20 @@ std::optional<MlocDirectory> MlocDirectory::decode(std::string_view bytes, std::
   }
   const std::uint64_t ngroups = mloc_byte_groups(d.itemsize, d.float64).size();
   if (np != std::uint64_t(d.bins) * chunks || nu != np * ngroups || nu > MlocGrid::kMaxUnits) return std::nullopt;
-  if (bytes.size() - r.at != np * sizeof(MlocPositionEntry) + nu * sizeof(MlocUnitEntry)) return std::nullopt;
+  const std::uint64_t left = bytes.size() - r.at;
+  // Version 2: the presence bits first; the entries of the present ones.
+  std::uint64_t present = np;
+  const std::byte* bits = nullptr;
+  if (d.version == 2) {
+    if (left < (np + 7) / 8) return std::nullopt;
+    bits = reinterpret_cast<const std::byte*>(bytes.data() + r.at);
+    present = 0;
+    for (std::uint64_t i = 0; i < (np + 7) / 8; ++i) present += std::popcount(std::uint8_t(bits[i]));
+    if (np % 8 != 0 && (std::uint8_t(bits[np / 8]) >> (np % 8)) != 0) return std::nullopt;  // bits past the end
+    r.at += (np + 7) / 8;
+  }
+  if (bytes.size() - r.at != present * (sizeof(MlocPositionEntry) + ngroups * sizeof(MlocUnitEntry)))
+    return std::nullopt;
   std::optional<MlocGrid> grid;
   try {
     if (!parse_mloc_priority(mloc_priority_text(d.priority))) return std::nullopt;
@@ -327,35 +423,62 @@ std::optional<MlocDirectory> MlocDirectory::decode(std::string_view bytes, std::
     return std::nullopt;
   }
   if (np != std::uint64_t(grid->bins()) * grid->chunks() || nu != grid->units()) return std::nullopt;
-  if (bytes.size() - r.at != np * sizeof(MlocPositionEntry) + nu * sizeof(MlocUnitEntry)) return std::nullopt;
+  const std::uint64_t C = grid->chunks();
+  const std::uint32_t G = std::uint32_t(grid->groups().size());
   d.positions.resize(np);
-  std::memcpy(d.positions.data(), bytes.data() + r.at, np * sizeof(MlocPositionEntry));
-  r.at += np * sizeof(MlocPositionEntry);
   d.units.resize(nu);
-  std::memcpy(d.units.data(), bytes.data() + r.at, nu * sizeof(MlocUnitEntry));
+  const char* at = bytes.data() + r.at;
+  if (d.version == 1) {
+    std::memcpy(d.positions.data(), at, np * sizeof(MlocPositionEntry));
+    std::memcpy(d.units.data(), at + np * sizeof(MlocPositionEntry), nu * sizeof(MlocUnitEntry));
+  }
   // Sizes must agree with the grid: counts add up per chunk, stored bytes
   // never exceed raw ones.
-  // A chunk at a time along each (bin, group): the tables in their order
-  // for priorities that put space last, the common case.
-  const std::uint64_t C = grid->chunks();
-  const std::uint64_t rank_stride = C > 1 ? grid->unit(0, 0, 1) : 0;
   std::vector<std::uint64_t> per_chunk(C, 0);
-  for (std::uint32_t b = 0; b < grid->bins(); ++b) {
-    const MlocPositionEntry* e = d.positions.data() + grid->position_entry(b, 0);
-    for (std::uint64_t c = 0; c < C; ++c) {
-      if (e[c].stored > e[c].raw) return std::nullopt;
-      per_chunk[c] += e[c].count;
+  if (d.version == 1) {
+    // A chunk at a time along each (bin, group): the tables in their order
+    // for priorities that put space last, the common case.
+    const std::uint64_t rank_stride = C > 1 ? grid->unit(0, 0, 1) : 0;
+    for (std::uint32_t b = 0; b < grid->bins(); ++b) {
+      const MlocPositionEntry* e = d.positions.data() + grid->position_entry(b, 0);
+      for (std::uint64_t c = 0; c < C; ++c) {
+        if (e[c].stored > e[c].raw) return std::nullopt;
+        per_chunk[c] += e[c].count;
+      }
+      for (std::uint32_t g = 0; g < G; ++g) {
+        const std::uint64_t bytes_per = grid->groups()[g].bytes;
+        std::uint64_t u = grid->unit(b, g, 0);
+        for (std::uint64_t c = 0; c < C; ++c, u += rank_stride)
+          if (d.units[u].stored > e[c].count * bytes_per) return std::nullopt;
+      }
     }
-    for (std::uint32_t g = 0; g < grid->groups().size(); ++g) {
-      const std::uint64_t bytes = grid->groups()[g].bytes;
-      std::uint64_t u = grid->unit(b, g, 0);
-      for (std::uint64_t c = 0; c < C; ++c, u += rank_stride)
-        if (d.units[u].stored > e[c].count * bytes) return std::nullopt;
+  } else {
+    // The present entries only, each checked as it is placed (absent ones
+    // are zero, so they fit); both walks are sequential in the bytes and
+    // the tables.
+    auto is_present = [bits](std::uint64_t e) { return (std::uint8_t(bits[e / 8]) >> (e % 8)) & 1; };
+    for (std::uint64_t e = 0; e < np; ++e) {
+      if (!is_present(e)) continue;
+      MlocPositionEntry& pe = d.positions[e];
+      std::memcpy(&pe, at, sizeof pe);
+      at += sizeof pe;
+      if (pe.stored > pe.raw) return std::nullopt;
+      per_chunk[e % C] += pe.count;
     }
+    bool fits = true;
+    for_each_unit(*grid, d.priority, [&](std::uint32_t b, std::uint32_t k, std::uint64_t c, std::uint64_t u) {
+      const std::uint64_t e = grid->position_entry(b, c);
+      if (!is_present(e)) return;
+      MlocUnitEntry& ue = d.units[u];
+      std::memcpy(&ue, at, sizeof ue);
+      at += sizeof ue;
+      fits = fits && ue.stored <= std::uint64_t(d.positions[e].count) * grid->groups()[k].bytes;
+    });
+    if (!fits) return std::nullopt;
   }
-  for (std::uint64_t c = 0; c < grid->chunks(); ++c)
+  for (std::uint64_t c = 0; c < C; ++c)
     if (per_chunk[c] != grid->chunk_elements(c)) return std::nullopt;
-  d.locate(sector_size);
+  d.locate(sector_size, bytes.size());
   return d;
 }
 

@@ -177,6 +177,11 @@ struct MlocDirectory {
   std::vector<MlocPositionEntry> positions;  // grid.position_entry order
   std::vector<MlocUnitEntry> units;          // grid.unit order
 
+  // What encode() writes: 2, entries of the (bin, chunk)s that have any
+  // (docs/on-disk-format.md); 1, both tables whole (images written before
+  // version 2, which decode() still reads).
+  std::uint32_t version = 2;
+
   MlocGrid grid() const { return MlocGrid(shape, itemsize, float64, chunk, bins, priority); }
   // Fills the offsets below from the sizes; REQUIRES the sizes of `grid`.
   void locate(std::uint32_t sector_size);
@@ -195,10 +200,18 @@ struct MlocDirectory {
 
   std::string encode() const;
   std::uint64_t encoded_bytes() const;  // encode().size()
+  // Per position entry: whether version 2 stores it and its units (any of
+  // them not zero).
+  std::vector<bool> present() const;
   // nullopt when malformed (sizes that disagree with the grid included).
   static std::optional<MlocDirectory> decode(std::string_view bytes, std::uint32_t sector_size);
 
  private:
+  // locate() for a header whose size is known (decode: the bytes it read).
+  void locate(std::uint32_t sector_size, std::uint64_t header);
+  // Whether encode() writes version 1: asked to, or tables the grid does
+  // not describe (written whole so that decode() can refuse them).
+  bool dense_tables() const;
   template <class Entry>
   static std::uint64_t offset_of(const std::vector<Entry>& entries, const std::vector<std::uint64_t>& blocks,
                                  std::size_t i) {

@@ -698,7 +698,10 @@ TEST_CASE("mloc: position lists round-trip through portable bitmaps; bad ones ar
 
 namespace {
 
-MlocDirectory make_directory(std::mt19937_64& rng, MlocPriority p) {
+// zero_empty: the entries of a bin a chunk has no values of are all zero,
+// as the encoder writes them; otherwise they hold noise (a version 2
+// directory stores them too).
+MlocDirectory make_directory(std::mt19937_64& rng, MlocPriority p, bool zero_empty = false) {
   MlocDirectory d;
   d.shape = {10, 7};
   d.chunk = {4, 4};  // a 3 x 2 chunk grid, clipped at both far edges
@@ -723,6 +726,7 @@ MlocDirectory make_directory(std::mt19937_64& rng, MlocPriority p) {
       ++counts[b];
     }
     for (u32 b = 0; b < g.bins(); ++b) {
+      if (zero_empty && counts[b] == 0) continue;
       MlocPositionEntry& e = d.positions[g.position_entry(b, c)];
       e.count = counts[b];
       e.raw = 8 + 2 * counts[b];
@@ -789,6 +793,25 @@ void check_located(const MlocDirectory& d, u32 sector) {
   CHECK(d.image_bytes == at);
   CHECK(d.data_start == d.positions_start + pos_total);
   CHECK(d.image_bytes == d.data_start + unit_total);
+}
+
+// What decode() promises of any directory it accepts.
+void check_satisfies_grid(const MlocDirectory& back) {
+  MlocGrid bg = back.grid();
+  REQUIRE(back.positions.size() == u64(bg.bins()) * bg.chunks());
+  REQUIRE(back.units.size() == bg.units());
+  for (u64 c = 0; c < bg.chunks(); ++c) {
+    u64 sum = 0;
+    for (u32 b = 0; b < bg.bins(); ++b) {
+      const MlocPositionEntry& e = back.positions[bg.position_entry(b, c)];
+      sum += e.count;
+      CHECK(e.stored <= e.raw);
+      for (u32 gr = 0; gr < bg.groups().size(); ++gr)
+        CHECK(back.units[bg.unit(b, gr, c)].stored <= mloc_unit_raw_bytes(bg, e.count, gr));
+    }
+    CHECK(sum == bg.chunk_elements(c));
+  }
+  check_located(back, 512);
 }
 
 std::optional<MlocDirectory> reencode(MlocDirectory d, u32 sector = 512) {
@@ -964,24 +987,75 @@ TEST_CASE("mloc: malformed directories are rejected", "[mloc]") {
       if (!back) continue;
       ++accepted;
       INFO("byte " << i);
-      MlocGrid bg = back->grid();
-      REQUIRE(back->positions.size() == u64(bg.bins()) * bg.chunks());
-      REQUIRE(back->units.size() == bg.units());
-      for (u64 c = 0; c < bg.chunks(); ++c) {
-        u64 sum = 0;
-        for (u32 b = 0; b < bg.bins(); ++b) {
-          const MlocPositionEntry& e = back->positions[bg.position_entry(b, c)];
-          sum += e.count;
-          CHECK(e.stored <= e.raw);
-          for (u32 gr = 0; gr < bg.groups().size(); ++gr)
-            CHECK(back->units[bg.unit(b, gr, c)].stored <= mloc_unit_raw_bytes(bg, e.count, gr));
-        }
-        CHECK(sum == bg.chunk_elements(c));
-      }
-      check_located(*back, 512);
+      check_satisfies_grid(*back);
     }
     // The opaque fields (zstd level, value type, bin bounds, checksums) are
     // not the decoder's to judge: corrupting them is accepted.
     CHECK(accepted >= 4 + 4 + 3 * 8 + d.positions.size() * 4 + d.units.size() * 4);
+  }
+}
+
+TEST_CASE("mloc: directory version 2 leaves out empty (bin, chunk)s; version 1 still decodes", "[mloc]") {
+  std::mt19937_64 rng(77);
+  for (const std::string& text : all_priority_texts()) {
+    INFO(text);
+    const MlocDirectory d = make_directory(rng, priority_of(text), true);
+    const MlocGrid g = d.grid();
+    const u64 np = d.positions.size(), nu = d.units.size(), G = g.groups().size();
+    const std::vector<bool> present = d.present();
+    u64 n = 0;
+    for (u64 e = 0; e < np; ++e) {
+      CHECK(present[e] == (d.positions[e].count != 0));
+      n += present[e];
+    }
+    REQUIRE(n < np);  // the fixture leaves bins empty
+    MlocDirectory v1 = d;
+    v1.version = 1;
+    const std::string dense = v1.encode(), sparse = d.encode();
+    u32 version = 0;
+    std::memcpy(&version, sparse.data() + 8, 4);
+    CHECK(version == 2);
+    std::memcpy(&version, dense.data() + 8, 4);
+    CHECK(version == 1);
+    CHECK(sparse.size() == dense.size() - np * sizeof(MlocPositionEntry) - nu * sizeof(MlocUnitEntry) +
+                               (np + 7) / 8 + n * (sizeof(MlocPositionEntry) + G * sizeof(MlocUnitEntry)));
+    for (u32 sector : {512u, 4096u}) {
+      MlocDirectory located = d, located_v1 = v1;
+      located.locate(sector);
+      located_v1.locate(sector);
+      CHECK(located.header_bytes == sparse.size());
+      auto back = MlocDirectory::decode(sparse, sector);
+      REQUIRE(back.has_value());
+      check_same(*back, located);
+      CHECK(back->encode() == sparse);
+      auto back_v1 = MlocDirectory::decode(dense, sector);
+      REQUIRE(back_v1.has_value());
+      check_same(*back_v1, located_v1);
+      CHECK(back_v1->version == 1);
+      CHECK(back_v1->encode() == dense);
+      // The same pieces either way, after the header.
+      for (std::size_t u = 0; u < nu; ++u)
+        CHECK(back->unit_offset(u) - back->positions_start == back_v1->unit_offset(u) - back_v1->positions_start);
+    }
+    // Every presence bit matters: flipping one changes how many entries
+    // follow, or makes an absent (bin, chunk) present with counts that no
+    // longer add up.
+    const std::size_t bits_at = dense.size() - np * sizeof(MlocPositionEntry) - nu * sizeof(MlocUnitEntry);
+    for (u64 e = 0; e < (np + 7) / 8 * 8; ++e) {
+      std::string bad = sparse;
+      bad[bits_at + e / 8] = char(std::uint8_t(bad[bits_at + e / 8]) ^ (1u << (e % 8)));
+      INFO("bit " << e);
+      CHECK_FALSE(MlocDirectory::decode(bad, 512).has_value());
+    }
+    // Any single corrupted byte: refused, or a directory the grid accepts.
+    for (std::size_t i = 0; i < sparse.size(); ++i) {
+      if (i == 18 || i == 19) continue;  // itemsize's high bytes: see the test above
+      std::string bad = sparse;
+      bad[i] = char(bad[i] ^ 0xFF);
+      if (auto back = MlocDirectory::decode(bad, 512)) {
+        INFO("byte " << i);
+        check_satisfies_grid(*back);
+      }
+    }
   }
 }
