@@ -141,6 +141,17 @@ class MlocImage {
     std::uint64_t first_row = 0, end_row = 0, word_row = 0;
     std::vector<std::uint64_t> ranks;  // the slab's chunks among those asked for, in the curve's order
   };
+  // Elements of an edge (bin, chunk) whose leading groups did not decide
+  // the condition: their indices in the (bin, chunk) and brick positions.
+  struct Undecided {
+    std::uint32_t bin = 0;
+    std::uint64_t rank = 0;
+    std::vector<std::uint32_t> indices, positions;
+  };
+  // Reads the other groups of those (bin, chunk)s and adds the rows whose
+  // whole element has `keys`.
+  int settle_undecided(const indexes::KeySet& keys, const std::vector<Undecided>& open, indexes::Bitmap* rows,
+                       std::uint64_t* bytes_read, std::string* message) const;
   // The slabs of `ranks` that hold any, by first row.
   std::vector<Slab> slabs_of(const std::vector<std::uint64_t>& ranks) const;
   // Batches of pieces, each read on a second thread while the batch before

@@ -9,10 +9,13 @@
 #include <cerrno>
 #include <cstring>
 #include <future>
+#include <iterator>
+#include <optional>
 
 #include "fs/mloc_image.h"
 #include "fs/mloc_internal.h"
 #include "indexes/scan.h"
+#include "indexes/values.h"
 #include "layouts/cell_copy.h"
 
 namespace mmfs::fs {
@@ -156,6 +159,23 @@ std::vector<SlabBatch> batches_of(const Slabs& slabs, Keep&& keep) {
   return out;
 }
 
+// The leading byte groups an edge bin is first read in: the fewest that
+// hold half the item or more, when that leaves groups out and the item has
+// 4 bytes or more (a byte of a 2-byte item leaves too many undecided).
+std::uint32_t leading_groups(const MlocGrid& g) {
+  const auto& groups = g.groups();
+  if (g.itemsize() < 4) return std::uint32_t(groups.size());
+  std::uint32_t bytes = 0, k = 0;
+  while (k < groups.size() && 2 * bytes < g.itemsize()) bytes += groups[k++].bytes;
+  return k;
+}
+
+std::uint32_t lead_bytes(const MlocGrid& g, std::uint32_t lead) {
+  std::uint32_t bytes = 0;
+  for (std::uint32_t k = 0; k < lead; ++k) bytes += g.groups()[k].bytes;
+  return bytes;
+}
+
 // Words for the rows [word_row, end_row) of a slab, with the spare word
 // bits_at and or_bits may touch.
 std::size_t slab_words(std::uint64_t word_row, std::uint64_t end_row) { return (end_row - word_row + 63) / 64 + 1; }
@@ -173,6 +193,15 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
   const std::uint32_t item = g.itemsize();
   const BrickRows brick_rows(g);
   const auto type = indexes::ValueType(dir_->value_type);
+  // Edge bins are first read in their leading groups only (half the item
+  // or more), which decide all but the elements within a few ulps of a
+  // range's end (PrefixMatcher); those are settled by a second read of
+  // their (bin, chunk)'s other groups once every chunk is done.
+  const std::uint32_t lead = leading_groups(g);
+  std::optional<indexes::PrefixMatcher> prefix;
+  if (lead < G) prefix.emplace(type, keys, item - lead_bytes(g, lead));
+  const std::uint32_t edge_groups = prefix ? lead : G;
+  std::vector<Undecided> undecided[2];  // per thread of on_two_threads
   // A slab (the chunks of one chunk row of dimension 0) at a time: its rows
   // as a bitset small enough to stay in cache, handed to the result as
   // finished containers when the slab is done.
@@ -195,7 +224,7 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
         if (dir_->positions[e].count == 0) continue;
         pieces->push_back({dir_->position_offset(e), dir_->positions[e].stored, 0});
         if (uses[b] == BinUse::Edge)
-          for (std::uint32_t k = 0; k < G; ++k) {
+          for (std::uint32_t k = 0; k < edge_groups; ++k) {
             const std::uint64_t u = g.unit(b, k, rank);
             pieces->push_back({dir_->unit_offset(u), dir_->units[u].stored, 0});
           }
@@ -240,10 +269,24 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
           for (std::uint32_t p : positions) set(p);
           continue;
         }
-        for (std::uint32_t k = 0; k < G; ++k)
+        for (std::uint32_t k = 0; k < edge_groups; ++k)
           if ((errors[c] = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &planes[k], &plane_at[k],
                                     &messages[c])))
             return;
+        if (prefix) {
+          const layouts::MlocElementReader lead_bytes_of(g, pe.count, lead, plane_at.data());
+          Undecided* open = nullptr;
+          for (std::uint32_t k = 0; k < pe.count; ++k)
+            switch ((*prefix)(lead_bytes_of.value(k))) {
+              case indexes::PrefixMatch::No: break;
+              case indexes::PrefixMatch::Yes: set(positions[k]); break;
+              case indexes::PrefixMatch::Maybe:
+                if (open == nullptr) open = &undecided[c % 2].emplace_back(Undecided{b, rank, {}, {}});
+                open->indices.push_back(k);
+                open->positions.push_back(positions[k]);
+            }
+          continue;
+        }
         elements.resize(std::size_t(pe.count) * item);
         hits.resize(pe.count);
         layouts::mloc_assemble(g, pe.count, G, plane_at.data(), elements.data());
@@ -279,7 +322,50 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
   };
   if (int r = pipelined(batches.size(), pieces_of, consume, bytes_read, message)) return r;
   finish_slab();
-  return 0;
+  std::vector<Undecided> rest = std::move(undecided[0]);
+  rest.insert(rest.end(), std::make_move_iterator(undecided[1].begin()), std::make_move_iterator(undecided[1].end()));
+  return settle_undecided(keys, rest, rows, bytes_read, message);
+}
+
+int MlocImage::settle_undecided(const indexes::KeySet& keys, const std::vector<Undecided>& open, indexes::Bitmap* rows,
+                                std::uint64_t* bytes_read, std::string* message) const {
+  if (open.empty()) return 0;
+  const MlocGrid& g = *grid_;
+  const std::uint32_t G = std::uint32_t(g.groups().size());
+  const BrickRows brick_rows(g);
+  const auto type = indexes::ValueType(dir_->value_type);
+  const std::size_t batches = (open.size() + kChunksPerBatch - 1) / kChunksPerBatch;
+  auto pieces_of = [&](std::size_t i, std::vector<Piece>* pieces, std::vector<std::size_t>* first) {
+    for (std::size_t j = i * kChunksPerBatch; j < std::min(open.size(), (i + 1) * kChunksPerBatch); ++j) {
+      first->push_back(pieces->size());
+      for (std::uint32_t k = 0; k < G; ++k) {
+        const std::uint64_t u = g.unit(open[j].bin, k, open[j].rank);
+        pieces->push_back({dir_->unit_offset(u), dir_->units[u].stored, 0});
+      }
+    }
+  };
+  auto consume = [&](std::size_t i, const std::vector<Piece>& pieces, const std::vector<std::size_t>& first,
+                     const AlignedBuffer& buffer) {
+    std::vector<std::vector<std::byte>> planes(G);
+    std::vector<const std::byte*> plane_at(G);
+    std::byte element[8];
+    for (std::size_t j = i * kChunksPerBatch; j < std::min(open.size(), (i + 1) * kChunksPerBatch); ++j) {
+      const Undecided& u = open[j];
+      const std::uint32_t count = dir_->positions[g.position_entry(u.bin, u.rank)].count;
+      std::size_t at = first[j - i * kChunksPerBatch];
+      for (std::uint32_t k = 0; k < G; ++k)
+        if (int r = plane_of(u.bin, k, u.rank, count, pieces[at++], buffer, &planes[k], &plane_at[k], message))
+          return r;
+      const layouts::MlocElementReader whole(g, count, G, plane_at.data());
+      const std::uint64_t base = brick_rows.base(g, u.rank);
+      for (std::size_t n = 0; n < u.indices.size(); ++n) {
+        whole.write(u.indices[n], element);
+        if (indexes::contains(keys, type, element)) rows->add(brick_rows.row(base, u.positions[n]));
+      }
+    }
+    return 0;
+  };
+  return pipelined(batches, pieces_of, consume, bytes_read, message);
 }
 
 int MlocImage::gather(const indexes::Bitmap& rows, const std::vector<bool>& hint, std::byte* out,

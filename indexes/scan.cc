@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -271,6 +272,12 @@ std::uint64_t count_keys(ValueType t, const KeySet& keys, const std::byte* eleme
     using T = decltype(tag);
     return with_matcher<T>(t, keys, [&](const auto& match) { return count_typed<T>(match, elements, count); });
   });
+}
+
+PrefixMatcher::PrefixMatcher(ValueType t, const KeySet& keys, std::uint32_t unknown_bytes)
+    : t_(t), ranges_(normalized(keys).ranges),
+      mask_(unknown_bytes >= 8 ? ~std::uint64_t(0) : (std::uint64_t(1) << (8 * unknown_bytes)) - 1) {
+  if (unknown_bytes >= itemsize(t)) throw std::invalid_argument("PrefixMatcher: no byte of the element is known");
 }
 
 }  // namespace mmfs::indexes

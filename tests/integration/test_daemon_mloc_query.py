@@ -120,3 +120,35 @@ def test_brick_rows_of_whole_words(d, dtype, compress):
     path = mloc_array(d / "a", arr, compress, chunk=(4, 5, 64))
     run(path, arr, rng, 8)
     run(path, arr, rng, 2, box=(slice(3, 19), slice(2, 13, 2), slice(60, 200)))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "uint32"])
+def test_edge_elements_the_leading_bytes_cannot_decide(d, dtype):
+    """Edge bins are read in their leading byte groups first (half the item);
+    elements that agree with a condition's constant there are settled by a
+    second read of their other groups. Here most elements do: a cluster
+    around the constant that differs only in the low half of the bytes, so
+    every comparison is decided by the second read, in many chunks."""
+    rng = np.random.default_rng(np.dtype(dtype).num)
+    n = int(np.prod(SHAPE))
+    if dtype.startswith("float"):
+        t = np.dtype(dtype).type(2.2144854830202734)
+        ulp = np.spacing(t)
+        steps = rng.integers(-300, 300, n)
+        arr = (t + steps * ulp).astype(dtype)
+        far = rng.random(n) < 0.2
+        arr[far] = rng.normal(0, 3, far.sum()).astype(dtype)
+    else:
+        t = np.dtype(dtype).type(3_000_000_000 if dtype == "uint32" else 1 << 40)
+        arr = (t + rng.integers(-300, 300, n)).astype(dtype)
+        far = rng.random(n) < 0.2
+        arr[far] = rng.integers(0, 1 << 20, far.sum()).astype(dtype)
+    arr = arr.reshape(SHAPE)
+    path = mloc_array(d / "a", arr, "zstd")
+    flat = arr.reshape(-1)
+    lo, hi = np.sort(flat[rng.integers(0, n, 2)])
+    c = repr(float(t)) if dtype.startswith("float") else str(int(t))
+    for cond, expected in ((f">{c}", flat > t), (f"<={c}", flat <= t), (f"=={c}", flat == t),
+                           (f"!={c}", flat != t), (f"in[{float(lo)!r},{float(hi)!r}]" if dtype.startswith("float")
+                                                    else f"in[{int(lo)},{int(hi)}]", (flat >= lo) & (flat <= hi))):
+        check_query(view(path), cond, expected, flat, what=f"{dtype} {cond}")

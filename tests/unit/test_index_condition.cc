@@ -548,6 +548,84 @@ TEST_CASE("scan_keys and count_keys agree with contains() for every dtype", "[in
   check_scan<double>(ValueType::F64);
 }
 
+namespace {
+
+// PrefixMatcher against contains() of the element's completions: a Yes or
+// No holds for the lowest and highest completion, the element itself and
+// random ones; a Maybe only where a range's end lies between the two ends'
+// keys or an end is NaN.
+template <typename T>
+void check_prefix_matcher(ValueType t) {
+  std::mt19937_64 rng(std::uint64_t(t) + 300);
+  std::size_t decided = 0, maybes = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<T> elements = random_elements<T>(rng, 1 + rng() % 2000);
+    KeySet keys = random_keys(rng, t, elements);
+    const KeySet norm = normalized(keys);
+    for (std::uint32_t unknown = 1; unknown < sizeof(T); ++unknown) {
+      const PrefixMatcher match(t, keys, unknown);
+      const std::uint64_t mask = (std::uint64_t(1) << (8 * unknown)) - 1;
+      for (const T& x : elements) {
+        std::uint64_t bits = 0;
+        std::memcpy(&bits, &x, sizeof x);
+        const std::uint64_t lo = bits & ~mask, hi = lo | mask;
+        const PrefixMatch got = match(lo);
+        auto in = [&](std::uint64_t v) { return contains(keys, t, reinterpret_cast<const std::byte*>(&v)); };
+        INFO(type_name(t) << " unknown " << unknown << " bits " << bits);
+        if (got != PrefixMatch::Maybe) {
+          ++decided;
+          const bool yes = got == PrefixMatch::Yes;
+          CHECK(in(lo) == yes);
+          CHECK(in(hi) == yes);
+          CHECK(in(bits) == yes);
+          for (int i = 0; i < 2; ++i) CHECK(in(lo | (rng() & mask)) == yes);
+          continue;
+        }
+        ++maybes;
+        const auto* a = reinterpret_cast<const std::byte*>(&lo);
+        const auto* b = reinterpret_cast<const std::byte*>(&hi);
+        if (is_float(t) && (is_nan(t, a) || is_nan(t, b))) continue;
+        std::uint64_t k1 = value_key(t, a), k2 = value_key(t, b);
+        if (k1 > k2) std::swap(k1, k2);
+        bool end_inside = false;
+        for (auto [x0, y0] : norm.ranges) end_inside |= (k1 < x0 && x0 <= k2) || (k1 <= y0 && y0 < k2);
+        CHECK(end_inside);
+      }
+    }
+  }
+  // Maybe is exact (above); these elements are small integers, so many
+  // share their high bytes with a range's end and only some are decided.
+  CHECK(decided > 0);
+  CHECK(maybes > 0);
+}
+
+}  // namespace
+
+TEST_CASE("PrefixMatcher decides from the high bytes exactly when every completion agrees", "[index][scan]") {
+  check_prefix_matcher<std::int16_t>(ValueType::I16);
+  check_prefix_matcher<std::uint16_t>(ValueType::U16);
+  check_prefix_matcher<std::int32_t>(ValueType::I32);
+  check_prefix_matcher<std::uint32_t>(ValueType::U32);
+  check_prefix_matcher<std::int64_t>(ValueType::I64);
+  check_prefix_matcher<std::uint64_t>(ValueType::U64);
+  check_prefix_matcher<float>(ValueType::F32);
+  check_prefix_matcher<double>(ValueType::F64);
+  // -0.0 and +0.0 are one value; NaN ends leave it to the whole element.
+  const KeySet zero{{{key(ValueType::F64, 0.0), key(ValueType::F64, 0.0)}}, false};
+  const PrefixMatcher m(ValueType::F64, zero, 4);
+  std::uint64_t neg_zero = 0;
+  const double nz = -0.0;
+  std::memcpy(&neg_zero, &nz, 8);
+  CHECK(m(neg_zero) == PrefixMatch::Maybe);  // -0.0 down to -tiny: some are 0, some not
+  const double big = 1e300;
+  std::uint64_t big_bits = 0;
+  std::memcpy(&big_bits, &big, 8);
+  CHECK(m(big_bits & ~0xFFFFFFFFull) == PrefixMatch::No);
+  const std::uint64_t nan_prefix = 0x7FF8000000000000ull;
+  CHECK(PrefixMatcher(ValueType::F64, KeySet{{}, true}, 4)(nan_prefix) == PrefixMatch::Maybe);
+  CHECK_THROWS(PrefixMatcher(ValueType::F64, zero, 8));
+}
+
 TEST_CASE("scan_keys: -0.0 is 0, NaN only by the nan flag, infinities are values", "[index][scan]") {
   std::vector<double> v{-0.0, 0.0, std::nan(""), -INFINITY, INFINITY, 1.5};
   const auto* bytes = reinterpret_cast<const std::byte*>(v.data());
