@@ -185,6 +185,22 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
   return 0;
 }
 
+int ArrayFile::mloc_query_values(const indexes::KeySet& keys, std::string* out, QueryCost* cost,
+                                 std::string* message) {
+  if (retired()) {
+    *message = "the array file was removed";
+    return ESTALE;
+  }
+  {  // Dirty cells first: a query sees every write before it.
+    std::unique_lock ex(mu_);
+    if (has_dirty_locked())
+      if (int r = flush_locked(false, message)) return r;
+  }
+  std::shared_lock lock(mu_);
+  if (index_ || state_ || !mloc_ || !mloc_->holds_data() || grid_locked().elements() >= (1ull << 32)) return ENOTSUP;
+  return mloc_->match_values(keys, out, &cost->data_bytes, message);
+}
+
 int ArrayFile::mloc_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<Selection>& box,
                                      std::vector<Estimate>* out, QueryCost* cost, std::string* message) {
   std::vector<std::uint64_t> ranks;

@@ -184,6 +184,31 @@ std::size_t slab_words(std::uint64_t word_row, std::uint64_t end_row) { return (
 
 int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks_in,
                           indexes::Bitmap* rows, std::uint64_t* bytes_read, std::string* message) const {
+  return match(keys, ranks_in, rows, nullptr, bytes_read, message);
+}
+
+int MlocImage::match_values(const indexes::KeySet& keys, std::string* values, std::uint64_t* bytes_read,
+                            std::string* message) const {
+  values->clear();
+  if (!dir_) return 0;
+  // Room for every element of the bins the condition touches (an upper
+  // bound: the edge bins' elements do not all match).
+  const auto uses = bin_uses(keys);
+  std::uint64_t bound = 0;
+  for (std::uint32_t b = 0; b < uses.size(); ++b)
+    if (uses[b] != BinUse::None)
+      for (std::uint64_t c = 0; c < grid_->chunks(); ++c) bound += dir_->positions[grid_->position_entry(b, c)].count;
+  values->reserve(bound * grid_->itemsize());
+  // Values are placed a batch at a time, so every slab must be one batch.
+  std::vector<std::uint64_t> all(grid_->chunks());
+  for (std::uint64_t c = 0; c < all.size(); ++c) all[c] = c;
+  for (const Slab& slab : slabs_of(all))
+    if (slab.ranks.size() > kChunksPerBatch) return ENOTSUP;
+  return match(keys, {}, nullptr, values, bytes_read, message);
+}
+
+int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks_in, indexes::Bitmap* rows,
+                     std::string* values, std::uint64_t* bytes_read, std::string* message) const {
   const MlocGrid& g = *grid_;
   const auto uses = bin_uses(keys);
   std::vector<std::uint64_t> ranks = ranks_in;
@@ -197,11 +222,27 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
   // or more), which decide all but the elements within a few ulps of a
   // range's end (PrefixMatcher); those are settled by a second read of
   // their (bin, chunk)'s other groups once every chunk is done.
+  // Values are wanted whole, so then every group of edge and aligned bins
+  // is read at once.
   const std::uint32_t lead = leading_groups(g);
   std::optional<indexes::PrefixMatcher> prefix;
-  if (lead < G) prefix.emplace(type, keys, item - lead_bytes(g, lead));
+  if (lead < G && values == nullptr) prefix.emplace(type, keys, item - lead_bytes(g, lead));
   const std::uint32_t edge_groups = prefix ? lead : G;
+  const std::uint32_t aligned_groups = values ? G : 0;
   std::vector<Undecided> undecided[2];  // per thread of on_two_threads
+  // With values (a batch is a whole slab, match_values checks): each
+  // chunk's matches are kept, by bin, while the batch sets the slab's rows;
+  // then each match's value goes to its place in row order, the set bits
+  // before its row.
+  struct BinMatches {
+    std::uint32_t count = 0;                // elements of the (bin, chunk)
+    bool all = false;                       // an aligned bin: every element
+    std::vector<std::uint32_t> positions;   // the bin's brick positions
+    std::vector<std::uint32_t> which;       // an edge bin: the matching elements
+    std::vector<std::vector<std::byte>> unpacked;  // planes the units were unpacked into
+    std::vector<const std::byte*> planes;
+  };
+  std::vector<std::vector<BinMatches>> kept;
   // A slab (the chunks of one chunk row of dimension 0) at a time: its rows
   // as a bitset small enough to stay in cache, handed to the result as
   // finished containers when the slab is done.
@@ -213,7 +254,38 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
   std::vector<std::uint64_t> local_bits[2];
   std::size_t current = slabs.size();
   auto finish_slab = [&] {
-    if (current < slabs.size()) *rows |= indexes::bitmap_of_words(words, slabs[current].word_row, false);
+    if (current < slabs.size() && rows) *rows |= indexes::bitmap_of_words(words, slabs[current].word_row, false);
+  };
+  // The kept matches' values, once the slab's rows are all set.
+  auto place_values = [&](const SlabBatch& batch) -> int {
+    std::vector<std::uint64_t> before(words.size());
+    std::uint64_t n = 0;
+    for (std::size_t w = 0; w < words.size(); ++w) {
+      before[w] = n;
+      n += std::uint64_t(std::popcount(words[w]));
+    }
+    const std::size_t at = values->size();
+    values->resize(at + n * item);
+    std::byte* const out = reinterpret_cast<std::byte*>(values->data()) + at;
+    const std::uint64_t word_row = slabs[current].word_row;
+    mloc_detail::on_two_threads(batch.ranks.size(), [&](std::size_t c) {
+      const std::uint64_t base = brick_rows.base(g, batch.ranks[c]) - word_row;
+      for (const BinMatches& m : kept[c]) {
+        const layouts::MlocElementReader element(g, m.count, G, m.planes.data());
+        auto place = [&](std::uint32_t k) {
+          const std::uint64_t row = base + brick_rows.row(0, m.positions[k]);
+          const std::uint64_t word = words[row >> 6], bit = 1ull << (row & 63);
+          const std::uint64_t v = element.value(k);
+          std::memcpy(out + (before[row >> 6] + std::uint64_t(std::popcount(word & (bit - 1)))) * item, &v, item);
+        };
+        if (m.all)
+          for (std::uint32_t k = 0; k < m.count; ++k) place(k);
+        else
+          for (std::uint32_t k : m.which) place(k);
+      }
+    });
+    kept.clear();
+    return 0;
   };
   auto pieces_of = [&](std::size_t i, std::vector<Piece>* pieces, std::vector<std::size_t>* first) {
     for (std::uint64_t rank : batches[i].ranks) {
@@ -223,11 +295,10 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
         const std::uint64_t e = g.position_entry(b, rank);
         if (dir_->positions[e].count == 0) continue;
         pieces->push_back({dir_->position_offset(e), dir_->positions[e].stored, 0});
-        if (uses[b] == BinUse::Edge)
-          for (std::uint32_t k = 0; k < edge_groups; ++k) {
-            const std::uint64_t u = g.unit(b, k, rank);
-            pieces->push_back({dir_->unit_offset(u), dir_->units[u].stored, 0});
-          }
+        for (std::uint32_t k = 0; k < (uses[b] == BinUse::Edge ? edge_groups : aligned_groups); ++k) {
+          const std::uint64_t u = g.unit(b, k, rank);
+          pieces->push_back({dir_->unit_offset(u), dir_->units[u].stored, 0});
+        }
       }
     }
   };
@@ -243,6 +314,7 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
     const std::size_t n = batch.ranks.size();
     std::vector<int> errors(n, 0);
     std::vector<std::string> messages(n);
+    if (values) kept.assign(n, {});
     mloc_detail::on_two_threads(n, [&](std::size_t c) {
       const std::uint64_t rank = batch.ranks[c];
       const std::uint64_t base = brick_rows.base(g, rank) - word_row;
@@ -253,6 +325,21 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
       std::vector<std::byte> elements;
       std::vector<std::uint32_t> hits;
       std::size_t at = first[c];
+      // With values: the bin's matches, its positions and planes kept for
+      // place_values (the planes point into the batch's buffer or into the
+      // unpacked copies, which move along).
+      auto keep = [&](std::uint32_t count, bool all, std::vector<std::uint32_t> which) {
+        BinMatches& m = kept[c].emplace_back();
+        m.count = count;
+        m.all = all;
+        m.which = std::move(which);
+        m.positions = std::move(positions);
+        m.planes = plane_at;
+        m.unpacked.resize(G);
+        for (std::uint32_t k = 0; k < G; ++k)
+          if (!planes[k].empty() && plane_at[k] == planes[k].data()) m.unpacked[k] = std::move(planes[k]);
+        positions.clear();
+      };
       // The chunk's matches as a bitset of brick positions first (plain
       // stores), then ORed into the slab's rows a brick row at a time. The
       // bitset is this thread's (on_two_threads runs c % 2 on one thread)
@@ -267,12 +354,16 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
         if ((errors[c] = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, &messages[c]))) return;
         if (uses[b] == BinUse::Aligned) {
           for (std::uint32_t p : positions) set(p);
-          continue;
+          if (!values) continue;
         }
-        for (std::uint32_t k = 0; k < edge_groups; ++k)
+        for (std::uint32_t k = 0; k < (uses[b] == BinUse::Edge ? edge_groups : aligned_groups); ++k)
           if ((errors[c] = plane_of(b, k, rank, pe.count, pieces[at++], buffer, &planes[k], &plane_at[k],
                                     &messages[c])))
             return;
+        if (uses[b] == BinUse::Aligned) {
+          keep(pe.count, true, {});
+          continue;
+        }
         if (prefix) {
           const layouts::MlocElementReader lead_bytes_of(g, pe.count, lead, plane_at.data());
           Undecided* open = nullptr;
@@ -292,6 +383,7 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
         layouts::mloc_assemble(g, pe.count, G, plane_at.data(), elements.data());
         const std::size_t matched = indexes::matching_indices(type, keys, elements.data(), pe.count, hits.data());
         for (std::size_t k = 0; k < matched; ++k) set(positions[hits[k]]);
+        if (values && matched) keep(pe.count, false, std::vector<std::uint32_t>(hits.begin(), hits.begin() + matched));
       }
       // Brick rows past the array's edge hold no positions, so no bits.
       if (brick_rows.last % 64 == 0) {
@@ -318,7 +410,7 @@ int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::ui
         *message = messages[c];
         return errors[c];
       }
-    return 0;
+    return values ? place_values(batch) : 0;
   };
   if (int r = pipelined(batches.size(), pieces_of, consume, bytes_read, message)) return r;
   finish_slab();
