@@ -204,11 +204,12 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   std::optional<std::uint64_t> exact_count(const indexes::KeySet& keys) const;
   // The elements at `rows` (ascending linear indices), in that order.
   int gather_rows(const indexes::Bitmap& rows, std::string* out, QueryCost* cost, std::string* message);
-  // The values of the elements that have `keys`, in row order, in one pass
-  // over the bins they touch, when a sealed mloc image with no bitmap index
-  // answers the query (MlocImage::match_values); ENOTSUP otherwise, and the
-  // caller takes atom_estimates and gather_rows.
-  int mloc_query_values(const indexes::KeySet& keys, std::string* out, QueryCost* cost, std::string* message);
+  // The values (or coords) of the elements that have `keys`, in row order,
+  // in one pass over the bins they touch, when a sealed mloc image with no
+  // bitmap index answers the query (MlocImage::match_output); ENOTSUP
+  // otherwise, and the caller takes atom_estimates (and gather_rows).
+  int mloc_query_output(const indexes::KeySet& keys, bool values, std::string* out, QueryCost* cost,
+                        std::string* message);
   // The device requests that read the cells holding `rows`, or (without
   // rows) the whole array or `box` (plan views; nothing is read).
   layouts::IoPlan rows_plan(const indexes::Bitmap& rows) const;

@@ -185,7 +185,7 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
   return 0;
 }
 
-int ArrayFile::mloc_query_values(const indexes::KeySet& keys, std::string* out, QueryCost* cost,
+int ArrayFile::mloc_query_output(const indexes::KeySet& keys, bool values, std::string* out, QueryCost* cost,
                                  std::string* message) {
   if (retired()) {
     *message = "the array file was removed";
@@ -198,7 +198,8 @@ int ArrayFile::mloc_query_values(const indexes::KeySet& keys, std::string* out, 
   }
   std::shared_lock lock(mu_);
   if (index_ || state_ || !mloc_ || !mloc_->holds_data() || grid_locked().elements() >= (1ull << 32)) return ENOTSUP;
-  return mloc_->match_values(keys, out, &cost->data_bytes, message);
+  return mloc_->match_output(keys, values ? MlocImage::MatchOutput::Values : MlocImage::MatchOutput::Coords, out,
+                             &cost->data_bytes, message);
 }
 
 int ArrayFile::mloc_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<Selection>& box,

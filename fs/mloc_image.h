@@ -102,10 +102,13 @@ class MlocImage {
   // the units of edge bins. Fewer than 2^32 elements.
   int match_rows(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks, indexes::Bitmap* rows,
                  std::uint64_t* bytes_read, std::string* message) const;
-  // The values of the elements that have `keys`, in row order, from one
-  // read of the bins the condition touches (match_rows then gather() would
-  // read an edge bin twice and walk every slab twice).
-  int match_values(const indexes::KeySet& keys, std::string* values, std::uint64_t* bytes_read,
+  // A query's answer straight from the level structure, in row order: the
+  // values of the elements that have `keys` from one read of the bins the
+  // condition touches (match_rows then gather() would read an edge bin
+  // twice and walk every slab twice), or their rows as little-endian u64
+  // (coords) with no bitmap built. ENOTSUP: a slab too large for values.
+  enum class MatchOutput : std::uint8_t { Values, Coords };
+  int match_output(const indexes::KeySet& keys, MatchOutput output, std::string* out, std::uint64_t* bytes_read,
                    std::string* message) const;
   // The count the directory alone answers: every touched bin aligned.
   std::optional<std::uint64_t> aligned_count(const indexes::KeySet& keys) const;
@@ -146,9 +149,9 @@ class MlocImage {
     std::uint64_t first_row = 0, end_row = 0, word_row = 0;
     std::vector<std::uint64_t> ranks;  // the slab's chunks among those asked for, in the curve's order
   };
-  // match_rows (rows) or match_values (values, all chunks).
+  // match_rows (rows) or match_output (values or coords, all chunks).
   int match(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks, indexes::Bitmap* rows,
-            std::string* values, std::uint64_t* bytes_read, std::string* message) const;
+            std::string* values, std::string* coords, std::uint64_t* bytes_read, std::string* message) const;
   // Elements of an edge (bin, chunk) whose leading groups did not decide
   // the condition: their indices in the (bin, chunk) and brick positions.
   struct Undecided {

@@ -184,12 +184,12 @@ std::size_t slab_words(std::uint64_t word_row, std::uint64_t end_row) { return (
 
 int MlocImage::match_rows(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks_in,
                           indexes::Bitmap* rows, std::uint64_t* bytes_read, std::string* message) const {
-  return match(keys, ranks_in, rows, nullptr, bytes_read, message);
+  return match(keys, ranks_in, rows, nullptr, nullptr, bytes_read, message);
 }
 
-int MlocImage::match_values(const indexes::KeySet& keys, std::string* values, std::uint64_t* bytes_read,
-                            std::string* message) const {
-  values->clear();
+int MlocImage::match_output(const indexes::KeySet& keys, MatchOutput output, std::string* out,
+                            std::uint64_t* bytes_read, std::string* message) const {
+  out->clear();
   if (!dir_) return 0;
   // Room for every element of the bins the condition touches (an upper
   // bound: the edge bins' elements do not all match).
@@ -198,17 +198,21 @@ int MlocImage::match_values(const indexes::KeySet& keys, std::string* values, st
   for (std::uint32_t b = 0; b < uses.size(); ++b)
     if (uses[b] != BinUse::None)
       for (std::uint64_t c = 0; c < grid_->chunks(); ++c) bound += dir_->positions[grid_->position_entry(b, c)].count;
-  values->reserve(bound * grid_->itemsize());
+  if (output == MatchOutput::Coords) {
+    out->reserve(bound * 8);
+    return match(keys, {}, nullptr, nullptr, out, bytes_read, message);
+  }
+  out->reserve(bound * grid_->itemsize());
   // Values are placed a batch at a time, so every slab must be one batch.
   std::vector<std::uint64_t> all(grid_->chunks());
   for (std::uint64_t c = 0; c < all.size(); ++c) all[c] = c;
   for (const Slab& slab : slabs_of(all))
     if (slab.ranks.size() > kChunksPerBatch) return ENOTSUP;
-  return match(keys, {}, nullptr, values, bytes_read, message);
+  return match(keys, {}, nullptr, out, nullptr, bytes_read, message);
 }
 
 int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_t>& ranks_in, indexes::Bitmap* rows,
-                     std::string* values, std::uint64_t* bytes_read, std::string* message) const {
+                     std::string* values, std::string* coords, std::uint64_t* bytes_read, std::string* message) const {
   const MlocGrid& g = *grid_;
   const auto uses = bin_uses(keys);
   std::vector<std::uint64_t> ranks = ranks_in;
@@ -223,10 +227,11 @@ int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_
   // range's end (PrefixMatcher); those are settled by a second read of
   // their (bin, chunk)'s other groups once every chunk is done.
   // Values are wanted whole, so then every group of edge and aligned bins
-  // is read at once.
+  // is read at once; coords are written as each slab finishes, so no row
+  // may be left to settle_undecided.
   const std::uint32_t lead = leading_groups(g);
   std::optional<indexes::PrefixMatcher> prefix;
-  if (lead < G && values == nullptr) prefix.emplace(type, keys, item - lead_bytes(g, lead));
+  if (lead < G && values == nullptr && coords == nullptr) prefix.emplace(type, keys, item - lead_bytes(g, lead));
   const std::uint32_t edge_groups = prefix ? lead : G;
   const std::uint32_t aligned_groups = values ? G : 0;
   std::vector<Undecided> undecided[2];  // per thread of on_two_threads
@@ -254,7 +259,22 @@ int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_
   std::vector<std::uint64_t> local_bits[2];
   std::size_t current = slabs.size();
   auto finish_slab = [&] {
-    if (current < slabs.size() && rows) *rows |= indexes::bitmap_of_words(words, slabs[current].word_row, false);
+    if (current >= slabs.size()) return;
+    if (rows) *rows |= indexes::bitmap_of_words(words, slabs[current].word_row, false);
+    if (!coords) return;
+    // The rows themselves, ascending: no bitmap in between.
+    std::uint64_t n = 0;
+    for (std::uint64_t w : words) n += std::uint64_t(std::popcount(w));
+    const std::size_t at = coords->size();
+    coords->resize(at + n * 8);
+    std::byte* out = reinterpret_cast<std::byte*>(coords->data()) + at;
+    const std::uint64_t word_row = slabs[current].word_row;
+    for (std::size_t w = 0; w < words.size(); ++w)
+      for (std::uint64_t v = words[w]; v != 0; v &= v - 1) {
+        const std::uint64_t row = word_row + w * 64 + std::uint64_t(std::countr_zero(v));
+        std::memcpy(out, &row, 8);
+        out += 8;
+      }
   };
   // The kept matches' values, once the slab's rows are all set.
   auto place_values = [&](const SlabBatch& batch) -> int {

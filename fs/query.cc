@@ -149,23 +149,25 @@ int run_query(const QueryView& view_in, const QueryArrays& arrays, bool model, Q
     }
   }
   QueryCost cost;
-  // One atom's values from an mloc image: matched and read in one pass.
-  // (A plan view takes the general path, whose reads it models.)
-  if (view.output == QueryView::Output::Values && !view.box && !model &&
+  // One atom's values or coords from an mloc image: matched and answered in
+  // one pass. (A plan view takes the general path, whose reads it models.)
+  const bool values_out = view.output == QueryView::Output::Values;
+  if ((values_out || view.output == QueryView::Output::Coords) && !view.box && !model &&
       view.condition.kind == indexes::Condition::Kind::Atom && columns.size() == 1 &&
       columns.begin()->second.array == arrays.self) {
-    std::string values;
-    const int r = arrays.self->mloc_query_values(columns.begin()->second.keys[0], &values, &cost, message);
+    std::string answer;
+    const int r = arrays.self->mloc_query_output(columns.begin()->second.keys[0], values_out, &answer, &cost, message);
     if (r != ENOTSUP) {
       if (r) return r;
       const ArraySchema s = arrays.self->schema();
-      if (view.plod_bytes)
-        apply_plod({reinterpret_cast<std::byte*>(values.data()), values.size()}, s.dtype.itemsize,
+      if (values_out && view.plod_bytes)
+        apply_plod({reinterpret_cast<std::byte*>(answer.data()), answer.size()}, s.dtype.itemsize,
                    s.dtype.name == "float64", view.plod_bytes);
+      const std::uint64_t matches = answer.size() / (values_out ? s.dtype.itemsize : 8);
       out->plan = {{"index_bytes", 0},  {"index_bytes_from_device", 0}, {"data_bytes", cost.data_bytes},
-                   {"index_requests", 0}, {"candidates", 0},              {"matches", values.size() / s.dtype.itemsize},
+                   {"index_requests", 0}, {"candidates", 0},              {"matches", matches},
                    {"scanned", false}};
-      out->content = std::move(values);
+      out->content = std::move(answer);
       return 0;
     }
   }
