@@ -11,6 +11,8 @@
 #include "fs/mloc_brick_cache.h"
 #include "fs/mloc_internal.h"
 #include "layouts/cell_copy.h"
+#include "layouts/layout.h"
+#include "layouts/merge_gap.h"
 
 namespace mmfs::fs {
 
@@ -19,10 +21,6 @@ using layouts::MlocGrid;
 
 namespace {
 
-// Pieces closer than this are read as one request: on the devices mmfs
-// models and on this machine's virtio disk a request costs about as much as
-// 32 KiB of transfer.
-constexpr std::uint64_t kMergeGap = 32 << 10;
 // Chunks decoded per device batch (bricks of all of them are held at once;
 // two batches are in flight, one reading and one decoding). Smaller batches
 // start decoding sooner, larger ones merge more units into one request:
@@ -173,8 +171,25 @@ int MlocImage::load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams&
     return EUCLEAN;
   }
   m->dir_ = std::move(dir);
+  m->choose_merge_gap();
   *out = std::move(m);
   return 0;
+}
+
+void MlocImage::choose_merge_gap() {
+  // Two pieces are read as one request through the gap between them when
+  // the volume's model serves that no slower than two requests
+  // (layouts/merge_gap.h), for pieces of this image's mean stored size.
+  if (!dir_) return;
+  const layouts::MlocGrid& g = *grid_;
+  std::uint64_t pieces = 0;
+  for (const layouts::MlocPositionEntry& e : dir_->positions)
+    if (e.count != 0) pieces += 1 + g.groups().size();
+  const std::uint64_t bytes = dir_->image_bytes - dir_->positions_start;
+  const std::uint64_t ss = io_.sector_size();
+  const std::uint64_t mean_sectors = pieces ? (bytes / pieces + ss - 1) / ss : 1;
+  merge_gap_sectors_ = layouts::merge_gap_sectors(io_.geometry(), std::uint32_t(std::max<std::uint64_t>(1, mean_sectors)),
+                                                  layouts::Layout::kPlanDepth);
 }
 
 std::uint64_t MlocImage::device_bytes() const {
@@ -191,7 +206,7 @@ void MlocImage::sector_runs(const std::vector<Piece>& pieces, std::vector<std::p
   for (const Piece& p : pieces) {
     if (p.bytes == 0) continue;
     std::uint64_t lo = p.offset / ss, hi = (p.offset + p.bytes + ss - 1) / ss;
-    if (!spans->empty() && lo * ss <= spans->back().second * ss + kMergeGap) {
+    if (!spans->empty() && lo <= spans->back().second + merge_gap_sectors_) {
       spans->back().second = std::max(spans->back().second, hi);
     } else {
       spans->push_back({lo, hi});
@@ -547,6 +562,7 @@ layouts::IoPlan MlocImage::plan(const layouts::Selection& selection, std::uint32
     p.sectors += s;
   }
   p.requests = batch.requests.size();
+  p.merge_gap_sectors = merge_gap_sectors_;
   p.bytes_read = p.sectors * geometry.sector_size();
   p.batches.push_back(std::move(batch));
   layouts::model_plan(p, geometry);
@@ -780,6 +796,7 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   m->cells_.emplace(S, item, m->grid_->chunk(), layouts::CellGrid::default_order(n));
   m->binning_.emplace(std::move(binning));
   m->dir_ = std::move(dir);
+  m->choose_merge_gap();
   *out = std::move(m);
   return 0;
 }

@@ -213,6 +213,10 @@ class MlocImage {
   std::optional<layouts::MlocDirectory> dir_;  // located; absent for an empty image
   std::optional<indexes::Binning> binning_;
   std::vector<Extent> extents_;
+  // Gaps up to this are read through rather than split into two requests
+  // (choose_merge_gap, once the directory is known).
+  std::uint32_t merge_gap_sectors_ = 0;
+  void choose_merge_gap();
 };
 
 // The MlocParams of a schema's fields (EINVAL with a reason when the

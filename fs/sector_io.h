@@ -50,6 +50,8 @@ class SectorIo {
   SectorIo(BlockDevice& device, const geom::Geometry& geometry);
 
   std::uint32_t sector_size() const { return sector_size_; }
+  // The volume's geometry: its service model prices a plan's requests.
+  const geom::Geometry& geometry() const { return geometry_; }
   // Executes the runs (in any order, up to the device's queue depth at once)
   // and waits for all of them. 0 or the first errno.
   int read(std::span<const SectorRun> runs) { return submit(runs, IoRequest::Op::Read); }

@@ -1380,6 +1380,51 @@ TEST_CASE("array file: a sequential reader loads each chunk once, the pipeline a
   }
 }
 
+TEST_CASE("array file: mloc plans read through the gaps the volume's model says to, and only those",
+          "[array_file][mloc]") {
+  // One flash channel whose request costs as much as 100 KB of transfer:
+  // the model reads through gaps of a few pieces (layouts/merge_gap.h). On
+  // the toy disk it reads through none.
+  auto flash = geom::load_geometry(nlohmann::json{{"kind", "flash"},       {"sector_size", 512},
+                                                  {"capacity_sectors", 16384}, {"queues", 1},
+                                                  {"latency_ms", 0.1},    {"bandwidth_mb_s", 1000},
+                                                  {"name", "one-channel"}});
+  auto disk = toy_disk();
+  std::mt19937_64 rng(1777);
+  std::size_t request_count[2] = {0, 0};  // flash, disk
+  for (const geom::Geometry* g : {flash.get(), disk.get()}) {
+    INFO(g->name());
+    Mount m = mount(formatted(*g));
+    ArraySchema s = make_schema({32, 32, 32}, "float64", "mloc");
+    s.chunk = {8, 8, 8};
+    auto a = create_array(m, "mloc", s);
+    Bytes model = random_bytes(rng, a->size());
+    REQUIRE(write_file(*a, 0, model) == 0);
+    std::string msg;
+    REQUIRE(a->settle(&msg) == 0);
+    DataView box;
+    box.selection = layouts::Selection({{4, 12, 1}, {0, 20, 1}, {9, 30, 1}});
+    box.spelling = "box/4:16,0:20,9:30";
+    nlohmann::json plan;
+    REQUIRE(a->plan(box, &plan, &msg) == 0);
+    const std::uint64_t gap = plan.at("merge_gap_sectors").get<std::uint64_t>();
+    if (g == disk.get()) CHECK(gap == 0);
+    else CHECK(gap > 0);
+    // No two requests closer than the gap: they would have been one.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> requests;
+    for (const auto& b : plan.at("batches"))
+      for (const auto& r : b) requests.push_back({r.at(0).get<std::uint64_t>(), r.at(1).get<std::uint64_t>()});
+    std::sort(requests.begin(), requests.end());
+    for (std::size_t i = 1; i < requests.size(); ++i)
+      CHECK(requests[i].first > requests[i - 1].first + requests[i - 1].second + gap);
+    request_count[g == disk.get()] = requests.size();
+    check_views(*a, s, model, rng);  // and the reads that follow the plan give the model's bytes
+  }
+  // The same pieces: joined through their gaps on the flash, apart on the disk.
+  CHECK(request_count[1] > 10);
+  CHECK(request_count[0] < request_count[1]);
+}
+
 TEST_CASE("array file: mloc views equal the model read whole in one piece and through many pieces",
           "[array_file][mloc]") {
   // A view read in one piece decodes its chunks straight into the result
