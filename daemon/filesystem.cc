@@ -615,8 +615,10 @@ int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
     if (!vnode(ino, &v)) return ENOENT;
     struct stat st;
     std::string msg;
-    int stat_r = vnode_stat(ino, &st, &h->content, &msg, QueryCall::Open);
+    std::string text;
+    int stat_r = vnode_stat(ino, &st, &text, &msg, QueryCall::Open);
     if (stat_r) return record(stat_r, ino, msg);
+    if (!text.empty()) h->content = std::make_shared<const std::string>(std::move(text));
     if (S_ISDIR(st.st_mode)) return EISDIR;
     if (v.array != 0) {
       if (int r = array_for(v.array, &h->array, &msg)) return record(r, ino, msg);
@@ -681,9 +683,9 @@ int Filesystem::read(Handle& h, std::uint64_t offset, std::size_t size, std::byt
   std::string msg;
   int r = 0;
   if (h.is_virtual_text) {
-    if (offset < h.content.size()) {
-      got = std::min<std::size_t>(size, h.content.size() - offset);
-      std::memcpy(out, h.content.data() + offset, got);
+    if (h.content && offset < h.content->size()) {
+      got = std::min<std::size_t>(size, h.content->size() - offset);
+      std::memcpy(out, h.content->data() + offset, got);
     }
   } else if (h.view) {
     r = h.array->read_view(*h.view, offset, size, out, &got, &msg);

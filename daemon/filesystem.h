@@ -50,7 +50,11 @@ struct Handle {
   std::shared_ptr<fs::PlainFile> plain;
   std::shared_ptr<fs::ArrayFile> array;
   std::optional<fs::DataView> view;  // a data view of `array`
-  std::string content;               // text/JSON virtual files: fixed at open
+  // Text/JSON virtual files: fixed at open, null when empty. Shared, so that
+  // a read's reply keeps it alive even if the file is released (a
+  // readahead's reply may still be written when the kernel lets the RELEASE
+  // through).
+  std::shared_ptr<const std::string> content;
   bool is_virtual_text = false;
   bool is_array = false;
   bool writable = false;

@@ -292,10 +292,13 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
   Filesystem& f = fsys(req);
   if (const Handle& h = *handle(fi); h.is_virtual_text) {
-    // Fixed at open: straight from the handle (a coords query's answer is
-    // tens of MB; a copy through the thread's buffer cost 4 % of it).
-    const std::size_t at = std::min<std::size_t>(std::size_t(off), h.content.size());
-    fuse_reply_buf(req, h.content.data() + at, std::min(size, h.content.size() - at));
+    // Fixed at open: straight from the handle's text (a coords query's
+    // answer is tens of MB; a copy through the thread's buffer cost 4 % of
+    // it), held here until the reply is written.
+    const std::shared_ptr<const std::string> text = h.content;
+    const std::size_t length = text ? text->size() : 0;
+    const std::size_t at = std::min<std::size_t>(std::size_t(off), length);
+    fuse_reply_buf(req, text ? text->data() + at : nullptr, std::min(size, length - at));
     return;
   }
   {

@@ -85,7 +85,7 @@ int Filesystem::open_scrub(Ino ino, int flags, std::unique_ptr<Handle>* out) {
   h->ino = ino;
   h->is_virtual_text = true;
   h->writable = (flags & O_ACCMODE) != O_RDONLY;
-  h->content = scrub_status_text();
+  h->content = std::make_shared<const std::string>(scrub_status_text());
   *out = std::move(h);
   return 0;
 }
