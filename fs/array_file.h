@@ -318,6 +318,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // gather_rows looks first for the values of its result (only a hint).
   mutable std::mutex hint_mu_;
   std::vector<bool> mloc_hint_;
+  // A query's start: ESTALE for a removed file, then dirty cells flushed.
+  int ready_for_query(std::string* message);
   // An mloc array's atoms from its level structure (fs/mloc_query.cc).
   int mloc_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<layouts::Selection>& box,
                             std::vector<indexes::Estimate>* out, QueryCost* cost, std::string* message);

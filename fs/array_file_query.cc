@@ -101,18 +101,21 @@ std::optional<std::uint64_t> ArrayFile::exact_count(const indexes::KeySet& keys)
   return index_->exact_count(keys);
 }
 
-int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const std::optional<Selection>& box,
-                              std::vector<Estimate>* out, QueryCost* cost, std::string* message) {
-  out->assign(atoms.size(), Estimate{});
+int ArrayFile::ready_for_query(std::string* message) {
   if (retired()) {
     *message = "the array file was removed";
     return ESTALE;
   }
-  {  // Dirty cells first: a query sees every write before it.
-    std::unique_lock ex(mu_);
-    if (has_dirty_locked())
-      if (int r = flush_locked(false, message)) return r;
-  }
+  // Dirty cells first: a query sees every write before it.
+  std::unique_lock ex(mu_);
+  if (has_dirty_locked()) return flush_locked(false, message);
+  return 0;
+}
+
+int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const std::optional<Selection>& box,
+                              std::vector<Estimate>* out, QueryCost* cost, std::string* message) {
+  out->assign(atoms.size(), Estimate{});
+  if (int r = ready_for_query(message)) return r;
   std::shared_lock lock(mu_);
   if (!index_damage_.empty()) {
     *message = index_damage_;
@@ -187,15 +190,7 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
 
 int ArrayFile::mloc_query_output(const indexes::KeySet& keys, bool values, std::string* out, QueryCost* cost,
                                  std::string* message) {
-  if (retired()) {
-    *message = "the array file was removed";
-    return ESTALE;
-  }
-  {  // Dirty cells first: a query sees every write before it.
-    std::unique_lock ex(mu_);
-    if (has_dirty_locked())
-      if (int r = flush_locked(false, message)) return r;
-  }
+  if (int r = ready_for_query(message)) return r;
   std::shared_lock lock(mu_);
   if (index_ || state_ || !mloc_ || !mloc_->holds_data() || grid_locked().elements() >= (1ull << 32)) return ENOTSUP;
   return mloc_->match_output(keys, values ? MlocImage::MatchOutput::Values : MlocImage::MatchOutput::Coords, out,
