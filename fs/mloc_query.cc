@@ -235,7 +235,7 @@ int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_
   const std::uint32_t edge_groups = prefix ? lead : G;
   const std::uint32_t aligned_groups = values ? G : 0;
   std::vector<Undecided> undecided[2];  // per thread of on_two_threads
-  // With values (a batch is a whole slab, match_values checks): each
+  // With values (a batch is a whole slab, match_output checks): each
   // chunk's matches are kept, by bin, while the batch sets the slab's rows;
   // then each match's value goes to its place in row order, the set bits
   // before its row.
@@ -277,7 +277,7 @@ int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_
       }
   };
   // The kept matches' values, once the slab's rows are all set.
-  auto place_values = [&](const SlabBatch& batch) -> int {
+  auto place_values = [&](const SlabBatch& batch) {
     std::vector<std::uint64_t> before(words.size());
     std::uint64_t n = 0;
     for (std::size_t w = 0; w < words.size(); ++w) {
@@ -305,7 +305,6 @@ int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_
       }
     });
     kept.clear();
-    return 0;
   };
   auto pieces_of = [&](std::size_t i, std::vector<Piece>* pieces, std::vector<std::size_t>* first) {
     for (std::uint64_t rank : batches[i].ranks) {
@@ -430,7 +429,8 @@ int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_
         *message = messages[c];
         return errors[c];
       }
-    return values ? place_values(batch) : 0;
+    if (values) place_values(batch);
+    return 0;
   };
   if (int r = pipelined(batches.size(), pieces_of, consume, bytes_read, message)) return r;
   finish_slab();
