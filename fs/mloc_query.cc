@@ -159,21 +159,12 @@ std::vector<SlabBatch> batches_of(const Slabs& slabs, Keep&& keep) {
   return out;
 }
 
-// The leading byte groups an edge bin is first read in: the fewest that
-// hold half the item or more, when that leaves groups out and the item has
-// 4 bytes or more (a byte of a 2-byte item leaves too many undecided).
+// The leading byte groups an edge bin is first read in: those holding the
+// most significant half of the item, for items of 4 bytes or more (a byte
+// of a 2-byte item leaves too many undecided); all groups otherwise.
 std::uint32_t leading_groups(const MlocGrid& g) {
-  const auto& groups = g.groups();
-  if (g.itemsize() < 4) return std::uint32_t(groups.size());
-  std::uint32_t bytes = 0, k = 0;
-  while (k < groups.size() && 2 * bytes < g.itemsize()) bytes += groups[k++].bytes;
-  return k;
-}
-
-std::uint32_t lead_bytes(const MlocGrid& g, std::uint32_t lead) {
-  std::uint32_t bytes = 0;
-  for (std::uint32_t k = 0; k < lead; ++k) bytes += g.groups()[k].bytes;
-  return bytes;
+  if (g.itemsize() < 4) return std::uint32_t(g.groups().size());
+  return layouts::mloc_groups_for_bytes(g.groups(), (g.itemsize() + 1) / 2);
 }
 
 // Words for the rows [word_row, end_row) of a slab, with the spare word
@@ -231,7 +222,8 @@ int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_
   // may be left to settle_undecided.
   const std::uint32_t lead = leading_groups(g);
   std::optional<indexes::PrefixMatcher> prefix;
-  if (lead < G && values == nullptr && coords == nullptr) prefix.emplace(type, keys, item - lead_bytes(g, lead));
+  if (lead < G && values == nullptr && coords == nullptr)
+    prefix.emplace(type, keys, item - g.groups()[lead].first_rank);  // the bytes from group `lead` on are unknown
   const std::uint32_t edge_groups = prefix ? lead : G;
   const std::uint32_t aligned_groups = values ? G : 0;
   std::vector<Undecided> undecided[2];  // per thread of on_two_threads
