@@ -16,6 +16,7 @@
 
 namespace mmfs::fs {
 
+using layouts::MlocCatalog;
 using layouts::MlocDirectory;
 using layouts::MlocGrid;
 
@@ -146,17 +147,20 @@ int MlocImage::load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams&
     *message = "the mloc image's directory failed its checksum (the device returned other bytes than were written)";
     return EIO;
   }
-  auto dir = MlocDirectory::decode(header, ss);
-  if (!dir || dir->image_bytes != rec->image_bytes || dir->shape != params.shape ||
-      dir->itemsize != indexes::itemsize(params.type)) {
+  // Read in place: the catalog keeps the fetched bytes.
+  auto dir = MlocCatalog::decode(header, ss, std::make_shared<AlignedBuffer>(std::move(buf)));
+  if (!dir || dir->image_bytes() != rec->image_bytes || dir->header().shape != params.shape ||
+      dir->header().itemsize != indexes::itemsize(params.type)) {
     *message = "the mloc image's directory does not describe this array (run mmfsck)";
     return EUCLEAN;
   }
   m->grid_.emplace(dir->grid());
-  m->cells_.emplace(dir->shape, dir->itemsize, m->grid_->chunk(), layouts::CellGrid::default_order(dir->shape.size()));
-  std::vector<std::uint64_t> lower = dir->bin_lower;
-  auto type = indexes::ValueType(dir->value_type);
-  if (lower.empty() || dir->value_type != std::uint32_t(params.type)) {
+  m->header_hash_ = rec->header_hash;
+  const layouts::MlocHeader& head = dir->header();
+  m->cells_.emplace(head.shape, head.itemsize, m->grid_->chunk(), layouts::CellGrid::default_order(head.shape.size()));
+  std::vector<std::uint64_t> lower = dir->header().bin_lower;
+  auto type = indexes::ValueType(dir->header().value_type);
+  if (lower.empty() || dir->header().value_type != std::uint32_t(params.type)) {
     *message = "the mloc image's bins are malformed (run mmfsck)";
     return EUCLEAN;
   }
@@ -166,7 +170,7 @@ int MlocImage::load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams&
     *message = "the mloc image's bins are malformed (run mmfsck)";
     return EUCLEAN;
   }
-  if (m->binning_->bins() != dir->bins) {
+  if (m->binning_->bins() != dir->header().bins) {
     *message = "the mloc image's bins disagree with its directory (run mmfsck)";
     return EUCLEAN;
   }
@@ -182,10 +186,8 @@ void MlocImage::choose_merge_gap() {
   // (layouts/merge_gap.h), for pieces of this image's mean stored size.
   if (!dir_) return;
   const layouts::MlocGrid& g = *grid_;
-  std::uint64_t pieces = 0;
-  for (const layouts::MlocPositionEntry& e : dir_->positions)
-    if (e.count != 0) pieces += 1 + g.groups().size();
-  const std::uint64_t bytes = dir_->image_bytes - dir_->positions_start;
+  const std::uint64_t pieces = dir_->lists() * (1 + g.groups().size());
+  const std::uint64_t bytes = dir_->image_bytes() - dir_->positions_start();
   const std::uint64_t ss = io_.sector_size();
   const std::uint64_t mean_sectors = pieces ? (bytes / pieces + ss - 1) / ss : 1;
   merge_gap_sectors_ = layouts::merge_gap_sectors(io_.geometry(), std::uint32_t(std::max<std::uint64_t>(1, mean_sectors)),
@@ -277,20 +279,17 @@ int MlocImage::fetch(std::vector<Piece>& pieces, AlignedBuffer* buffer, std::uin
 void MlocImage::chunk_pieces(std::uint64_t rank, std::uint32_t groups, std::vector<Piece>* out) const {
   const MlocGrid& g = *grid_;
   for (std::uint32_t b = 0; b < g.bins(); ++b) {
-    std::uint64_t e = g.position_entry(b, rank);
-    if (dir_->positions[e].count == 0) continue;
-    out->push_back({dir_->position_offset(e), dir_->positions[e].stored, 0});
-    for (std::uint32_t k = 0; k < groups; ++k) {
-      std::uint64_t u = g.unit(b, k, rank);
-      out->push_back({dir_->unit_offset(u), dir_->units[u].stored, 0});
-    }
+    const std::uint64_t e = g.position_entry(b, rank);
+    if (dir_->position(e).count == 0) continue;
+    out->push_back({dir_->position_offset(e), dir_->position(e).stored, 0});
+    for (std::uint32_t k = 0; k < groups; ++k) out->push_back({dir_->unit_offset(e, k), dir_->unit(e, k).stored, 0});
   }
 }
 
 int MlocImage::positions_of(std::uint32_t bin, std::uint64_t rank, const Piece& piece, const AlignedBuffer& buffer,
                             std::vector<std::byte>* scratch, std::vector<std::uint32_t>* out,
                             std::string* message) const {
-  const layouts::MlocPositionEntry& pe = dir_->positions[grid_->position_entry(bin, rank)];
+  const layouts::MlocPositionEntry& pe = dir_->position(grid_->position_entry(bin, rank));
   std::span<const std::byte> stored(buffer.data() + piece.at, piece.bytes);
   if (layouts::mloc_checksum(stored) != pe.checksum) {
     *message = fmt::format("the positions of bin {} in chunk {} failed their checksum", bin, rank);
@@ -309,7 +308,7 @@ int MlocImage::plane_of(std::uint32_t bin, std::uint32_t group, std::uint64_t ra
                         const Piece& piece, const AlignedBuffer& buffer, std::vector<std::byte>* scratch,
                         const std::byte** plane, std::string* message) const {
   std::span<const std::byte> stored(buffer.data() + piece.at, piece.bytes);
-  if (layouts::mloc_checksum(stored) != dir_->units[grid_->unit(bin, group, rank)].checksum) {
+  if (layouts::mloc_checksum(stored) != dir_->unit(grid_->position_entry(bin, rank), group).checksum) {
     *message = fmt::format("unit (bin {}, byte group {}, chunk {}) failed its checksum", bin, group, rank);
     return EIO;
   }
@@ -335,7 +334,7 @@ int MlocImage::decode_chunk(std::uint64_t rank, std::uint32_t groups, const std:
   std::vector<const std::byte*> planes(groups);
   std::size_t at = first;
   for (std::uint32_t b = 0; b < g.bins(); ++b) {
-    const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
+    const layouts::MlocPositionEntry& pe = dir_->position(g.position_entry(b, rank));
     if (pe.count == 0) continue;
     if (int r = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, message)) return r;
     for (std::uint32_t k = 0; k < groups; ++k)
@@ -496,7 +495,7 @@ int MlocImage::element_location(std::span<const std::uint64_t> coords, geom::Lbn
     *message = "the mloc array holds no data yet: its elements have no sector";
     return ENODATA;
   }
-  if (dir_->zstd_level != 0) {
+  if (dir_->header().zstd_level != 0) {
     *message = "user.mmfs.compress: the elements of a compressed mloc array have no sector of their own";
     return ENOTSUP;
   }
@@ -520,11 +519,11 @@ int MlocImage::element_location(std::span<const std::uint64_t> coords, geom::Lbn
   std::vector<std::byte> scratch;
   std::size_t at = 0;
   for (std::uint32_t b = 0; b < g.bins(); ++b) {
-    if (dir_->positions[g.position_entry(b, rank)].count == 0) continue;
+    if (dir_->position(g.position_entry(b, rank)).count == 0) continue;
     if (int r = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, message)) return r;
     auto it = std::lower_bound(positions.begin(), positions.end(), std::uint32_t(in_brick));
     if (it == positions.end() || *it != in_brick) continue;
-    const std::uint64_t byte = dir_->unit_offset(g.unit(b, 0, rank)) + std::uint64_t(it - positions.begin());
+    const std::uint64_t byte = dir_->unit_offset(g.position_entry(b, rank), 0) + std::uint64_t(it - positions.begin());
     const std::uint64_t ss = io_.sector_size();
     std::uint64_t sector = byte / ss;
     for (const Extent& e : extents_) {
@@ -571,10 +570,9 @@ layouts::IoPlan MlocImage::plan(const layouts::Selection& selection, std::uint32
 
 void MlocImage::stage(Ino ino, WriteBatch& batch) const {
   Record r;
-  std::string header = dir_->encode();
-  r.header_bytes = header.size();
-  r.header_hash = XXH3_64bits(header.data(), header.size());
-  r.image_bytes = dir_->image_bytes;
+  r.header_bytes = dir_->header_bytes();
+  r.header_hash = header_hash_;
+  r.image_bytes = dir_->image_bytes();
   batch.put(keys::mloc_record(ino), encode_record(r));
   batch.put(keys::mloc_extents(ino), encode_extents(extents_));
 }
@@ -603,25 +601,18 @@ nlohmann::json MlocImage::describe() const {
   const MlocGrid& g = *grid_;
   j["bins"] = g.bins();
   j["units"] = g.units();
-  j["zstd_level"] = dir_->zstd_level;
-  j["directory_bytes"] = dir_->header_bytes;
-  std::uint64_t pos_stored = 0, pos_raw = 0;
-  for (const auto& e : dir_->positions) {
-    pos_stored += e.stored;
-    pos_raw += e.raw;
-  }
-  j["positions"] = {{"stored", pos_stored}, {"raw", pos_raw}};
+  j["zstd_level"] = dir_->header().zstd_level;
+  j["directory_bytes"] = dir_->header_bytes();
+  j["positions"] = {{"stored", dir_->positions_stored()}, {"raw", dir_->positions_raw()}};
   nlohmann::json groups = nlohmann::json::array();
   for (std::uint32_t k = 0; k < g.groups().size(); ++k) {
-    std::uint64_t stored = 0;
-    for (std::uint32_t b = 0; b < g.bins(); ++b)
-      for (std::uint64_t c = 0; c < g.chunks(); ++c) stored += dir_->units[g.unit(b, k, c)].stored;
+    const std::uint64_t stored = dir_->group_stored(k);
     std::uint64_t raw = g.elements() * g.groups()[k].bytes;
     groups.push_back({{"first_byte", g.groups()[k].first_rank}, {"bytes", g.groups()[k].bytes},
                       {"stored", stored}, {"raw", raw}});
   }
   j["byte_groups"] = groups;
-  j["image_bytes"] = dir_->image_bytes;
+  j["image_bytes"] = dir_->image_bytes();
   return j;
 }
 
@@ -735,7 +726,7 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   }
   const std::uint32_t ss = io.sector_size();
   dir.locate(ss);
-  const std::string header = dir.encode();
+  std::string header = dir.encode();
 
   // The image, written whole to fresh extents.
   std::vector<Extent> extents;
@@ -795,7 +786,10 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   m->grid_.emplace(std::move(g));
   m->cells_.emplace(S, item, m->grid_->chunk(), layouts::CellGrid::default_order(n));
   m->binning_.emplace(std::move(binning));
-  m->dir_ = std::move(dir);
+  m->header_hash_ = XXH3_64bits(header.data(), header.size());
+  auto kept = std::make_shared<const std::string>(std::move(header));
+  m->dir_ = MlocCatalog::decode(*kept, ss, kept);
+  if (!m->dir_) throw std::logic_error("mloc: the encoder wrote a directory it cannot read");
   m->choose_merge_gap();
   *out = std::move(m);
   return 0;

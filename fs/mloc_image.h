@@ -33,6 +33,7 @@
 #include "layouts/cell_grid.h"
 #include "layouts/io_plan.h"
 #include "layouts/mloc_codec.h"
+#include "layouts/mloc_directory.h"
 #include "layouts/mloc_select.h"
 #include "layouts/selection.h"
 
@@ -210,7 +211,8 @@ class MlocImage {
   mutable std::mutex read_mu_;
   std::optional<layouts::MlocGrid> grid_;
   std::optional<layouts::CellGrid> cells_;
-  std::optional<layouts::MlocDirectory> dir_;  // located; absent for an empty image
+  std::optional<layouts::MlocCatalog> dir_;  // absent for an empty image
+  std::uint64_t header_hash_ = 0;            // of the directory's bytes (the record keeps it)
   std::optional<indexes::Binning> binning_;
   std::vector<Extent> extents_;
   // Gaps up to this are read through rather than split into two requests

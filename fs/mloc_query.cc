@@ -106,7 +106,7 @@ std::optional<std::uint64_t> MlocImage::aligned_count(const indexes::KeySet& key
   for (std::uint32_t b = 0; b < uses.size(); ++b) {
     if (uses[b] == BinUse::Edge) return std::nullopt;
     if (uses[b] == BinUse::Aligned)
-      for (std::uint64_t c = 0; c < grid_->chunks(); ++c) n += dir_->positions[grid_->position_entry(b, c)].count;
+      n += dir_->bin_elements(b);
   }
   return n;
 }
@@ -188,7 +188,7 @@ int MlocImage::match_output(const indexes::KeySet& keys, MatchOutput output, std
   std::uint64_t bound = 0;
   for (std::uint32_t b = 0; b < uses.size(); ++b)
     if (uses[b] != BinUse::None)
-      for (std::uint64_t c = 0; c < grid_->chunks(); ++c) bound += dir_->positions[grid_->position_entry(b, c)].count;
+      bound += dir_->bin_elements(b);
   if (output == MatchOutput::Coords) {
     out->reserve(bound * 8);
     return match(keys, {}, nullptr, nullptr, out, bytes_read, message);
@@ -212,7 +212,7 @@ int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_
   const std::uint32_t G = std::uint32_t(g.groups().size());
   const std::uint32_t item = g.itemsize();
   const BrickRows brick_rows(g);
-  const auto type = indexes::ValueType(dir_->value_type);
+  const auto type = indexes::ValueType(dir_->header().value_type);
   // Edge bins are first read in their leading groups only (half the item
   // or more), which decide all but the elements within a few ulps of a
   // range's end (PrefixMatcher); those are settled by a second read of
@@ -304,12 +304,10 @@ int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_
       for (std::uint32_t b = 0; b < g.bins(); ++b) {
         if (uses[b] == BinUse::None) continue;
         const std::uint64_t e = g.position_entry(b, rank);
-        if (dir_->positions[e].count == 0) continue;
-        pieces->push_back({dir_->position_offset(e), dir_->positions[e].stored, 0});
-        for (std::uint32_t k = 0; k < (uses[b] == BinUse::Edge ? edge_groups : aligned_groups); ++k) {
-          const std::uint64_t u = g.unit(b, k, rank);
-          pieces->push_back({dir_->unit_offset(u), dir_->units[u].stored, 0});
-        }
+        if (dir_->position(e).count == 0) continue;
+        pieces->push_back({dir_->position_offset(e), dir_->position(e).stored, 0});
+        for (std::uint32_t k = 0; k < (uses[b] == BinUse::Edge ? edge_groups : aligned_groups); ++k)
+          pieces->push_back({dir_->unit_offset(e, k), dir_->unit(e, k).stored, 0});
       }
     }
   };
@@ -360,7 +358,7 @@ int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_
       auto set = [&](std::uint32_t p) { local[p >> 6] |= 1ull << (p & 63); };
       for (std::uint32_t b = 0; b < g.bins(); ++b) {
         if (uses[b] == BinUse::None) continue;
-        const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
+        const layouts::MlocPositionEntry& pe = dir_->position(g.position_entry(b, rank));
         if (pe.count == 0) continue;
         if ((errors[c] = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, &messages[c]))) return;
         if (uses[b] == BinUse::Aligned) {
@@ -437,15 +435,13 @@ int MlocImage::settle_undecided(const indexes::KeySet& keys, const std::vector<U
   const MlocGrid& g = *grid_;
   const std::uint32_t G = std::uint32_t(g.groups().size());
   const BrickRows brick_rows(g);
-  const auto type = indexes::ValueType(dir_->value_type);
+  const auto type = indexes::ValueType(dir_->header().value_type);
   const std::size_t batches = (open.size() + kChunksPerBatch - 1) / kChunksPerBatch;
   auto pieces_of = [&](std::size_t i, std::vector<Piece>* pieces, std::vector<std::size_t>* first) {
     for (std::size_t j = i * kChunksPerBatch; j < std::min(open.size(), (i + 1) * kChunksPerBatch); ++j) {
       first->push_back(pieces->size());
-      for (std::uint32_t k = 0; k < G; ++k) {
-        const std::uint64_t u = g.unit(open[j].bin, k, open[j].rank);
-        pieces->push_back({dir_->unit_offset(u), dir_->units[u].stored, 0});
-      }
+      const std::uint64_t e = g.position_entry(open[j].bin, open[j].rank);
+      for (std::uint32_t k = 0; k < G; ++k) pieces->push_back({dir_->unit_offset(e, k), dir_->unit(e, k).stored, 0});
     }
   };
   auto consume = [&](std::size_t i, const std::vector<Piece>& pieces, const std::vector<std::size_t>& first,
@@ -455,7 +451,7 @@ int MlocImage::settle_undecided(const indexes::KeySet& keys, const std::vector<U
     std::byte element[8];
     for (std::size_t j = i * kChunksPerBatch; j < std::min(open.size(), (i + 1) * kChunksPerBatch); ++j) {
       const Undecided& u = open[j];
-      const std::uint32_t count = dir_->positions[g.position_entry(u.bin, u.rank)].count;
+      const std::uint32_t count = dir_->position(g.position_entry(u.bin, u.rank)).count;
       std::size_t at = first[j - i * kChunksPerBatch];
       for (std::uint32_t k = 0; k < G; ++k)
         if (int r = plane_of(u.bin, k, u.rank, count, pieces[at++], buffer, &planes[k], &plane_at[k], message))
@@ -565,12 +561,9 @@ int MlocImage::gather(const indexes::Bitmap& rows, const std::vector<bool>& hint
         first->push_back(pieces->size());
         for (std::uint32_t b = 0; b < g.bins(); ++b) {
           const std::uint64_t e = g.position_entry(b, rank);
-          if (!in_pass[b] || dir_->positions[e].count == 0) continue;
-          pieces->push_back({dir_->position_offset(e), dir_->positions[e].stored, 0});
-          for (std::uint32_t k = 0; k < G; ++k) {
-            const std::uint64_t u = g.unit(b, k, rank);
-            pieces->push_back({dir_->unit_offset(u), dir_->units[u].stored, 0});
-          }
+          if (!in_pass[b] || dir_->position(e).count == 0) continue;
+          pieces->push_back({dir_->position_offset(e), dir_->position(e).stored, 0});
+          for (std::uint32_t k = 0; k < G; ++k) pieces->push_back({dir_->unit_offset(e, k), dir_->unit(e, k).stored, 0});
         }
       }
     };
@@ -592,7 +585,7 @@ int MlocImage::gather(const indexes::Bitmap& rows, const std::vector<bool>& hint
         std::vector<const std::byte*> plane_at(G);
         std::size_t at = first[c];
         for (std::uint32_t b = 0; b < g.bins(); ++b) {
-          const layouts::MlocPositionEntry& pe = dir_->positions[g.position_entry(b, rank)];
+          const layouts::MlocPositionEntry& pe = dir_->position(g.position_entry(b, rank));
           if (!in_pass[b] || pe.count == 0) continue;
           if ((errors[c] = positions_of(b, rank, pieces[at++], buffer, &scratch, &positions, &messages[c]))) return;
           for (std::uint32_t k = 0; k < G; ++k)

@@ -1,18 +1,13 @@
 // The bytes of MLOC's units (layouts/mloc.h): how one chunk's elements split
-// into per-bin position lists and byte planes and back, how a unit is packed
-// (zstd when it shrinks, else stored raw), and the directory that says where
-// every unit of an image lies and what it must hash to. Pure.
+// into per-bin position lists and byte planes and back, and how a unit is
+// packed (zstd when it shrinks, else stored raw). Pure. Where the units of an
+// image lie is its directory (layouts/mloc_directory.h).
 //
 // A unit (bin b, byte group g, chunk c) holds, for the elements of chunk c in
 // bin b taken in ascending position, the bytes of group g plane by plane:
 // first every element's byte of the group's first rank, then the next rank.
 // Planes of one significance compress far better than interleaved bytes (the
 // high-order bytes of one bin are nearly constant).
-//
-// An image (docs/on-disk-format.md, "mloc"): the directory, padded to a
-// sector; the position lists in position-entry order (bins, then chunks along
-// the curve); the units in the priority's order. Offsets are prefix sums of
-// the stored sizes, so the directory holds sizes and checksums only.
 #pragma once
 
 #include <array>
@@ -151,74 +146,5 @@ bool mloc_decode_positions(std::span<const std::byte> bytes, std::uint64_t count
                            std::vector<std::uint32_t>* out);
 
 std::uint32_t mloc_checksum(std::span<const std::byte> bytes);
-
-struct MlocPositionEntry {
-  std::uint32_t count = 0;   // elements of the bin in the chunk
-  std::uint32_t raw = 0;     // serialised bitmap bytes
-  std::uint32_t stored = 0;  // after packing
-  std::uint32_t checksum = 0;  // of the stored bytes
-};
-struct MlocUnitEntry {
-  std::uint32_t stored = 0;
-  std::uint32_t checksum = 0;
-};
-
-// Where an image's pieces lie, in bytes from the image's start.
-struct MlocDirectory {
-  // What the grid needs, and the bins (opaque here: the fs layer's binning).
-  std::vector<std::uint64_t> shape, chunk;
-  std::uint32_t itemsize = 0;
-  bool float64 = false;
-  MlocPriority priority{MlocLevel::Value, MlocLevel::Precision, MlocLevel::Space};
-  std::uint32_t bins = 0;
-  std::int32_t zstd_level = 0;  // 0: stored raw
-  std::uint32_t value_type = 0;
-  std::vector<std::uint64_t> bin_lower;
-  std::vector<MlocPositionEntry> positions;  // grid.position_entry order
-  std::vector<MlocUnitEntry> units;          // grid.unit order
-
-  // What encode() writes: 2, entries of the (bin, chunk)s that have any
-  // (docs/on-disk-format.md); 1, both tables whole (images written before
-  // version 2, which decode() still reads).
-  std::uint32_t version = 2;
-
-  MlocGrid grid() const { return MlocGrid(shape, itemsize, float64, chunk, bins, priority); }
-  // Fills the offsets below from the sizes; REQUIRES the sizes of `grid`.
-  void locate(std::uint32_t sector_size);
-  std::uint64_t header_bytes = 0;     // encode().size()
-  std::uint64_t positions_start = 0;  // header, rounded up to a sector
-  std::uint64_t data_start = 0;
-  std::uint64_t image_bytes = 0;
-  // Entry i's bytes, from the image's start.
-  std::uint64_t position_offset(std::size_t i) const { return offset_of(positions, position_blocks, i); }
-  std::uint64_t unit_offset(std::size_t i) const { return offset_of(units, unit_blocks, i); }
-  // The offsets of every kOffsetBlock-th entry; an entry adds the sizes
-  // before it in its block. A table of every offset would be 8 bytes per
-  // unit (6 MB for a 2 GiB array) that a cold load has to fault in and fill.
-  static constexpr std::size_t kOffsetBlock = 64;
-  std::vector<std::uint64_t> position_blocks, unit_blocks;
-
-  std::string encode() const;
-  std::uint64_t encoded_bytes() const;  // encode().size()
-  // Per position entry: whether version 2 stores it and its units (any of
-  // them not zero).
-  std::vector<bool> present() const;
-  // nullopt when malformed (sizes that disagree with the grid included).
-  static std::optional<MlocDirectory> decode(std::string_view bytes, std::uint32_t sector_size);
-
- private:
-  // locate() for a header whose size is known (decode: the bytes it read).
-  void locate(std::uint32_t sector_size, std::uint64_t header);
-  // Whether encode() writes version 1: asked to, or tables the grid does
-  // not describe (written whole so that decode() can refuse them).
-  bool dense_tables() const;
-  template <class Entry>
-  static std::uint64_t offset_of(const std::vector<Entry>& entries, const std::vector<std::uint64_t>& blocks,
-                                 std::size_t i) {
-    std::uint64_t at = blocks[i / kOffsetBlock];
-    for (std::size_t k = i - i % kOffsetBlock; k < i; ++k) at += entries[k].stored;
-    return at;
-  }
-};
 
 }  // namespace mmfs::layouts

@@ -1,9 +1,11 @@
 // Shorthands and fixtures shared by the mloc unit tests (layouts/mloc*.h).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -33,6 +35,20 @@ inline Bytes random_bytes(std::mt19937_64& rng, std::size_t n) {
 inline MlocGrid make_grid(Shape shape, u32 itemsize, Shape chunk, u32 bins, MlocPriority p = kVMS,
                           bool float64 = false) {
   return MlocGrid(std::move(shape), itemsize, float64, std::move(chunk), bins, p);
+}
+
+// The six orders of V, M and S, from their text.
+inline std::vector<std::string> all_priority_texts() {
+  std::string letters = "MSV";
+  std::vector<std::string> out;
+  do {
+    out.push_back(std::string{letters[0], '-', letters[1], '-', letters[2]});
+  } while (std::next_permutation(letters.begin(), letters.end()));
+  return out;
+}
+
+inline MlocPriority priority_of(const std::string& text) {
+  return {MlocLevel(text[0]), MlocLevel(text[2]), MlocLevel(text[4])};
 }
 
 }  // namespace mmfs::layouts::testing
