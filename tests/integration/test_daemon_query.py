@@ -8,6 +8,7 @@ keep the index current, dropping an index, the plan of a query and the
 aligned-bins rule (no data read) in /.mmfs/stats. Errors and hostile
 conditions: test_daemon_query_errors.py. The oracle: query_oracle.py."""
 import os
+import time
 
 import numpy as np
 import pytest
@@ -271,12 +272,19 @@ def test_tables(d):
 
 # --- PLoD of a query -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype,encoding", [("float64", "bn"), ("int32", "re"), ("uint16", "none")])
-def test_plod_of_a_query(d, dtype, encoding):
+@pytest.mark.parametrize("layout", ["multimap", "mloc"])
+@pytest.mark.parametrize("dtype,encoding", [("float64", "bn"), ("int32", "re"), ("uint16", "none"), ("float64", "none")])
+def test_plod_of_a_query(d, dtype, encoding, layout):
+    # mloc without an index: answered from its bins (one atom: in one pass).
     rng = np.random.default_rng(13)
     arr = query_data(rng, (50, 60), dtype)
     attrs = {} if encoding == "none" else {"index": encoding}
-    path = make_array(d / "a", arr.shape, dtype, "multimap", arr, attrs=attrs)
+    path = make_array(d / "a", arr.shape, dtype, layout, arr, attrs=attrs)
+    if layout == "mloc":  # sealed by the last close, which the kernel sends without waiting
+        deadline = time.monotonic() + 10
+        while "byte_groups" not in read_json(view(path, "info"))["mloc"]:
+            assert time.monotonic() < deadline, "the mloc array was not sealed 10 s after its last close"
+            time.sleep(0.05)
     flat = arr.reshape(-1)
     consts = constants(rng, arr)
     item = arr.dtype.itemsize
