@@ -10,6 +10,7 @@
 
 #include "fs/mloc_brick_cache.h"
 #include "fs/mloc_internal.h"
+#include "fs/mloc_spill.h"
 #include "layouts/cell_copy.h"
 #include "layouts/layout.h"
 #include "layouts/merge_gap.h"
@@ -672,7 +673,10 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   dir.bin_lower = binning.lower();
   dir.positions.resize(std::size_t(g.bins()) * g.chunks());
   dir.units.resize(g.units());
-  std::vector<std::vector<std::byte>> pos_bytes(dir.positions.size()), unit_bytes(dir.units.size());
+  // The pieces go to the device a slab at a time, keyed by their place in
+  // the image: the position lists (by entry), then the units (by unit).
+  MlocSpill spill(allocator, io);
+  const std::uint64_t unit_key0 = dir.positions.size();
   const std::uint64_t slab_chunks = g.chunks() / g.chunk_grid()[0];
   std::vector<AlignedBuffer> bricks(slab_chunks);
   // Per thread of on_two_threads (even chunks here, odd ones on the other):
@@ -680,6 +684,7 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   struct Scratch {
     std::vector<std::uint32_t> bins;
     layouts::MlocChunkSplit split;
+    std::vector<MlocSpill::Piece> pieces;  // of this slab
   } scratch[2];
   for (std::uint64_t r0 = 0; r0 < S[0]; r0 += slab_rows) {
     std::uint64_t rows = std::min(slab_rows, S[0] - r0);
@@ -713,16 +718,23 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
         // zero (the directory then leaves it out; no read asks for it).
         if (split.positions[b].empty()) continue;
         auto raw = layouts::mloc_encode_positions(split.positions[b]);
-        pos_bytes[e] = layouts::mloc_pack(raw, params.zstd_level);
+        std::vector<MlocSpill::Piece>& pieces = scratch[i % 2].pieces;
+        const std::vector<std::byte>& list = pieces.emplace_back(MlocSpill::Piece{e, layouts::mloc_pack(raw, params.zstd_level)}).bytes;
         dir.positions[e] = {std::uint32_t(split.positions[b].size()), std::uint32_t(raw.size()),
-                            std::uint32_t(pos_bytes[e].size()), layouts::mloc_checksum(pos_bytes[e])};
+                            std::uint32_t(list.size()), layouts::mloc_checksum(list)};
         for (std::size_t k = 0; k < G; ++k) {
           const std::uint64_t u = g.unit(b, std::uint32_t(k), rank);
-          unit_bytes[u] = layouts::mloc_pack(split.planes[b * G + k], params.zstd_level);
-          dir.units[u] = {std::uint32_t(unit_bytes[u].size()), layouts::mloc_checksum(unit_bytes[u])};
+          const std::vector<std::byte>& unit =
+              pieces.emplace_back(MlocSpill::Piece{unit_key0 + u, layouts::mloc_pack(split.planes[b * G + k], params.zstd_level)}).bytes;
+          dir.units[u] = {std::uint32_t(unit.size()), layouts::mloc_checksum(unit)};
         }
       }
     });
+    std::vector<MlocSpill::Piece>& pieces = scratch[0].pieces;
+    pieces.insert(pieces.end(), std::make_move_iterator(scratch[1].pieces.begin()),
+                  std::make_move_iterator(scratch[1].pieces.end()));
+    scratch[1].pieces.clear();
+    if (int r = spill.add_run(pieces, message)) return r;
   }
   const std::uint32_t ss = io.sector_size();
   dir.locate(ss);
@@ -732,7 +744,14 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   std::vector<Extent> extents;
   layouts::SpaceRequest req;
   req.sectors = (dir.image_bytes + ss - 1) / ss;
-  if (int r = allocator.allocate(req, &extents)) {
+  int allocated = allocator.allocate(req, &extents);
+  if (allocated == ENOSPC && spill.runs() != spill.runs_in_memory()) {
+    // No room beside the pieces' temporary sectors: the pieces come into
+    // memory (as large as the image) and free them.
+    if (int r = spill.hold_all(message)) return r;
+    allocated = allocator.allocate(req, &extents);
+  }
+  if (int r = allocated) {
     *message = fmt::format("the mloc image needs {} MiB on the device; {} MiB are free", req.sectors * ss >> 20,
                            allocator.free_sectors() * ss >> 20);
     return r;
@@ -774,8 +793,7 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   int r = append(reinterpret_cast<const std::byte*>(header.data()), header.size());
   std::vector<std::byte> pad(dir.positions_start - header.size());
   if (!r) r = append(pad.data(), pad.size());
-  for (std::size_t e = 0; !r && e < pos_bytes.size(); ++e) r = append(pos_bytes[e].data(), pos_bytes[e].size());
-  for (std::size_t u = 0; !r && u < unit_bytes.size(); ++u) r = append(unit_bytes[u].data(), unit_bytes[u].size());
+  if (!r) r = spill.merge([&](std::span<const std::byte> piece) { return append(piece.data(), piece.size()); }, message);
   if (!r) r = flush_window();
   if (!r) r = io.flush();
   if (r) {
