@@ -11,11 +11,10 @@
 // - MlocDirectory, dense: an entry for every (bin, chunk) and every unit.
 //   What the encoder fills in and encode() writes.
 // - MlocCatalog, sparse: the entries of the (bin, chunk)s a chunk holds
-//   values of, each with its offset. What a reader keeps. A smooth field's
-//   chunk holds values of a few of its bins, so the dense tables are mostly
-//   zeros: 59 MB for a 2 GiB float64 array with 101 bins, of which 8 % are
-//   not, and a cold open spent more time zero-filling them than reading the
-//   directory.
+//   values of, read in place from a version 2 directory's bytes. What a
+//   reader keeps. Building the dense tables on every cold open (7.4 MB for
+//   a 2 GiB float64 array with 101 bins, 63 % of its (bin, chunk)s present)
+//   took 5 ms of fresh pages and table walks; reading in place takes 1.6.
 #pragma once
 
 #include <bit>
