@@ -9,9 +9,13 @@ namespace mmfs::fs {
 
 namespace {
 
-// A run is written and read through windows of this size: large enough that
-// its requests stream, small enough that a merge of many runs stays small.
+// A run is written through a window of this size, and read back through
+// one per run of at most this size: large enough that requests stream.
 constexpr std::uint64_t kWindow = 4ull << 20;
+// The read windows of a merge together: an array of many slabs (a run
+// each) reads each through a smaller window, down to kMinReadWindow.
+constexpr std::uint64_t kMergeBytes = 256ull << 20;
+constexpr std::uint64_t kMinReadWindow = 64ull << 10;
 
 // The sector runs of extents `extents` covering bytes [offset, offset + n)
 // (sector-aligned), into `buffer`.
@@ -126,6 +130,8 @@ int MlocSpill::merge(const std::function<int(std::span<const std::byte>)>& emit,
     std::uint64_t window_start = 0, window_bytes = 0;
   };
   std::vector<Cursor> cursors(runs_.size());
+  const std::uint64_t read_window =
+      std::clamp(kMergeBytes / std::max<std::size_t>(runs_.size(), 1), kMinReadWindow, kWindow) / ss * ss;
   using Next = std::pair<std::uint64_t, std::size_t>;  // (key, run)
   std::priority_queue<Next, std::vector<Next>, std::greater<Next>> next;
   for (std::size_t i = 0; i < runs_.size(); ++i)
@@ -139,10 +145,11 @@ int MlocSpill::merge(const std::function<int(std::span<const std::byte>)>& emit,
     std::span<const std::byte> bytes;
     if (!run.extents.empty()) {
       if (c.at < c.window_start || c.at + size > c.window_start + c.window_bytes) {
-        // The window moves on to this piece: from its sector, at least kWindow.
+        // The window moves on to this piece: from its sector, at least read_window.
         const std::uint64_t start = c.at / ss * ss;
         const std::uint64_t run_end = (run.bytes + ss - 1) / ss * ss;
-        const std::uint64_t want = std::min(run_end - start, std::max(kWindow, (c.at + size - start + ss - 1) / ss * ss));
+        const std::uint64_t want =
+            std::min(run_end - start, std::max(read_window, (c.at + size - start + ss - 1) / ss * ss));
         if (c.window.size() < want) c.window = AlignedBuffer(want, AlignedBuffer::Uninitialized{});
         if (int r = read_run(run, start, want, c.window.data())) {
           *message = "reading the mloc image's pieces back from temporary sectors failed";

@@ -100,6 +100,18 @@ TEST_CASE("mloc spill: pieces merge back in key order, byte for byte", "[mloc]")
   }
 }
 
+TEST_CASE("mloc spill: many runs (an array of many slabs) merge in key order", "[mloc]") {
+  std::mt19937_64 rng(35);
+  Rig rig;
+  std::map<std::uint64_t, std::vector<std::byte>> expected;
+  auto runs = make_runs(rng, 600, 5, 1500, &expected);
+  MlocSpill spill(rig.allocator, rig.io);
+  std::string message;
+  for (auto& r : runs) REQUIRE(spill.add_run(r, &message) == 0);
+  CHECK(spill.runs_in_memory() == 0);
+  CHECK((merged(spill) == concatenated(expected)));
+}
+
 TEST_CASE("mloc spill: a run with no room stays in memory; hold_all frees the sectors", "[mloc]") {
   std::mt19937_64 rng(32);
   // Room for about one run of 400 pieces of up to 2 KiB (~400 KB).
