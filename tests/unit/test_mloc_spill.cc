@@ -49,6 +49,15 @@ std::vector<std::vector<MlocSpill::Piece>> make_runs(std::mt19937_64& rng, std::
   return out;
 }
 
+// Adds every run; each must go in.
+void add_all(MlocSpill& spill, std::vector<std::vector<MlocSpill::Piece>>& runs) {
+  std::string message;
+  for (auto& r : runs) {
+    REQUIRE(spill.add_run(r, &message) == 0);
+    CHECK(r.empty());
+  }
+}
+
 std::vector<std::byte> merged(MlocSpill& spill) {
   std::vector<std::byte> out;
   std::string message;
@@ -84,11 +93,7 @@ TEST_CASE("mloc spill: pieces merge back in key order, byte for byte", "[mloc]")
     }
     {
       MlocSpill spill(rig.allocator, rig.io);
-      std::string message;
-      for (auto& r : runs) {
-        REQUIRE(spill.add_run(r, &message) == 0);
-        CHECK(r.empty());
-      }
+      add_all(spill, runs);
       CHECK(spill.runs() == 5);
       CHECK(spill.runs_in_memory() == 0);
       CHECK(rig.allocator.free_sectors() < free_before);
@@ -106,8 +111,7 @@ TEST_CASE("mloc spill: many runs (an array of many slabs) merge in key order", "
   std::map<std::uint64_t, std::vector<std::byte>> expected;
   auto runs = make_runs(rng, 600, 5, 1500, &expected);
   MlocSpill spill(rig.allocator, rig.io);
-  std::string message;
-  for (auto& r : runs) REQUIRE(spill.add_run(r, &message) == 0);
+  add_all(spill, runs);
   CHECK(spill.runs_in_memory() == 0);
   CHECK((merged(spill) == concatenated(expected)));
 }
@@ -120,11 +124,11 @@ TEST_CASE("mloc spill: a run with no room stays in memory; hold_all frees the se
   std::map<std::uint64_t, std::vector<std::byte>> expected;
   auto runs = make_runs(rng, 4, 300, 2048, &expected);
   MlocSpill spill(rig.allocator, rig.io);
-  std::string message;
-  for (auto& r : runs) REQUIRE(spill.add_run(r, &message) == 0);
+  add_all(spill, runs);
   CHECK(spill.runs_in_memory() >= 1);
   CHECK(spill.runs_in_memory() < 4);
   CHECK((merged(spill) == concatenated(expected)));
+  std::string message;
   REQUIRE(spill.hold_all(&message) == 0);
   CHECK(spill.runs_in_memory() == 4);
   CHECK(rig.allocator.free_sectors() == free_before);
@@ -137,8 +141,8 @@ TEST_CASE("mloc spill: an error of the consumer stops the merge and is returned"
   std::map<std::uint64_t, std::vector<std::byte>> expected;
   auto runs = make_runs(rng, 2, 50, 3000, &expected);
   MlocSpill spill(rig.allocator, rig.io);
+  add_all(spill, runs);
   std::string message;
-  for (auto& r : runs) REQUIRE(spill.add_run(r, &message) == 0);
   int calls = 0;
   CHECK(spill.merge([&](std::span<const std::byte>) { return ++calls == 7 ? EIO : 0; }, &message) == EIO);
   CHECK(calls == 7);
