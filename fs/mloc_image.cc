@@ -159,9 +159,9 @@ int MlocImage::load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams&
   m->header_hash_ = rec->header_hash;
   const layouts::MlocHeader& head = dir->header();
   m->cells_.emplace(head.shape, head.itemsize, m->grid_->chunk(), layouts::CellGrid::default_order(head.shape.size()));
-  std::vector<std::uint64_t> lower = dir->header().bin_lower;
-  auto type = indexes::ValueType(dir->header().value_type);
-  if (lower.empty() || dir->header().value_type != std::uint32_t(params.type)) {
+  std::vector<std::uint64_t> lower = head.bin_lower;
+  auto type = indexes::ValueType(head.value_type);
+  if (lower.empty() || head.value_type != std::uint32_t(params.type)) {
     *message = "the mloc image's bins are malformed (run mmfsck)";
     return EUCLEAN;
   }
@@ -171,7 +171,7 @@ int MlocImage::load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams&
     *message = "the mloc image's bins are malformed (run mmfsck)";
     return EUCLEAN;
   }
-  if (m->binning_->bins() != dir->header().bins) {
+  if (m->binning_->bins() != head.bins) {
     *message = "the mloc image's bins disagree with its directory (run mmfsck)";
     return EUCLEAN;
   }
@@ -279,12 +279,15 @@ int MlocImage::fetch(std::vector<Piece>& pieces, AlignedBuffer* buffer, std::uin
 
 void MlocImage::chunk_pieces(std::uint64_t rank, std::uint32_t groups, std::vector<Piece>* out) const {
   const MlocGrid& g = *grid_;
-  for (std::uint32_t b = 0; b < g.bins(); ++b) {
-    const std::uint64_t e = g.position_entry(b, rank);
-    if (dir_->position(e).count == 0) continue;
-    out->push_back({dir_->position_offset(e), dir_->position(e).stored, 0});
-    for (std::uint32_t k = 0; k < groups; ++k) out->push_back({dir_->unit_offset(e, k), dir_->unit(e, k).stored, 0});
-  }
+  for (std::uint32_t b = 0; b < g.bins(); ++b) entry_pieces(g.position_entry(b, rank), groups, out);
+}
+
+bool MlocImage::entry_pieces(std::uint64_t e, std::uint32_t groups, std::vector<Piece>* out) const {
+  const layouts::MlocPositionEntry pe = dir_->position(e);
+  if (pe.count == 0) return false;
+  out->push_back({dir_->position_offset(e), pe.stored, 0});
+  for (std::uint32_t k = 0; k < groups; ++k) out->push_back({dir_->unit_offset(e, k), dir_->unit(e, k).stored, 0});
+  return true;
 }
 
 int MlocImage::positions_of(std::uint32_t bin, std::uint64_t rank, const Piece& piece, const AlignedBuffer& buffer,
@@ -807,7 +810,11 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   m->header_hash_ = XXH3_64bits(header.data(), header.size());
   auto kept = std::make_shared<const std::string>(std::move(header));
   m->dir_ = MlocCatalog::decode(*kept, ss, kept);
-  if (!m->dir_) throw std::logic_error("mloc: the encoder wrote a directory it cannot read");
+  if (!m->dir_) {  // a bug of the encoder: the image is not committed
+    m->release(allocator);
+    *message = "mloc: the encoder wrote a directory it cannot read";
+    return EIO;
+  }
   m->choose_merge_gap();
   *out = std::move(m);
   return 0;

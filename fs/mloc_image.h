@@ -186,6 +186,10 @@ class MlocImage {
                    std::vector<std::pair<std::uint64_t, std::uint64_t>>* spans) const;
   // The pieces holding chunk `rank`'s positions and its first `groups` groups.
   void chunk_pieces(std::uint64_t rank, std::uint32_t groups, std::vector<Piece>* out) const;
+  // The pieces of position entry e (a bin in a chunk): its position list,
+  // then its first `groups` units. Nothing, and false, when the chunk holds
+  // no value of the bin.
+  bool entry_pieces(std::uint64_t e, std::uint32_t groups, std::vector<Piece>* out) const;
   // The position list of (bin, rank), fetched as `piece`, checked and
   // decoded (EIO with a reason when it fails its checksum or does not decode).
   int positions_of(std::uint32_t bin, std::uint64_t rank, const Piece& piece, const AlignedBuffer& buffer,

@@ -303,11 +303,7 @@ int MlocImage::match(const indexes::KeySet& keys, const std::vector<std::uint64_
       first->push_back(pieces->size());
       for (std::uint32_t b = 0; b < g.bins(); ++b) {
         if (uses[b] == BinUse::None) continue;
-        const std::uint64_t e = g.position_entry(b, rank);
-        if (dir_->position(e).count == 0) continue;
-        pieces->push_back({dir_->position_offset(e), dir_->position(e).stored, 0});
-        for (std::uint32_t k = 0; k < (uses[b] == BinUse::Edge ? edge_groups : aligned_groups); ++k)
-          pieces->push_back({dir_->unit_offset(e, k), dir_->unit(e, k).stored, 0});
+        entry_pieces(g.position_entry(b, rank), uses[b] == BinUse::Edge ? edge_groups : aligned_groups, pieces);
       }
     }
   };
@@ -560,10 +556,7 @@ int MlocImage::gather(const indexes::Bitmap& rows, const std::vector<bool>& hint
       for (std::uint64_t rank : batches[i].ranks) {
         first->push_back(pieces->size());
         for (std::uint32_t b = 0; b < g.bins(); ++b) {
-          const std::uint64_t e = g.position_entry(b, rank);
-          if (!in_pass[b] || dir_->position(e).count == 0) continue;
-          pieces->push_back({dir_->position_offset(e), dir_->position(e).stored, 0});
-          for (std::uint32_t k = 0; k < G; ++k) pieces->push_back({dir_->unit_offset(e, k), dir_->unit(e, k).stored, 0});
+          if (in_pass[b]) entry_pieces(g.position_entry(b, rank), G, pieces);
         }
       }
     };

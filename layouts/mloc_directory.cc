@@ -444,9 +444,12 @@ std::optional<MlocCatalog> MlocCatalog::decode(std::string_view bytes, std::uint
   auto x = parse(bytes);
   if (!x) return std::nullopt;
   if (x->version == 1) {
+    // Re-encoded as version 2; its pieces stay where version 1 put them.
     auto d = MlocDirectory::decode(bytes, sector_size);
     if (!d) return std::nullopt;
-    return of(*d);
+    d->version = 2;
+    auto v2 = std::make_shared<const std::string>(d->encode());
+    return from_v2(*v2, v2, d->positions_start, d->header_bytes);
   }
   return from_v2(bytes, std::move(keep), (bytes.size() + sector_size - 1) / sector_size * sector_size, bytes.size());
 }
@@ -455,7 +458,7 @@ MlocCatalog MlocCatalog::of(const MlocDirectory& d) {
   MlocDirectory v2 = d;
   v2.version = 2;
   auto bytes = std::make_shared<const std::string>(v2.encode());
-  auto c = from_v2(*bytes, bytes, d.positions_start, d.header_bytes);
+  auto c = from_v2(*bytes, bytes, d.positions_start, d.header_bytes);  // where d's pieces are
   if (!c) throw std::invalid_argument("MlocCatalog::of: the directory's sizes disagree with its grid");
   return std::move(*c);
 }
