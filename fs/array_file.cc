@@ -140,18 +140,21 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
     return EUCLEAN;
   }
   std::uint64_t cells = layout->grid().cells();
+  const ChecksumBlocks blocks = checksum_blocks(layout->grid().cell_bytes(), layout->sectors_per_cell(),
+                                                ctx.geometry.sector_size(), schema.checksum_block);
   try {
     const bool fresh = allocate || given;
-    CellChecksums sums = fresh ? CellChecksums::fresh(ino, cells) : CellChecksums(ctx.metadata.store(), ino, cells);
-    CellChecksums alt =
-        fresh ? CellChecksums::fresh(ino, cells, 'a') : CellChecksums(ctx.metadata.store(), ino, cells, 'a');
+    CellChecksums sums = fresh ? CellChecksums::fresh(ino, cells, 'c', blocks)
+                               : CellChecksums(ctx.metadata.store(), ino, cells, 'c', blocks);
+    CellChecksums alt = fresh ? CellChecksums::fresh(ino, cells, 'a', blocks)
+                              : CellChecksums(ctx.metadata.store(), ino, cells, 'a', blocks);
     *out = std::make_unique<ArrayState>(std::move(layout), std::move(sums), std::move(alt), ctx.io);
   } catch (const std::bad_alloc&) {
     // The checksum tables (8 bytes per cell in memory) do not fit: give the space back.
     if (allocate && !given)
       for (const Extent& x : extents) ctx.allocator.free(x);
     *message = fmt::format("the array's {} cells need {} MiB of checksum tables in memory, more than is available",
-                           cells, cells * 8 >> 20);
+                           cells, cells * blocks.per_cell * 8 >> 20);
     return ENOMEM;
   }
   return 0;
@@ -221,8 +224,15 @@ int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, st
   return 0;
 }
 
-int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySchema& schema, PlainFile* source,
+ArraySchema placed_schema(const ArrayContext& ctx, const ArraySchema& schema) {
+  ArraySchema placed = schema;
+  if (!is_mloc(schema)) placed.checksum_block = checksum_block_bytes(ctx.geometry.sector_size());
+  return placed;
+}
+
+int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySchema& requested, PlainFile* source,
                       std::shared_ptr<ArrayFile>* out, std::string* message) {
+  const ArraySchema schema = placed_schema(ctx, requested);
   if (is_mloc(schema) && (source == nullptr || source->size() == 0)) {
     // Nothing to place: an empty image (no space) until the first write.
     std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, inode.ino, schema, nullptr));
@@ -728,6 +738,10 @@ int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
       return change_index_locked(next, WriteBatch{}, message);
     return 0;
   }
+  return relayout_locked(placed_schema(ctx_, next), data, message);
+}
+
+int ArrayFile::relayout_locked(const ArraySchema& next, bool data, std::string* message) {
   std::unique_ptr<ArrayState> fresh;
   if (int r = build(ctx_, ino_, next, true, &fresh, message)) return r;
   auto release = [&] {

@@ -67,6 +67,9 @@ struct ChunkStats {
   std::uint64_t evicted_unread = 0;  // prefetched chunks dropped before a reader took them
 };
 
+// `schema` as the volume places it: with the volume's checksum block
+// (fs/cell_checksums.h). mloc images keep checksums of their own pieces.
+ArraySchema placed_schema(const ArrayContext& ctx, const ArraySchema& schema);
 
 class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
  public:
@@ -240,6 +243,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
                    const std::vector<Extent>* given = nullptr);
   // Copies the array's bytes (from whichever placement holds them) into `fresh`, written back.
   int copy_into_locked(ArrayState& fresh, std::string* message);
+  // The non-mloc part of change_schema: `next` on fresh extents, the data copied when `data`.
+  int relayout_locked(const ArraySchema& next, bool data, std::string* message);
   // complete_only: write back only the complete dirty cells (ArrayState::write_back).
   int flush_locked(bool durable, std::string* message, bool complete_only = false);
 

@@ -16,8 +16,10 @@ bool ArrayFile::has_dirty_cells() const {
   return has_dirty_locked();
 }
 
-int ArrayFile::stage_placement_locked(const ArraySchema& next, const std::vector<Extent>* extents, bool copy,
+int ArrayFile::stage_placement_locked(const ArraySchema& requested, const std::vector<Extent>* extents, bool copy,
                                       Staged* out, std::string* message) {
+  // Cells kept in place keep their checksum blocks; copied ones get the volume's.
+  const ArraySchema next = copy ? placed_schema(ctx_, requested) : requested;
   if (retired_) {
     *message = "the array file was removed";
     return ESTALE;
@@ -44,14 +46,15 @@ int ArrayFile::stage_placement_locked(const ArraySchema& next, const std::vector
     // Growing in place: the old cells are where they were.
     const std::vector<Extent>& old = state_->layout().extents();
     if (!extents || old.size() > extents->size() || !std::equal(old.begin(), old.end(), extents->begin()) ||
-        fresh->grid().cells() < state_->grid().cells()) {
+        fresh->grid().cells() < state_->grid().cells() ||
+        fresh->sums().blocks().per_cell != state_->sums().blocks().per_cell) {
       release();
       *message = "a placement that keeps the cells in place must extend the current one";
       return EINVAL;
     }
-    for (std::uint64_t c = 0; c < state_->grid().cells(); ++c) {
-      fresh->sums().set_raw(c, state_->sums().get(c));
-      fresh->alternatives().set_raw(c, state_->alternatives().get(c));
+    for (std::uint64_t i = 0; i < state_->sums().entries(); ++i) {
+      fresh->sums().set_entry(i, state_->sums().entry(i));
+      fresh->alternatives().set_entry(i, state_->alternatives().entry(i));
     }
   }
   out->schema = next;

@@ -537,6 +537,7 @@ std::string encode_schema(const ArraySchema& s) {
                        {"capsule_blocks", t->capsule_blocks},
                        {"first_block", t->first_block},
                        {"cells_per_capsule", t->cells_per_capsule}};
+  if (s.checksum_block != 0) j["checksum_block"] = s.checksum_block;
   // replace: a hand-built schema with stray bytes must not make encoding throw.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -562,6 +563,14 @@ std::optional<ArraySchema> decode_schema(string_view text) {
             !number("cells_per_capsule", UINT32_MAX, &t.cells_per_capsule))
           return std::nullopt;
         s.table_part = t;
+        continue;
+      }
+      if (item.key() == "checksum_block") {
+        const auto& v = item.value();
+        if (!v.is_number_unsigned() || v.get<std::uint64_t>() == 0 || v.get<std::uint64_t>() > (1u << 30) ||
+            v.get<std::uint64_t>() % 512 != 0)
+          return std::nullopt;
+        s.checksum_block = v.get<std::uint32_t>();
         continue;
       }
       auto f = field_of(item.key());

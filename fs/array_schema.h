@@ -60,6 +60,11 @@ struct ArraySchema {
   std::string index = "none";             // none e1 bn range interval re ie
   std::string bins;                       // empty: default ("exact" for integer dtypes, "100" for floats)
   std::optional<TablePart> table_part;    // an attribute of a table in capsules (layout capsule, 1-D)
+  // Not an attribute: the bytes of a cell each data checksum covers (a
+  // multiple of the sector size), set when the array is placed
+  // (fs/cell_checksums.h); 0 = one checksum per cell (arrays placed before
+  // checksums were kept per block).
+  std::uint32_t checksum_block = 0;
   bool operator==(const ArraySchema&) const = default;
 };
 

@@ -26,8 +26,16 @@ bool ArrayState::holds_data() const {
 }
 
 bool ArrayState::cell_valid(std::uint64_t cell, std::span<const std::byte> contents) const {
-  if (sums_.verify(cell, contents)) return true;
-  return alt_.get(cell) != 0 && cell_checksum(contents) == alt_.get(cell);
+  const ChecksumBlocks& blocks = sums_.blocks();
+  for (std::uint32_t b = 0; b < blocks.per_cell; ++b)
+    if (!block_valid(cell, b, blocks.of(contents, b))) return false;
+  return true;
+}
+
+bool ArrayState::block_valid(std::uint64_t cell, std::uint32_t block, std::span<const std::byte> part) const {
+  // Each block matches its checksum or its alternative: a rewrite torn
+  // between blocks leaves some old and some new, each verifiable.
+  return sums_.verify_block(cell, block, part) || alt_.alternative_matches(cell, block, part);
 }
 
 int ArrayState::read_stored_cells(std::span<const std::uint64_t> cells, AlignedBuffer* out) const {
@@ -52,7 +60,7 @@ int ArrayState::settle_torn_rewrites(std::uint64_t* settled) {
   *settled = 0;
   std::vector<std::uint64_t> rewriting;
   for (std::uint64_t c = 0; c < alt_.cells(); ++c)
-    if (alt_.get(c) != 0) rewriting.push_back(c);
+    if (alt_.any(c)) rewriting.push_back(c);
   if (rewriting.empty()) return 0;
   const std::uint64_t brick = grid().cell_bytes();
   AlignedBuffer buf;
@@ -61,7 +69,7 @@ int ArrayState::settle_torn_rewrites(std::uint64_t* settled) {
     const std::span<const std::byte> cell(buf.data() + i * cell_storage_, brick);
     if (cell_valid(rewriting[i], cell)) continue;
     sums_.set(rewriting[i], cell);
-    alt_.set_raw(rewriting[i], 0);
+    alt_.clear_cell(rewriting[i]);
     ++*settled;
   }
   return 0;
@@ -236,7 +244,7 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
     bool any = false;
     for (std::uint64_t linear : chosen)
       if (may_hold_data(linear)) {
-        alt_.set_raw(linear, cell_checksum({dirty_[linear].data.data(), brick}));
+        alt_.set_alternative(linear, {dirty_[linear].data.data(), brick});
         any = true;
       }
     if (any) {
@@ -282,7 +290,7 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
   for (std::uint64_t linear : chosen) {
     auto it = dirty_.find(linear);
     sums_.set(linear, {it->second.data.data(), brick});
-    alt_.set_raw(linear, 0);  // dropped when the caller commits the checksums
+    alt_.clear_cell(linear);  // dropped when the caller commits the checksums
     if (it->second.full) --full_dirty_;
     if (complete_only && spare_.size() * cell_storage_ < kSpareBytes) spare_.push_back(std::move(it->second));
     dirty_.erase(it);

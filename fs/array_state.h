@@ -157,8 +157,9 @@ class ArrayState {
   };
   // Sets the bytes of `dc` not written from `old` (a stored cell), or to zeros.
   void fill_unwritten(DirtyCell& dc, const std::byte* old) const;
-  bool may_hold_data(std::uint64_t cell) const { return sums_.get(cell) != 0 || alt_.get(cell) != 0; }
+  bool may_hold_data(std::uint64_t cell) const { return sums_.any(cell) || alt_.any(cell); }
   bool cell_valid(std::uint64_t cell, std::span<const std::byte> contents) const;
+  bool block_valid(std::uint64_t cell, std::uint32_t block, std::span<const std::byte> part) const;
   DirtyCell& dirty_cell(std::uint64_t linear, std::span<const std::uint64_t> cell_coords);
   std::uint64_t in_array_bytes(std::span<const std::uint64_t> cell_coords) const;
   void coords_of(std::uint64_t linear, std::uint64_t* coords) const;

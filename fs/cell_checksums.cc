@@ -22,6 +22,27 @@ std::uint32_t cell_checksum(std::span<const std::byte> cell) {
   return s ? s : 1;
 }
 
+std::uint32_t checksum_block_bytes(std::uint32_t sector_size) {
+  const std::uint32_t ss = std::max<std::uint32_t>(sector_size, 1);
+  return (std::max<std::uint32_t>(4096, ss) + ss - 1) / ss * ss;
+}
+
+ChecksumBlocks checksum_blocks(std::uint64_t brick, std::uint32_t cell_sectors, std::uint32_t sector_size,
+                               std::uint32_t block) {
+  if (block == 0 || sector_size == 0 || block % sector_size != 0 || block >= brick) return {};
+  const std::uint64_t per_cell = (brick + block - 1) / block;
+  // Blocks of block/sector_size sectors each must end exactly at the cell's
+  // last sector; otherwise the last block would be read in part.
+  if (per_cell * (block / sector_size) != cell_sectors || per_cell > UINT32_MAX) return {};
+  return ChecksumBlocks{std::uint32_t(per_cell), block};
+}
+
+namespace {
+bool all_zero(std::span<const std::byte> bytes) {
+  return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
+}
+}  // namespace
+
 std::string CellChecksums::key(Ino ino, std::uint64_t record, char tag) {
   std::string k{tag, '/'};
   for (int i = 7; i >= 0; --i) k.push_back(char((ino >> (8 * i)) & 0xff));
@@ -29,8 +50,11 @@ std::string CellChecksums::key(Ino ino, std::uint64_t record, char tag) {
   return k;
 }
 
-CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells, char tag)
-    : ino_(ino), tag_(tag), sums_(cells, 0), dirty_((cells + kCellsPerRecord - 1) / kCellsPerRecord, false) {
+CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells, char tag, ChecksumBlocks blocks)
+    : ino_(ino), tag_(tag), blocks_(blocks) {
+  cells *= blocks.per_cell;  // entries from here on
+  sums_.assign(cells, 0);
+  dirty_.assign((cells + kCellsPerRecord - 1) / kCellsPerRecord, false);
   for (std::uint64_t r = 0; r < dirty_.size(); ++r) {
     auto v = store.get(key(ino, r, tag));
     if (!v) continue;
@@ -44,22 +68,48 @@ CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cell
   }
 }
 
-void CellChecksums::set(std::uint64_t cell, std::span<const std::byte> contents) {
-  bool zero = std::all_of(contents.begin(), contents.end(), [](std::byte b) { return b == std::byte{0}; });
-  sums_[cell] = zero ? 0 : cell_checksum(contents);
-  dirty_[cell / kCellsPerRecord] = true;
+void CellChecksums::set_entry(std::uint64_t i, std::uint32_t value) { put(i, value); }
+
+bool CellChecksums::any(std::uint64_t cell) const {
+  const std::uint64_t first = cell * blocks_.per_cell;
+  for (std::uint64_t i = first; i < first + blocks_.per_cell; ++i)
+    if (sums_[i] != 0) return true;
+  return false;
 }
 
-void CellChecksums::set_raw(std::uint64_t cell, std::uint32_t value) {
-  if (sums_[cell] == value) return;
-  sums_[cell] = value;
-  dirty_[cell / kCellsPerRecord] = true;
+void CellChecksums::set(std::uint64_t cell, std::span<const std::byte> contents) {
+  for (std::uint32_t b = 0; b < blocks_.per_cell; ++b) {
+    const auto part = blocks_.of(contents, b);
+    put(cell * blocks_.per_cell + b, all_zero(part) ? 0 : cell_checksum(part));
+  }
+}
+
+void CellChecksums::set_alternative(std::uint64_t cell, std::span<const std::byte> contents) {
+  for (std::uint32_t b = 0; b < blocks_.per_cell; ++b)
+    put(cell * blocks_.per_cell + b, cell_checksum(blocks_.of(contents, b)));
+}
+
+void CellChecksums::clear_cell(std::uint64_t cell) {
+  for (std::uint32_t b = 0; b < blocks_.per_cell; ++b) put(cell * blocks_.per_cell + b, 0);
+}
+
+void CellChecksums::set_raw(std::uint64_t cell, std::uint32_t value) { put(cell, value); }
+
+bool CellChecksums::verify_block(std::uint64_t cell, std::uint32_t block, std::span<const std::byte> part) const {
+  const std::uint32_t want = sums_[cell * blocks_.per_cell + block];
+  return want == 0 ? all_zero(part) : cell_checksum(part) == want;
+}
+
+bool CellChecksums::alternative_matches(std::uint64_t cell, std::uint32_t block,
+                                        std::span<const std::byte> part) const {
+  const std::uint32_t alt = sums_[cell * blocks_.per_cell + block];
+  return alt != 0 && cell_checksum(part) == alt;
 }
 
 bool CellChecksums::verify(std::uint64_t cell, std::span<const std::byte> contents) const {
-  if (sums_[cell] == 0)
-    return std::all_of(contents.begin(), contents.end(), [](std::byte b) { return b == std::byte{0}; });
-  return cell_checksum(contents) == sums_[cell];
+  for (std::uint32_t b = 0; b < blocks_.per_cell; ++b)
+    if (!verify_block(cell, b, blocks_.of(contents, b))) return false;
+  return true;
 }
 
 void CellChecksums::stage(WriteBatch& batch) {
@@ -83,8 +133,9 @@ void CellChecksums::stage_removal(const MetaStore& store, Ino ino, WriteBatch& b
   });
 }
 
-CellChecksums CellChecksums::fresh(Ino ino, std::uint64_t cells, char tag) {
-  CellChecksums t(ino, tag);
+CellChecksums CellChecksums::fresh(Ino ino, std::uint64_t cells, char tag, ChecksumBlocks blocks) {
+  CellChecksums t(ino, tag, blocks);
+  cells *= blocks.per_cell;
   t.sums_.assign(cells, 0);
   t.dirty_.assign((cells + kCellsPerRecord - 1) / kCellsPerRecord, true);
   return t;

@@ -261,7 +261,8 @@ bool ScrubEngine::unit_valid_locked(const ScrubObject& object, std::uint64_t uni
     return false;
   }
   const StoredChecksums now = metadata_->checksums(object.ino, unit);
-  const std::uint32_t h = cell_checksum(bytes.first(std::min<std::size_t>(bytes.size(), object.checked_bytes)));
+  const std::uint32_t h =
+      cell_checksum(bytes.first(std::min<std::size_t>(bytes.size(), object.checked_bytes_of(unit))));
   for (std::uint32_t s : {now.sum, now.alt, before ? before->sum : 0u, before ? before->alt : 0u})
     if (s != 0 && s == h) return true;
   *why = "failed its checksum";

@@ -2,6 +2,7 @@
 #include "fs/scrub_map.h"
 
 #include "fs/array_layout.h"
+#include "fs/cell_checksums.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -104,7 +105,10 @@ std::vector<layouts::Run> ScrubObject::unit_runs(std::uint64_t unit) const {
 
 std::string ScrubObject::unit_name(std::uint64_t unit) const {
   switch (kind) {
-    case OwnerKind::ArrayCell: return fmt::format("cell {} of {}", unit, path);
+    case OwnerKind::ArrayCell:
+      if (blocks_per_cell > 1)
+        return fmt::format("cell {} (block {}) of {}", unit / blocks_per_cell, unit % blocks_per_cell, path);
+      return fmt::format("cell {} of {}", unit, path);
     case OwnerKind::PlainBlock: return fmt::format("block {} of {}", unit, path);
     default: return path;
   }
@@ -233,9 +237,10 @@ struct Builder {
     const auto& grid = layout.grid().grid();
     std::vector<std::uint64_t> coords(grid.size(), 0);
     layouts::Run runs[2];
-    for (std::uint64_t cell = 0; cell < o.units; ++cell) {
+    const std::uint64_t cells = layout.grid().cells();
+    for (std::uint64_t cell = 0; cell < cells; ++cell) {
       const std::size_t k = layout.cell_runs(coords, runs);
-      std::uint64_t pos = cell * o.unit_sectors;
+      std::uint64_t pos = cell * layout.sectors_per_cell();
       for (std::size_t j = 0; j < k; ++j) {
         auto& v = o.pieces;
         if (!v.empty() && v.back().position + v.back().sectors == pos && v.back().lbn + v.back().sectors == runs[j].lbn)
@@ -252,13 +257,21 @@ struct Builder {
   }
 
   // An array object of `layout`'s cells, or false when it is past the budget.
+  // Its units are the cells' checksum blocks (whole cells for arrays placed
+  // before blocks), which tile each cell's sectors.
   bool cells_of(const layouts::Layout& layout, ScrubObject& o) {
     o.kind = OwnerKind::ArrayCell;
-    o.unit_sectors = layout.sectors_per_cell();
-    o.units = layout.grid().cells();
-    o.checked_bytes = layout.grid().cell_bytes();
+    const auto schema = decode_schema(o.schema_record);
+    const ChecksumBlocks blocks =
+        checksum_blocks(layout.grid().cell_bytes(), layout.sectors_per_cell(), volume.geometry().sector_size(),
+                        schema ? schema->checksum_block : 0);
+    o.blocks_per_cell = blocks.per_cell;
+    o.brick_bytes = layout.grid().cell_bytes();
+    o.unit_sectors = layout.sectors_per_cell() / blocks.per_cell;
+    o.units = layout.grid().cells() * blocks.per_cell;
+    o.checked_bytes = blocks.per_cell > 1 ? blocks.bytes : layout.grid().cell_bytes();
     // Each cell adds a piece (twice: the object's and the lookup span) unless merged.
-    if (used + o.units * 2 * sizeof(ScrubObject::Piece) > budget) return false;
+    if (used + layout.grid().cells() * 2 * sizeof(ScrubObject::Piece) > budget) return false;
     add_cells(layout, o);
     used += o.pieces.size() * 2 * sizeof(ScrubObject::Piece);
     return true;

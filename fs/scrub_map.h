@@ -18,6 +18,7 @@
 // (fs/scrub.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,6 +56,17 @@ struct ScrubObject {
   std::uint32_t unit_sectors = 1;   // sectors of a unit (cell, block, superblock)
   std::uint64_t units = 0;          // cells, blocks (of the committed size), 1 for a superblock
   std::uint64_t checked_bytes = 0;  // bytes of a unit the checksum covers (a cell's brick)
+  // Arrays checksummed per block of a cell (fs/cell_checksums.h): a unit is
+  // one block, `blocks_per_cell` to a cell, the last of a cell covering what
+  // is left of its `brick_bytes`.
+  std::uint32_t blocks_per_cell = 1;
+  std::uint64_t brick_bytes = 0;
+  // The bytes unit `unit`'s checksum covers.
+  std::uint64_t checked_bytes_of(std::uint64_t unit) const {
+    if (blocks_per_cell == 1) return checked_bytes;
+    const std::uint64_t first = (unit % blocks_per_cell) * checked_bytes;
+    return std::min(checked_bytes, brick_bytes - first);
+  }
   std::string extents_record;       // e/<ino> when the map was built: a change voids a finding
   std::string schema_record;        // the array's schema record, likewise
   // Where each unit lies, for reading it whole again: runs of object
