@@ -870,7 +870,7 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
       *out = mloc_->plan(view.selection, view.plod_bytes, ctx_.geometry).to_json();
       return 0;
     }
-    layouts::IoPlan p = layouts::plan_selection(state_->layout(), view.selection);
+    layouts::IoPlan p = state_->plan(view.selection);
     layouts::model_plan(p, ctx_.geometry);
     *out = p.to_json();
   } catch (const std::exception& e) {

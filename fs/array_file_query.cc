@@ -367,7 +367,7 @@ layouts::IoPlan ArrayFile::scan_plan(const std::optional<Selection>& box) const 
   std::shared_lock lock(mu_);
   const Selection sel = box ? *box : Selection::all(grid_locked().shape());
   if (!state_) return mloc_->plan(sel, 0, ctx_.geometry);
-  return layouts::plan_selection(state_->layout(), sel);
+  return state_->plan(sel);
 }
 
 layouts::IoPlan ArrayFile::rows_plan(const Bitmap& rows) const {

@@ -1,11 +1,13 @@
 #include "fs/array_state.h"
 
+#include "layouts/cell_blocks.h"
 #include "layouts/cell_copy.h"
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace mmfs::fs {
 
@@ -350,19 +352,53 @@ const std::byte* SectorBuffer::at(geom::Lbn lbn) const {
   return data_ + it->offset + (lbn - it->lbn) * sector_size_;
 }
 
+layouts::IoPlan ArrayState::plan(const Selection& sel) const {
+  layouts::PlanOptions options;
+  const ChecksumBlocks& blocks = sums_.blocks();
+  if (blocks.per_cell > 1) options.block_sectors = std::uint32_t(blocks.bytes / io_.sector_size());
+  return layouts::plan_selection(*layout_, sel, options);
+}
+
 int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,
                                const std::function<void()>& device_done, std::uint64_t* bytes_read,
                                AlignedBuffer* scratch) {
-  layouts::PlanOptions options;
-  SectorBuffer sectors(layouts::plan_selection(*layout_, sel, options), io_.sector_size(), scratch);
+  const layouts::IoPlan p = plan(sel);
+  SectorBuffer sectors(p, io_.sector_size(), scratch);
   if (int rc = io_.read(sectors.runs())) return rc;
   if (bytes_read) *bytes_read += sectors.sectors() * io_.sector_size();
   if (device_done) device_done();
-  return gather_selection(sel, sectors, out, bad_cell);
+  return gather_selection(sel, sectors, out, bad_cell, p.partial_cells);
+}
+
+bool ArrayState::assemble_blocks(std::uint64_t linear, std::span<const Run> runs, const layouts::BlockMask& mask,
+                                 const SectorBuffer& sectors, std::byte* cell) const {
+  const ChecksumBlocks& blocks = sums_.blocks();
+  const std::uint32_t ss = io_.sector_size();
+  const std::uint64_t block_sectors = blocks.bytes / ss, brick = grid().cell_bytes();
+  for (std::uint32_t b = 0; b < blocks.per_cell; ++b) {
+    if (!mask.has(b)) continue;
+    // The block's sectors, through the cell's one or two runs.
+    std::uint64_t at = b * block_sectors, left = block_sectors;
+    std::byte* to = cell + blocks.first(b);
+    for (const Run& r : runs) {
+      if (!left) break;
+      if (at >= r.sectors) {
+        at -= r.sectors;
+        continue;
+      }
+      const std::uint64_t take = std::min<std::uint64_t>(left, r.sectors - at);
+      std::memcpy(to, sectors.at(r.lbn + at), take * ss);
+      to += take * ss;
+      left -= take;
+      at = 0;
+    }
+    if (!block_valid(linear, b, blocks.of({cell, brick}, b))) return false;
+  }
+  return true;
 }
 
 int ArrayState::gather_selection(const Selection& sel, const SectorBuffer& sectors, std::byte* out,
-                                 std::uint64_t* bad_cell) const {
+                                 std::uint64_t* bad_cell, bool partial_cells) const {
   const CellGrid& g = grid();
   const std::size_t n = g.dims();
   const std::uint32_t ss = io_.sector_size();
@@ -380,13 +416,25 @@ int ArrayState::gather_selection(const Selection& sel, const SectorBuffer& secto
   Run r[2];
   for (std::size_t d = 0; d < n; ++d)
     if (touched[d].empty()) return 0;
+  // A partial plan read only the blocks of some cells that hold the
+  // selection: those cells are put together (and verified) block by block.
+  std::optional<layouts::CellBlocks> blocks;
+  if (partial_cells) blocks.emplace(g, sel, sums_.blocks().bytes, sums_.blocks().per_cell);
 
   for (;;) {
     for (std::size_t d = 0; d < n; ++d) cc[d] = touched[d][idx[d]];
     std::uint64_t linear = g.linear(cc);
     const std::byte* cell;
+    const layouts::BlockMask* mask = blocks ? &blocks->of(cc) : nullptr;
     if (!may_hold_data(linear)) {
       cell = zeros.data();
+    } else if (mask && !blocks->full(*mask)) {
+      const std::size_t k = layout_->cell_runs(cc, r);
+      if (!assemble_blocks(linear, {r, k}, *mask, sectors, joined.data())) {
+        *bad_cell = linear;
+        return EIO;
+      }
+      cell = joined.data();
     } else {
       std::size_t k = layout_->cell_runs(cc, r);
       cell = sectors.at(r[0].lbn);

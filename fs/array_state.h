@@ -23,6 +23,7 @@
 
 #include "fs/cell_checksums.h"
 #include "fs/sector_io.h"
+#include "layouts/cell_blocks.h"
 #include "layouts/io_plan.h"
 #include "layouts/layout.h"
 #include "layouts/selection.h"
@@ -118,8 +119,14 @@ class ArrayState {
                      AlignedBuffer* scratch = nullptr);
   // The selection's cells from sectors already read (a plan that includes
   // plan_selection's for it), verified and gathered as read_selection does.
+  // `partial_cells`: the plan read only the blocks of cells that hold the
+  // selection (IoPlan partial_cells).
   int gather_selection(const layouts::Selection& selection, const SectorBuffer& sectors, std::byte* out,
-                       std::uint64_t* bad_cell) const;
+                       std::uint64_t* bad_cell, bool partial_cells = false) const;
+  // The plan read_selection executes (A@/plan shows it): whole cells, or
+  // only the checksum blocks holding the selection when the volume's model
+  // serves that faster.
+  layouts::IoPlan plan(const layouts::Selection& selection) const;
   // Whole cells read for a caller that uses them where they landed. The
   // buffer is kept from one call to the next: a query reading tens of MiB of
   // cells in batches faults its pages in once, and nothing is copied.
@@ -160,6 +167,11 @@ class ArrayState {
   bool may_hold_data(std::uint64_t cell) const { return sums_.any(cell) || alt_.any(cell); }
   bool cell_valid(std::uint64_t cell, std::span<const std::byte> contents) const;
   bool block_valid(std::uint64_t cell, std::uint32_t block, std::span<const std::byte> part) const;
+  // Copies the blocks of `mask` of cell `linear` (stored in `runs`) from
+  // `sectors` to their places in `cell` (a brick) and verifies each; false
+  // on a mismatch.
+  bool assemble_blocks(std::uint64_t linear, std::span<const layouts::Run> runs, const layouts::BlockMask& mask,
+                       const SectorBuffer& sectors, std::byte* cell) const;
   DirtyCell& dirty_cell(std::uint64_t linear, std::span<const std::uint64_t> cell_coords);
   std::uint64_t in_array_bytes(std::span<const std::uint64_t> cell_coords) const;
   void coords_of(std::uint64_t linear, std::uint64_t* coords) const;

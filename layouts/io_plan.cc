@@ -1,6 +1,9 @@
 #include "layouts/io_plan.h"
 
 #include <algorithm>
+#include <optional>
+
+#include "layouts/cell_blocks.h"
 
 #include "geometry/striped.h"
 
@@ -55,9 +58,9 @@ void count_requests(IoPlan& plan, std::uint32_t sector_size) {
 
 void join_member_batches(IoPlan& plan, const geom::StripedGeometry& g);
 
-// Sorts, merges contiguous pieces and cuts the result into batches.
+// Sorts, merges contiguous pieces (and those `gap` apart) and cuts the result into batches.
 IoPlan build(const Layout& layout, std::vector<Piece>& pieces, std::uint64_t cells, std::uint64_t useful,
-             const PlanOptions& options) {
+             const PlanOptions& options, std::uint64_t gap) {
   IoPlan plan;
   plan.cells = cells;
   plan.bytes_useful = useful;
@@ -68,7 +71,6 @@ IoPlan build(const Layout& layout, std::vector<Piece>& pieces, std::uint64_t cel
     std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
       return a.key != b.key ? a.key < b.key : a.lbn < b.lbn;
     });
-  const std::uint64_t gap = options.merge_gaps ? layout.merge_gap_sectors() : 0;
   plan.merge_gap_sectors = std::uint32_t(gap);
   std::vector<Piece> merged = merge_pieces(pieces, gap);
   if (grouped) {
@@ -123,6 +125,30 @@ void add_cell(const Layout& layout, std::span<const std::uint64_t> cell, std::ve
   for (std::size_t i = 0; i < n; ++i) pieces.push_back({key, runs[i].lbn, runs[i].sectors});
 }
 
+// The sectors of the blocks in `mask` of `cell` (each `block_sectors` of
+// the cell's sectors, found through its one or two runs).
+void add_blocks(const Layout& layout, std::span<const std::uint64_t> cell, const BlockMask& mask,
+                std::uint32_t block_sectors, std::vector<Piece>& pieces) {
+  Run runs[2];
+  const std::size_t n = layout.cell_runs(cell, runs);
+  const std::uint64_t key = layout.has_batch_groups() ? layout.batch_key(cell) : 0;
+  const std::uint32_t blocks = layout.sectors_per_cell() / block_sectors;
+  for (std::uint32_t b = 0; b < blocks; ++b) {
+    if (!mask.has(b)) continue;
+    std::uint64_t at = std::uint64_t(b) * block_sectors, left = block_sectors;  // sectors into the cell
+    for (std::size_t i = 0; i < n && left; ++i) {
+      if (at >= runs[i].sectors) {
+        at -= runs[i].sectors;
+        continue;
+      }
+      const std::uint64_t take = std::min<std::uint64_t>(left, runs[i].sectors - at);
+      pieces.push_back({key, runs[i].lbn + at, std::uint32_t(take)});
+      left -= take;
+      at = 0;
+    }
+  }
+}
+
 }  // namespace
 
 nlohmann::json IoPlan::to_json() const {
@@ -132,9 +158,11 @@ nlohmann::json IoPlan::to_json() const {
     for (const geom::Request& r : batch.requests) reqs.push_back({r.lbn, r.sectors});
     b.push_back(std::move(reqs));
   }
-  return {{"batches", std::move(b)},    {"requests", requests},         {"cells", cells},
-          {"bytes_read", bytes_read},   {"bytes_useful", bytes_useful}, {"modeled_ms", modeled_ms},
-          {"merge_gap_sectors", merge_gap_sectors}};
+  nlohmann::json j = {{"batches", std::move(b)},    {"requests", requests},         {"cells", cells},
+                      {"bytes_read", bytes_read},   {"bytes_useful", bytes_useful}, {"modeled_ms", modeled_ms},
+                      {"merge_gap_sectors", merge_gap_sectors}, {"cell_reads", partial_cells ? "partial" : "whole"}};
+  if (whole_cells_ms >= 0) j["whole_cells_modeled_ms"] = whole_cells_ms;
+  return j;
 }
 
 IoPlan plan_selection(const Layout& layout, const Selection& selection, const PlanOptions& options) {
@@ -146,7 +174,15 @@ IoPlan plan_selection(const Layout& layout, const Selection& selection, const Pl
     touched[d] = cells_touched(selection.dims()[d], g.cell()[d]);
     cells *= touched[d].size();
   }
-  std::vector<Piece> pieces;
+  std::vector<Piece> pieces, partial;
+  const std::uint32_t block_sectors = options.block_sectors;
+  const bool blocked = block_sectors > 0 && layout.sectors_per_cell() > block_sectors &&
+                       layout.sectors_per_cell() % block_sectors == 0;
+  std::optional<CellBlocks> blocks;
+  if (blocked)
+    blocks.emplace(g, selection, std::uint64_t(block_sectors) * layout.geometry().sector_size(),
+                   layout.sectors_per_cell() / block_sectors);
+  bool cut = false;  // some cell holds the selection in only some of its blocks
   if (cells) {
     pieces.reserve(cells);
     // Odometer over the product of the per-dimension cell lists, the primary
@@ -157,6 +193,11 @@ IoPlan plan_selection(const Layout& layout, const Selection& selection, const Pl
     for (std::size_t d = 0; d < n; ++d) cell[d] = touched[d][0];
     while (true) {
       add_cell(layout, cell, pieces);
+      if (blocks) {
+        const BlockMask& mask = blocks->of(cell);
+        cut = cut || !blocks->full(mask);
+        add_blocks(layout, cell, mask, block_sectors, partial);
+      }
       std::size_t i = 0;
       for (; i < n; ++i) {
         std::uint32_t d = order[i];
@@ -170,7 +211,19 @@ IoPlan plan_selection(const Layout& layout, const Selection& selection, const Pl
       if (i == n) break;
     }
   }
-  return build(layout, pieces, cells, selection.elements() * g.itemsize(), options);
+  const std::uint64_t useful = selection.elements() * g.itemsize();
+  IoPlan whole = build(layout, pieces, cells, useful, options, options.merge_gaps ? layout.merge_gap_sectors() : 0);
+  if (!cut) return whole;
+  IoPlan part = build(layout, partial, cells, useful, options,
+                      options.merge_gaps ? layout.merge_gap_sectors(block_sectors) : 0);
+  const double whole_ms = model_plan(whole, layout.geometry());
+  if (model_plan(part, layout.geometry()) < whole_ms) {
+    part.partial_cells = true;
+    part.whole_cells_ms = whole_ms;
+    return part;
+  }
+  whole.whole_cells_ms = whole_ms;
+  return whole;
 }
 
 IoPlan plan_cells(const Layout& layout, std::span<const std::uint64_t> cells_flat, std::uint64_t useful_bytes,
@@ -179,7 +232,8 @@ IoPlan plan_cells(const Layout& layout, std::span<const std::uint64_t> cells_fla
   std::vector<Piece> pieces;
   pieces.reserve(cells_flat.size() / n);
   for (std::size_t i = 0; i + n <= cells_flat.size(); i += n) add_cell(layout, cells_flat.subspan(i, n), pieces);
-  return build(layout, pieces, cells_flat.size() / n, useful_bytes, options);
+  return build(layout, pieces, cells_flat.size() / n, useful_bytes, options,
+               options.merge_gaps ? layout.merge_gap_sectors() : 0);
 }
 
 IoPlan combine_plans(std::span<const IoPlan> plans, std::uint32_t sector_size, std::uint32_t queue_depth) {

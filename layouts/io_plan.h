@@ -26,6 +26,12 @@ struct IoPlan {
   std::uint64_t bytes_useful = 0;  // selected elements x itemsize
   std::uint32_t merge_gap_sectors = 0;  // gaps up to this were read through
   double modeled_ms = 0;           // from an idle device (model_plan)
+  // Only the blocks of a cell that hold the selection are read (PlanOptions
+  // block_sectors), because the model served that faster than whole cells,
+  // which it would serve in whole_cells_ms (-1: no cell was cut, so there was
+  // no choice to make).
+  bool partial_cells = false;
+  double whole_cells_ms = -1;
   nlohmann::json to_json() const;
 };
 
@@ -45,6 +51,12 @@ struct PlanOptions {
   // cheaper to read than to skip (Layout::merge_gap_sectors); false: only
   // contiguous sectors are joined.
   bool merge_gaps = true;
+  // A cell's checksum blocks, in sectors (fs/cell_checksums.h; they tile its
+  // sectors). When the selection holds only some blocks of some cells, a plan
+  // reading just those blocks is built beside the whole cells' and the one
+  // the volume's model serves faster from an idle device is returned (both
+  // modeled; IoPlan partial_cells says which). 0: whole cells only.
+  std::uint32_t block_sectors = 0;
 };
 
 IoPlan plan_selection(const Layout& layout, const Selection& selection, const PlanOptions& options = {});

@@ -29,6 +29,16 @@ std::uint32_t Layout::merge_gap_sectors() const {
   return merge_gap_;
 }
 
+std::uint32_t Layout::merge_gap_sectors(std::uint32_t request_sectors) const {
+  if (request_sectors == spc_) return merge_gap_sectors();
+  std::lock_guard lock(merge_gaps_mu_);
+  for (const auto& [sectors, gap] : merge_gaps_)
+    if (sectors == request_sectors) return gap;
+  const std::uint32_t gap = layouts::merge_gap_sectors(geometry_, request_sectors, kPlanDepth);
+  merge_gaps_.push_back({request_sectors, gap});
+  return gap;
+}
+
 std::unique_ptr<Layout> make_layout(const std::string& name, const geom::Geometry& geometry, CellGrid grid,
                                     std::vector<std::uint64_t> basic_cube) {
   if (name == "naive") return std::make_unique<NaiveLayout>(geometry, std::move(grid));

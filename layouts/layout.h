@@ -108,6 +108,9 @@ class Layout {
   // model says is cheaper to read through than to leave (layouts/merge_gap.h),
   // for requests of one cell issued `kPlanDepth` at a time. Computed once.
   std::uint32_t merge_gap_sectors() const;
+  // The same for requests of `request_sectors` (a cell's checksum blocks read
+  // alone, layouts/cell_blocks.h). Computed once per size.
+  std::uint32_t merge_gap_sectors(std::uint32_t request_sectors) const;
   static constexpr std::uint32_t kPlanDepth = 16;
 
  protected:
@@ -119,6 +122,8 @@ class Layout {
  private:
   mutable std::once_flag merge_gap_once_;
   mutable std::uint32_t merge_gap_ = 0;
+  mutable std::mutex merge_gaps_mu_;
+  mutable std::vector<std::pair<std::uint32_t, std::uint32_t>> merge_gaps_;  // (request sectors, gap)
 };
 
 // Builds a layout by name ("naive", "zorder", "hilbert", "multimap", "quadrangle",

@@ -1,0 +1,82 @@
+#include "layouts/cell_blocks.h"
+
+#include <algorithm>
+
+namespace mmfs::layouts {
+
+CellBlocks::CellBlocks(const CellGrid& grid, const Selection& selection, std::uint64_t block_bytes,
+                       std::uint32_t per_cell)
+    : grid_(grid), sel_(selection), block_bytes_(std::max<std::uint64_t>(block_bytes, 1)),
+      per_cell_(std::max<std::uint32_t>(per_cell, 1)), key_(2 * grid.dims()) {}
+
+const BlockMask& CellBlocks::of(std::span<const std::uint64_t> cc) {
+  const std::size_t n = grid_.dims();
+  const auto& C = grid_.cell();
+  const auto& dims = sel_.dims();
+  bool empty = false;
+  for (std::size_t d = 0; d < n; ++d) {
+    const DimRange& R = dims[d];
+    const std::uint64_t lo = cc[d] * C[d], hi = std::min(lo + C[d], grid_.shape()[d]);
+    std::uint64_t f = std::max(lo, R.start);
+    if ((f - R.start) % R.step) f += R.step - (f - R.start) % R.step;
+    const std::uint64_t stop = std::min(hi, R.stop);
+    key_[2 * d] = f - lo;
+    key_[2 * d + 1] = f < stop ? (stop - f + R.step - 1) / R.step : 0;
+    empty = empty || f >= stop;
+  }
+  if (empty) std::fill(key_.begin(), key_.end(), 0);
+  auto it = masks_.find(key_);
+  if (it != masks_.end()) return it->second;
+  std::vector<std::uint64_t> first(n), count(n);
+  for (std::size_t d = 0; d < n; ++d) {
+    first[d] = key_[2 * d];
+    count[d] = key_[2 * d + 1];
+  }
+  return masks_.emplace(key_, compute(first, count)).first->second;
+}
+
+BlockMask CellBlocks::compute(std::span<const std::uint64_t> first, std::span<const std::uint64_t> count) const {
+  BlockMask m;
+  m.words.assign((per_cell_ + 63) / 64, 0);
+  const std::size_t n = grid_.dims();
+  for (std::size_t d = 0; d < n; ++d)
+    if (count[d] == 0) return m;
+  if (per_cell_ == 1) {
+    m.set(0);
+    return m;
+  }
+  const auto& C = grid_.cell();
+  const auto& dims = sel_.dims();
+  const std::uint64_t I = grid_.itemsize();
+  std::vector<std::uint64_t> stride(n, 1);  // elements, within the brick
+  for (std::size_t d = n - 1; d-- > 0;) stride[d] = stride[d + 1] * C[d + 1];
+  const std::size_t L = n - 1;
+  const std::uint64_t step_l = dims[L].step;
+  auto mark = [&](std::uint64_t from_byte, std::uint64_t last_byte) {
+    for (std::uint64_t b = from_byte / block_bytes_; b <= last_byte / block_bytes_ && b < per_cell_; ++b)
+      m.set(std::uint32_t(b));
+  };
+  // Every row (a run along the last dimension) of the selection in the cell,
+  // by an odometer over the others; done as soon as every block is marked.
+  std::vector<std::uint64_t> i(n, 0);
+  for (;;) {
+    std::uint64_t row = 0;
+    for (std::size_t d = 0; d < L; ++d) row += (first[d] + i[d] * dims[d].step) * stride[d];
+    const std::uint64_t a = (row + first[L]) * I, z = (row + first[L] + (count[L] - 1) * step_l) * I + I - 1;
+    if (step_l * I <= block_bytes_) {
+      mark(a, z);  // consecutive elements are closer than a block: no block between them is skipped
+    } else {
+      for (std::uint64_t k = 0; k < count[L]; ++k) mark(a + k * step_l * I, a + k * step_l * I + I - 1);
+    }
+    if (m.count == per_cell_) return m;
+    std::size_t d = L;
+    for (;;) {
+      if (d == 0) return m;
+      --d;
+      if (++i[d] < count[d]) break;
+      i[d] = 0;
+    }
+  }
+}
+
+}  // namespace mmfs::layouts
