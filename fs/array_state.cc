@@ -60,6 +60,7 @@ int ArrayState::read_stored_cells(std::span<const std::uint64_t> cells, AlignedB
 
 int ArrayState::settle_torn_rewrites(std::uint64_t* settled) {
   *settled = 0;
+  if (!alt_.maybe_recorded()) return 0;  // no rewrite was in flight
   std::vector<std::uint64_t> rewriting;
   for (std::uint64_t c = 0; c < alt_.cells(); ++c)
     if (alt_.any(c)) rewriting.push_back(c);

@@ -77,15 +77,18 @@ class CellChecksums {
   void clear();
 
   const ChecksumBlocks& blocks() const { return blocks_; }
-  std::uint64_t cells() const { return sums_.size() / blocks_.per_cell; }
+  std::uint64_t cells() const { return entries_ / blocks_.per_cell; }
   // The table's raw entries (cell * blocks().per_cell + block).
-  std::uint64_t entries() const { return sums_.size(); }
-  std::uint32_t entry(std::uint64_t i) const { return sums_[i]; }
+  std::uint64_t entries() const { return entries_; }
+  std::uint32_t entry(std::uint64_t i) const { return sums_.empty() ? 0 : sums_[i]; }
   void set_entry(std::uint64_t i, std::uint32_t value);
   // One checksum per cell only (plain files' blocks).
-  std::uint32_t get(std::uint64_t cell) const { return sums_[cell]; }
+  std::uint32_t get(std::uint64_t cell) const { return entry(cell); }
   // True when any block of the cell has a recorded value.
   bool any(std::uint64_t cell) const;
+  // False when no entry has held a value since the table was loaded (an
+  // alternatives' table with no rewrite in flight: nothing to look through).
+  bool maybe_recorded() const { return recorded_; }
   // Records the checksums of a cell's new contents, its brick (dirty until
   // staged); an all-zero block records 0, like a block never written.
   void set(std::uint64_t cell, std::span<const std::byte> contents);
@@ -113,14 +116,24 @@ class CellChecksums {
  private:
   CellChecksums(Ino ino, char tag, ChecksumBlocks blocks) : ino_(ino), tag_(tag), blocks_(blocks) {}
   void put(std::uint64_t i, std::uint32_t value) {
+    if (sums_.empty()) {
+      if (value == 0) return;
+      sums_.assign(entries_, 0);
+    }
     if (sums_[i] == value) return;
     sums_[i] = value;
     dirty_[i / kCellsPerRecord] = true;
+    recorded_ = recorded_ || value != 0;
   }
   Ino ino_;
   char tag_ = 'c';
   ChecksumBlocks blocks_;
+  bool recorded_ = false;  // some entry has been nonzero since the load
+  // Empty while every entry is 0 (an alternatives' table with no rewrite in
+  // flight: not allocated, so an array's first open does not fault in and
+  // zero megabytes it never reads); else entries_ values.
   std::vector<std::uint32_t> sums_;
+  std::uint64_t entries_ = 0;
   std::vector<bool> dirty_;  // per record
 };
 

@@ -70,3 +70,88 @@ TEST_CASE("cell checksums: committed with the metadata, verified on read, remove
   CHECK(left == 0);
   CHECK(check_volume(*vol, false).problems.empty());
 }
+
+TEST_CASE("cell checksums: per block of a cell, zero records not stored, alternatives absent until a rewrite",
+          "[checksum]") {
+  // The blocks rule: whole sectors that tile the cell, else one per cell.
+  CHECK(checksum_block_bytes(512) == 4096);
+  CHECK(checksum_block_bytes(4096) == 4096);
+  CHECK(checksum_block_bytes(8192) == 8192);
+  CHECK(checksum_blocks(8192, 2, 4096, 4096).per_cell == 2);
+  CHECK(checksum_blocks(8000, 2, 4096, 4096).per_cell == 2);   // the last block covers 3904 bytes
+  CHECK(checksum_blocks(8192, 16, 512, 4096).per_cell == 2);
+  CHECK(checksum_blocks(6144, 12, 512, 4096).per_cell == 1);  // 4096 + 2048: would not tile 12 sectors
+  CHECK(checksum_blocks(4096, 1, 4096, 4096).per_cell == 1);
+  CHECK(checksum_blocks(8192, 2, 4096, 0).per_cell == 1);     // arrays placed before blocks
+
+  auto g = geom::load_geometry("ssd");
+  auto dev = std::make_unique<MemoryDevice>(16 << 20, 512);
+  FormatOptions fo;
+  fo.meta_bytes = 4 << 20;
+  std::string msg;
+  REQUIRE(format_volume(*dev, *g, fo, nullptr, &msg) == 0);
+  int err = 0;
+  auto vol = Volume::open(std::move(dev), &err, &msg);
+  REQUIRE(vol);
+  const Ino ino = 77;
+  const std::uint64_t cells = 1500;  // 3000 entries: three records
+  const ChecksumBlocks blocks = checksum_blocks(8192, 2, 4096, 4096);
+  std::mt19937_64 rng(8);
+  std::vector<std::byte> cell(8192);
+  for (auto& b : cell) b = std::byte(rng());
+
+  CellChecksums sums = CellChecksums::fresh(ino, cells, 'c', blocks);
+  CellChecksums alt = CellChecksums::fresh(ino, cells, 'a', blocks);
+  CHECK(sums.entries() == 3000);
+  CHECK_FALSE(alt.maybe_recorded());
+  // Cell 10: block 0 random, block 1 zeros (which records 0, like a block never written).
+  std::vector<std::byte> half = cell;
+  std::fill(half.begin() + 4096, half.end(), std::byte{0});
+  sums.set(10, half);
+  CHECK(sums.entry(20) != 0);
+  CHECK(sums.entry(21) == 0);
+  CHECK(sums.any(10));
+  CHECK_FALSE(sums.any(11));
+  CHECK(sums.verify(10, half));
+  CHECK_FALSE(sums.verify(10, cell));  // block 1 must read as zeros
+  CHECK(sums.verify_block(10, 0, std::span<const std::byte>(cell).first(4096)));
+  WriteBatch batch;
+  sums.stage(batch);
+  alt.stage(batch);
+  REQUIRE(vol->store().apply(batch) == 0);
+  auto records = [&](char tag) {
+    int n = 0;
+    vol->store().scan(CellChecksums::key(ino, 0, tag).substr(0, 10), [&](std::string_view, std::string_view) {
+      return ++n, true;
+    });
+    return n;
+  };
+  CHECK(records('c') == 1);  // only the record holding cell 10
+  CHECK(records('a') == 0);
+  CellChecksums loaded(vol->store(), ino, cells, 'c', blocks);
+  CHECK(loaded.verify(10, half));
+  CHECK(loaded.entry(2999) == 0);
+  CellChecksums loaded_alt(vol->store(), ino, cells, 'a', blocks);
+  CHECK_FALSE(loaded_alt.maybe_recorded());
+  CHECK_FALSE(loaded_alt.any(10));
+
+  // A rewrite's alternative is stored, matches block by block, and goes with the commit.
+  loaded_alt.set_alternative(10, cell);
+  CHECK(loaded_alt.maybe_recorded());
+  CHECK(loaded_alt.alternative_matches(10, 1, std::span<const std::byte>(cell).subspan(4096)));
+  WriteBatch b2;
+  loaded_alt.stage(b2);
+  REQUIRE(vol->store().apply(b2) == 0);
+  CHECK(records('a') == 1);
+  loaded_alt.clear_cell(10);
+  WriteBatch b3;
+  loaded_alt.stage(b3);
+  REQUIRE(vol->store().apply(b3) == 0);
+  CHECK(records('a') == 0);  // back to zeros: the record is deleted, not rewritten
+  // And the committed table's record goes once every cell in it reads as zeros.
+  loaded.set(10, std::vector<std::byte>(8192));
+  WriteBatch b4;
+  loaded.stage(b4);
+  REQUIRE(vol->store().apply(b4) == 0);
+  CHECK(records('c') == 0);
+}
