@@ -16,18 +16,26 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 
-TEST_CASE("cell checksums: committed with the metadata, verified on read, removed with the inode", "[checksum]") {
-  auto g = geom::load_geometry(nlohmann::json{{"kind", "disk"}, {"sector_size", 512}, {"cylinders", 250},
-                                              {"surfaces", 2}, {"sectors_per_track", 64}, {"rpm", 10000},
-                                              {"settle_ms", 1.0}, {"settle_cylinders", 4}});
+namespace {
+// A freshly formatted 16 MiB volume of geometry `g`, mounted.
+std::unique_ptr<Volume> small_volume(const geom::Geometry& g) {
   auto dev = std::make_unique<MemoryDevice>(16 << 20, 512);
   FormatOptions fo;
   fo.meta_bytes = 4 << 20;
   std::string msg;
-  REQUIRE(format_volume(*dev, *g, fo, nullptr, &msg) == 0);
+  REQUIRE(format_volume(*dev, g, fo, nullptr, &msg) == 0);
   int err = 0;
   auto vol = Volume::open(std::move(dev), &err, &msg);
   REQUIRE(vol);
+  return vol;
+}
+}  // namespace
+
+TEST_CASE("cell checksums: committed with the metadata, verified on read, removed with the inode", "[checksum]") {
+  auto g = geom::load_geometry(nlohmann::json{{"kind", "disk"}, {"sector_size", 512}, {"cylinders", 250},
+                                              {"surfaces", 2}, {"sectors_per_track", 64}, {"rpm", 10000},
+                                              {"settle_ms", 1.0}, {"settle_cylinders", 4}});
+  auto vol = small_volume(*g);
   Inode file;
   REQUIRE(vol->metadata().create(kRootIno, "a", S_IFREG | 0644, 0, 0, "", &file) == 0);
   const std::uint64_t cells = 3000;  // three checksum records
@@ -85,14 +93,7 @@ TEST_CASE("cell checksums: per block of a cell, zero records not stored, alterna
   CHECK(checksum_blocks(8192, 2, 4096, 0).per_cell == 1);     // arrays placed before blocks
 
   auto g = geom::load_geometry("ssd");
-  auto dev = std::make_unique<MemoryDevice>(16 << 20, 512);
-  FormatOptions fo;
-  fo.meta_bytes = 4 << 20;
-  std::string msg;
-  REQUIRE(format_volume(*dev, *g, fo, nullptr, &msg) == 0);
-  int err = 0;
-  auto vol = Volume::open(std::move(dev), &err, &msg);
-  REQUIRE(vol);
+  auto vol = small_volume(*g);
   const Ino ino = 77;
   const std::uint64_t cells = 1500;  // 3000 entries: three records
   const ChecksumBlocks blocks = checksum_blocks(8192, 2, 4096, 4096);
