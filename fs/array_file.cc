@@ -871,7 +871,7 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
       return 0;
     }
     layouts::IoPlan p = state_->plan(view.selection);
-    layouts::model_plan(p, ctx_.geometry);
+    if (p.whole_cells_ms < 0) layouts::model_plan(p, ctx_.geometry);  // else modeled when it was chosen
     *out = p.to_json();
   } catch (const std::exception& e) {
     *message = fmt::format("planning {} failed: {}", view.spelling, e.what());

@@ -378,21 +378,11 @@ bool ArrayState::assemble_blocks(std::uint64_t linear, std::span<const Run> runs
   const std::uint64_t block_sectors = blocks.bytes / ss, brick = grid().cell_bytes();
   for (std::uint32_t b = 0; b < blocks.per_cell; ++b) {
     if (!mask.has(b)) continue;
-    // The block's sectors, through the cell's one or two runs.
-    std::uint64_t at = b * block_sectors, left = block_sectors;
     std::byte* to = cell + blocks.first(b);
-    for (const Run& r : runs) {
-      if (!left) break;
-      if (at >= r.sectors) {
-        at -= r.sectors;
-        continue;
-      }
-      const std::uint64_t take = std::min<std::uint64_t>(left, r.sectors - at);
-      std::memcpy(to, sectors.at(r.lbn + at), take * ss);
-      to += take * ss;
-      left -= take;
-      at = 0;
-    }
+    layouts::for_each_block_piece(runs, b, std::uint32_t(block_sectors),
+                                  [&](geom::Lbn lbn, std::uint32_t n, std::uint64_t into) {
+                                    std::memcpy(to + into * ss, sectors.at(lbn), std::uint64_t(n) * ss);
+                                  });
     if (!block_valid(linear, b, blocks.of({cell, brick}, b))) return false;
   }
   return true;

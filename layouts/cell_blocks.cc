@@ -7,13 +7,16 @@ namespace mmfs::layouts {
 CellBlocks::CellBlocks(const CellGrid& grid, const Selection& selection, std::uint64_t block_bytes,
                        std::uint32_t per_cell)
     : grid_(grid), sel_(selection), block_bytes_(std::max<std::uint64_t>(block_bytes, 1)),
-      per_cell_(std::max<std::uint32_t>(per_cell, 1)), key_(2 * grid.dims()) {}
+      per_cell_(std::max<std::uint32_t>(per_cell, 1)), key_(2 * grid.dims()) {
+  all_.words.assign((per_cell_ + 63) / 64, 0);
+  for (std::uint32_t b = 0; b < per_cell_; ++b) all_.set(b);
+}
 
 const BlockMask& CellBlocks::of(std::span<const std::uint64_t> cc) {
   const std::size_t n = grid_.dims();
   const auto& C = grid_.cell();
   const auto& dims = sel_.dims();
-  bool empty = false;
+  bool empty = false, whole = true;
   for (std::size_t d = 0; d < n; ++d) {
     const DimRange& R = dims[d];
     const std::uint64_t lo = cc[d] * C[d], hi = std::min(lo + C[d], grid_.shape()[d]);
@@ -23,7 +26,11 @@ const BlockMask& CellBlocks::of(std::span<const std::uint64_t> cc) {
     key_[2 * d] = f - lo;
     key_[2 * d + 1] = f < stop ? (stop - f + R.step - 1) / R.step : 0;
     empty = empty || f >= stop;
+    // Every element of the cell along d (a cell cut by the array's edge
+    // holds padding there, whose blocks a lookup decides).
+    whole = whole && f == lo && stop == lo + C[d] && (R.step == 1 || C[d] == 1);
   }
+  if (whole) return all_;
   if (empty) std::fill(key_.begin(), key_.end(), 0);
   auto it = masks_.find(key_);
   if (it != masks_.end()) return it->second;

@@ -5,12 +5,14 @@
 // Pure index math, tested against brute force.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <span>
 #include <vector>
 
 #include "layouts/cell_grid.h"
+#include "layouts/layout.h"
 #include "layouts/selection.h"
 
 namespace mmfs::layouts {
@@ -28,6 +30,29 @@ struct BlockMask {
   }
 };
 
+// The sectors of block `block` of a cell stored in `runs` (the cell's one or
+// two runs, layouts/layout.h): block b is the cell's sectors
+// [b * block_sectors, (b + 1) * block_sectors). Calls
+//   visit(lbn, sectors, sectors_into_block)
+// for each piece, in order (two when the block straddles the runs).
+template <class Visit>
+void for_each_block_piece(std::span<const Run> runs, std::uint32_t block, std::uint32_t block_sectors,
+                          Visit&& visit) {
+  std::uint64_t at = std::uint64_t(block) * block_sectors, left = block_sectors, done = 0;
+  for (const Run& r : runs) {
+    if (!left) return;
+    if (at >= r.sectors) {
+      at -= r.sectors;
+      continue;
+    }
+    const std::uint64_t take = std::min<std::uint64_t>(left, r.sectors - at);
+    visit(r.lbn + at, std::uint32_t(take), done);
+    done += take;
+    left -= take;
+    at = 0;
+  }
+}
+
 class CellBlocks {
  public:
   // Blocks of `block_bytes` of the brick each, `per_cell` of them (the last
@@ -44,6 +69,9 @@ class CellBlocks {
 
  private:
   BlockMask compute(std::span<const std::uint64_t> first, std::span<const std::uint64_t> count) const;
+  // Every block: the mask of a cell the selection covers whole (most cells
+  // of a large box or a full read), returned without a lookup.
+  BlockMask all_;
 
   const CellGrid& grid_;
   const Selection& sel_;

@@ -133,19 +133,36 @@ void add_blocks(const Layout& layout, std::span<const std::uint64_t> cell, const
   const std::size_t n = layout.cell_runs(cell, runs);
   const std::uint64_t key = layout.has_batch_groups() ? layout.batch_key(cell) : 0;
   const std::uint32_t blocks = layout.sectors_per_cell() / block_sectors;
-  for (std::uint32_t b = 0; b < blocks; ++b) {
-    if (!mask.has(b)) continue;
-    std::uint64_t at = std::uint64_t(b) * block_sectors, left = block_sectors;  // sectors into the cell
-    for (std::size_t i = 0; i < n && left; ++i) {
-      if (at >= runs[i].sectors) {
-        at -= runs[i].sectors;
-        continue;
+  for (std::uint32_t b = 0; b < blocks; ++b)
+    if (mask.has(b))
+      for_each_block_piece(std::span<const Run>(runs, n), b, block_sectors,
+                           [&](Lbn lbn, std::uint32_t sectors, std::uint64_t) { pieces.push_back({key, lbn, sectors}); });
+}
+
+// Visits every cell of the product of the per-dimension cell lists, the
+// primary dimension fastest (the order a scan along it would fetch cells in).
+template <class Visit>
+void for_each_touched(const CellGrid& g, const std::vector<std::vector<std::uint64_t>>& touched, Visit&& visit) {
+  const std::size_t n = g.dims();
+  for (std::size_t d = 0; d < n; ++d)
+    if (touched[d].empty()) return;
+  const auto& order = g.order();
+  std::vector<std::size_t> idx(n, 0);
+  std::vector<std::uint64_t> cell(n);
+  for (std::size_t d = 0; d < n; ++d) cell[d] = touched[d][0];
+  while (true) {
+    visit(std::span<const std::uint64_t>(cell));
+    std::size_t i = 0;
+    for (; i < n; ++i) {
+      std::uint32_t d = order[i];
+      if (++idx[d] < touched[d].size()) {
+        cell[d] = touched[d][idx[d]];
+        break;
       }
-      const std::uint64_t take = std::min<std::uint64_t>(left, runs[i].sectors - at);
-      pieces.push_back({key, runs[i].lbn + at, std::uint32_t(take)});
-      left -= take;
-      at = 0;
+      idx[d] = 0;
+      cell[d] = touched[d][0];
     }
+    if (i == n) return;
   }
 }
 
@@ -174,7 +191,7 @@ IoPlan plan_selection(const Layout& layout, const Selection& selection, const Pl
     touched[d] = cells_touched(selection.dims()[d], g.cell()[d]);
     cells *= touched[d].size();
   }
-  std::vector<Piece> pieces, partial;
+  std::vector<Piece> pieces;
   const std::uint32_t block_sectors = options.block_sectors;
   const bool blocked = block_sectors > 0 && layout.sectors_per_cell() > block_sectors &&
                        layout.sectors_per_cell() % block_sectors == 0;
@@ -183,37 +200,20 @@ IoPlan plan_selection(const Layout& layout, const Selection& selection, const Pl
     blocks.emplace(g, selection, std::uint64_t(block_sectors) * layout.geometry().sector_size(),
                    layout.sectors_per_cell() / block_sectors);
   bool cut = false;  // some cell holds the selection in only some of its blocks
-  if (cells) {
-    pieces.reserve(cells);
-    // Odometer over the product of the per-dimension cell lists, the primary
-    // dimension fastest (the order a scan along it would fetch cells in).
-    const auto& order = g.order();
-    std::vector<std::size_t> idx(n, 0);
-    std::vector<std::uint64_t> cell(n);
-    for (std::size_t d = 0; d < n; ++d) cell[d] = touched[d][0];
-    while (true) {
-      add_cell(layout, cell, pieces);
-      if (blocks) {
-        const BlockMask& mask = blocks->of(cell);
-        cut = cut || !blocks->full(mask);
-        add_blocks(layout, cell, mask, block_sectors, partial);
-      }
-      std::size_t i = 0;
-      for (; i < n; ++i) {
-        std::uint32_t d = order[i];
-        if (++idx[d] < touched[d].size()) {
-          cell[d] = touched[d][idx[d]];
-          break;
-        }
-        idx[d] = 0;
-        cell[d] = touched[d][0];
-      }
-      if (i == n) break;
-    }
-  }
+  pieces.reserve(cells);
+  for_each_touched(g, touched, [&](std::span<const std::uint64_t> cell) {
+    add_cell(layout, cell, pieces);
+    if (blocks && !cut) cut = !blocks->full(blocks->of(cell));
+  });
   const std::uint64_t useful = selection.elements() * g.itemsize();
   IoPlan whole = build(layout, pieces, cells, useful, options, options.merge_gaps ? layout.merge_gap_sectors() : 0);
   if (!cut) return whole;
+  // A choice to make: the blocks-only plan too (a second walk over the
+  // cells, for views that cut some; their masks are cached by now).
+  std::vector<Piece> partial;
+  for_each_touched(g, touched, [&](std::span<const std::uint64_t> cell) {
+    add_blocks(layout, cell, blocks->of(cell), block_sectors, partial);
+  });
   IoPlan part = build(layout, partial, cells, useful, options,
                       options.merge_gaps ? layout.merge_gap_sectors(block_sectors) : 0);
   const double whole_ms = model_plan(whole, layout.geometry());
