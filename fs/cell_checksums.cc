@@ -53,35 +53,90 @@ std::string CellChecksums::key(Ino ino, std::uint64_t record, char tag) {
 }
 
 CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells, char tag, ChecksumBlocks blocks)
-    : ino_(ino), tag_(tag), blocks_(blocks) {
-  cells *= blocks.per_cell;  // entries from here on
-  entries_ = cells;
-  dirty_.assign((cells + kCellsPerRecord - 1) / kCellsPerRecord, false);
-  // One ordered pass over the records present (an array's first open: a
-  // lookup per record and a byte-wise decode cost 1.3 ms for the 512
-  // records of a 2 GiB array, and the alternatives' table is usually absent).
+    : ino_(ino), tag_(tag), blocks_(blocks), store_(&store) {
+  entries_ = cells * blocks.per_cell;
+  reset((entries_ + kCellsPerRecord - 1) / kCellsPerRecord, false);
+  // Which records exist, without reading them: copying a 2 GiB array's
+  // 2 MiB table into fresh memory was most of its first open (about 1 ms of
+  // page faults on this VM) and a beam reads a handful of its records.
   const std::string prefix = key(ino, 0, tag).substr(0, 10);
-  store.scan(prefix, [&](std::string_view k, std::string_view v) {
+  store.scan(prefix, [&](std::string_view k, std::string_view) {
     if (k.size() != 18) return true;
     std::uint64_t r = 0;
     for (std::size_t i = 10; i < 18; ++i) r = r << 8 | std::uint8_t(k[i]);
     if (r >= dirty_.size()) return true;  // past the table (records of a longer one are not ours to read)
-    const std::uint64_t first = r * kCellsPerRecord;
-    const std::uint64_t n = std::min<std::uint64_t>(v.size() / 4, cells - first);
-    if (sums_.empty()) sums_.assign(cells, 0);
-    if constexpr (std::endian::native == std::endian::little) {
-      std::memcpy(sums_.data() + first, v.data(), n * 4);
-    } else {
-      for (std::uint64_t i = 0; i < n; ++i) {
-        const auto* p = reinterpret_cast<const std::uint8_t*>(v.data() + 4 * i);
-        sums_[first + i] = std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 |
-                           std::uint32_t(p[3]) << 24;
-      }
-    }
-    recorded_ = recorded_ || std::any_of(sums_.begin() + std::ptrdiff_t(first),
-                                         sums_.begin() + std::ptrdiff_t(first + n), [](std::uint32_t x) { return x; });
+    records_[r].store(unloaded(), std::memory_order_relaxed);
+    recorded_ = true;
     return true;
   });
+}
+
+void CellChecksums::load_all() {
+  for (std::uint64_t r = 0; r < dirty_.size(); ++r) record(r);
+}
+
+const std::uint32_t* CellChecksums::unloaded() {
+  static const std::uint32_t mark = 0;
+  return &mark;
+}
+
+const std::uint32_t* CellChecksums::zeros() {
+  static const std::uint32_t none[kCellsPerRecord] = {};
+  return none;
+}
+
+void CellChecksums::reset(std::uint64_t records, bool dirty) {
+  records_ = std::make_unique<std::atomic<const std::uint32_t*>[]>(records);
+  for (std::uint64_t r = 0; r < records; ++r) records_[r].store(zeros(), std::memory_order_relaxed);
+  owned_.clear();
+  owned_.resize(records);
+  dirty_.assign(records, dirty);
+}
+
+const std::uint32_t* CellChecksums::load(std::uint64_t r) const {
+  std::lock_guard lock(*load_mu_);
+  if (const std::uint32_t* p = records_[r].load(std::memory_order_acquire); p != unloaded()) return p;  // another reader's
+  const std::uint32_t* p = zeros();
+  if (auto v = store_->get(key(ino_, r, tag_))) {
+    const std::uint64_t first = r * kCellsPerRecord;
+    const std::uint64_t n = std::min<std::uint64_t>(v->size() / 4, entries_ - first);
+    auto page = std::make_unique<std::uint32_t[]>(kCellsPerRecord);
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(page.get(), v->data(), n * 4);
+    } else {
+      for (std::uint64_t i = 0; i < n; ++i) {
+        const auto* b = reinterpret_cast<const std::uint8_t*>(v->data() + 4 * i);
+        page[i] = std::uint32_t(b[0]) | std::uint32_t(b[1]) << 8 | std::uint32_t(b[2]) << 16 |
+                  std::uint32_t(b[3]) << 24;
+      }
+    }
+    // owned_ changes only here (under load_mu_) and in writers, which no
+    // reader runs beside.
+    owned_[r] = std::move(page);
+    p = owned_[r].get();
+  }
+  records_[r].store(p, std::memory_order_release);
+  return p;
+}
+
+std::uint32_t* CellChecksums::writable(std::uint64_t r) {
+  if (!owned_[r]) {
+    const std::uint32_t* p = record(r);  // loads it if stored
+    if (!owned_[r]) {
+      owned_[r] = std::make_unique<std::uint32_t[]>(kCellsPerRecord);
+      std::memcpy(owned_[r].get(), p, kCellsPerRecord * 4);
+      records_[r].store(owned_[r].get(), std::memory_order_release);
+    }
+  }
+  return owned_[r].get();
+}
+
+void CellChecksums::put(std::uint64_t i, std::uint32_t value) {
+  const std::uint64_t r = i / kCellsPerRecord;
+  if (record(r)[i % kCellsPerRecord] == value) return;
+  writable(r)[i % kCellsPerRecord] = value;
+  dirty_[r] = true;
+  recorded_ = recorded_ || value != 0;
 }
 
 void CellChecksums::set_entry(std::uint64_t i, std::uint32_t value) { put(i, value); }
@@ -160,21 +215,29 @@ void CellChecksums::stage_removal(const MetaStore& store, Ino ino, WriteBatch& b
 
 CellChecksums CellChecksums::fresh(Ino ino, std::uint64_t cells, char tag, ChecksumBlocks blocks) {
   CellChecksums t(ino, tag, blocks);
-  cells *= blocks.per_cell;
-  t.entries_ = cells;
-  t.dirty_.assign((cells + kCellsPerRecord - 1) / kCellsPerRecord, true);
+  t.entries_ = cells * blocks.per_cell;
+  t.reset((t.entries_ + kCellsPerRecord - 1) / kCellsPerRecord, true);
   return t;
 }
 
 void CellChecksums::resize(std::uint64_t cells) {
-  std::uint64_t old = entries_;
+  const std::uint64_t old = entries_;
   if (cells == old) return;
-  entries_ = cells;
-  if (!sums_.empty()) sums_.resize(cells, 0);
-  std::uint64_t records = (cells + kCellsPerRecord - 1) / kCellsPerRecord;
+  const std::uint64_t old_records = dirty_.size(), records = (cells + kCellsPerRecord - 1) / kCellsPerRecord;
+  // The record holding the old or new end changes length; a shrink clears
+  // the entries it drops from it (a later growth brings them back as 0).
+  const std::uint64_t edge = std::min(old, cells) / kCellsPerRecord;
+  if (cells < old && cells % kCellsPerRecord != 0) {
+    std::uint32_t* p = writable(edge);
+    std::fill(p + cells % kCellsPerRecord, p + kCellsPerRecord, 0u);
+  }
+  auto next = std::make_unique<std::atomic<const std::uint32_t*>[]>(records);
+  for (std::uint64_t r = 0; r < records; ++r)
+    next[r].store(r < old_records ? records_[r].load(std::memory_order_relaxed) : zeros(), std::memory_order_relaxed);
+  records_ = std::move(next);
+  owned_.resize(records);
   dirty_.resize(records, true);
-  // The record holding the old or new end changes length.
-  std::uint64_t edge = std::min(old, cells) / kCellsPerRecord;
+  entries_ = cells;
   if (edge < records) dirty_[edge] = true;
 }
 
@@ -187,9 +250,6 @@ void CellChecksums::stage_removal_from(const MetaStore& store, Ino ino, std::uin
   });
 }
 
-void CellChecksums::clear() {
-  std::vector<std::uint32_t>().swap(sums_);
-  std::fill(dirty_.begin(), dirty_.end(), true);
-}
+void CellChecksums::clear() { reset(dirty_.size(), true); }
 
 }  // namespace mmfs::fs

@@ -10,7 +10,10 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -56,11 +59,18 @@ class CellChecksums {
  public:
   static constexpr std::uint64_t kCellsPerRecord = 1024;
 
-  // Loads the table of array `ino` with `cells` cells from the store. `tag`
-  // names the table: 'c' the checksums of the committed contents, 'a' the
+  // The table of array `ino` with `cells` cells in the store. `tag` names
+  // the table: 'c' the checksums of the committed contents, 'a' the
   // alternatives of cells being rewritten in place (see ArrayState).
-  // `blocks`: how each cell is checksummed (one entry per block).
+  // `blocks`: how each cell is checksummed (one entry per block). A record
+  // is read from the store when an entry of it is first used, so an array's
+  // first open reads none (a beam needs a few of the 512 records of a 2 GiB
+  // array): the store must outlive the table. Only this table writes its
+  // records while it is in use.
   CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells, char tag = 'c', ChecksumBlocks blocks = {});
+
+  // Reads every stored record now: the table no longer needs the store.
+  void load_all();
 
   // A new, all-unwritten table for `cells` cells whose every record is dirty,
   // so stage() writes it in full (a new placement replacing the old table).
@@ -80,7 +90,8 @@ class CellChecksums {
   std::uint64_t cells() const { return entries_ / blocks_.per_cell; }
   // The table's raw entries (cell * blocks().per_cell + block).
   std::uint64_t entries() const { return entries_; }
-  std::uint32_t entry(std::uint64_t i) const { return sums_.empty() ? 0 : sums_[i]; }
+  // Safe from concurrent readers; not beside a writer (set*, clear, resize).
+  std::uint32_t entry(std::uint64_t i) const { return record(i / kCellsPerRecord)[i % kCellsPerRecord]; }
   void set_entry(std::uint64_t i, std::uint32_t value);
   // One checksum per cell only (plain files' blocks).
   std::uint32_t get(std::uint64_t cell) const { return entry(cell); }
@@ -115,25 +126,31 @@ class CellChecksums {
 
  private:
   CellChecksums(Ino ino, char tag, ChecksumBlocks blocks) : ino_(ino), tag_(tag), blocks_(blocks) {}
-  void put(std::uint64_t i, std::uint32_t value) {
-    if (sums_.empty()) {
-      if (value == 0) return;
-      sums_.assign(entries_, 0);
-    }
-    if (sums_[i] == value) return;
-    sums_[i] = value;
-    dirty_[i / kCellsPerRecord] = true;
-    recorded_ = recorded_ || value != 0;
+  // A record's entries: kCellsPerRecord values (those past the table's end are 0).
+  const std::uint32_t* record(std::uint64_t r) const {
+    const std::uint32_t* p = records_[r].load(std::memory_order_acquire);
+    return p != unloaded() ? p : load(r);
   }
+  const std::uint32_t* load(std::uint64_t r) const;
+  std::uint32_t* writable(std::uint64_t r);
+  void put(std::uint64_t i, std::uint32_t value);
+  // Makes the table `records` records of zeros, every one dirty or none.
+  void reset(std::uint64_t records, bool dirty);
+  static const std::uint32_t* unloaded();
+  static const std::uint32_t* zeros();
+
   Ino ino_;
   char tag_ = 'c';
   ChecksumBlocks blocks_;
-  bool recorded_ = false;  // some entry has been nonzero since the load
-  // Empty while every entry is 0 (an alternatives' table with no rewrite in
-  // flight: not allocated, so an array's first open does not fault in and
-  // zero megabytes it never reads); else entries_ values.
-  std::vector<std::uint32_t> sums_;
+  const MetaStore* store_ = nullptr;  // where records not yet read are (null: none are)
+  bool recorded_ = false;             // some entry was nonzero in the store or has been set since
   std::uint64_t entries_ = 0;
+  // Per record: unloaded() until first read, zeros() while all its entries
+  // are 0 (an alternatives' table with no rewrite in flight allocates
+  // nothing), else owned_[r]. Readers race only to load; loads take load_mu_.
+  std::unique_ptr<std::atomic<const std::uint32_t*>[]> records_;
+  mutable std::vector<std::unique_ptr<std::uint32_t[]>> owned_;  // written by load() under load_mu_
+  std::unique_ptr<std::mutex> load_mu_ = std::make_unique<std::mutex>();
   std::vector<bool> dirty_;  // per record
 };
 

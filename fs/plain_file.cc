@@ -23,6 +23,10 @@ PlainFile::PlainFile(Metadata& metadata, Allocator& allocator, SectorIo& io, con
       extents_(metadata.extents(ino)),
       sums_(metadata.store(), ino, div_up(size, block_)),
       alt_(metadata.store(), ino, div_up(size, block_), 'a') {
+  // Read now, as the extents are: an unlink may remove the records while an
+  // object of the file lives, and it must still know its stored blocks.
+  sums_.load_all();
+  alt_.load_all();
   for (const Extent& e : extents_) {
     starts_.push_back(capacity_sectors_);
     capacity_sectors_ += e.sectors;

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "fs/cell_checksums.h"
 #include "fs/fault_device.h"
@@ -155,4 +156,57 @@ TEST_CASE("cell checksums: per block of a cell, zero records not stored, alterna
   loaded.stage(b4);
   REQUIRE(vol->store().apply(b4) == 0);
   CHECK(records('c') == 0);
+}
+
+TEST_CASE("cell checksums: records read on first use give the stored values to concurrent readers, and resize "
+          "and load_all keep them", "[checksum]") {
+  auto g = geom::load_geometry("ssd");
+  auto vol = small_volume(*g);
+  const Ino ino = 91;
+  const std::uint64_t entries = 5000;  // five records, the last one short
+  std::mt19937_64 rng(12);
+  std::vector<std::uint32_t> want(entries, 0);
+  {
+    CellChecksums sums = CellChecksums::fresh(ino, entries, 'c');
+    for (std::uint64_t i = 0; i < entries; ++i)
+      if (i / CellChecksums::kCellsPerRecord != 2) sums.set_raw(i, want[i] = std::uint32_t(rng() | 1));  // record 2: zeros
+    WriteBatch batch;
+    sums.stage(batch);
+    REQUIRE(vol->store().apply(batch) == 0);
+  }
+  CellChecksums table(vol->store(), ino, entries, 'c');
+  CHECK(table.maybe_recorded());
+  // Four readers at once, each over every entry from a different start: each
+  // record is read from the store by whichever reader comes first.
+  std::vector<std::uint64_t> wrong(4, 0);
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t)
+    readers.emplace_back([&, t] {
+      for (std::uint64_t k = 0; k < entries; ++k) {
+        const std::uint64_t i = (k + std::uint64_t(t) * 1237) % entries;
+        wrong[std::size_t(t)] += table.entry(i) != want[i];
+      }
+    });
+  for (auto& r : readers) r.join();
+  CHECK(wrong == std::vector<std::uint64_t>(4, 0));
+
+  // A shrink into a record not yet read drops the entries past the end; a
+  // growth brings them back as zeros.
+  CellChecksums shrunk(vol->store(), ino, entries, 'c');
+  shrunk.resize(3500);
+  shrunk.resize(4100);
+  for (std::uint64_t i : {0ull, 1023ull, 3072ull, 3499ull}) CHECK(shrunk.get(i) == want[i]);
+  for (std::uint64_t i : {3500ull, 4095ull, 4096ull, 4099ull}) CHECK(shrunk.get(i) == 0);
+
+  // After load_all the table no longer reads the store: removing the records
+  // leaves its values.
+  CellChecksums detached(vol->store(), ino, entries, 'c');
+  detached.load_all();
+  WriteBatch removal;
+  CellChecksums::stage_removal(vol->store(), ino, removal);
+  REQUIRE(vol->store().apply(removal) == 0);
+  std::uint64_t differ = 0;
+  for (std::uint64_t i = 0; i < entries; ++i) differ += detached.get(i) != want[i];
+  CHECK(differ == 0);
+  CHECK_FALSE(CellChecksums(vol->store(), ino, entries, 'c').maybe_recorded());
 }
