@@ -16,30 +16,13 @@
 #include "fs/array_schema.h"
 #include "fs/view_path.h"
 #include "array_test_support.h"
+#include "fs_test_support.h"
 
 namespace mmfs::fs::testing::arrays {
 
-using Bytes = std::vector<std::uint8_t>;
-
-// "" when the bytes are equal, else a one-line description of the first
-// difference (Catch would print both vectors whole).
-inline std::string bytes_diff(const Bytes& got, const Bytes& want) {
-  if (got == want) return "";
-  std::size_t i = 0, n = 0;
-  while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
-  for (std::size_t k = 0; k < std::min(got.size(), want.size()); ++k) n += got[k] != want[k];
-  std::string s = "got " + std::to_string(got.size()) + " bytes, want " + std::to_string(want.size()) +
-                  "; first difference at byte " + std::to_string(i);
-  if (i < got.size() && i < want.size())
-    s += " (got " + std::to_string(got[i]) + ", want " + std::to_string(want[i]) + ")";
-  return s + "; " + std::to_string(n) + " bytes differ";
-}
-
-inline Bytes random_bytes(std::mt19937_64& rng, std::size_t n) {
-  Bytes b(n);
-  for (auto& x : b) x = std::uint8_t(rng());
-  return b;
-}
+using testing::Bytes;
+using testing::bytes_diff;
+using testing::random_bytes;
 
 // Reads `length` bytes at `offset` of the array file; REQUIREs success.
 inline Bytes read_file(ArrayFile& a, std::uint64_t offset, std::size_t length) {

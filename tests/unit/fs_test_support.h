@@ -1,11 +1,16 @@
 // Shared by the unit tests of fs/ data paths (test_array_file.cc,
-// test_plain_file.cc): a small disk geometry and device adapters.
+// test_plain_file.cc): a small disk geometry, device adapters, and bytes to
+// write and compare.
 #pragma once
 
+#include <algorithm>
+#include <cerrno>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <cerrno>
+#include <random>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "fs/block_device.h"
 #include "fs/fault_device.h"
@@ -13,6 +18,28 @@
 #include "geometry/load.h"
 
 namespace mmfs::fs::testing {
+
+using Bytes = std::vector<std::uint8_t>;
+
+// "" when the bytes are equal, else a one-line description of the first
+// difference (Catch would print both vectors whole).
+inline std::string bytes_diff(const Bytes& got, const Bytes& want) {
+  if (got == want) return "";
+  std::size_t i = 0, n = 0;
+  while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
+  for (std::size_t k = 0; k < std::min(got.size(), want.size()); ++k) n += got[k] != want[k];
+  std::string s = "got " + std::to_string(got.size()) + " bytes, want " + std::to_string(want.size()) +
+                  "; first difference at byte " + std::to_string(i);
+  if (i < got.size() && i < want.size())
+    s += " (got " + std::to_string(got[i]) + ", want " + std::to_string(want[i]) + ")";
+  return s + "; " + std::to_string(n) + " bytes differ";
+}
+
+inline Bytes random_bytes(std::mt19937_64& rng, std::size_t n) {
+  Bytes b(n);
+  for (auto& x : b) x = std::uint8_t(rng());
+  return b;
+}
 
 // SPEC §7's toy disk (uniform, 8 sectors a track), with enough cylinders for
 // a 4 MiB metadata region and ~4 MiB of data.

@@ -36,7 +36,8 @@ namespace {
 using testing::RefDevice;
 using namespace testing::arrays;
 
-using Bytes = std::vector<std::uint8_t>;
+using testing::Bytes;
+using testing::bytes_diff;
 
 // A small MEMStore (p = 10, N = 100, 40 cylinders of 10 tracks of 90 sectors,
 // no micropositioning): a band of a capsule's tracks is one cylinder of 450
@@ -50,15 +51,6 @@ struct Column {
 };
 const std::vector<Column> kColumns = {{"a_f8", "float64", "naive"}, {"b_i4", "int32", "multimap"},
                                       {"c_u1", "uint8", "zorder"}};
-
-std::string bytes_diff(const Bytes& got, const Bytes& want) {
-  if (got == want) return "";
-  std::size_t i = 0, n = 0;
-  while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
-  for (std::size_t k = 0; k < std::min(got.size(), want.size()); ++k) n += got[k] != want[k];
-  return "got " + std::to_string(got.size()) + " bytes, want " + std::to_string(want.size()) +
-         "; first difference at byte " + std::to_string(i) + "; " + std::to_string(n) + " bytes differ";
-}
 
 Bytes read_all(ArrayFile& a) {
   Bytes out(a.size(), 0xAA);

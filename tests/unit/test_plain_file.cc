@@ -26,7 +26,9 @@ namespace {
 using testing::RefDevice;
 using testing::toy_disk;
 
-using Bytes = std::vector<std::uint8_t>;
+using testing::Bytes;
+using testing::bytes_diff;
+using testing::random_bytes;
 
 std::unique_ptr<MemoryDevice> formatted(const geom::Geometry& g, std::uint64_t bytes = 8ull << 20) {
   auto dev = std::make_unique<MemoryDevice>(bytes, 512);
@@ -69,25 +71,6 @@ Ino new_file(Metadata& md, const std::string& name) {
   return n.ino;
 }
 
-// "" when the bytes are equal, else a one-line description of the first
-// difference (Catch would print both vectors whole).
-std::string bytes_diff(const Bytes& got, const Bytes& want) {
-  if (got == want) return "";
-  std::size_t i = 0, n = 0;
-  while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
-  for (std::size_t k = 0; k < std::min(got.size(), want.size()); ++k) n += got[k] != want[k];
-  std::string s = "got " + std::to_string(got.size()) + " bytes, want " + std::to_string(want.size()) +
-                  "; first difference at byte " + std::to_string(i);
-  if (i < got.size() && i < want.size())
-    s += " (got " + std::to_string(got[i]) + ", want " + std::to_string(want[i]) + ")";
-  return s + "; " + std::to_string(n) + " bytes differ";
-}
-
-Bytes random_bytes(std::mt19937_64& rng, std::size_t n) {
-  Bytes b(n);
-  for (auto& x : b) x = std::uint8_t(rng());
-  return b;
-}
 
 int pwrite(PlainFile& p, std::uint64_t off, const Bytes& d) {
   return p.write(off, reinterpret_cast<const std::byte*>(d.data()), d.size());
