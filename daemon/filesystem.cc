@@ -380,6 +380,7 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
         j["metadata_batches"] = ms.batches_applied;
         j["metadata_flushes"] = ms.flushes;
         if (transport_stats_) j["fuse"] = transport_stats_();
+        if (!daemon_stats_.empty()) j["daemon"] = daemon_stats_;
         if (auto* striped = volume_->striped()) {
           j["raid"] = striped->raid();
           j["devices"] = striped->stats();

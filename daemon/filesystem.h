@@ -73,6 +73,8 @@ class Filesystem {
   bool read_only() const { return read_only_; }
   // Counters of the FUSE transport (see daemon/request_poller.h), shown under
   // "fuse" in /.mmfs/stats. Set once, before the session loop starts.
+  // Figures of the daemon process itself, reported under "daemon" in stats.
+  void set_daemon_stats(std::map<std::string, std::uint64_t> stats) { daemon_stats_ = std::move(stats); }
   void set_transport_stats(std::function<std::map<std::string, std::uint64_t>()> stats) {
     transport_stats_ = std::move(stats);
   }
@@ -213,6 +215,7 @@ class Filesystem {
   fs::ArrayContext array_ctx_;
   fs::ErrorLog errors_;
   std::function<std::map<std::string, std::uint64_t>()> transport_stats_;
+  std::map<std::string, std::uint64_t> daemon_stats_;
   Ino orphans_ = 0;
 
   std::mutex mu_;  // the registry and namespace changes

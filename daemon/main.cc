@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "daemon/code_residency.h"
 #include "daemon/filesystem.h"
 #include "daemon/fuse_ops.h"
 #include "daemon/mount_readahead.h"
@@ -46,6 +47,7 @@ struct Options {
   std::uint32_t iodepth = 32;
   std::chrono::microseconds busy_poll{200};  // see daemon/request_poller.h
   unsigned read_ahead_kb = 1024;             // see daemon/mount_readahead.h; 0 = the kernel's
+  bool lock_code = true;                     // see daemon/code_residency.h
   std::vector<std::string> fuse_opts;       // passed to libfuse
 };
 
@@ -105,6 +107,8 @@ bool parse_mount_options(const std::vector<std::string>& lists, Options* o, std:
           *error = fmt::format("read_ahead_kb: '{}' is not a size in KiB (0..65536)", opt.substr(14));
           return false;
         }
+      } else if (opt == "lock_code" || opt == "nolock_code") {
+        o->lock_code = opt == "lock_code";
       } else if (opt == "ro") {
         o->read_only = true;
         o->fuse_opts.push_back(opt);
@@ -190,7 +194,8 @@ int main(int argc, char** argv) {
                  "Mount options, comma-separated: simulate (delay each request by the geometry model's service "
                  "time), iodepth=N (device queue depth, default 32), busy_poll=USEC (a worker polls for the next "
                  "request this long before sleeping; default 200, 0 = off), read_ahead_kb=N (the kernel's read-ahead "
-                 "window for this mount, default 1024, 0 = leave the kernel's), ro, allow_other, default_permissions "
+                 "window for this mount, default 1024, 0 = leave the kernel's), nolock_code (leave the daemon's code "
+                 "evictable; by default it is locked in memory), ro, allow_other, default_permissions "
                  "(on unless root mounts without allow_other/allow_root), and the other FUSE options")
       ->take_all()
       ->expected(1)
@@ -310,6 +315,14 @@ int main(int argc, char** argv) {
     });
   }
   fuse_daemonize(o.foreground ? 1 : 0);
+  // After the fork, which does not keep memory locks.
+  mmfs::daemon::CodeLock code_lock;
+  if (o.lock_code) {
+    code_lock = mmfs::daemon::lock_code_in_memory();
+    if (code_lock.unlocked_bytes != 0)
+      fmt::print(stderr, "mmfs: {} KiB of the daemon's code could not be locked in memory ({}): requests may wait "
+                 "for it to be read back\n", code_lock.unlocked_bytes >> 10, std::strerror(code_lock.first_error));
+  }
   // After the fork: the poller's clone of the device belongs to the daemon.
   std::unique_ptr<mmfs::daemon::RequestPoller> poller;
   if (o.busy_poll.count() > 0) {
@@ -340,6 +353,8 @@ int main(int argc, char** argv) {
       for (const auto& p : metadata_report.problems)
         filesystem->errors().record(EUCLEAN, "/", "metadata found damaged at mount: " + p);
       for (const auto& r : metadata_report.repairs) filesystem->errors().record(EUCLEAN, "/", "metadata " + r);
+      filesystem->set_daemon_stats({{"code_locked_kib", code_lock.locked_bytes >> 10},
+                                    {"code_unlocked_kib", code_lock.unlocked_bytes >> 10}});
       if (poller) {
         filesystem->set_transport_stats([p = poller.get()] {
           auto c = p->counters();

@@ -68,9 +68,12 @@ AlignedBuffer::AlignedBuffer(std::size_t size, Uninitialized) : size_(size) {
   if (size == 0) return;
   // Large buffers (decoded chunks, device reads of a view) are gathered
   // through at strides of kilobytes to megabytes: on 4 KiB pages nearly every
-  // access misses the TLB. Ask for transparent huge pages.
+  // access misses the TLB. Ask for transparent huge pages. They also make the
+  // first touch of fresh memory cheap: a new daemon's first view read its
+  // cells into pages the kernel faulted in 4 KiB at a time while it pinned
+  // them for O_DIRECT (a 4 MiB read of a 10 % cube: 1.5 ms of its 8.4).
   constexpr std::size_t kHuge = 2u << 20;
-  const std::size_t align = size >= 4 * kHuge ? kHuge : kBufferAlignment;
+  const std::size_t align = size >= kHuge ? kHuge : kBufferAlignment;
   const std::size_t alloc = (size + align - 1) / align * align;
   data_ = static_cast<std::byte*>(std::aligned_alloc(align, alloc));
   if (data_ == nullptr) throw std::bad_alloc();

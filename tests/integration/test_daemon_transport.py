@@ -1,6 +1,7 @@
 """The FUSE transport: busy polling of /dev/fuse (daemon/request_poller.h),
-the mount's read-ahead window (daemon/mount_readahead.h) and when the kernel
-checks permissions (default_permissions)."""
+the mount's read-ahead window (daemon/mount_readahead.h), the daemon's code
+kept in memory (daemon/code_residency.h) and when the kernel checks
+permissions (default_permissions)."""
 import errno
 import os
 import signal
@@ -11,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from mmfs_mount import (build_dir, expect_errno, is_mounted, make_array, mkfs, random_array, read_bytes, read_json,
+from mmfs_mount import (build_dir, daemon_pids, expect_errno, is_mounted, make_array, mkfs, random_array, read_bytes, read_json,
                         unmount, view)
 
 
@@ -139,6 +140,37 @@ def test_the_read_ahead_window_is_max_read_by_default(volume_factory):
 def test_read_ahead_kb_zero_leaves_the_kernels_window(volume_factory):
     vol = volume_factory(options=("read_ahead_kb=0",))
     assert read_ahead_kb(vol.mnt) == 128
+
+
+def locked_kib(vol):
+    """VmLck of the daemon serving `vol`, in KiB."""
+    [pid] = daemon_pids(vol.image, vol.mnt)
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmLck:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmLck in /proc/PID/status")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="locking more than RLIMIT_MEMLOCK needs root")
+def test_the_daemons_code_is_locked_in_memory(volume_factory):
+    vol = volume_factory()
+    daemon = read_json(vol.mnt / ".mmfs" / "stats")["daemon"]
+    # Its own binary alone has megabytes of code; nothing was refused.
+    assert daemon["code_locked_kib"] >= 1024 and daemon["code_unlocked_kib"] == 0, daemon
+    assert locked_kib(vol) >= daemon["code_locked_kib"]
+    # Still served after the page cache is dropped (locked pages stay).
+    subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True)
+    data = random_array(np.random.default_rng(5), (16, 16, 8), "float64")
+    make_array(vol.mnt / "a", data.shape, data=data)
+    np.testing.assert_array_equal(np.frombuffer(read_bytes(view(vol.mnt / "a", "slice/1/3")), "<f8"),
+                                  data[:, 3, :].ravel())
+
+
+def test_nolock_code_leaves_the_code_evictable(volume_factory):
+    vol = volume_factory(options=("nolock_code",))
+    daemon = read_json(vol.mnt / ".mmfs" / "stats")["daemon"]
+    assert daemon == {"code_locked_kib": 0, "code_unlocked_kib": 0}
+    assert locked_kib(vol) == 0
 
 
 # A relayout under `simulate` (every device request takes the modelled disk's
