@@ -81,7 +81,7 @@ def test_every_workload_and_target_is_measured_and_verified(quick):
     assert targets == [f"mmfs-{lb}" for lb in LAYOUTS] + BASELINES
     ids = [w["id"] for w in res["workloads"]]
     assert ids == ["beam0", "beam1", "beam2", "slice0", "slice1", "slice2", "cube1", "cube5", "cube10", "full",
-                   "plod2-full", "plod2-slice0"]
+                   "point", "plod2-full", "plod2-slice0"]
     rows = {(r["workload"], r["target"]): r for r in res["results"]}
     assert len(rows) == len(ids) * len(targets)
     for w in res["workloads"]:
@@ -99,6 +99,11 @@ def test_every_workload_and_target_is_measured_and_verified(quick):
                 assert m["modeled_ms"] > 0, (w["id"], t, m)
                 assert m["bytes_read"] >= m["bytes_useful"] > 0 and m["requests"] >= 1
                 assert m["ms_per_cell"] == pytest.approx(m["modeled_ms"] / w["cells"])
+                # the host part of a cold read: the layout's point, real less modeled
+                point = rows[("point", t)]
+                host = max(0.0, point["ms"]["median"] - point["modeled"]["modeled_ms"])
+                assert m["host_ms"] == pytest.approx(host)
+                assert m["modeled_plus_host_ms"] == pytest.approx(m["modeled_ms"] + host)
             else:
                 assert r["modeled"] is None
     assert res["failures"] == []
@@ -124,6 +129,11 @@ def test_workload_definitions(quick):
         assert edges == [max(1, round(p / 100 * s)) for s in shape]
         assert all(0 <= a and b <= s for (a, b), s in zip(sel, shape))
     assert ws["full"]["mmfs"] == [""] and ws["full"]["plans"] == ["box/:,:,:"]
+    point = ws["point"]
+    assert point["elements"] == 1 and len(point["sels"]) == 2 and point["cells"] == 1
+    for sel, v in zip(point["sels"], point["mmfs"]):
+        assert all(isinstance(x, int) and 0 <= x < s for x, s in zip(sel, shape))
+        assert v == "box/" + ",".join(map(str, sel))
     assert ws["plod2-full"]["mmfs"] == ["plod/2"]
     assert ws["plod2-slice0"]["mmfs"] == ["plod/2@/slice/0/32"]
 
@@ -135,6 +145,7 @@ def test_markdown_table_and_plots(quick):
     for w in quick["res"]["workloads"]:
         assert f"\n| {w['id']} | " in md
     assert "*model " in md and "drop_caches" in md
+    assert "| model + host ms | error |" in md and "model + host" in md.split("Within ±30 %")[1]
     if not quick["res"]["cold_cache"]["drop_caches"]:
         assert "NOT cold-cache" in md
     plots = quick["res"]["plots"]

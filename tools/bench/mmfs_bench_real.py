@@ -28,6 +28,13 @@ Workloads (S = shape, n = len(S), M_d = S_d // 2):
              max(1, round(p/100 * S_d)) along every dim, the corner drawn
              uniformly (seeded) so that the cube fits; --cubes lists the p;
 * full    -- the whole array (mmfs: plain reads of the array file);
+* point   -- one element at --beams random positions (seeded), each its
+             own cold read: what every cold read pays besides its data (the
+             fresh mount's lookups, the open, the first use of an array, a
+             READ round trip; for the baselines, opening the file or store);
+             the report adds an mmfs layout's host part (its point's real
+             time less the point's modeled_ms) to its views' modeled_ms
+             (model + host) beside the real time;
 * plodK   -- PLoD reads keeping the K (--plod) most significant bytes of
              each element: of the whole array (mmfs `A@/plod/K`) and of the
              middle slice along dim 0 (`A@/plod/K@/slice/0/M_0`). Baselines
@@ -114,7 +121,7 @@ BASELINES = {
     "zarr": "zarr v3, local store, no compressors",
     "memmap": "raw file, numpy.memmap",
 }
-KINDS = ["beam", "slice", "cube", "full", "plod"]
+KINDS = ["beam", "slice", "cube", "full", "plod", "point"]
 
 
 # --------------------------------------------------------------------------
@@ -223,6 +230,11 @@ def make_workloads(shape, beams, cubes, plod, kinds, seed):
         out.append(dict(id="full", kind="full", dim=None, p=None, plod=None, sels=[sel], mmfs=[""],
                         plans=["box/" + box_spelling(sel)], elements=int(np.prod(shape)),
                         what="full scan (mmfs: the array file itself)"))
+    if "point" in kinds:
+        sels = [tuple(int(rng.integers(0, s)) for s in shape) for _ in range(beams)]
+        views = ["box/" + box_spelling(x) for x in sels]
+        out.append(dict(id="point", kind="point", dim=None, p=None, plod=None, sels=sels, mmfs=views, plans=views,
+                        elements=1, what=f"one element, {beams} random position(s)"))
     if "plod" in kinds:
         sel = tuple([None] * n)
         out.append(dict(id=f"plod{plod}-full", kind="plod", dim=None, p=None, plod=plod, sels=[sel],
@@ -237,7 +249,7 @@ def make_workloads(shape, beams, cubes, plod, kinds, seed):
     for w in out:
         w["bytes"] = w["elements"] * 8
         w["views"] = w["plans"]          # the views below A@, as mmfs-bench modeled spells them
-        w["random"] = w["kind"] in ("beam", "cube")
+        w["random"] = w["kind"] in ("beam", "cube", "point")
         w["numpy"] = [numpy_spelling(s) for s in w["sels"]]
     return out
 
@@ -738,7 +750,8 @@ class Bench:
         exp = np.array(self.ref[np_index(sel)])
         if plod:
             plod_inplace(exp, plod)
-        return np.array_equal(np.ascontiguousarray(got).view("<u8"), exp.view("<u8"))
+        # ravel: a point is a 0-d array (or a numpy scalar from h5py)
+        return np.array_equal(np.ascontiguousarray(got).ravel().view("<u8"), exp.ravel().view("<u8"))
 
     def timed_read(self, t, w, i):
         sel = w["sels"][i]
@@ -861,6 +874,18 @@ class Bench:
                     if st:
                         row["daemon_stats"] = st
                 rows.append(row)
+        # The host part of a cold read, per layout (see the point workload),
+        # beside each view's modeled device time.
+        for lb in self.a.layouts:
+            pt = next((r for r in rows if r["workload"] == "point" and r["target"] == f"mmfs-{lb}"), None)
+            pm = ((pt or {}).get("modeled") or {}).get("modeled_ms")
+            if not pt or not pt["ms"] or pm is None:
+                continue
+            host = max(0.0, pt["ms"]["median"] - pm)
+            for r in rows:
+                if r["target"] == f"mmfs-{lb}" and r["modeled"] and r["modeled"].get("modeled_ms") is not None:
+                    r["modeled"]["host_ms"] = host
+                    r["modeled"]["modeled_plus_host_ms"] = r["modeled"]["modeled_ms"] + host
         return rows
 
     def to_json(self, machine, rows):
@@ -1033,6 +1058,8 @@ def report(b, res):
              "hyperplane x_D = S_D/2. **cubeP** — a p%-length cube (MultiMap paper §5): edge "
              "max(1, round(p/100·S_d)) along every dim, random corner (seeded) such that it fits. "
              "**full** — the whole array. "
+             f"**point** — one element at {a.beams} random positions, each its own cold read: the fixed cost "
+             "of a cold read (for mmfs: the fresh mount's lookups, the open, the array's first use, one READ). "
              f"**plod{a.plod}-full / plod{a.plod}-slice0** — PLoD, keeping the {a.plod} most significant "
              f"bytes of every element, of the whole array (`A@/plod/{a.plod}`) and of the middle slice along "
              f"dim 0 (`A@/plod/{a.plod}@/slice/0/M`); the baselines read the same elements and drop the low bytes "
@@ -1097,8 +1124,28 @@ def report(b, res):
     if a.layouts:
         L.append("## mmfs I/O plans (`A@/plan/VIEW`, per read)")
         L.append("")
-        L.append("| workload | view | layout | real ms | model ms | bytes read / useful (ampl.) | requests |")
-        L.append("|---|---|---|---|---|---|---|")
+        floors = {}
+        for lb in a.layouts:
+            pt = by.get(("point", f"mmfs-{lb}")) or {}
+            pm = (pt.get("modeled") or {}).get("modeled_ms")
+            if (pt.get("ms") or {}).get("median") and pm is not None:
+                floors[lb] = max(0.0, pt["ms"]["median"] - pm)
+        with_floor = bool(floors)
+        if with_floor:
+            L.append("**host** (per layout): the median cold read of one element in this run less its "
+                     "`modeled_ms`: what a cold read costs besides the device (the fresh mount's lookups, the "
+                     "open, the array's first use, the READ round trip): "
+                     + ", ".join(f"{lb} {fmt_sig(v)} ms" for lb, v in floors.items())
+                     + ". **model + host** = the view's `modeled_ms` plus that; **error** = (model + host) / "
+                     "real - 1.")
+            L.append("")
+            L.append("| workload | view | layout | real ms | model ms | model + host ms | error | "
+                     "bytes read / useful (ampl.) | requests |")
+            L.append("|---|---|---|---|---|---|---|---|---|")
+        else:
+            L.append("| workload | view | layout | real ms | model ms | bytes read / useful (ampl.) | requests |")
+            L.append("|---|---|---|---|---|---|---|")
+        within = {}
         for w in b.workloads:
             v = w["mmfs"][0] or "(the array file)"
             if len(w["mmfs"]) > 1:
@@ -1113,9 +1160,27 @@ def report(b, res):
                            f"({p['bytes_read'] / p['bytes_useful']:.2f})")
                 else:
                     amp = "—"
+                extra = ""
+                if with_floor:
+                    fl = floors.get(lb)
+                    mod, real = p.get("modeled_ms"), (r["ms"] or {}).get("median")
+                    if fl is not None and mod is not None and real and w["kind"] != "point":
+                        pred = mod + fl
+                        err = pred / real - 1
+                        extra = f"{fmt_sig(pred)} | {err * 100:+.0f} % | "
+                        hits = within.setdefault(lb, [0, 0, 0])
+                        hits[0] += abs(mod / real - 1) <= 0.30
+                        hits[1] += abs(err) <= 0.30
+                        hits[2] += 1
+                    else:
+                        extra = "— | — | "
                 L.append(f"| {w['id']} | `{v}` | {lb} | {fmt_ms(r['ms'])} | {fmt_sig(p.get('modeled_ms'))} | "
-                         f"{amp} | {fmt_sig(p.get('requests'))} |")
+                         f"{extra}{amp} | {fmt_sig(p.get('requests'))} |")
         L.append("")
+        for lb, (alone, plus, total) in within.items():
+            L.append(f"Within ±30 % of the real time ({lb}): model alone {alone} of {total} workloads, "
+                     f"model + host {plus} of {total}.")
+            L.append("")
     # summary of who wins
     wins = []
     for w in b.workloads:
