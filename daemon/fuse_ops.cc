@@ -1,5 +1,7 @@
 #include "daemon/fuse_ops.h"
 
+#include <fcntl.h>
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -236,6 +238,13 @@ void fill_open_flags(const Handle& h, fuse_file_info* fi) {
     // A view's bytes change when the array is written; an array's when it is
     // truncated to 0 (its size does not change, so the kernel keeps its pages).
     fi->keep_cache = 0;
+    // A writer that can neither read nor map the array (an ingest: cat raw >
+    // A) sends its bytes to the daemon straight from its own buffer. Through
+    // the page cache, each write was first copied into fresh cache pages,
+    // which nobody reads again, and the daemon copied them once more. The
+    // kernel drops cached pages of the range after a direct write, so other
+    // opens stay coherent.
+    if (h.is_array && (fi->flags & O_ACCMODE) == O_WRONLY) fi->direct_io = 1;
   } else {
     fi->keep_cache = 1;  // every write goes through the kernel: its cache stays coherent
   }

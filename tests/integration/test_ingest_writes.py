@@ -1,9 +1,13 @@
 """Ingest writes each cell once: a sequential writer whose cells span more C-order
 bytes than fit between two dirty-limit write-backs keeps the cells it has not
 finished in memory instead of writing them and reading them back (issue 18)."""
+import ctypes
+import errno
 import os
+import platform
 
 import numpy as np
+import pytest
 
 from mmfs_mount import make_array, read_bytes, read_json
 
@@ -105,3 +109,78 @@ def test_unfinished_cells_beyond_the_dirty_limit_wait_for_a_full_batch_of_finish
     assert written == arr.nbytes
     assert flushes <= 4, f"{flushes} device flushes for a 128 MiB ingest"
     assert read_bytes(a) == arr.tobytes()
+
+
+def cached_pages(fd):
+    """Pages of fd's file in the page cache (cachestat(2), Linux 6.5), or None
+    where the call is missing."""
+    if platform.machine() != "x86_64":
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    whole = (ctypes.c_uint64 * 2)(0, 0)  # offset 0, length 0: to the end
+    stat = (ctypes.c_uint64 * 5)()
+    if libc.syscall(451, fd, whole, stat, 0) != 0:
+        if ctypes.get_errno() == errno.ENOSYS:
+            return None
+        raise OSError(ctypes.get_errno(), "cachestat")
+    return stat[0]
+
+
+def test_a_write_only_open_sends_its_bytes_around_the_page_cache(volume_factory):
+    vol = volume_factory(size="256M", geometry="ssd")
+    data = np.random.default_rng(12).standard_normal((16, 64, 64))
+    make_array(vol.mnt / "a", data.shape)
+    make_array(vol.mnt / "b", data.shape)
+    for name, flags in (("a", os.O_WRONLY), ("b", os.O_RDWR)):
+        fd = os.open(vol.mnt / name, flags)
+        try:
+            os.pwrite(fd, data.tobytes(), 0)
+            pages = cached_pages(fd)
+        finally:
+            os.close(fd)
+        if pages is None:
+            pytest.skip("no cachestat(2) on this kernel")
+        if flags == os.O_WRONLY:
+            assert pages == 0  # direct: nothing was copied into the cache
+        else:
+            assert pages == data.nbytes // 4096  # a reader-writer still writes through the cache
+        assert read_bytes(vol.mnt / name) == data.tobytes()
+
+
+def test_a_write_only_open_writes_around_the_page_cache_and_readers_see_its_bytes(volume_factory):
+    """A write-only open of an array is direct I/O (daemon/fuse_ops.cc): its
+    bytes skip the page cache, so a reader's cached pages of the range must be
+    dropped, and a shared map must still work on a reader's open."""
+    vol = volume_factory(size="256M", geometry="ssd")
+    rng = np.random.default_rng(11)
+    before = rng.standard_normal((32, 64, 16))
+    after = before.copy()
+    after[5:20] = rng.standard_normal((15, 64, 16))
+    path = vol.mnt / "a"
+    make_array(path, before.shape, data=before)
+    reader = os.open(path, os.O_RDONLY)
+    try:
+        assert os.pread(reader, before.nbytes, 0) == before.tobytes()  # now cached
+        mapped = np.memmap(path, dtype="<f8", mode="r", shape=before.shape)  # MAP_SHARED of a read-only open
+        np.testing.assert_array_equal(mapped, before)
+        # The array's bytes through page-cache pages are 4 KiB-aligned; write
+        # rows 5..19 (not page aligned: 8 KiB rows from byte 40960) with
+        # unaligned pieces.
+        writer = os.open(path, os.O_WRONLY)
+        try:
+            data = after.tobytes()
+            lo, hi = before[0].nbytes * 5, before[0].nbytes * 20
+            at = lo
+            for n in (1000, 4096, 70001):
+                os.pwrite(writer, data[at:at + n], at)
+                at += n
+            os.pwrite(writer, data[at:hi], at)
+            os.fsync(writer)
+        finally:
+            os.close(writer)
+        assert os.pread(reader, before.nbytes, 0) == after.tobytes()
+        np.testing.assert_array_equal(np.memmap(path, dtype="<f8", mode="r", shape=before.shape), after)
+        del mapped
+    finally:
+        os.close(reader)
+    assert read_bytes(path) == after.tobytes()
