@@ -17,7 +17,6 @@
 #pragma once
 
 #include <cstddef>
-#include <string>
 
 namespace mmfs::daemon {
 

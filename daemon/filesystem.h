@@ -71,10 +71,11 @@ class Filesystem {
 
   fs::ErrorLog& errors() { return errors_; }
   bool read_only() const { return read_only_; }
+  // Figures of the daemon process itself (daemon/code_residency.h), shown
+  // under "daemon" in /.mmfs/stats. Set once, before the session loop starts.
+  void set_daemon_stats(std::map<std::string, std::uint64_t> stats) { daemon_stats_ = std::move(stats); }
   // Counters of the FUSE transport (see daemon/request_poller.h), shown under
   // "fuse" in /.mmfs/stats. Set once, before the session loop starts.
-  // Figures of the daemon process itself, reported under "daemon" in stats.
-  void set_daemon_stats(std::map<std::string, std::uint64_t> stats) { daemon_stats_ = std::move(stats); }
   void set_transport_stats(std::function<std::map<std::string, std::uint64_t>()> stats) {
     transport_stats_ = std::move(stats);
   }

@@ -157,7 +157,8 @@ def test_the_daemons_code_is_locked_in_memory(volume_factory):
     daemon = read_json(vol.mnt / ".mmfs" / "stats")["daemon"]
     # Its own binary alone has megabytes of code; nothing was refused.
     assert daemon["code_locked_kib"] >= 1024 and daemon["code_unlocked_kib"] == 0, daemon
-    assert locked_kib(vol) >= daemon["code_locked_kib"]
+    if b"__asan_init" not in (build_dir() / "daemon" / "mmfs").read_bytes():  # ASan's mlock does nothing
+        assert locked_kib(vol) >= daemon["code_locked_kib"]
     # Still served after the page cache is dropped (locked pages stay).
     subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True)
     data = random_array(np.random.default_rng(5), (16, 16, 8), "float64")

@@ -36,7 +36,7 @@ long locked_kib_of_mapping(const void* addr) {
 
 TEST_CASE("lock_code_in_memory locks the executable segments of the loaded objects", "[code_residency]") {
   const void* own_code = reinterpret_cast<const void*>(&locked_kib_of_mapping);
-  const void* libc_code = reinterpret_cast<const void*>(&::getpid);
+  [[maybe_unused]] const void* libc_code = reinterpret_cast<const void*>(&::getpid);
   REQUIRE(locked_kib_of_mapping(own_code) == 0);
 
   mmfs::daemon::CodeLock lock = mmfs::daemon::lock_code_in_memory();
@@ -44,8 +44,10 @@ TEST_CASE("lock_code_in_memory locks the executable segments of the loaded objec
   if (::geteuid() == 0) {  // CAP_IPC_LOCK: no limit
     CHECK(lock.unlocked_bytes == 0);
     CHECK(lock.first_error == 0);
+#ifndef __SANITIZE_ADDRESS__  // ASan's mlock does nothing and says it succeeded
     CHECK(locked_kib_of_mapping(own_code) > 0);
     CHECK(locked_kib_of_mapping(libc_code) > 0);  // libraries too
+#endif
   } else if (lock.unlocked_bytes != 0) {  // RLIMIT_MEMLOCK: what fits, and why the rest did not
     CHECK((lock.first_error == ENOMEM || lock.first_error == EPERM));
   }
