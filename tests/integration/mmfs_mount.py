@@ -568,6 +568,12 @@ def parse_ints(value):
     return [int(v) for v in str(value).split(",") if v.strip() != ""]
 
 
+def is_sanitized(binary) -> bool:
+    """True for a binary built with AddressSanitizer (meson -Dsanitize=true)."""
+    with open(binary, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def daemon_pids(image, mountpoint):
     """Pids of processes running the mmfs daemon for IMAGE at MOUNTPOINT (for a
     daemon started by `mount -t fuse.mmfs`, which backgrounds)."""

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from conftest import build_dir
-from mmfs_mount import (DTYPES, LAYOUTS, assert_array_bytes, getx, make_array, parse_ints, plod, pread_all,
-                        random_array, read_bytes, read_json, setx, shape_str, view)
+from mmfs_mount import (DTYPES, LAYOUTS, assert_array_bytes, getx, is_sanitized, make_array, parse_ints, plod,
+                        pread_all, random_array, read_bytes, read_json, setx, shape_str, view)
 
 MiB = 1 << 20
 
@@ -1085,11 +1085,6 @@ def test_progress_and_quiet(d, tmp_path):
 
 # --- memory ---------------------------------------------------------------------------
 
-def _is_sanitized(path) -> bool:
-    with open(path, "rb") as f:
-        return b"__asan_init" in f.read()
-
-
 # A small process that runs the tool and reports the tool's own peak RSS: measuring a child of
 # the test process would count the pages it shares with this (large) process until its exec.
 _RSS_WRAPPER = """
@@ -1136,7 +1131,7 @@ def test_memory_of_a_large_import(volume_factory, tmp_path):
     assert rc == 0, f"mmfs-import --buffer 8: exit {rc}\n{out}{err}"
     total = planes * rows * cols * 4
     assert os.stat(vol.mnt / "big").st_size == total
-    if not _is_sanitized(importer):
+    if not is_sanitized(importer):
         assert rss < 100 * MiB, f"peak RSS {rss / MiB:.0f} MiB importing {total / MiB:.0f} MiB with --buffer 8"
     fd = os.open(vol.mnt / "big", os.O_RDONLY)
     try:

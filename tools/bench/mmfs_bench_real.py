@@ -1124,12 +1124,9 @@ def report(b, res):
     if a.layouts:
         L.append("## mmfs I/O plans (`A@/plan/VIEW`, per read)")
         L.append("")
-        floors = {}
-        for lb in a.layouts:
-            pt = by.get(("point", f"mmfs-{lb}")) or {}
-            pm = (pt.get("modeled") or {}).get("modeled_ms")
-            if (pt.get("ms") or {}).get("median") and pm is not None:
-                floors[lb] = max(0.0, pt["ms"]["median"] - pm)
+        # host_ms: set by results() on every row of a layout whose point was read
+        floors = {lb: (by.get(("point", f"mmfs-{lb}"), {}).get("modeled") or {}).get("host_ms") for lb in a.layouts}
+        floors = {lb: v for lb, v in floors.items() if v is not None}
         with_floor = bool(floors)
         if with_floor:
             L.append("**host** (per layout): the median cold read of one element in this run less its "
@@ -1162,10 +1159,8 @@ def report(b, res):
                     amp = "—"
                 extra = ""
                 if with_floor:
-                    fl = floors.get(lb)
-                    mod, real = p.get("modeled_ms"), (r["ms"] or {}).get("median")
-                    if fl is not None and mod is not None and real and w["kind"] != "point":
-                        pred = mod + fl
+                    mod, pred, real = p.get("modeled_ms"), p.get("modeled_plus_host_ms"), (r["ms"] or {}).get("median")
+                    if pred is not None and real and w["kind"] != "point":
                         err = pred / real - 1
                         extra = f"{fmt_sig(pred)} | {err * 100:+.0f} % | "
                         hits = within.setdefault(lb, [0, 0, 0])
