@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "daemon/heap_trim.h"
+#include "fs/buffer_pool.h"
 #include "layouts/default_layout.h"
 
 namespace mmfs::daemon {
@@ -381,6 +382,14 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
         j["metadata_flushes"] = ms.flushes;
         if (transport_stats_) j["fuse"] = transport_stats_();
         if (!daemon_stats_.empty()) j["daemon"] = daemon_stats_;
+        const fs::BufferPool::Stats b = fs::BufferPool::shared().stats();
+        j["io_buffers"] = {{"limit_bytes", fs::BufferPool::shared().limit()},
+                           {"idle_bytes", b.idle_bytes},
+                           {"in_use_bytes", b.in_use_bytes},
+                           {"takes", b.takes},
+                           {"reused", b.reused},
+                           {"mapped", b.mapped},
+                           {"unmapped", b.unmapped}};
         if (auto* striped = volume_->striped()) {
           j["raid"] = striped->raid();
           j["devices"] = striped->stats();

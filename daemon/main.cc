@@ -29,7 +29,9 @@
 #include "daemon/mount_readahead.h"
 #include "daemon/request_poller.h"
 #include "daemon/session_loop.h"
+#include "fs/buffer_pool.h"
 #include "fs/nbd_device.h"
+#include "fs/size_text.h"
 #include "fs/simulated_device.h"
 #include "fs/striped_device.h"
 #include "geometry/load.h"
@@ -48,6 +50,7 @@ struct Options {
   std::chrono::microseconds busy_poll{200};  // see daemon/request_poller.h
   unsigned read_ahead_kb = 1024;             // see daemon/mount_readahead.h; 0 = the kernel's
   bool lock_code = true;                     // see daemon/code_residency.h
+  std::uint64_t io_buffers = mmfs::fs::BufferPool::kDefaultLimit;  // see fs/buffer_pool.h
   std::vector<std::string> fuse_opts;       // passed to libfuse
 };
 
@@ -107,6 +110,14 @@ bool parse_mount_options(const std::vector<std::string>& lists, Options* o, std:
           *error = fmt::format("read_ahead_kb: '{}' is not a size in KiB (0..65536)", opt.substr(14));
           return false;
         }
+      } else if (opt.rfind("io_buffers=", 0) == 0) {
+        const std::string text = opt.substr(11);
+        const std::uint64_t v = mmfs::fs::parse_size(text);
+        if ((v == 0 && text != "0") || v > (std::uint64_t(64) << 30)) {
+          *error = fmt::format("io_buffers: '{}' is not a size (such as 64M; 0 = off, at most 64G)", text);
+          return false;
+        }
+        o->io_buffers = v;
       } else if (opt == "lock_code" || opt == "nolock_code") {
         o->lock_code = opt == "lock_code";
       } else if (opt == "ro") {
@@ -175,14 +186,14 @@ std::unique_ptr<mmfs::fs::Volume> open_volume(const std::vector<std::string>& ta
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Chunks of tens of MiB come and go with every view read: keep freed memory
-  // in the heap for reuse instead of returning it (and faulting it back in).
+  // Buffers of 2 MiB and more come from the pool of I/O buffers
+  // (fs/buffer_pool.h). Below that, memory of every size comes and goes with
+  // every view read: keep freed memory in the heap for reuse instead of
+  // returning it (and faulting it back in); the flusher trims what stays free.
   mallopt(M_MMAP_THRESHOLD, 512 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  // Worker threads would otherwise get their own arenas, whose heaps (64
-  // MiB at most) cannot hold a chunk: glibc then maps each one afresh and
-  // unmaps it when freed, and the kernel zeroes every new page — a third of
-  // the daemon's CPU time on a full read. One arena keeps them for reuse.
+  // Worker threads would otherwise get their own arenas, each with its own
+  // free memory: one arena keeps it for reuse by every worker.
   mallopt(M_ARENA_MAX, 1);
   CLI::App app{"mmfs: mount an mmfs volume (a FUSE daemon; backgrounds unless -f)"};
   Options o;
@@ -195,7 +206,8 @@ int main(int argc, char** argv) {
                  "time), iodepth=N (device queue depth, default 32), busy_poll=USEC (a worker polls for the next "
                  "request this long before sleeping; default 200, 0 = off), read_ahead_kb=N (the kernel's read-ahead "
                  "window for this mount, default 1024, 0 = leave the kernel's), nolock_code (leave the daemon's code "
-                 "evictable; by default it is locked in memory), ro, allow_other, default_permissions "
+                 "evictable; by default it is locked in memory), io_buffers=SIZE (memory for device reads and views, "
+                 "mapped and touched at mount and kept between reads; default 128M, 0 = map each buffer afresh), ro, allow_other, default_permissions "
                  "(on unless root mounts without allow_other/allow_root), and the other FUSE options")
       ->take_all()
       ->expected(1)
@@ -288,6 +300,16 @@ int main(int argc, char** argv) {
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   fuse_args fargs = FUSE_ARGS_INIT(int(cargs.size()), cargs.data());
+
+  // The pool of I/O buffers (fs/buffer_pool.h) is filled before the mount
+  // appears, so that its first read finds resident memory: touching 128 MiB
+  // makes the mount 20-300 ms slower (the more, the more of the pages the
+  // host must back again). Filled beside the loop instead, the pool lost the
+  // race to a read that came 100 ms after the mount, and the read paid for
+  // both. The fork shares the pages with the daemon; once this process has
+  // exited, the daemon's first write to a page keeps it (no copy).
+  mmfs::fs::BufferPool::shared().set_limit(o.io_buffers);
+  mmfs::fs::BufferPool::shared().prefault(o.io_buffers);
 
   // The Filesystem exists only after the fork, but the session takes its
   // userdata now: it gets the slot the Filesystem will be put in.

@@ -2,7 +2,6 @@
 // fs/file_device.h for the I/O path and its threading).
 #include "fs/block_device.h"
 
-#include <sys/mman.h>
 
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -24,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "fs/buffer_pool.h"
 #include "fs/file_device.h"
 #include "fs/nbd_device.h"
 
@@ -55,45 +55,51 @@ int BlockDevice::write(std::uint64_t offset, const void* buffer, std::uint32_t l
 // ---------------------------------------------------------------------------
 // AlignedBuffer
 
-AlignedBuffer::AlignedBuffer(std::size_t size) : size_(size) {
+AlignedBuffer::AlignedBuffer(std::size_t size) : AlignedBuffer(size, Uninitialized{}) {
   if (size == 0) return;
-  // aligned_alloc wants a multiple of the alignment; the tail is never exposed.
-  const std::size_t alloc = (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-  data_ = static_cast<std::byte*>(std::aligned_alloc(kBufferAlignment, alloc));
-  if (data_ == nullptr) throw std::bad_alloc();
-  std::memset(data_, 0, alloc);
+  // The tail up to the alignment is never exposed, but cleared all the same.
+  std::memset(data_, 0, pooled_ ? pooled_ : (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
 }
 
 AlignedBuffer::AlignedBuffer(std::size_t size, Uninitialized) : size_(size) {
   if (size == 0) return;
-  // Large buffers (decoded chunks, device reads of a view) are gathered
-  // through at strides of kilobytes to megabytes: on 4 KiB pages nearly every
-  // access misses the TLB. Ask for transparent huge pages. They also make the
-  // first touch of fresh memory cheap: a new daemon's first view read its
-  // cells into pages the kernel faulted in 4 KiB at a time while it pinned
-  // them for O_DIRECT (a 4 MiB read of a 10 % cube: 1.5 ms of its 8.4).
-  constexpr std::size_t kHuge = 2u << 20;
-  const std::size_t align = size >= kHuge ? kHuge : kBufferAlignment;
-  const std::size_t alloc = (size + align - 1) / align * align;
-  data_ = static_cast<std::byte*>(std::aligned_alloc(align, alloc));
+  // Large buffers (decoded chunks, device reads of a view) come from the
+  // pool: mapped once, on transparent huge pages, and kept resident between
+  // uses (fs/buffer_pool.h says what a fresh mapping costs). Huge pages also
+  // matter for the gathers, which walk these buffers at strides of kilobytes
+  // to megabytes: on 4 KiB pages nearly every access would miss the TLB.
+  if (size >= BufferPool::kGranule) {
+    data_ = BufferPool::shared().take(size, &pooled_);
+    return;
+  }
+  // aligned_alloc wants a multiple of the alignment; the tail is never exposed.
+  const std::size_t alloc = (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  data_ = static_cast<std::byte*>(std::aligned_alloc(kBufferAlignment, alloc));
   if (data_ == nullptr) throw std::bad_alloc();
-  if (align == kHuge) madvise(data_, alloc, MADV_HUGEPAGE);  // advice only: failure is harmless
 }
 
-AlignedBuffer::~AlignedBuffer() { std::free(data_); }
+void AlignedBuffer::release() {
+  if (pooled_) BufferPool::shared().give(data_, pooled_);
+  else std::free(data_);
+  data_ = nullptr;
+  size_ = pooled_ = 0;
+}
 
-AlignedBuffer::AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), size_(o.size_) {
+AlignedBuffer::~AlignedBuffer() { release(); }
+
+AlignedBuffer::AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), size_(o.size_), pooled_(o.pooled_) {
   o.data_ = nullptr;
-  o.size_ = 0;
+  o.size_ = o.pooled_ = 0;
 }
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
   if (this != &o) {
-    std::free(data_);
+    release();
     data_ = o.data_;
     size_ = o.size_;
+    pooled_ = o.pooled_;
     o.data_ = nullptr;
-    o.size_ = 0;
+    o.size_ = o.pooled_ = 0;
   }
   return *this;
 }

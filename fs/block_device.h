@@ -67,7 +67,8 @@ struct OpenOptions {
 std::unique_ptr<BlockDevice> open_device(const std::string& path, const OpenOptions& options, int* error,
                                          std::string* message);
 
-// An aligned buffer for O_DIRECT I/O, zero-filled.
+// An aligned buffer for O_DIRECT I/O, zero-filled. Buffers of 2 MiB and more
+// come from BufferPool::shared() (fs/buffer_pool.h) and go back to it.
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
@@ -88,8 +89,11 @@ class AlignedBuffer {
   std::span<std::byte> span() { return {data_, size_}; }
 
  private:
+  void release();
+
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
+  std::size_t pooled_ = 0;  // the pool buffer's size; 0: from aligned_alloc
 };
 
 }  // namespace mmfs::fs

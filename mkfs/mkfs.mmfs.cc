@@ -10,35 +10,11 @@
 #include "fs/block_device.h"
 #include "fs/device_probe.h"
 #include "fs/nbd_device.h"
+#include "fs/size_text.h"
 #include "fs/striped_device.h"
 #include "fs/volume.h"
 #include "geometry/load.h"
 
-namespace {
-
-// "4G", "512M", "1T", "4GiB", "12345" -> bytes; 0 on a malformed size.
-std::uint64_t parse_size(const std::string& s) {
-  std::size_t i = 0;
-  std::uint64_t v = 0;
-  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
-    if (v > (UINT64_MAX - 9) / 10) return 0;
-    v = v * 10 + std::uint64_t(s[i++] - '0');
-  }
-  if (i == 0) return 0;
-  std::string unit = s.substr(i);
-  for (char& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
-  static const std::pair<const char*, int> units[] = {{"", 0},   {"B", 0},   {"K", 10},  {"KIB", 10}, {"M", 20},
-                                                      {"MIB", 20}, {"G", 30}, {"GIB", 30}, {"T", 40},  {"TIB", 40},
-                                                      {"P", 50},  {"PIB", 50}};
-  for (const auto& [name, shift] : units) {
-    if (unit != name) continue;
-    if (shift && v > (UINT64_MAX >> shift)) return 0;
-    return v << shift;
-  }
-  return 0;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"mkfs.mmfs: format a block device or an image file as an mmfs volume (SPEC §2)"};
@@ -91,7 +67,7 @@ int main(int argc, char** argv) {
   mmfs::fs::OpenOptions opt;
   if (!size_text.empty()) {
     opt.create = true;
-    opt.create_size = parse_size(size_text);
+    opt.create_size = mmfs::fs::parse_size(size_text);
     if (opt.create_size == 0) return die(fmt::format("malformed size '{}' (use e.g. 4G, 512M or a byte count)", size_text));
   }
   int err = 0;

@@ -86,7 +86,8 @@ def test_busy_poll_zero_turns_polling_off(volume_factory):
 
 
 BAD_VALUES = [("busy_poll", v) for v in ["abc", "-1", "100001", "", "5x", "1e3"]] + \
-             [("read_ahead_kb", v) for v in ["abc", "-1", "65537", "", "1M"]]
+             [("read_ahead_kb", v) for v in ["abc", "-1", "65537", "", "1M"]] + \
+             [("io_buffers", v) for v in ["abc", "-1", "", "64X", "65G", "M"]]
 
 
 @pytest.mark.parametrize("option,value", BAD_VALUES)
