@@ -591,6 +591,15 @@ def daemon_pids(image, mountpoint):
     return pids
 
 
+def daemon_status_kib(vol, field):
+    """A KiB field of /proc/PID/status (VmRSS, VmLck, ...) of the daemon serving `vol`."""
+    [pid] = daemon_pids(vol.image, vol.mnt)
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
 def wait_pid_gone(pid, timeout):
     """Waits until pid has exited (or is a zombie of someone else's)."""
     deadline = time.monotonic() + timeout

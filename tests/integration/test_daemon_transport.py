@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from mmfs_mount import (build_dir, daemon_pids, expect_errno, is_mounted, is_sanitized, make_array, mkfs,
+from mmfs_mount import (build_dir, daemon_status_kib, expect_errno, is_mounted, is_sanitized, make_array, mkfs,
                         random_array, read_bytes, read_json, unmount, view)
 
 
@@ -145,11 +145,7 @@ def test_read_ahead_kb_zero_leaves_the_kernels_window(volume_factory):
 
 def locked_kib(vol):
     """VmLck of the daemon serving `vol`, in KiB."""
-    [pid] = daemon_pids(vol.image, vol.mnt)
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmLck:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmLck in /proc/PID/status")
+    return daemon_status_kib(vol, "VmLck")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="locking more than RLIMIT_MEMLOCK needs root")

@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from mmfs_mount import daemon_pids, make_array, random_array, read_bytes, read_json, view
+from mmfs_mount import daemon_status_kib, make_array, random_array, read_bytes, read_json, view
 
 MiB = 1 << 20
 
@@ -23,14 +23,6 @@ def filled_pool(vol, timeout=30.0):
         if s["idle_bytes"] >= s["limit_bytes"] or time.monotonic() > deadline:
             return s
         time.sleep(0.02)
-
-
-def vm_rss_kib(vol):
-    [pid] = daemon_pids(vol.image, vol.mnt)
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS in /proc/PID/status")
 
 
 def read_boxes(vol, data):
@@ -60,7 +52,7 @@ def test_the_pool_is_filled_at_mount_and_reused_by_reads(volume_factory):
     assert start["limit_bytes"] == 128 * MiB
     assert start["idle_bytes"] == 128 * MiB and start["in_use_bytes"] == 0, start
     # 128 MiB of the daemon's resident memory are the filled pool.
-    assert vm_rss_kib(vol) >= 128 * 1024
+    assert daemon_status_kib(vol, "VmRSS") >= 128 * 1024
 
     data = random_array(np.random.default_rng(11), (256, 256, 64), "float64")  # 32 MiB
     make_array(vol.mnt / "a", data.shape, data=data)
