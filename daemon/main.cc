@@ -31,8 +31,8 @@
 #include "daemon/session_loop.h"
 #include "fs/buffer_pool.h"
 #include "fs/nbd_device.h"
-#include "fs/size_text.h"
 #include "fs/simulated_device.h"
+#include "fs/size_text.h"
 #include "fs/striped_device.h"
 #include "geometry/load.h"
 
@@ -207,8 +207,9 @@ int main(int argc, char** argv) {
                  "request this long before sleeping; default 200, 0 = off), read_ahead_kb=N (the kernel's read-ahead "
                  "window for this mount, default 1024, 0 = leave the kernel's), nolock_code (leave the daemon's code "
                  "evictable; by default it is locked in memory), io_buffers=SIZE (memory for device reads and views, "
-                 "mapped and touched at mount and kept between reads; default 128M, 0 = map each buffer afresh), ro, allow_other, default_permissions "
-                 "(on unless root mounts without allow_other/allow_root), and the other FUSE options")
+                 "mapped and touched at mount and kept between reads; default 128M, 0 = map each buffer afresh), ro, "
+                 "allow_other, default_permissions (on unless root mounts without allow_other/allow_root), and the "
+                 "other FUSE options")
       ->take_all()
       ->expected(1)
       ->allow_extra_args(false);

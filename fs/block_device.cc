@@ -2,7 +2,6 @@
 // fs/file_device.h for the I/O path and its threading).
 #include "fs/block_device.h"
 
-
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <liburing.h>
@@ -57,8 +56,10 @@ int BlockDevice::write(std::uint64_t offset, const void* buffer, std::uint32_t l
 
 AlignedBuffer::AlignedBuffer(std::size_t size) : AlignedBuffer(size, Uninitialized{}) {
   if (size == 0) return;
-  // The tail up to the alignment is never exposed, but cleared all the same.
-  std::memset(data_, 0, pooled_ ? pooled_ : (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
+  // The tail up to the alignment is never exposed, but cleared all the same
+  // (a pool buffer may hold an earlier user's bytes; past that tail, no one
+  // reads them).
+  std::memset(data_, 0, (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
 }
 
 AlignedBuffer::AlignedBuffer(std::size_t size, Uninitialized) : size_(size) {

@@ -58,6 +58,7 @@ void BufferPool::unmap(std::byte* data, std::size_t bytes) {
 }
 
 std::byte* BufferPool::take(std::size_t bytes, std::size_t* mapped) {
+  if (bytes > (std::size_t(1) << 48)) throw std::bad_alloc();  // no address space holds it
   const std::size_t want = round_up(bytes);
   {
     std::lock_guard lock(mu_);
@@ -145,14 +146,14 @@ void BufferPool::give(std::byte* buffer, std::size_t mapped) {
     stats_.in_use_bytes -= mapped;
     if (mapped <= limit_) {
       evict_locked(mapped, &drop);
+      MMFS_POISON(buffer, mapped);  // under the lock: a taker may have it the moment it is kept
       keep_locked(buffer, mapped);
       keep = true;
     } else {
       ++stats_.unmapped;
     }
   }
-  if (keep) MMFS_POISON(buffer, mapped);
-  else unmap(buffer, mapped);
+  if (!keep) unmap(buffer, mapped);
   for (const Kept& k : drop) unmap(k.data, k.bytes);  // outside the lock: munmap takes time
 }
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -56,6 +57,9 @@ TEST_CASE("a buffer given back is the next taker's, aligned to a huge page", "[b
   CHECK(s.mapped == 1);
   CHECK(s.idle_bytes == 0);
   pool.give(b, again);
+  std::size_t none = 0;
+  CHECK_THROWS_AS(pool.take(std::size_t(1) << 50, &none), std::bad_alloc);  // a size no address space holds
+  CHECK(pool.stats().in_use_bytes == 0);
 }
 
 TEST_CASE("a taker gets the front of the smallest idle range that fits", "[buffer_pool]") {
