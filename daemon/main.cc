@@ -117,6 +117,14 @@ bool parse_mount_options(const std::vector<std::string>& lists, Options* o, std:
           *error = fmt::format("io_buffers: '{}' is not a size (such as 64M; 0 = off, at most 64G)", text);
           return false;
         }
+        // The pool is touched before the mount: more than half the memory
+        // would bring the OOM killer to the mount instead of an error.
+        const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page > 0 && v > std::uint64_t(pages) * std::uint64_t(page) / 2) {
+          *error = fmt::format("io_buffers: '{}' is more than half of this machine's memory ({} MiB)", text,
+                               std::uint64_t(pages) * std::uint64_t(page) >> 20);
+          return false;
+        }
         o->io_buffers = v;
       } else if (opt == "lock_code" || opt == "nolock_code") {
         o->lock_code = opt == "lock_code";

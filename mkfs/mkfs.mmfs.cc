@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <cctype>
 #include <utility>
 
 #include "fs/block_device.h"
@@ -14,7 +13,6 @@
 #include "fs/striped_device.h"
 #include "fs/volume.h"
 #include "geometry/load.h"
-
 
 int main(int argc, char** argv) {
   CLI::App app{"mkfs.mmfs: format a block device or an image file as an mmfs volume (SPEC §2)"};

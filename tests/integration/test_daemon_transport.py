@@ -85,9 +85,11 @@ def test_busy_poll_zero_turns_polling_off(volume_factory):
     assert len(os.listdir(vol.mnt / "few")) == 50
 
 
+# More than half the memory: the pool is touched before the mount.
+OVER_HALF_THE_MEMORY = str(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2 + (2 << 20))
 BAD_VALUES = [("busy_poll", v) for v in ["abc", "-1", "100001", "", "5x", "1e3"]] + \
              [("read_ahead_kb", v) for v in ["abc", "-1", "65537", "", "1M"]] + \
-             [("io_buffers", v) for v in ["abc", "-1", "", "64X", "65G", "M"]]
+             [("io_buffers", v) for v in ["abc", "-1", "", "64X", "65G", "M", OVER_HALF_THE_MEMORY]]
 
 
 @pytest.mark.parametrize("option,value", BAD_VALUES)
