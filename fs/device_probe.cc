@@ -301,7 +301,7 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
 nlohmann::json measured_geometry(const ProbeResult& probe, std::string* summary) {
   const std::uint32_t sector = std::max<std::uint32_t>(4096, probe.logical_block);
   const std::uint64_t capacity = std::max<std::uint64_t>(1, probe.device_bytes / sector);
-  const geom::FlashFit fit = geom::fit_flash(probe.samples, sector, capacity, probe.sequential_mb_s);
+  const geom::FlashFit fit = geom::fit_flash(probe.samples, sector, capacity);
   nlohmann::json measured = geom::measured_json(fit, probe.samples, probe.sequential_mb_s);
   measured["target"] = probe.target;
   measured["scratch_file"] = probe.scratch;

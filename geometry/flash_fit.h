@@ -54,12 +54,13 @@ std::vector<DepthLine> fit_depth_lines(const std::vector<ProbeSample>& samples);
 // `bytes` at spread-out offsets served together, divided by depth.
 double modeled_ms_per_request(const FlashParams& params, std::uint32_t bytes, std::uint32_t depth);
 
-// Fits the Flash parameters. `sector_size` and `capacity_sectors` describe
-// the target; `sequential_mb_s` (0 when not measured) bounds the bandwidth
-// from below. Throws GeometryError(Invalid) when the samples cannot be fitted
-// (none, or no positive times).
+// Fits the Flash parameters to the random-read samples. `sector_size` and
+// `capacity_sectors` describe the target. The sequential stream is not a
+// bound: views read scattered pieces, and a host's cache can stream several
+// times faster than it serves them. Throws GeometryError(Invalid) when the
+// samples cannot be fitted (none, or no positive times).
 FlashFit fit_flash(const std::vector<ProbeSample>& samples, std::uint32_t sector_size,
-                   std::uint64_t capacity_sectors, double sequential_mb_s);
+                   std::uint64_t capacity_sectors);
 
 // The "measured" object a measured geometry carries (docs/geometry-format.md).
 nlohmann::json measured_json(const FlashFit& fit, const std::vector<ProbeSample>& samples, double sequential_mb_s);
