@@ -870,9 +870,19 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
       *out = mloc_->plan(view.selection, view.plod_bytes, ctx_.geometry).to_json();
       return 0;
     }
-    layouts::IoPlan p = state_->plan(view.selection);
-    if (p.whole_cells_ms < 0) layouts::model_plan(p, ctx_.geometry);  // else modeled when it was chosen
-    *out = p.to_json();
+    // The plan of the reads this view's read makes: one per chunk it is read
+    // in (view_span, load_chunk), issued one after another; one plan of the
+    // whole selection would join requests no read ever joins.
+    const layouts::SelectionChunks ch(view.selection, grid_locked(), ctx_.chunk_bytes);
+    std::vector<layouts::IoPlan> parts;
+    parts.reserve(ch.count());
+    for (std::uint64_t c = 0; c < ch.count(); ++c) {
+      layouts::IoPlan p = state_->plan(ch.count() == 1 ? view.selection : ch.selection(c));
+      if (p.whole_cells_ms < 0) layouts::model_plan(p, ctx_.geometry);  // else modeled when it was chosen
+      parts.push_back(std::move(p));
+    }
+    *out = layouts::concatenate_plans(std::move(parts)).to_json();
+    (*out)["chunks"] = ch.count();
   } catch (const std::exception& e) {
     *message = fmt::format("planning {} failed: {}", view.spelling, e.what());
     return EINVAL;

@@ -1,6 +1,7 @@
 #include "layouts/io_plan.h"
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include "layouts/cell_blocks.h"
@@ -248,6 +249,27 @@ IoPlan combine_plans(std::span<const IoPlan> plans, std::uint32_t sector_size, s
   std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.lbn < b.lbn; });
   cut_by_depth(merge_pieces(pieces, 0), queue_depth, out);
   count_requests(out, sector_size);
+  return out;
+}
+
+IoPlan concatenate_plans(std::vector<IoPlan>&& parts) {
+  IoPlan out;
+  bool choice = false;
+  double whole_ms = 0;
+  for (IoPlan& p : parts) {
+    std::move(p.batches.begin(), p.batches.end(), std::back_inserter(out.batches));
+    out.cells += p.cells;
+    out.requests += p.requests;
+    out.sectors += p.sectors;
+    out.bytes_read += p.bytes_read;
+    out.bytes_useful += p.bytes_useful;
+    out.merge_gap_sectors = std::max(out.merge_gap_sectors, p.merge_gap_sectors);
+    out.modeled_ms += p.modeled_ms;
+    out.partial_cells = out.partial_cells || p.partial_cells;
+    choice = choice || p.whole_cells_ms >= 0;
+    whole_ms += p.whole_cells_ms >= 0 ? p.whole_cells_ms : p.modeled_ms;
+  }
+  out.whole_cells_ms = choice ? whole_ms : -1;
   return out;
 }
 

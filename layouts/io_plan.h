@@ -70,6 +70,13 @@ IoPlan plan_cells(const Layout& layout, std::span<const std::uint64_t> cells_fla
 IoPlan combine_plans(std::span<const IoPlan> plans, std::uint32_t sector_size,
                      std::uint32_t queue_depth = Layout::kPlanDepth);
 
+// The plans of the pieces of one read issued one after another (the chunks a
+// long view is read in, fs/array_file.h): batches in order, counts and
+// modeled times added. Each part must be modeled already. The result cuts
+// cells if any part did; whole_cells_ms is then the parts' whole-cell times
+// (their modeled time where a part had no choice).
+IoPlan concatenate_plans(std::vector<IoPlan>&& parts);
+
 // Serves the plan's batches in order on `model` and returns the time in ms.
 // `gap_ms` is the host's round trip between one batch's completion and the
 // next batch's arrival, during which the device idles (and the platter turns).

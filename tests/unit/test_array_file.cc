@@ -1179,6 +1179,62 @@ TEST_CASE("array file: a sequential reader loads each chunk once, the pipeline a
   }
 }
 
+TEST_CASE("array file: the plan of a view read in chunks is the reads the read makes", "[array_file]") {
+  // A view longer than a chunk is read chunk by chunk, each chunk's cells
+  // planned on their own. Its plan must say so: planned as one selection, the
+  // whole file of a contiguous layout was one request, while the read made
+  // hundreds (issue 18, modeled_ms of the full read).
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  std::mt19937_64 rng(23);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  for (const char* layout : {"naive", "hilbert"}) {
+    INFO(layout);
+    ArraySchema s = make_schema({64, 64, 32}, "float64", layout);
+    ArrayContext ctx = m.ctx();
+    ctx.chunk_bytes = 64 << 10;  // 16 chunks of the 1 MiB array
+    Inode n;
+    new_file(m.md(), std::string("planned-") + layout, &n);
+    std::shared_ptr<ArrayFile> a;
+    std::string msg;
+    REQUIRE(ArrayFile::create(ctx, n, s, nullptr, &a, &msg) == 0);
+    Bytes model(a->size(), 0);
+    random_writes(*a, model, rng, 40);
+    REQUIRE(a->flush(true, &msg) == 0);
+    a->quiesce();
+    REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
+
+    DataView rows;  // a view of several chunks, and the whole file
+    rows.selection = layouts::Selection({{8, 40, 1}, {0, 64, 1}, {0, 32, 1}});
+    rows.spelling = "box/8:48,:,:";
+    for (const DataView& view : {a->whole(), rows}) {
+      INFO(view.spelling);
+      nlohmann::json plan;
+      REQUIRE(a->plan(view, &plan, &msg) == 0);
+      const std::uint64_t total = view.bytes(s.dtype.itemsize);
+      CHECK(plan.value("chunks", std::uint64_t(0)) > 1);
+      CHECK(plan.at("bytes_useful").get<std::uint64_t>() == total);
+      const nlohmann::json before = m.io->stats();
+      for (std::uint64_t off = 0; off < total; off += 24 << 10) {
+        const std::size_t len = std::min<std::uint64_t>(24 << 10, total - off);
+        std::shared_ptr<const AlignedBuffer> keep;
+        const std::byte* data = nullptr;
+        std::size_t got = 0;
+        REQUIRE(a->view_span(view, off, len, &keep, &data, &got, &msg) == 0);
+        if (data == nullptr) read_view_bytes(*a, view, off, len);  // the piece crosses chunks
+      }
+      a->wait_for_prefetches();
+      const nlohmann::json after = m.io->stats();
+      auto delta = [&](const char* key) { return after.at(key).get<std::uint64_t>() - before.at(key).get<std::uint64_t>(); };
+      CHECK(delta("requests") == plan.at("requests").get<std::uint64_t>());
+      CHECK(delta("data_sectors_read") * g->sector_size() == plan.at("bytes_read").get<std::uint64_t>());
+      std::uint64_t planned_requests = 0;
+      for (const auto& b : plan.at("batches")) planned_requests += b.size();
+      CHECK(planned_requests == plan.at("requests").get<std::uint64_t>());
+    }
+  }
+}
+
 TEST_CASE("array file: mloc plans read through the gaps the volume's model says to, and only those",
           "[array_file][mloc]") {
   // One flash channel whose request costs as much as 100 KB of transfer:
