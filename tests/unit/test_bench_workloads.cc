@@ -246,6 +246,11 @@ TEST_CASE("bench: an mmfs target's plan and modeled_ms equal the daemon's A@/pla
         INFO(w.views[i]);
         nlohmann::json daemon;
         REQUIRE(array->plan(fs::DataView{w.selections[i], w.plod.value_or(0), w.views[i]}, &daemon, &msg) == 0);
+        // The array is smaller than one read chunk, so the daemon reads every
+        // view in one piece, as the bench plans it (longer views are planned
+        // chunk by chunk by the daemon only).
+        CHECK(daemon.at("chunks") == 1);
+        daemon.erase("chunks");
         CHECK(target->plan(w.selections[i]).to_json() == daemon);
       }
     // The first array of a fresh volume: --first-lbn = the data area's start reproduces its extents.
@@ -254,6 +259,7 @@ TEST_CASE("bench: an mmfs target's plan and modeled_ms equal the daemon's A@/pla
       CHECK(fresh->describe()["first_lbn"] == extents.front().start);
       nlohmann::json daemon;
       REQUIRE(array->plan(fs::DataView{workloads[3].selections[0], 0, workloads[3].views[0]}, &daemon, &msg) == 0);
+      daemon.erase("chunks");
       CHECK(fresh->plan(workloads[3].selections[0]).to_json() == daemon);
       first = false;
     }
