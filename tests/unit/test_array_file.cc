@@ -1117,6 +1117,31 @@ TEST_CASE("array file: a power cut during a relayout with unflushed writes leave
   CHECK(unreadable == 0);
 }
 
+namespace {
+
+constexpr std::uint64_t kSmallChunk = 64 << 10;  // 16 chunks of a 1 MiB array
+
+// An array read in chunks of kSmallChunk, written at random, flushed, and
+// opened again through a fresh handle: nothing cached, nothing loading.
+std::shared_ptr<ArrayFile> small_chunked_array(Mount& m, const std::string& name, const ArraySchema& s,
+                                               std::mt19937_64& rng, Bytes* model) {
+  ArrayContext ctx = m.ctx();
+  ctx.chunk_bytes = kSmallChunk;
+  Inode n;
+  new_file(m.md(), name, &n);
+  std::shared_ptr<ArrayFile> a;
+  std::string msg;
+  REQUIRE(ArrayFile::create(ctx, n, s, nullptr, &a, &msg) == 0);
+  model->assign(a->size(), 0);
+  random_writes(*a, *model, rng, 40);
+  REQUIRE(a->flush(true, &msg) == 0);
+  a->quiesce();
+  REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
+  return a;
+}
+
+}  // namespace
+
 TEST_CASE("array file: a sequential reader loads each chunk once, the pipeline ahead of it", "[array_file]") {
   auto g = toy_disk();
   auto dev = formatted(*g);
@@ -1125,25 +1150,15 @@ TEST_CASE("array file: a sequential reader loads each chunk once, the pipeline a
   for (const char* layout : {"naive", "hilbert"}) {
     INFO(layout);
     ArraySchema s = make_schema({64, 64, 32}, "float64", layout);
-    ArrayContext ctx = m.ctx();
-    ctx.chunk_bytes = 64 << 10;  // 16 chunks of the 1 MiB array
-    Inode n;
-    new_file(m.md(), std::string("seq-") + layout, &n);
-    std::shared_ptr<ArrayFile> a;
+    Bytes model;
+    std::shared_ptr<ArrayFile> a = small_chunked_array(m, std::string("seq-") + layout, s, rng, &model);
     std::string msg;
-    REQUIRE(ArrayFile::create(ctx, n, s, nullptr, &a, &msg) == 0);
-    Bytes model(a->size(), 0);
-    random_writes(*a, model, rng, 40);
-    REQUIRE(a->flush(true, &msg) == 0);
-    a->quiesce();
-    // Read it through a fresh handle: nothing cached, nothing loading.
-    REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
 
     const DataView all = a->whole();
     auto info = a->info();
     layouts::CellGrid grid(s.shape, s.dtype.itemsize, info["cell"].get<std::vector<std::uint64_t>>(),
                            info["order"].get<std::vector<std::uint32_t>>());
-    const std::uint64_t chunks = layouts::SelectionChunks(all.selection, grid, ctx.chunk_bytes).count();
+    const std::uint64_t chunks = layouts::SelectionChunks(all.selection, grid, kSmallChunk).count();
     REQUIRE(chunks >= 8);
     REQUIRE(a->chunk_stats().loads == 0);
     // The first chunk, then a pause: the pipeline fills the chunks after it.
@@ -1191,18 +1206,9 @@ TEST_CASE("array file: the plan of a view read in chunks is the reads the read m
   for (const char* layout : {"naive", "hilbert"}) {
     INFO(layout);
     ArraySchema s = make_schema({64, 64, 32}, "float64", layout);
-    ArrayContext ctx = m.ctx();
-    ctx.chunk_bytes = 64 << 10;  // 16 chunks of the 1 MiB array
-    Inode n;
-    new_file(m.md(), std::string("planned-") + layout, &n);
-    std::shared_ptr<ArrayFile> a;
+    Bytes model;
+    std::shared_ptr<ArrayFile> a = small_chunked_array(m, std::string("planned-") + layout, s, rng, &model);
     std::string msg;
-    REQUIRE(ArrayFile::create(ctx, n, s, nullptr, &a, &msg) == 0);
-    Bytes model(a->size(), 0);
-    random_writes(*a, model, rng, 40);
-    REQUIRE(a->flush(true, &msg) == 0);
-    a->quiesce();
-    REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
 
     DataView rows;  // a view of several chunks, and the whole file
     rows.selection = layouts::Selection({{8, 40, 1}, {0, 64, 1}, {0, 32, 1}});
