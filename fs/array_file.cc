@@ -871,13 +871,14 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
       return 0;
     }
     // The plan of the reads this view's read makes: one per chunk it is read
-    // in (view_span, load_chunk), issued one after another; one plan of the
-    // whole selection would join requests no read ever joins.
+    // in (load_chunk plans ch.selection(c), a single chunk included), issued
+    // one after another; one plan of the whole selection would join requests
+    // no read ever joins.
     const layouts::SelectionChunks ch(view.selection, grid_locked(), ctx_.chunk_bytes);
     std::vector<layouts::IoPlan> parts;
     parts.reserve(ch.count());
     for (std::uint64_t c = 0; c < ch.count(); ++c) {
-      layouts::IoPlan p = state_->plan(ch.count() == 1 ? view.selection : ch.selection(c));
+      layouts::IoPlan p = state_->plan(ch.selection(c));
       if (p.whole_cells_ms < 0) layouts::model_plan(p, ctx_.geometry);  // else modeled when it was chosen
       parts.push_back(std::move(p));
     }
