@@ -215,7 +215,8 @@ int main(int argc, char** argv) {
                  "request this long before sleeping; default 200, 0 = off), read_ahead_kb=N (the kernel's read-ahead "
                  "window for this mount, default 1024, 0 = leave the kernel's), nolock_code (leave the daemon's code "
                  "evictable; by default it is locked in memory), io_buffers=SIZE (memory for device reads and views, "
-                 "mapped and touched at mount and kept between reads; default 128M, 0 = map each buffer afresh), ro, "
+                 "kept between reads; default 256M, of which up to 128M is mapped and touched at mount; 0 = map each "
+                 "buffer afresh), ro, "
                  "allow_other, default_permissions (on unless root mounts without allow_other/allow_root), and the "
                  "other FUSE options")
       ->take_all()
@@ -318,7 +319,7 @@ int main(int argc, char** argv) {
   // both. The fork shares the pages with the daemon; once this process has
   // exited, the daemon's first write to a page keeps it (no copy).
   mmfs::fs::BufferPool::shared().set_limit(o.io_buffers);
-  mmfs::fs::BufferPool::shared().prefault(o.io_buffers);
+  mmfs::fs::BufferPool::shared().prefault(std::min<std::uint64_t>(o.io_buffers, mmfs::fs::BufferPool::kDefaultFill));
 
   // The Filesystem exists only after the fork, but the session takes its
   // userdata now: it gets the slot the Filesystem will be put in.

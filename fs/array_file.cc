@@ -26,8 +26,13 @@ using layouts::Selection;
 namespace {
 
 // Room for the chunk a reader is in, the one before it (requests still in
-// flight) and the prefetched ones ahead.
+// flight) and the prefetched ones ahead: at most this many, and this many
+// bytes unless three chunks need more.
 constexpr std::size_t kCachedChunks = 6;
+constexpr std::uint64_t kCacheBytes = 192ull << 20;
+// A larger chunk is chosen when the model reads it at least this much
+// cheaper per byte: it costs memory and the first bytes' latency.
+constexpr double kChunkGain = 0.9;
 // Relayout and conversion copy in slabs of about this size.
 constexpr std::uint64_t kCopyBudget = 64ull << 20;
 
@@ -325,6 +330,7 @@ void ArrayFile::release_placement_on_failure() {
   if (!state_) return;
   for (const Extent& e : state_->layout().extents()) ctx_.allocator.free(e);
   state_.reset();
+  ++placement_epoch_;
 }
 
 ArraySchema ArrayFile::schema() const {
@@ -474,6 +480,7 @@ int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Mloc
   }
   // The switch stands from here; a failing sync is still reported.
   state_.reset();
+  ++placement_epoch_;
   mloc_ = std::move(image);
   if (fresh_index) {
     index_ = std::move(fresh_index);
@@ -542,6 +549,7 @@ int ArrayFile::unseal_locked(bool copy, std::string* message) {
     return r;
   }
   state_ = std::move(staging);
+  ++placement_epoch_;
   mloc_.reset();
   return -r;
 }
@@ -763,6 +771,7 @@ int ArrayFile::relayout_locked(const ArraySchema& next, bool data, std::string* 
   }
   schema_ = next;
   state_ = std::move(fresh);
+  ++placement_epoch_;
   mloc_.reset();
   bytes_ = state_->bytes();
   ++generation_;
@@ -874,7 +883,8 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
     // in (load_chunk plans ch.selection(c), a single chunk included), issued
     // one after another; one plan of the whole selection would join requests
     // no read ever joins.
-    const layouts::SelectionChunks ch(view.selection, grid_locked(), ctx_.chunk_bytes);
+    const layouts::SelectionChunks ch(view.selection, grid_locked(),
+                                      chunk_bytes_locked(view.selection, view.spelling));
     std::vector<layouts::IoPlan> parts;
     parts.reserve(ch.count());
     for (std::uint64_t c = 0; c < ch.count(); ++c) {
@@ -907,10 +917,48 @@ int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out,
   return 0;
 }
 
-std::uint64_t ArrayFile::view_chunking(const DataView& view, std::unique_ptr<layouts::SelectionChunks>* out) const {
+std::uint64_t ArrayFile::view_chunking(DataView* view, std::unique_ptr<layouts::SelectionChunks>* out) const {
   std::shared_lock lock(mu_);
-  *out = std::make_unique<layouts::SelectionChunks>(view.selection, grid_locked(), ctx_.chunk_bytes);
-  return view.bytes(grid_locked().itemsize());
+  if (view->chunk_bytes == 0) view->chunk_bytes = chunk_bytes_locked(view->selection, view->spelling);
+  *out = std::make_unique<layouts::SelectionChunks>(view->selection, grid_locked(), view->chunk_bytes);
+  return view->bytes(grid_locked().itemsize());
+}
+
+std::uint64_t ArrayFile::chunk_bytes_locked(const Selection& selection, const std::string& spelling) const {
+  const std::uint64_t base = ctx_.chunk_bytes;
+  const std::uint64_t total = selection.elements() * grid_locked().itemsize();
+  if (!state_ || total <= base) return base;
+  const std::uint64_t epoch = placement_epoch_.load();
+  {
+    std::lock_guard lock(budget_mu_);
+    auto it = chunk_budgets_.find(spelling);
+    if (it != chunk_budgets_.end() && it->second.first == epoch) return it->second.second;
+  }
+  // The model's time per byte of a chunk from the middle of the view.
+  auto cost = [&](std::uint64_t budget) {
+    const layouts::SelectionChunks ch(selection, grid_locked(), budget);
+    const Selection part = ch.selection(ch.count() / 2);
+    layouts::IoPlan p = state_->plan(part);
+    if (p.whole_cells_ms < 0) layouts::model_plan(p, ctx_.geometry);
+    return p.modeled_ms / double(std::max<std::uint64_t>(1, part.elements()));
+  };
+  std::uint64_t best = base;
+  double best_cost = cost(base);
+  for (std::uint64_t b = 2 * base; b <= ctx_.max_chunk_scale * base && b / 2 < total; b *= 2) {
+    const double c = cost(b);
+    if (c < kChunkGain * best_cost) {
+      best = b;
+      best_cost = c;
+    }
+  }
+  std::lock_guard lock(budget_mu_);
+  if (chunk_budgets_.size() >= 256) chunk_budgets_.clear();  // views come and go; choosing again is cheap
+  chunk_budgets_[spelling] = {epoch, best};
+  return best;
+}
+
+std::uint64_t ArrayFile::prefetch_depth(std::uint64_t chunk_bytes) {
+  return std::clamp<std::uint64_t>(kPrefetchBytes / std::max<std::uint64_t>(1, chunk_bytes), 1, kPrefetchDepth);
 }
 
 DataView ArrayFile::whole() const {
@@ -935,15 +983,16 @@ int ArrayFile::view_span(const DataView& view, std::uint64_t offset, std::size_t
     *message = "the array file was removed";
     return ESTALE;
   }
+  DataView v = view;
   std::unique_ptr<layouts::SelectionChunks> ch;
-  std::uint64_t total = view_chunking(view, &ch);
+  std::uint64_t total = view_chunking(&v, &ch);
   std::uint64_t chunks = ch->count();
   if (offset >= total) return 0;
   length = std::size_t(std::min<std::uint64_t>(length, total - offset));
   std::uint64_t c = ch->index_at(offset);
   if (ch->index_at(offset + length - 1) != c) return 0;
   Chunk chunk_data;
-  if (int r = reader_chunk(view, c, chunks, &chunk_data, message)) return r;
+  if (int r = reader_chunk(v, c, chunks, &chunk_data, message)) return r;
   std::uint64_t base = ch->offset(c);
   if (offset < base || offset + length > base + chunk_data->size()) return 0;
   *data = chunk_data->data() + (offset - base);
@@ -964,7 +1013,8 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
     }
   }
   std::shared_lock lock(mu_);
-  layouts::SelectionChunks ch(view.selection, grid_locked(), ctx_.chunk_bytes);
+  const std::uint64_t budget = view.chunk_bytes ? view.chunk_bytes : chunk_bytes_locked(view.selection, view.spelling);
+  layouts::SelectionChunks ch(view.selection, grid_locked(), budget);
   Selection part = ch.selection(index);
   std::uint64_t bytes = part.elements() * grid_locked().itemsize();
   *out = AlignedBuffer(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
@@ -980,11 +1030,12 @@ std::string ArrayFile::chunk_key(const DataView& view, std::uint64_t index, std:
   // No lock: prefetches start from inside a load, which holds mu_ already.
   // A key of a generation a write is just leaving is only dropped sooner.
   *generation = generation_.load();
-  return fmt::format("{}#{}#{}", view.spelling, *generation, index);
+  return fmt::format("{}#{}#{}#{}", view.spelling, *generation, view.chunk_bytes, index);
 }
 
 std::shared_ptr<std::promise<ArrayFile::Chunk>> ArrayFile::find_or_reserve(const std::string& key,
-                                                                          std::uint64_t generation, bool reader,
+                                                                          std::uint64_t generation,
+                                                                          std::uint64_t bytes, bool reader,
                                                                           std::shared_future<Chunk>* future) {
   auto it = std::find_if(cache_.begin(), cache_.end(), [&](const CacheEntry& e) { return e.key == key; });
   if (it != cache_.end()) {
@@ -995,12 +1046,18 @@ std::shared_ptr<std::promise<ArrayFile::Chunk>> ArrayFile::find_or_reserve(const
   }
   auto promise = std::make_shared<std::promise<Chunk>>();
   *future = promise->get_future().share();
-  cache_.push_front({key, *future, generation, !reader});
+  cache_.push_front({key, *future, generation, !reader, bytes});
   // Chunks of older contents go first; then the least recently used one a
   // reader has taken; prefetched chunks wait for theirs unless nothing else
   // is left. An entry evicted while loading still serves its waiters.
   cache_.remove_if([&](const CacheEntry& e) { return e.generation < generation; });
-  while (cache_.size() > kCachedChunks) {
+  const std::uint64_t byte_limit = std::max(kCacheBytes, 3 * bytes);
+  auto over = [&] {
+    std::uint64_t held = 0;
+    for (const CacheEntry& e : cache_) held += e.bytes;
+    return cache_.size() > 1 && (cache_.size() > kCachedChunks || held > byte_limit);
+  };
+  while (over()) {
     auto victim = std::find_if(cache_.rbegin(), cache_.rend(), [](const CacheEntry& e) { return !e.unread; });
     if (victim == cache_.rend()) {
       ++chunk_stats_.evicted_unread;
@@ -1050,7 +1107,7 @@ int ArrayFile::chunk(const DataView& view, std::uint64_t index, Chunk* out, std:
     std::shared_ptr<std::promise<Chunk>> promise;
     {
       std::lock_guard lock(cache_mu_);
-      promise = find_or_reserve(key, generation, true, &future);
+      promise = find_or_reserve(key, generation, view.chunk_bytes, true, &future);
     }
     if (promise)
       if (int r = fill(view, index, key, *promise, device_done, message)) return r;
@@ -1093,7 +1150,7 @@ void ArrayFile::fill_pipeline(const DataView& view, std::uint64_t chunks) {
     std::lock_guard lock(cache_mu_);
     at = reader_at_;
   }
-  for (std::uint64_t k = 1; k <= std::uint64_t(kPrefetchDepth); ++k) prefetch(view, at + k, chunks);
+  for (std::uint64_t k = 1; k <= prefetch_depth(view.chunk_bytes); ++k) prefetch(view, at + k, chunks);
 }
 
 void ArrayFile::prefetch(const DataView& view, std::uint64_t index, std::uint64_t chunks) {
@@ -1103,11 +1160,12 @@ void ArrayFile::prefetch(const DataView& view, std::uint64_t index, std::uint64_
   std::shared_ptr<std::promise<Chunk>> promise;
   {
     std::lock_guard lock(cache_mu_);
-    if (quiesced_ || prefetching_ >= kPrefetchDepth || prefetch_on_device_ >= kDeviceLoads) return;
-    if (index > reader_at_ + kPrefetchDepth) return;  // too far ahead: its cache slot would evict what is read
+    const std::uint64_t depth = prefetch_depth(view.chunk_bytes);
+    if (quiesced_ || std::uint64_t(prefetching_) >= depth || prefetch_on_device_ >= kDeviceLoads) return;
+    if (index > reader_at_ + depth) return;  // too far ahead: its cache slot would evict what is read
     std::shared_future<Chunk> future;
     // Reserved now, so a reader arriving before the thread waits for it.
-    promise = find_or_reserve(key, generation, false, &future);
+    promise = find_or_reserve(key, generation, view.chunk_bytes, false, &future);
     if (!promise) return;  // cached or being loaded
     ++prefetching_;
     ++prefetch_on_device_;
@@ -1182,8 +1240,9 @@ int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t
     *message = "the array file was removed";
     return ESTALE;
   }
+  DataView v = view;
   std::unique_ptr<layouts::SelectionChunks> ch;
-  std::uint64_t total = view_chunking(view, &ch);
+  std::uint64_t total = view_chunking(&v, &ch);
   std::uint64_t chunks = ch->count();
   if (offset >= total) return 0;
   length = std::size_t(std::min<std::uint64_t>(length, total - offset));
@@ -1191,7 +1250,7 @@ int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t
   while (pos < end) {
     std::uint64_t c = ch->index_at(pos);
     Chunk data;
-    if (int r = reader_chunk(view, c, chunks, &data, message)) return r;
+    if (int r = reader_chunk(v, c, chunks, &data, message)) return r;
     std::uint64_t base = ch->offset(c);
     std::uint64_t n = std::min<std::uint64_t>(end - pos, base + data->size() - pos);
     if (data->size() == 0 || pos < base || n == 0) {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <future>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -45,6 +46,9 @@ struct ArrayContext {
   // bytes: large enough that a chunk's requests stream, small enough to
   // cache a few (tests use small ones to exercise many chunks).
   std::uint64_t chunk_bytes = 32ull << 20;
+  // A view may be read in chunks of up to this many times chunk_bytes, when
+  // the model reads them cheaper per byte (ArrayFile::chunk_bytes_locked).
+  std::uint64_t max_chunk_scale = 4;
 };
 
 // The rows (C-order linear indices) of a box of an array of `shape`.
@@ -283,8 +287,19 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   void release_placement_on_failure();
   std::string bad_cell_message(std::uint64_t cell) const;
 
-  // The view's size, and its chunking, under the placement lock.
-  std::uint64_t view_chunking(const DataView& view, std::unique_ptr<layouts::SelectionChunks>* out) const;
+  // The view's size, and its chunking, under the placement lock; sets
+  // view->chunk_bytes when it is 0.
+  std::uint64_t view_chunking(DataView* view, std::unique_ptr<layouts::SelectionChunks>* out) const;
+  // The size of the chunks a view of `selection` is read in: ctx_.chunk_bytes,
+  // or a power-of-two multiple of it up to ctx_.max_chunk_scale when the
+  // volume's model reads a chunk of that size at least kChunkGain less per
+  // byte (the layout's runs grow with the cell
+  // layers a chunk spans: a 2^k-aligned block of a Hilbert or Z-order grid is
+  // one run). Remembered per view spelling.
+  std::uint64_t chunk_bytes_locked(const layouts::Selection& selection, const std::string& spelling) const;
+  // Chunks a sequential reader has prefetched ahead of it: about
+  // kPrefetchBytes, at least one.
+  static std::uint64_t prefetch_depth(std::uint64_t chunk_bytes);
   using Chunk = std::shared_ptr<const AlignedBuffer>;
   // The chunk from the cache, else loaded here. `device_done` runs when this
   // call's load has read the device (not on a cache hit).
@@ -294,7 +309,8 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // Under cache_mu_: the cached (or loading) chunk's future, or a new entry
   // whose promise the caller must fulfil (with fill()). A reader's lookup
   // marks the chunk taken; a prefetch's leaves it waiting for its reader.
-  std::shared_ptr<std::promise<Chunk>> find_or_reserve(const std::string& key, std::uint64_t generation, bool reader,
+  std::shared_ptr<std::promise<Chunk>> find_or_reserve(const std::string& key, std::uint64_t generation,
+                                                       std::uint64_t bytes, bool reader,
                                                        std::shared_future<Chunk>* future);
   // Loads a reserved chunk into its promise (null on failure, the entry dropped).
   int fill(const DataView& view, std::uint64_t index, const std::string& key, std::promise<Chunk>& promise,
@@ -345,6 +361,7 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
     std::shared_future<Chunk> chunk;
     std::uint64_t generation = 0;  // of the contents it holds: older ones are never read again
     bool unread = false;           // prefetched, not yet taken by a reader: evicted last
+    std::uint64_t bytes = 0;       // the chunk's size (its view's chunk_bytes)
   };
   mutable std::mutex cache_mu_;
   std::list<CacheEntry> cache_;
@@ -360,7 +377,14 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   bool quiesced_ = false;
   std::condition_variable prefetch_done_;
   static constexpr int kPrefetchDepth = 3;
+  static constexpr std::uint64_t kPrefetchBytes = 96ull << 20;
   static constexpr int kDeviceLoads = 2;
+  // The chosen chunk size per view spelling (guarded by budget_mu_), for the
+  // placement it was chosen on (placement_epoch_, bumped whenever state_ is
+  // replaced).
+  mutable std::mutex budget_mu_;
+  mutable std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> chunk_budgets_;
+  std::atomic<std::uint64_t> placement_epoch_{0};
 
   // Last: destroyed first, its worker done with the members above.
   std::unique_ptr<WriteBehind> write_behind_;

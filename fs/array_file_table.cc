@@ -81,6 +81,7 @@ void ArrayFile::stage_commit_locked(Staged& staged, WriteBatch& batch) {
 void ArrayFile::adopt_locked(Staged staged) {
   schema_ = std::move(staged.schema);
   state_ = std::move(staged.state);
+  ++placement_epoch_;
   bytes_ = state_->bytes();
   ++generation_;
 }

@@ -30,7 +30,13 @@ class BufferPool {
  public:
   // Buffers are multiples of this, aligned to it (one PMD: a huge page).
   static constexpr std::size_t kGranule = std::size_t(2) << 20;
-  static constexpr std::size_t kDefaultLimit = std::size_t(128) << 20;
+  // A full read streams chunks of up to 128 MiB: the chunk a reader is in,
+  // the one loading ahead and its device buffer come and go in the pool's
+  // idle memory, which must hold two of them or every other chunk is mapped
+  // (and zeroed) afresh. The daemon fills kDefaultFill at mount; the rest
+  // of the limit is kept as reads give it back.
+  static constexpr std::size_t kDefaultLimit = std::size_t(256) << 20;
+  static constexpr std::size_t kDefaultFill = std::size_t(128) << 20;
 
   // The process's pool, which AlignedBuffer draws its large buffers from.
   static BufferPool& shared();

@@ -73,6 +73,9 @@ struct DataView {
   // leading zeros, box selectors normalized (see parse_box), e.g.
   // "slice/1/42", "plod/3", "plod/3@/box/0:4,2".
   std::string spelling;
+  // The bytes of the result each chunk it is read in holds (chosen by
+  // ArrayFile::view_chunking from the volume's model); 0 until chosen.
+  std::uint64_t chunk_bytes = 0;
   // Size of the view's bytes: selection.elements() * itemsize (PLoD views
   // keep whole elements, with the dropped bytes filled).
   std::uint64_t bytes(std::uint32_t itemsize) const { return selection.elements() * itemsize; }

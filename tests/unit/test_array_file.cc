@@ -1155,10 +1155,11 @@ TEST_CASE("array file: a sequential reader loads each chunk once, the pipeline a
     std::string msg;
 
     const DataView all = a->whole();
-    auto info = a->info();
-    layouts::CellGrid grid(s.shape, s.dtype.itemsize, info["cell"].get<std::vector<std::uint64_t>>(),
-                           info["order"].get<std::vector<std::uint32_t>>());
-    const std::uint64_t chunks = layouts::SelectionChunks(all.selection, grid, kSmallChunk).count();
+    // The chunk size is the model's choice (kSmallChunk or a multiple); the
+    // plan says how many chunks the read takes.
+    nlohmann::json plan;
+    REQUIRE(a->plan(all, &plan, &msg) == 0);
+    const std::uint64_t chunks = plan["chunks"].get<std::uint64_t>();
     REQUIRE(chunks >= 8);
     REQUIRE(a->chunk_stats().loads == 0);
     // The first chunk, then a pause: the pipeline fills the chunks after it.
@@ -1239,6 +1240,52 @@ TEST_CASE("array file: the plan of a view read in chunks is the reads the read m
       CHECK(planned_requests == plan.at("requests").get<std::uint64_t>());
     }
   }
+}
+
+TEST_CASE("array file: a long view is read in larger chunks only when the model reads them cheaper per byte",
+          "[array_file]") {
+  // Flash priced per request (a request costs as much as 80 KB of transfer):
+  // a chunk of one cell layer of a Hilbert grid is many short runs, and a
+  // 2^k-aligned block of layers is long ones.
+  auto flash = geom::load_geometry(nlohmann::json{{"kind", "flash"},       {"sector_size", 512},
+                                                  {"capacity_sectors", 65536}, {"queues", 1},
+                                                  {"latency_ms", 0.08},   {"bandwidth_mb_s", 1000},
+                                                  {"name", "one-channel"}});
+  std::mt19937_64 rng(31);
+  Mount m = mount(formatted(*flash));
+  ArraySchema s = make_schema({64, 64, 32}, "float64", "hilbert");
+  s.cell = {4, 4, 4};
+  Bytes model;
+  std::shared_ptr<ArrayFile> a = small_chunked_array(m, "chosen", s, rng, &model);
+  std::string msg;
+  const DataView all = a->whole();
+  nlohmann::json chosen;
+  REQUIRE(a->plan(all, &chosen, &msg) == 0);
+
+  ArrayContext fixed_ctx = m.ctx();  // the same array, read in chunks of kSmallChunk only
+  fixed_ctx.chunk_bytes = kSmallChunk;
+  fixed_ctx.max_chunk_scale = 1;
+  std::shared_ptr<ArrayFile> fixed;
+  REQUIRE(ArrayFile::open(fixed_ctx, a->ino(), s, &fixed, &msg) == 0);
+  nlohmann::json base;
+  REQUIRE(fixed->plan(all, &base, &msg) == 0);
+  const auto num = [](const nlohmann::json& j, const char* k) { return j.at(k).get<double>(); };
+  INFO("chosen " << chosen.dump().substr(0, 200) << "\nbase " << base.dump().substr(0, 200));
+  CHECK(num(base, "chunks") == 16);
+  CHECK((num(chosen, "chunks") == 8 || num(chosen, "chunks") == 4));
+  CHECK(num(chosen, "requests") < num(base, "requests") / 2);
+  CHECK(num(chosen, "modeled_ms") <= 0.9 * num(base, "modeled_ms"));
+  CHECK(num(chosen, "bytes_read") <= num(base, "bytes_read"));  // fewer gaps read through
+  // Both read the same bytes, the larger chunks with the requests planned.
+  for (ArrayFile* f : {a.get(), fixed.get()}) {
+    const nlohmann::json before = m.io->stats();
+    CHECK(bytes_diff(read_view_bytes(*f, all, 0, model.size()), model) == "");
+    f->wait_for_prefetches();
+    const nlohmann::json after = m.io->stats();
+    const nlohmann::json& plan = f == a.get() ? chosen : base;
+    CHECK(after.at("requests").get<double>() - before.at("requests").get<double>() == num(plan, "requests"));
+  }
+  fixed->quiesce();
 }
 
 TEST_CASE("array file: mloc plans read through the gaps the volume's model says to, and only those",

@@ -1,17 +1,31 @@
 """Streaming beside a plain file (issue 18, "streaming at device speed"): the
 same C-order bytes written with the same calls (8 MiB pwrite, then fsync) into
 a plain file on the disk under test and into an mmfs array file (the volume's
-default layout, or --layout), then read back cold with the same calls (8 MiB
-preadv into one buffer; caches dropped and the daemon remounted first), for
-one or more daemon binaries, alternating, medians of --runs. Run as root.
+default layout, or --layout), then read back cold with the same calls, for one
+or more daemon binaries, alternating, medians of --runs. Run as root.
+
+Two phases. Writes first: every target written --runs times, alternating.
+Then `sync` and --settle seconds, and the reads: every target read --runs
+times per call pattern, alternating, each after dropping the caches (and, for
+mmfs, on a fresh mount). The reads are kept apart from the writes because on a
+VM the host goes on writing the guest's data back for many seconds after
+fsync returns, and a read made then pays for that with stolen vCPU time: the
+daemon's CPU per GiB read more than doubled right after a write.
+
+Read call patterns (--reads): `preadv` (8 MiB preadv into one buffer),
+`cat` (GNU cat FILE > /dev/null: its 128 KiB reads through the page cache),
+`direct` (the file opened O_DIRECT, 8 MiB preadv into an aligned buffer).
+
 Besides the times: the CPU seconds per GiB of the daemon (all its threads,
-from /proc/PID/stat) and of the writing/reading process (user + system,
-which holds the kernel's copies into and out of FUSE or the page cache).
+from /proc/PID/stat) and of the writing/reading process (user + system, its
+children included, which holds the kernel's copies into and out of FUSE or
+the page cache).
 
     python3 tools/bench/stream_bench.py --daemon build/daemon/mmfs [--daemon OTHER] --dir /var/tmp/ing \
-        [--out docs/benchmarks/stream.md]
+        [--layout L] [--reads preadv,cat,direct] [--out docs/benchmarks/stream.md]
 """
 import argparse
+import mmap
 import os
 import statistics
 import subprocess
@@ -35,7 +49,7 @@ def proc_cpu(pid):
 
 def own_cpu():
     t = os.times()
-    return t.user + t.system
+    return t.user + t.system + t.children_user + t.children_system
 
 
 class Cpu:
@@ -63,11 +77,11 @@ def write_all(path, data, step=8 * MiB):
     return time.perf_counter() - t0
 
 
-def read_all(path, size, step=8 * MiB):
-    buf = bytearray(step)
+def read_preadv(path, size, direct=False, step=8 * MiB):
+    buf = mmap.mmap(-1, step)  # page-aligned, as O_DIRECT wants
     view = memoryview(buf)
     t0 = time.perf_counter()
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
     try:
         off = 0
         while off < size:
@@ -77,7 +91,22 @@ def read_all(path, size, step=8 * MiB):
             off += n
     finally:
         os.close(fd)
+        view.release()
+        buf.close()
     return time.perf_counter() - t0
+
+
+def read_cat(path, size):
+    t0 = time.perf_counter()
+    subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0
+
+
+READS = {
+    "preadv": ("8 MiB preadv", lambda path, size: read_preadv(path, size)),
+    "cat": ("cat > /dev/null (128 KiB reads)", read_cat),
+    "direct": ("O_DIRECT, 8 MiB preadv", lambda path, size: read_preadv(path, size, direct=True)),
+}
 
 
 def main():
@@ -89,8 +118,13 @@ def main():
     ap.add_argument("--layout", default=None, help="user.mmfs.layout (default: the volume's default)")
     ap.add_argument("--geometry", default="ssd")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--reads", default="preadv,cat,direct", help=f"read call patterns, of {','.join(READS)}")
+    ap.add_argument("--settle", type=float, default=20.0, help="seconds between the writes and the reads")
     ap.add_argument("--out", default=None, help="also write the summary as markdown to this file")
     a = ap.parse_args()
+    reads = a.reads.split(",")
+    if unknown := [r for r in reads if r not in READS]:
+        ap.error(f"--reads: unknown pattern(s) {','.join(unknown)}; known: {','.join(READS)}")
     shape = tuple(int(x) for x in a.shape.split(","))
     data = np.random.default_rng(6).standard_normal(shape).tobytes()
     os.makedirs(a.dir, exist_ok=True)
@@ -98,25 +132,26 @@ def main():
     os.makedirs(mnt, exist_ok=True)
     subprocess.run([a.mkfs, "-q", "-f", "-s", str(len(data) * 3 + (1 << 30)), "-g", a.geometry, image], check=True)
     drop = CacheDropper()
-    times = {"plain file": []} | {d: [] for d in a.daemon}
-    reads = {k: [] for k in times}
-    cpu = {(k, what): [] for k in times for what in ("write", "read")}  # (daemon s, client s) per run
+    targets = ["plain file"] + a.daemon
+    times = {(k, what): [] for k in targets for what in ["write"] + reads}
+    cpu = {k: [] for k in times}  # (daemon s, client s) per run
+    log = os.path.join(a.dir, "daemon.log")
+
+    def measure(target, what, pid, fn):
+        with Cpu(pid) as c:
+            times[target, what].append(fn())
+        cpu[target, what].append((c.daemon, c.client))
+
     try:
         for run in range(a.runs):
-            for target in times:
+            for target in targets:
                 drop()
                 if target == "plain file":
                     if os.path.exists(plain):
                         os.unlink(plain)
-                    with Cpu(None) as c:
-                        times[target].append(write_all(plain, data))
-                    cpu[target, "write"].append((c.daemon, c.client))
-                    drop()
-                    with Cpu(None) as c:
-                        reads[target].append(read_all(plain, len(data)))
-                    cpu[target, "read"].append((c.daemon, c.client))
+                    measure(target, "write", None, lambda: write_all(plain, data))
                     continue
-                d = Daemon(target, image, mnt, "", os.path.join(a.dir, "daemon.log"))
+                d = Daemon(target, image, mnt, "", log)
                 d.mount()
                 try:
                     path = os.path.join(mnt, "a")
@@ -126,21 +161,29 @@ def main():
                     if a.layout:
                         os.setxattr(path, "user.mmfs.layout", a.layout.encode())
                     os.setxattr(path, "user.mmfs.shape", a.shape.encode())
-                    with Cpu(d.proc.pid) as c:
-                        times[target].append(write_all(path, data))
-                    cpu[target, "write"].append((c.daemon, c.client))
+                    measure(target, "write", d.proc.pid, lambda: write_all(path, data))
                 finally:
                     d.unmount()
-                d.mount()
-                drop()
-                try:
-                    with Cpu(d.proc.pid) as c:
-                        reads[target].append(read_all(os.path.join(mnt, "a"), len(data)))
-                    cpu[target, "read"].append((c.daemon, c.client))
-                finally:
-                    d.unmount()
-            print(f"run {run + 1}: " + ", ".join(f"{k} write {v[-1]:.2f} s, read {reads[k][-1]:.2f} s"
-                                               for k, v in times.items()), flush=True)
+            print(f"write run {run + 1}: " + ", ".join(f"{k} {times[k, 'write'][-1]:.2f} s" for k in targets),
+                  flush=True)
+        os.sync()
+        time.sleep(a.settle)
+        for run in range(a.runs):
+            for what in reads:
+                for target in targets:
+                    if target == "plain file":
+                        drop()
+                        measure(target, what, None, lambda: READS[what][1](plain, len(data)))
+                        continue
+                    d = Daemon(target, image, mnt, "", log)
+                    d.mount()
+                    try:
+                        drop()
+                        measure(target, what, d.proc.pid, lambda: READS[what][1](os.path.join(mnt, "a"), len(data)))
+                    finally:
+                        d.unmount()
+                print(f"read run {run + 1}, {what}: " + ", ".join(f"{k} {times[k, what][-1]:.2f} s" for k in targets),
+                      flush=True)
     finally:
         if os.path.exists(plain):
             os.unlink(plain)
@@ -148,16 +191,17 @@ def main():
     md = [f"# Streaming beside a plain file\n",
           f"`{' '.join(['python3'] + sys.argv)}`\n",
           f"{len(data) / MiB:.0f} MiB (shape {a.shape}, float64), geometry {a.geometry}, layout "
-          f"{a.layout or 'the default'}; medians of {a.runs} runs, alternating. CPU: seconds per GiB, the daemon's "
-          f"threads and the writing/reading process (its kernel copies included).\n"]
-    for what, key, table in (("write: 8 MiB pwrite + fsync", "write", times),
-                             ("cold read: 8 MiB preadv", "read", reads)):
-        base = statistics.median(table["plain file"])
-        print(f"\n{len(data) / MiB:.0f} MiB, {what}, medians of {a.runs}:")
-        md += [f"\n## {what}\n", "| target | s | MiB/s | of the plain file | daemon CPU s/GiB | client CPU s/GiB |",
+          f"{a.layout or 'the default'}; medians of {a.runs} runs, alternating; the reads after the writes "
+          f"and {a.settle:.0f} s of rest. CPU: seconds per GiB, the daemon's threads and the writing/reading "
+          f"process (its kernel copies included).\n"]
+    patterns = [("write", "write: 8 MiB pwrite + fsync")] + [(r, f"cold read: {READS[r][0]}") for r in reads]
+    for key, title in patterns:
+        base = statistics.median(times["plain file", key])
+        print(f"\n{len(data) / MiB:.0f} MiB, {title}, medians of {a.runs}:")
+        md += [f"\n## {title}\n", "| target | s | MiB/s | of the plain file | daemon CPU s/GiB | client CPU s/GiB |",
                "|---|---:|---:|---:|---:|---:|"]
-        for k, v in table.items():
-            m = statistics.median(v)
+        for k in targets:
+            m = statistics.median(times[k, key])
             dcpu = statistics.median(c[0] for c in cpu[k, key]) / gib
             ccpu = statistics.median(c[1] for c in cpu[k, key]) / gib
             print(f"  {k}: {m:.2f} s, {len(data) / m / MiB:.0f} MiB/s, {base / m:.0%} of the plain file, "
@@ -167,6 +211,7 @@ def main():
     if a.out:
         with open(a.out, "w") as f:
             f.write("\n".join(md) + "\n")
+
 
 if __name__ == "__main__":
     main()
