@@ -942,15 +942,7 @@ std::uint64_t ArrayFile::chunk_bytes_locked(const Selection& selection, const st
     if (p.whole_cells_ms < 0) layouts::model_plan(p, ctx_.geometry);
     return p.modeled_ms / double(std::max<std::uint64_t>(1, part.elements()));
   };
-  std::uint64_t best = base;
-  double best_cost = cost(base);
-  for (std::uint64_t b = 2 * base; b <= ctx_.max_chunk_scale * base && b / 2 < total; b *= 2) {
-    const double c = cost(b);
-    if (c < kChunkGain * best_cost) {
-      best = b;
-      best_cost = c;
-    }
-  }
+  const std::uint64_t best = layouts::choose_chunk_budget(base, ctx_.max_chunk_scale, total, kChunkGain, cost);
   std::lock_guard lock(budget_mu_);
   if (chunk_budgets_.size() >= 256) chunk_budgets_.clear();  // views come and go; choosing again is cheap
   chunk_budgets_[spelling] = {epoch, best};

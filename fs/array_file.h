@@ -290,12 +290,11 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // The view's size, and its chunking, under the placement lock; sets
   // view->chunk_bytes when it is 0.
   std::uint64_t view_chunking(DataView* view, std::unique_ptr<layouts::SelectionChunks>* out) const;
-  // The size of the chunks a view of `selection` is read in: ctx_.chunk_bytes,
-  // or a power-of-two multiple of it up to ctx_.max_chunk_scale when the
-  // volume's model reads a chunk of that size at least kChunkGain less per
-  // byte (the layout's runs grow with the cell
-  // layers a chunk spans: a 2^k-aligned block of a Hilbert or Z-order grid is
-  // one run). Remembered per view spelling.
+  // The size of the chunks a view of `selection` is read in
+  // (layouts::choose_chunk_budget, priced by the volume's model on a chunk
+  // from the middle of the view): a layout's runs grow with the cell layers
+  // a chunk spans, as a 2^k-aligned block of a Hilbert or Z-order grid is
+  // one run. Remembered per view spelling and placement.
   std::uint64_t chunk_bytes_locked(const layouts::Selection& selection, const std::string& spelling) const;
   // Chunks a sequential reader has prefetched ahead of it: about
   // kPrefetchBytes, at least one.

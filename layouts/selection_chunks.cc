@@ -51,6 +51,22 @@ std::uint64_t SelectionChunks::index_at(std::uint64_t byte) const {
   return (byte / row_span_) * chunks_k_ + (byte % row_span_) / (rows_ * inner_);
 }
 
+std::uint64_t choose_chunk_budget(std::uint64_t base, std::uint64_t max_scale, std::uint64_t total, double gain,
+                                  const std::function<double(std::uint64_t)>& cost_per_byte) {
+  if (total <= base) return base;
+  std::uint64_t best = base;
+  double best_cost = cost_per_byte(base);
+  // Up to the first size that holds the whole result.
+  for (std::uint64_t b = 2 * base; b <= max_scale * base && b / 2 < total; b *= 2) {
+    const double c = cost_per_byte(b);
+    if (c < gain * best_cost) {
+      best = b;
+      best_cost = c;
+    }
+  }
+  return best;
+}
+
 Selection SelectionChunks::selection(std::uint64_t c) const {
   // Past the end the index arithmetic below would wrap into the first chunks.
   if (c >= count()) throw std::out_of_range("chunk " + std::to_string(c) + " of " + std::to_string(count()));

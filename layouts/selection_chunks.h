@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "layouts/cell_grid.h"
@@ -34,5 +35,13 @@ class SelectionChunks {
   std::uint64_t rows_ = 1, chunks_k_ = 1, inner_ = 0, chunks_ = 1, row_span_ = 0;
   bool scalar_ = false;
 };
+
+// The chunk size to read a result of `total` bytes in: `base`, or the
+// largest of 2x, 4x ... up to `max_scale` x base whose cost per byte
+// (`cost_per_byte(budget)`, e.g. the modeled time of a chunk's plan over its
+// bytes) is below `gain` times that of the best smaller size. A larger chunk
+// costs memory and its first bytes' latency, so it must pay for them.
+std::uint64_t choose_chunk_budget(std::uint64_t base, std::uint64_t max_scale, std::uint64_t total, double gain,
+                                  const std::function<double(std::uint64_t)>& cost_per_byte);
 
 }  // namespace mmfs::layouts

@@ -1,5 +1,6 @@
 // C order <-> cells (layouts/cell_copy.h) and view chunking
 // (layouts/selection_chunks.h) against brute force, without a device.
+#include <map>
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -208,4 +209,31 @@ TEST_CASE("selection chunks tile the result in order, each a selection of its by
       CHECK_THROWS_AS(ch.selection(ch.count()), std::out_of_range);
     }
   }
+}
+
+TEST_CASE("choose_chunk_budget: a larger chunk only when it is cheaper per byte by the gain", "[selection_chunks]") {
+  using mmfs::layouts::choose_chunk_budget;
+  constexpr std::uint64_t kBase = 32;
+  std::vector<std::uint64_t> priced;
+  auto cost_of = [&](std::map<std::uint64_t, double> table) {
+    priced.clear();
+    return [&priced, table](std::uint64_t b) {
+      priced.push_back(b);
+      return table.at(b);
+    };
+  };
+  // Each doubling 20 % cheaper: the largest allowed.
+  CHECK(choose_chunk_budget(kBase, 4, 1000, 0.9, cost_of({{32, 1.0}, {64, 0.8}, {128, 0.64}})) == 128);
+  CHECK(priced == std::vector<std::uint64_t>{32, 64, 128});
+  // 5 % cheaper is not worth the memory; a later size is judged against the best so far.
+  CHECK(choose_chunk_budget(kBase, 4, 1000, 0.9, cost_of({{32, 1.0}, {64, 0.95}, {128, 0.85}})) == 128);
+  CHECK(choose_chunk_budget(kBase, 4, 1000, 0.9, cost_of({{32, 1.0}, {64, 0.95}, {128, 0.92}})) == 32);
+  CHECK(choose_chunk_budget(kBase, 4, 1000, 0.9, cost_of({{32, 1.0}, {64, 0.5}, {128, 0.48}})) == 64);
+  // Capped by max_scale, and no size past the first that holds the whole result.
+  CHECK(choose_chunk_budget(kBase, 2, 1000, 0.9, cost_of({{32, 1.0}, {64, 0.5}})) == 64);
+  CHECK(choose_chunk_budget(kBase, 4, 60, 0.9, cost_of({{32, 1.0}, {64, 0.5}})) == 64);
+  CHECK(priced == std::vector<std::uint64_t>{32, 64});
+  // A result of one base chunk or less is not priced at all.
+  CHECK(choose_chunk_budget(kBase, 4, 32, 0.9, cost_of({})) == kBase);
+  CHECK(priced.empty());
 }
