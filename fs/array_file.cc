@@ -883,8 +883,8 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
     // in (load_chunk plans ch.selection(c), a single chunk included), issued
     // one after another; one plan of the whole selection would join requests
     // no read ever joins.
-    const layouts::SelectionChunks ch(view.selection, grid_locked(),
-                                      chunk_bytes_locked(view.selection, view.spelling));
+    const std::uint64_t budget = chunk_bytes_locked(view.selection, view.spelling);
+    const layouts::SelectionChunks ch(view.selection, grid_locked(), budget);
     std::vector<layouts::IoPlan> parts;
     parts.reserve(ch.count());
     for (std::uint64_t c = 0; c < ch.count(); ++c) {
@@ -894,6 +894,7 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
     }
     *out = layouts::concatenate_plans(std::move(parts)).to_json();
     (*out)["chunks"] = ch.count();
+    (*out)["chunk_bytes"] = budget;
   } catch (const std::exception& e) {
     *message = fmt::format("planning {} failed: {}", view.spelling, e.what());
     return EINVAL;
@@ -949,8 +950,9 @@ std::uint64_t ArrayFile::chunk_bytes_locked(const Selection& selection, const st
   return best;
 }
 
-std::uint64_t ArrayFile::prefetch_depth(std::uint64_t chunk_bytes) {
-  return std::clamp<std::uint64_t>(kPrefetchBytes / std::max<std::uint64_t>(1, chunk_bytes), 1, kPrefetchDepth);
+std::uint64_t ArrayFile::prefetch_depth(std::uint64_t chunk_bytes) const {
+  return std::clamp<std::uint64_t>(kPrefetchChunks * ctx_.chunk_bytes / std::max<std::uint64_t>(1, chunk_bytes),
+                                    kMinPrefetchDepth, kPrefetchDepth);
 }
 
 DataView ArrayFile::whole() const {
