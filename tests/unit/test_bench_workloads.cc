@@ -250,7 +250,9 @@ TEST_CASE("bench: an mmfs target's plan and modeled_ms equal the daemon's A@/pla
         // view in one piece, as the bench plans it (longer views are planned
         // chunk by chunk by the daemon only).
         CHECK(daemon.at("chunks") == 1);
+        CHECK(daemon.at("chunk_bytes") == ctx.chunk_bytes);
         daemon.erase("chunks");
+        daemon.erase("chunk_bytes");
         CHECK(target->plan(w.selections[i]).to_json() == daemon);
       }
     // The first array of a fresh volume: --first-lbn = the data area's start reproduces its extents.
@@ -260,6 +262,7 @@ TEST_CASE("bench: an mmfs target's plan and modeled_ms equal the daemon's A@/pla
       nlohmann::json daemon;
       REQUIRE(array->plan(fs::DataView{workloads[3].selections[0], 0, workloads[3].views[0]}, &daemon, &msg) == 0);
       daemon.erase("chunks");
+      daemon.erase("chunk_bytes");
       CHECK(fresh->plan(workloads[3].selections[0]).to_json() == daemon);
       first = false;
     }

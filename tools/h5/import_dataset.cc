@@ -166,10 +166,15 @@ TransferStats import_dataset(hid_t loc, const std::string& name, const std::stri
   for (const auto& [xattr, value] : attrs.xattrs)
     if (auto r = set_xattr(fd.get(), xattr, value))
       stats.warnings.push_back(fmt::format("attribute '{}': {}, skipped", xattr.substr(5), r.message));
+  // A signal that came after the last read (the writes, the attributes or
+  // the fsync, which places the whole array) still undoes the import: the
+  // array is kept only if none came before it is complete.
+  check_interrupted();
   if (::fsync(fd.get()) != 0) {
     int e = errno;
     throw ToolError(e, io_error_text(dest, "fsync", e));
   }
+  check_interrupted();
   fd.close(dest);
   progress.finish();
   cleanup.done();
