@@ -1,9 +1,9 @@
 // C order <-> cells (layouts/cell_copy.h) and view chunking
 // (layouts/selection_chunks.h) against brute force, without a device.
-#include <map>
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <map>
 #include <random>
 #include <stdexcept>
 

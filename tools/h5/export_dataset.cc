@@ -254,6 +254,10 @@ TransferStats export_array(const ArraySource& src, const std::string& file_name,
     auto w = xattrs_to_attributes(dataset.get(), xattrs);
     stats.warnings.insert(stats.warnings.end(), w.begin(), w.end());
   }
+  // A signal that came after the last read (the last writes, the
+  // attributes) still undoes the export, as one during the reads does: past
+  // here the old dataset is replaced.
+  check_interrupted();
   dataset.close("closing the dataset");
   if (replacing) {
     check_ok(H5Ldelete(file.get(), object.c_str(), H5P_DEFAULT), fmt::format("removing the old {}", object));
