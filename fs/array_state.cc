@@ -353,6 +353,14 @@ const std::byte* SectorBuffer::at(geom::Lbn lbn) const {
   return data_ + it->offset + (lbn - it->lbn) * sector_size_;
 }
 
+void SectorBuffer::runs_holding(geom::Lbn lbn, std::uint64_t count, std::vector<std::uint32_t>* out) const {
+  auto it = std::upper_bound(placed_.begin(), placed_.end(), lbn,
+                             [](geom::Lbn l, const Placed& p) { return l < p.lbn; });
+  if (it != placed_.begin()) --it;
+  for (; it != placed_.end() && it->lbn < lbn + count; ++it)
+    if (it->lbn + it->sectors > lbn) out->push_back(std::uint32_t(it - placed_.begin()));
+}
+
 layouts::IoPlan ArrayState::plan(const Selection& sel) const {
   layouts::PlanOptions options;
   const ChecksumBlocks& blocks = sums_.blocks();
@@ -360,15 +368,169 @@ layouts::IoPlan ArrayState::plan(const Selection& sel) const {
   return layouts::plan_selection(*layout_, sel, options);
 }
 
+// Verifying and gathering a selection's cells from sectors read, one cell at
+// a time in any order: after the whole plan was read (gather_selection), or
+// as each request arrives (read_selection).
+class ArrayState::CellGather {
+ public:
+  CellGather(const ArrayState& state, const Selection& sel, const SectorBuffer& sectors, std::byte* out,
+             bool partial_cells)
+      : state_(state), sectors_(sectors), out_(out),
+        // A result larger than the caches is read back later, by the thread
+        // that replies from it: write it around them.
+        gather_(state.grid(), sel,
+                sel.elements() * state.grid().itemsize() >= kStreamedResultBytes
+                    ? layouts::SelectionGather::Stores::streamed
+                    : layouts::SelectionGather::Stores::cached),
+        joined_(state.cell_storage_), zeros_(state.grid().cell_bytes(), std::byte{0}) {
+    // A partial plan read only the blocks of some cells that hold the
+    // selection: those cells are put together (and verified) block by block.
+    if (partial_cells) blocks_.emplace(state.grid(), sel, state.sums_.blocks().bytes, state.sums_.blocks().per_cell);
+  }
+
+  const std::vector<std::vector<std::uint64_t>>& touched() const { return gather_.touched(); }
+
+  // Calls visit(lbn, sectors) for each piece of the device cell `cc` is read
+  // from (none for a cell that never held data: it reads as zeros).
+  template <class Visit>
+  void pieces(std::span<const std::uint64_t> cc, Visit&& visit) {
+    const CellGrid& g = state_.grid();
+    if (!state_.may_hold_data(g.linear(cc))) return;
+    Run r[2];
+    const std::size_t k = state_.layout_->cell_runs(cc, r);
+    const layouts::BlockMask* mask = blocks_ ? &blocks_->of(cc) : nullptr;
+    if (mask && !blocks_->full(*mask)) {
+      const std::uint32_t block_sectors = std::uint32_t(state_.sums_.blocks().bytes / state_.io_.sector_size());
+      for (std::uint32_t b = 0; b < blocks_->per_cell(); ++b)
+        if (mask->has(b))
+          layouts::for_each_block_piece(std::span<const Run>(r, k), b, block_sectors,
+                                        [&](geom::Lbn lbn, std::uint32_t n, std::uint64_t) { visit(lbn, n); });
+    } else {
+      for (std::size_t j = 0; j < k; ++j) visit(r[j].lbn, r[j].sectors);
+    }
+  }
+
+  // Verifies cell `cc` and copies its part of the selection into the
+  // result. EIO with *bad_cell on a mismatch.
+  int cell(std::span<const std::uint64_t> cc, std::uint64_t* bad_cell) {
+    const CellGrid& g = state_.grid();
+    const std::uint32_t ss = state_.io_.sector_size();
+    const std::uint64_t linear = g.linear(cc), brick = g.cell_bytes();
+    const std::byte* cell;
+    const layouts::BlockMask* mask = blocks_ ? &blocks_->of(cc) : nullptr;
+    Run r[2];
+    if (!state_.may_hold_data(linear)) {
+      cell = zeros_.data();
+    } else if (mask && !blocks_->full(*mask)) {
+      const std::size_t k = state_.layout_->cell_runs(cc, r);
+      if (!state_.assemble_blocks(linear, {r, k}, *mask, sectors_, joined_.data())) {
+        *bad_cell = linear;
+        return EIO;
+      }
+      cell = joined_.data();
+    } else {
+      const std::size_t k = state_.layout_->cell_runs(cc, r);
+      cell = sectors_.at(r[0].lbn);
+      if (k == 2) {  // the cell wraps around its track's end: join its two pieces
+        std::memcpy(joined_.data(), cell, std::uint64_t(r[0].sectors) * ss);
+        std::memcpy(joined_.data() + std::uint64_t(r[0].sectors) * ss, sectors_.at(r[1].lbn),
+                    std::uint64_t(r[1].sectors) * ss);
+        cell = joined_.data();
+      }
+      if (!state_.cell_valid(linear, {cell, brick})) {
+        *bad_cell = linear;
+        return EIO;
+      }
+    }
+    gather_.copy(cc, cell, out_);
+    return 0;
+  }
+
+ private:
+  const ArrayState& state_;
+  const SectorBuffer& sectors_;
+  std::byte* out_;
+  layouts::SelectionGather gather_;
+  std::optional<layouts::CellBlocks> blocks_;
+  std::vector<std::byte> joined_;
+  const std::vector<std::byte> zeros_;
+};
+
+namespace {
+
+// Every cell of the product of `touched` (a coordinate list per dimension),
+// in C order (none when a dimension has no cell).
+template <class Visit>
+void for_each_touched_cell(const std::vector<std::vector<std::uint64_t>>& touched, Visit&& visit) {
+  const std::size_t n = touched.size();
+  for (const auto& t : touched)
+    if (t.empty()) return;
+  std::vector<std::size_t> idx(n, 0);
+  std::vector<std::uint64_t> cc(n);
+  for (;;) {
+    for (std::size_t d = 0; d < n; ++d) cc[d] = touched[d][idx[d]];
+    visit(std::span<const std::uint64_t>(cc));
+    std::size_t d = n;
+    while (d > 0) {
+      --d;
+      if (++idx[d] < touched[d].size()) break;
+      idx[d] = 0;
+      if (d == 0) return;
+    }
+  }
+}
+
+}  // namespace
+
 int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,
                                const std::function<void()>& device_done, std::uint64_t* bytes_read,
                                AlignedBuffer* scratch) {
   const layouts::IoPlan p = plan(sel);
   SectorBuffer sectors(p, io_.sector_size(), scratch);
-  if (int rc = io_.read(sectors.runs())) return rc;
+  CellGather gather(*this, sel, sectors, out, p.partial_cells);
+  const std::size_t n = grid().dims();
+
+  // Each cell (its coordinates in `coords`), the requests of the plan it
+  // waits for, and per request the cells waiting for it (CSR: waiters_at).
+  // The cells are verified and gathered as their requests arrive, while the
+  // device serves the rest: on a fast device the passes over the bytes read
+  // would otherwise follow the whole read, a third of a slice's time.
+  const std::vector<SectorRun> runs = sectors.runs();
+  std::vector<std::uint64_t> coords;
+  std::vector<std::uint32_t> waiting;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;  // (request, cell)
+  std::vector<std::uint32_t> mine;
+  int failed = 0;
+  auto take = [&](std::uint32_t c) {
+    if (!failed) failed = gather.cell({coords.data() + std::size_t(c) * n, n}, bad_cell);
+  };
+  for_each_touched_cell(gather.touched(), [&](std::span<const std::uint64_t> cc) {
+    const std::uint32_t c = std::uint32_t(waiting.size());
+    coords.insert(coords.end(), cc.begin(), cc.end());
+    mine.clear();
+    gather.pieces(cc, [&](geom::Lbn lbn, std::uint64_t count) { sectors.runs_holding(lbn, count, &mine); });
+    std::sort(mine.begin(), mine.end());
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+    waiting.push_back(std::uint32_t(mine.size()));
+    for (std::uint32_t q : mine) edges.emplace_back(q, c);
+  });
+  std::vector<std::uint32_t> waiters_at(runs.size() + 1, 0), waiters(edges.size());
+  for (const auto& e : edges) ++waiters_at[e.first + 1];
+  for (std::size_t q = 0; q < runs.size(); ++q) waiters_at[q + 1] += waiters_at[q];
+  {
+    std::vector<std::uint32_t> fill(waiters_at.begin(), waiters_at.end() - 1);
+    for (const auto& e : edges) waiters[fill[e.first]++] = e.second;
+  }
+  for (std::uint32_t c = 0; c < waiting.size(); ++c)
+    if (waiting[c] == 0) take(c);  // zeros: nothing to read
+  const int rc = io_.read(runs, [&](std::size_t q) {
+    for (std::uint32_t i = waiters_at[q]; i < waiters_at[q + 1]; ++i)
+      if (--waiting[waiters[i]] == 0) take(waiters[i]);
+  });
+  if (rc) return rc;
   if (bytes_read) *bytes_read += sectors.sectors() * io_.sector_size();
   if (device_done) device_done();
-  return gather_selection(sel, sectors, out, bad_cell, p.partial_cells);
+  return failed;
 }
 
 bool ArrayState::assemble_blocks(std::uint64_t linear, std::span<const Run> runs, const layouts::BlockMask& mask,
@@ -390,65 +552,12 @@ bool ArrayState::assemble_blocks(std::uint64_t linear, std::span<const Run> runs
 
 int ArrayState::gather_selection(const Selection& sel, const SectorBuffer& sectors, std::byte* out,
                                  std::uint64_t* bad_cell, bool partial_cells) const {
-  const CellGrid& g = grid();
-  const std::size_t n = g.dims();
-  const std::uint32_t ss = io_.sector_size();
-  // A result larger than the caches is read back later, by the thread that
-  // replies from it: write it around them.
-  const bool large = sel.elements() * g.itemsize() >= kStreamedResultBytes;
-  layouts::SelectionGather gather(g, sel, large ? layouts::SelectionGather::Stores::streamed
-                                                : layouts::SelectionGather::Stores::cached);
-  const auto& touched = gather.touched();
-  std::vector<std::size_t> idx(n, 0);
-  std::vector<std::uint64_t> cc(n);
-  std::vector<std::byte> joined(cell_storage_);
-  const std::vector<std::byte> zeros(g.cell_bytes(), std::byte{0});
-  const std::uint64_t brick = g.cell_bytes();
-  Run r[2];
-  for (std::size_t d = 0; d < n; ++d)
-    if (touched[d].empty()) return 0;
-  // A partial plan read only the blocks of some cells that hold the
-  // selection: those cells are put together (and verified) block by block.
-  std::optional<layouts::CellBlocks> blocks;
-  if (partial_cells) blocks.emplace(g, sel, sums_.blocks().bytes, sums_.blocks().per_cell);
-
-  for (;;) {
-    for (std::size_t d = 0; d < n; ++d) cc[d] = touched[d][idx[d]];
-    std::uint64_t linear = g.linear(cc);
-    const std::byte* cell;
-    const layouts::BlockMask* mask = blocks ? &blocks->of(cc) : nullptr;
-    if (!may_hold_data(linear)) {
-      cell = zeros.data();
-    } else if (mask && !blocks->full(*mask)) {
-      const std::size_t k = layout_->cell_runs(cc, r);
-      if (!assemble_blocks(linear, {r, k}, *mask, sectors, joined.data())) {
-        *bad_cell = linear;
-        return EIO;
-      }
-      cell = joined.data();
-    } else {
-      std::size_t k = layout_->cell_runs(cc, r);
-      cell = sectors.at(r[0].lbn);
-      if (k == 2) {  // the cell wraps around its track's end: join its two pieces
-        std::memcpy(joined.data(), cell, std::uint64_t(r[0].sectors) * ss);
-        std::memcpy(joined.data() + std::uint64_t(r[0].sectors) * ss, sectors.at(r[1].lbn),
-                    std::uint64_t(r[1].sectors) * ss);
-        cell = joined.data();
-      }
-      if (!cell_valid(linear, {cell, brick})) {
-        *bad_cell = linear;
-        return EIO;
-      }
-    }
-    gather.copy(cc, cell, out);
-    std::size_t d = n;
-    while (d > 0) {
-      --d;
-      if (++idx[d] < touched[d].size()) break;
-      idx[d] = 0;
-      if (d == 0) return 0;
-    }
-  }
+  CellGather gather(*this, sel, sectors, out, partial_cells);
+  int failed = 0;
+  for_each_touched_cell(gather.touched(), [&](std::span<const std::uint64_t> cc) {
+    if (!failed) failed = gather.cell(cc, bad_cell);
+  });
+  return failed;
 }
 
 int ArrayState::read_cells(std::span<const std::uint64_t> cells, CellReads* reads, std::uint64_t* bad_cell,

@@ -48,6 +48,9 @@ class SectorBuffer {
   std::uint64_t sectors() const { return sectors_; }
   // The bytes of `lbn` (REQUIRES: a sector of the plan).
   const std::byte* at(geom::Lbn lbn) const;
+  // Appends to *out the index in runs() of each request holding a sector of
+  // [lbn, lbn + count) (REQUIRES: sectors of the plan).
+  void runs_holding(geom::Lbn lbn, std::uint64_t count, std::vector<std::uint32_t>* out) const;
 
  private:
   struct Placed {
@@ -149,6 +152,7 @@ class ArrayState {
   void element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset) const;
 
  private:
+  class CellGather;
   // Reads the stored bytes of `cells` (cell_storage_ each, unverified) into *out.
   int read_stored_cells(std::span<const std::uint64_t> cells, AlignedBuffer* out) const;
   struct DirtyCell {

@@ -41,6 +41,14 @@ int BlockDevice::read(std::uint64_t offset, void* buffer, std::uint32_t length) 
   return r.result;
 }
 
+int BlockDevice::submit_streaming(std::span<IoRequest> batch, const RequestDone& done) {
+  const int rc = submit(batch);
+  if (done)
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      if (batch[i].result == 0) done(i);
+  return rc;
+}
+
 int BlockDevice::write(std::uint64_t offset, const void* buffer, std::uint32_t length) {
   IoRequest r;
   r.op = IoRequest::Op::Write;
@@ -210,7 +218,9 @@ void FileDevice::release_ring(std::unique_ptr<Ring> ring) {
   ring_cv_.notify_one();
 }
 
-int FileDevice::submit(std::span<IoRequest> batch) {
+int FileDevice::submit(std::span<IoRequest> batch) { return submit_streaming(batch, nullptr); }
+
+int FileDevice::submit_streaming(std::span<IoRequest> batch, const RequestDone& done) {
   std::vector<std::size_t> todo;
   todo.reserve(batch.size());
   for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -220,13 +230,13 @@ int FileDevice::submit(std::span<IoRequest> batch) {
   if (!todo.empty()) {
     std::unique_ptr<Ring> ring = use_uring_ ? acquire_ring() : nullptr;
     if (ring) {
-      if (submit_uring(*ring, batch, todo) != 0) {
+      if (submit_uring(*ring, batch, todo, done) != 0) {
         ring.reset();  // unusable: destroyed here, its slot freed
       }
       release_ring(std::move(ring));
-      if (!todo.empty()) submit_sync(batch, todo);  // left over by a broken ring
+      if (!todo.empty()) submit_sync(batch, todo, done);  // left over by a broken ring
     } else {
-      submit_sync(batch, todo);
+      submit_sync(batch, todo, done);
     }
   }
   for (const IoRequest& r : batch) {
@@ -241,7 +251,8 @@ int FileDevice::submit(std::span<IoRequest> batch) {
 // errno once every request that reached the kernel has completed, with the
 // unfinished requests in `todo`: the caller runs them synchronously (from
 // their start: a partial transfer rewrites the same bytes) and discards the ring.
-int FileDevice::submit_uring(Ring& r, std::span<IoRequest> batch, std::vector<std::size_t>& todo) {
+int FileDevice::submit_uring(Ring& r, std::span<IoRequest> batch, std::vector<std::size_t>& todo,
+                             const RequestDone& request_done) {
   io_uring* ring = &r.ring;
   constexpr std::uint32_t kMaxRetries = 64;  // EAGAIN/EINTR completions of one request
   constexpr int kMaxEnterFailures = 1000;    // consecutive transient io_uring_enter errors
@@ -252,6 +263,14 @@ int FileDevice::submit_uring(Ring& r, std::span<IoRequest> batch, std::vector<st
   std::size_t prepared = 0;   // SQEs filled but not yet taken by the kernel
   std::size_t in_kernel = 0;  // SQEs taken by the kernel, completion pending
   int enter_failures = 0;
+  // Requests complete in full, not yet told to `request_done`: told after the
+  // ring is refilled, so the device works while the caller uses them.
+  std::vector<std::size_t> arrived;
+  auto tell_arrived = [&] {
+    if (request_done)
+      for (std::size_t i : arrived) request_done(i);
+    arrived.clear();
+  };
 
   // Accounts one completion; `resubmit` = false when the ring is being abandoned.
   auto complete = [&](std::size_t i, int res, bool resubmit) {
@@ -259,6 +278,7 @@ int FileDevice::submit_uring(Ring& r, std::span<IoRequest> batch, std::vector<st
     if (res > 0) {
       done[i] += static_cast<std::uint32_t>(res);
       if (done[i] < q.length && resubmit) queue.push_back(i);  // short transfer: the rest
+      if (done[i] == q.length) arrived.push_back(i);
     } else if (res == 0) {
       q.result = EIO;  // end of file (the image shrank) or no progress: never zero-fill
     } else if ((res == -EAGAIN || res == -EINTR) && ++retries[i] <= kMaxRetries) {
@@ -286,6 +306,7 @@ int FileDevice::submit_uring(Ring& r, std::span<IoRequest> batch, std::vector<st
       if (batch[i].result == 0 && done[i] < batch[i].length) rest.push_back(i);
     }
     todo = std::move(rest);
+    tell_arrived();
     return err;
   };
 
@@ -322,6 +343,7 @@ int FileDevice::submit_uring(Ring& r, std::span<IoRequest> batch, std::vector<st
         return give_up(-rc);
       }
     }
+    tell_arrived();
     if (in_kernel == 0) continue;
 
     io_uring_cqe* cqe = nullptr;
@@ -339,12 +361,14 @@ int FileDevice::submit_uring(Ring& r, std::span<IoRequest> batch, std::vector<st
     io_uring_cq_advance(ring, seen);
     in_kernel -= seen;
   }
+  tell_arrived();
   todo.clear();
   return 0;
 }
 
 // The fallback path: pread/pwrite, one request after the other.
-void FileDevice::submit_sync(std::span<IoRequest> batch, const std::vector<std::size_t>& todo) {
+void FileDevice::submit_sync(std::span<IoRequest> batch, const std::vector<std::size_t>& todo,
+                             const RequestDone& request_done) {
   for (std::size_t i : todo) {
     IoRequest& q = batch[i];
     std::uint32_t done = 0;
@@ -366,6 +390,7 @@ void FileDevice::submit_sync(std::span<IoRequest> batch, const std::vector<std::
       done += static_cast<std::uint32_t>(n);
     }
     q.result = result;
+    if (result == 0 && request_done) request_done(i);
   }
 }
 

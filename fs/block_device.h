@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -41,6 +42,16 @@ class BlockDevice {
   // else the first failing request's errno (each request's `result` says
   // which). Requests of one batch may complete in any order.
   virtual int submit(std::span<IoRequest> batch) = 0;
+
+  // Told that request `index` of a batch has completed in full.
+  using RequestDone = std::function<void(std::size_t index)>;
+  // As submit(), and calls `done(i)` for every request i that succeeded, on
+  // the calling thread, in completion order, while the rest of the batch may
+  // still be on the device: a reader verifies and copies what has arrived
+  // while the device serves the rest. Never for a failed request. This
+  // default calls it once the whole batch is done; FileDevice as each
+  // request completes.
+  virtual int submit_streaming(std::span<IoRequest> batch, const RequestDone& done);
 
   // Makes every completed write durable (fdatasync / FLUSH).
   virtual int flush() = 0;

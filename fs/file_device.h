@@ -4,7 +4,8 @@
 //
 // I/O path: io_uring (liburing). Each submit() call borrows one ring from a
 // per-device pool for its whole batch and keeps up to `iodepth` requests of
-// that batch in flight, refilling as completions arrive. Concurrent submit()
+// that batch in flight, refilling as completions arrive; submit_streaming()
+// hands each completed request to its caller right after each refill. Concurrent submit()
 // calls from several threads each get their own ring (created on demand, at
 // most kMaxRings; beyond that callers wait for a free one), so they neither
 // serialize nor share completion queues. `iodepth` is therefore the queue
@@ -49,6 +50,7 @@ class FileDevice final : public BlockDevice {
   std::uint64_t size_bytes() const override { return size_; }
   std::uint32_t block_size() const override { return block_size_; }
   int submit(std::span<IoRequest> batch) override;
+  int submit_streaming(std::span<IoRequest> batch, const RequestDone& done) override;
   int flush() override;
 
   // True when requests go through io_uring, false for the pread/pwrite fallback.
@@ -59,8 +61,8 @@ class FileDevice final : public BlockDevice {
 
  private:
   int validate(const IoRequest& r) const;
-  int submit_uring(Ring& ring, std::span<IoRequest> batch, std::vector<std::size_t>& todo);
-  void submit_sync(std::span<IoRequest> batch, const std::vector<std::size_t>& todo);
+  int submit_uring(Ring& ring, std::span<IoRequest> batch, std::vector<std::size_t>& todo, const RequestDone& done);
+  void submit_sync(std::span<IoRequest> batch, const std::vector<std::size_t>& todo, const RequestDone& done);
   std::unique_ptr<Ring> acquire_ring();
   void release_ring(std::unique_ptr<Ring> ring);
 

@@ -44,7 +44,7 @@ double SectorIo::foreground_idle_ms() const {
 }
 
 int SectorIo::issue(std::vector<IoRequest>& batch, std::vector<geom::Request>& modeled, IoRequest::Op op,
-                    bool foreground) {
+                    bool foreground, const BlockDevice::RequestDone& request_done) {
   if (batch.empty()) return 0;
   const std::size_t own = batch.size();
   std::shared_ptr<BatchObserver> watcher = foreground ? observer() : nullptr;
@@ -67,7 +67,17 @@ int SectorIo::issue(std::vector<IoRequest>& batch, std::vector<geom::Request>& m
       }
     }
   }
-  int r = device_.submit(batch);
+  std::int64_t started_ns = 0;
+  if (foreground) {
+    started_ns = steady_now_ns();
+    device_call_started();
+  }
+  int r = request_done ? device_.submit_streaming(batch,
+                                                  [&](std::size_t i) {
+                                                    if (i < own) request_done(i);  // not the scrub's sectors
+                                                  })
+                       : device_.submit(batch);
+  if (foreground) device_call_ended(started_ns);
   if (foreground) {
     requests_ += own;
     batches_ += 1;
@@ -104,10 +114,39 @@ int SectorIo::issue(std::vector<IoRequest>& batch, std::vector<geom::Request>& m
   return r;
 }
 
-int SectorIo::submit(std::span<const SectorRun> runs, IoRequest::Op op, bool foreground) {
+void SectorIo::device_call_started() {
+  std::lock_guard lock(model_mu_);
+  if (device_calls_in_flight_++ == 0) busy_since_ns_ = steady_now_ns();
+}
+
+void SectorIo::device_call_ended(std::int64_t started_ns) {
+  const std::int64_t now = steady_now_ns();
+  std::lock_guard lock(model_mu_);
+  device_ms_ += double(now - started_ns) / 1e6;
+  if (--device_calls_in_flight_ == 0) device_busy_ms_ += double(now - busy_since_ns_) / 1e6;
+}
+
+int SectorIo::submit(std::span<const SectorRun> runs, IoRequest::Op op, bool foreground,
+                     const std::function<void(std::size_t run)>* run_done) {
   std::vector<IoRequest> batch;
   std::vector<geom::Request> modeled;
   batch.reserve(std::min(runs.size(), kMaxBatch));
+  // With run_done: the run of each request of the batch, and the requests
+  // of each run still on the device (a run longer than kMaxRequestBytes is
+  // several requests).
+  std::vector<std::size_t> run_of;
+  std::vector<std::uint32_t> pieces_left;
+  BlockDevice::RequestDone request_done;
+  if (run_done && *run_done) {
+    pieces_left.resize(runs.size());
+    const std::uint64_t max_sectors = kMaxRequestBytes / sector_size_;
+    for (std::size_t k = 0; k < runs.size(); ++k)
+      pieces_left[k] = std::uint32_t((runs[k].sectors + max_sectors - 1) / max_sectors);
+    request_done = [&](std::size_t i) {
+      const std::size_t k = run_of[i];
+      if (--pieces_left[k] == 0) (*run_done)(k);
+    };
+  }
   if (foreground) ++foreground_in_flight_;
   struct Done {
     SectorIo* io;
@@ -118,7 +157,9 @@ int SectorIo::submit(std::span<const SectorRun> runs, IoRequest::Op op, bool for
       --io->foreground_in_flight_;
     }
   } done{this, foreground};
-  for (const SectorRun& run : runs) {
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const SectorRun& run = runs[k];
+    if (run.sectors == 0 && request_done) (*run_done)(k);  // nothing to wait for
     std::uint64_t finished = 0;
     while (finished < run.sectors) {
       std::uint64_t n = std::min<std::uint64_t>(run.sectors - finished, kMaxRequestBytes / sector_size_);
@@ -129,14 +170,17 @@ int SectorIo::submit(std::span<const SectorRun> runs, IoRequest::Op op, bool for
       req.buffer = run.buffer + finished * sector_size_;
       batch.push_back(req);
       modeled.push_back({run.lbn + finished, std::uint32_t(n)});
+      if (request_done) run_of.push_back(k);
       if (!foreground) background_sectors_ += n;
       else (op == IoRequest::Op::Read ? sectors_read_ : sectors_written_) += n;
       finished += n;
-      if (batch.size() == kMaxBatch)
-        if (int r = issue(batch, modeled, op, foreground)) return r;
+      if (batch.size() == kMaxBatch) {
+        if (int r = issue(batch, modeled, op, foreground, request_done)) return r;
+        run_of.clear();
+      }
     }
   }
-  return issue(batch, modeled, op, foreground);
+  return issue(batch, modeled, op, foreground, request_done);
 }
 
 nlohmann::json SectorIo::stats() const {
@@ -159,6 +203,8 @@ nlohmann::json SectorIo::stats() const {
   j["sector_size"] = sector_size_;
   std::lock_guard lock(model_mu_);
   j["modeled_ms"] = modeled_ms_;
+  j["device_ms"] = device_ms_;
+  j["device_busy_ms"] = device_busy_ms_;
   return j;
 }
 

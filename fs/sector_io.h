@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -55,6 +56,12 @@ class SectorIo {
   // Executes the runs (in any order, up to the device's queue depth at once)
   // and waits for all of them. 0 or the first errno.
   int read(std::span<const SectorRun> runs) { return submit(runs, IoRequest::Op::Read); }
+  // The same, and calls `run_done(k)` as soon as every sector of runs[k] has
+  // arrived (on this thread, while later runs may still be on the device);
+  // never for a run that failed.
+  int read(std::span<const SectorRun> runs, const std::function<void(std::size_t run)>& run_done) {
+    return submit(runs, IoRequest::Op::Read, true, &run_done);
+  }
   // The same for the sectors of bitmap indexes, counted apart in stats()
   // (index_sectors_read), so a query can be shown to have read no data.
   int read_index(std::span<const SectorRun> runs) {
@@ -83,9 +90,12 @@ class SectorIo {
   nlohmann::json stats() const;
 
  private:
-  int submit(std::span<const SectorRun> runs, IoRequest::Op op, bool foreground = true);
+  int submit(std::span<const SectorRun> runs, IoRequest::Op op, bool foreground = true,
+             const std::function<void(std::size_t run)>* run_done = nullptr);
   // One device call: the foreground batch plus the sectors the observer adds.
-  int issue(std::vector<IoRequest>& batch, std::vector<geom::Request>& modeled, IoRequest::Op op, bool foreground);
+  // `request_done`, when set, is told of each foreground request that completed.
+  int issue(std::vector<IoRequest>& batch, std::vector<geom::Request>& modeled, IoRequest::Op op, bool foreground,
+            const BlockDevice::RequestDone& request_done = nullptr);
   std::shared_ptr<BatchObserver> observer() const;
 
   BlockDevice& device_;
@@ -103,6 +113,14 @@ class SectorIo {
   mutable std::mutex model_mu_;
   std::unique_ptr<geom::ServiceTimeModel> model_;
   double modeled_ms_ = 0;
+  // The real clock beside the model: each foreground device call's wall time
+  // summed (device_ms), and the wall time at least one was on the device
+  // (device_busy_ms; calls from several threads overlap). Guarded by model_mu_.
+  void device_call_started();
+  void device_call_ended(std::int64_t started_ns);
+  int device_calls_in_flight_ = 0;
+  std::int64_t busy_since_ns_ = 0;
+  double device_ms_ = 0, device_busy_ms_ = 0;
 };
 
 }  // namespace mmfs::fs

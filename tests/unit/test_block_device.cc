@@ -288,6 +288,59 @@ TEST_CASE("FileDevice: batches much larger than the queue depth", "[device]") {
   REQUIRE(equal(data.span(), back.span()));
 }
 
+TEST_CASE("FileDevice: submit_streaming tells each read as it arrives, with its bytes", "[device]") {
+  Image img;
+  auto dev = img.reopen(8);
+  constexpr std::size_t n = 200;
+  AlignedBuffer data(n * kBlock), back(n * kBlock);
+  std::mt19937_64 rng(11);
+  fill_random(data.span(), rng);
+  for (std::size_t i = 0; i < n; ++i) data.data()[i * kBlock] |= std::byte{1};  // unlike an unread block
+  std::vector<IoRequest> batch;
+  for (std::size_t i = 0; i < n; ++i)
+    batch.push_back(req(IoRequest::Op::Write, (2 * i + 1) * kBlock, data.data() + i * kBlock, kBlock));
+  REQUIRE(dev->submit(batch) == 0);
+  for (auto& r : batch) {
+    r.op = IoRequest::Op::Read;
+    r.buffer = static_cast<std::byte*>(r.buffer) - data.data() + back.data();
+  }
+  std::shuffle(batch.begin(), batch.end(), rng);
+  AlignedBuffer spare(kBlock);
+  batch.insert(batch.begin() + 50, req(IoRequest::Op::Read, 1, spare.data(), kBlock));  // invalid: never told
+  fill(back.span(), 0);
+  std::vector<int> told(batch.size(), 0);
+  std::size_t unread_at_first = 0;
+  bool bytes_there = true;
+  const int rc = dev->submit_streaming(batch, [&](std::size_t i) {
+    ++told[i];
+    const auto* at = static_cast<const std::byte*>(batch[i].buffer);
+    bytes_there = bytes_there && equal({at, kBlock}, {data.data() + (at - back.data()), kBlock});
+    if (std::count(told.begin(), told.end(), 1) == 1)
+      for (std::size_t k = 0; k < n; ++k) unread_at_first += back.data()[k * kBlock] == std::byte{0};
+  });
+  REQUIRE(rc == EINVAL);
+  REQUIRE(bytes_there);
+  for (std::size_t i = 0; i < batch.size(); ++i) REQUIRE(told[i] == (i == 50 ? 0 : 1));
+  REQUIRE(equal(data.span(), back.span()));
+  // The first was told while most of the batch (200 reads, 8 in flight) had
+  // not been read yet: the caller works beside the device, not after it.
+  REQUIRE(unread_at_first > n / 2);
+}
+
+TEST_CASE("BlockDevice: submit_streaming of other devices tells each success once, after the batch", "[device]") {
+  MemoryDevice dev(1 << 20);
+  std::vector<std::byte> pattern(kBlock, std::byte{0x5a});
+  std::memcpy(dev.bytes().data() + kBlock, pattern.data(), kBlock);
+  AlignedBuffer back(3 * kBlock);
+  std::vector<IoRequest> batch{req(IoRequest::Op::Read, kBlock, back.data(), kBlock),
+                               req(IoRequest::Op::Read, 2 * kBlock + 1, back.data() + kBlock, kBlock),
+                               req(IoRequest::Op::Read, 0, back.data() + 2 * kBlock, kBlock)};
+  std::vector<std::size_t> told;
+  REQUIRE(dev.submit_streaming(batch, [&](std::size_t i) { told.push_back(i); }) == EINVAL);
+  REQUIRE(told == std::vector<std::size_t>{0, 2});
+  REQUIRE(equal({back.data(), kBlock}, pattern));
+}
+
 TEST_CASE("FileDevice: concurrent submit from several threads", "[device]") {
   Image img(16);
   BlockDevice& dev = *img.dev;
