@@ -104,6 +104,9 @@ def test_every_workload_and_target_is_measured_and_verified(quick):
                 host = max(0.0, point["ms"]["median"] - point["modeled"]["modeled_ms"])
                 assert m["host_ms"] == pytest.approx(host)
                 assert m["modeled_plus_host_ms"] == pytest.approx(m["modeled_ms"] + host)
+                # the device's own clock, from the fresh mount's /.mmfs/stats
+                busy = [sum(float(x["device_busy_ms"]) for x in run) / len(run) for run in r["daemon_stats"]]
+                assert r["device_ms"]["median"] == pytest.approx(sorted(busy)[len(busy) // 2]) and busy[0] > 0
             else:
                 assert r["modeled"] is None
     assert res["failures"] == []
@@ -146,6 +149,7 @@ def test_markdown_table_and_plots(quick):
         assert f"\n| {w['id']} | " in md
     assert "*model " in md and "drop_caches" in md
     assert "| model + host ms | error |" in md and "model + host" in md.split("Within ±30 %")[1]
+    assert "| real ms | device ms | model ms |" in md and "of the device time" in md.split("Within ±30 %")[1]
     if not quick["res"]["cold_cache"]["drop_caches"]:
         assert "NOT cold-cache" in md
     plots = quick["res"]["plots"]
