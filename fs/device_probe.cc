@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -187,7 +188,9 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
   const std::uint64_t arena_bytes = std::min<std::uint64_t>(opt.max_inflight_bytes, max_size * max_depth);
   AlignedBuffer arena(std::max<std::uint64_t>(arena_bytes, max_size), AlignedBuffer::Uninitialized{});
 
-  const double left = std::max(0.5, opt.seconds - since(t_start));
+  // The idle reads take their gaps whatever the budget; the cells share the rest.
+  const double idle_seconds = opt.idle_reads * opt.idle_gap_ms / 1e3;
+  const double left = std::max(0.5, opt.seconds - since(t_start) - idle_seconds);
   const double per_cell = left * 0.9 / double(sizes.size() * depths.size());
   constexpr std::uint64_t kMaxRequestsPerCell = 200000;
 
@@ -197,8 +200,8 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
     Clock::time_point submitted;
   };
   auto run_cell = [&](std::uint32_t bytes, std::uint32_t depth, double budget, bool sequential,
-                      geom::ProbeSample* sample) -> int {
-    OffsetPicker picker(extents, bytes, align, 0x5eed ^ (std::uint64_t(bytes) << 8) ^ depth);
+                      geom::ProbeSample* sample, std::uint64_t salt = 0) -> int {
+    OffsetPicker picker(extents, bytes, align, 0x5eed ^ (std::uint64_t(bytes) << 8) ^ depth ^ (salt << 32));
     if (picker.empty()) return 0;
     // Sequential reads walk the largest extent from its start.
     const Extent largest = *std::max_element(extents.begin(), extents.end(),
@@ -285,6 +288,29 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
         fmt::print(stderr, "  {:>8} B  depth {:>2}: {:>7} reads, {:8.4f} ms each, median latency {:8.4f} ms\n", bytes,
                    d, s.requests, s.ms_per_request(), s.latency_ms);
     }
+  // Waking the device: one read at a time, each after idle_gap_ms, against
+  // the same read back to back (the depth-1 cell of the smallest size).
+  const std::uint32_t small = *std::min_element(sizes.begin(), sizes.end());
+  const auto busy = std::find_if(out->samples.begin(), out->samples.end(),
+                                 [&](const geom::ProbeSample& s) { return s.bytes == small && s.depth == 1; });
+  if (busy != out->samples.end() && opt.idle_reads > 0) {
+    std::vector<double> idle;
+    for (std::uint32_t i = 0; i < opt.idle_reads; ++i) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt.idle_gap_ms));
+      geom::ProbeSample one;
+      // A zero budget: exactly one read, at an offset of its own.
+      if (int r = run_cell(small, 1, 0.0, false, &one, i + 1)) return r;
+      if (one.requests == 1) idle.push_back(one.latency_ms);
+    }
+    if (!idle.empty()) {
+      std::nth_element(idle.begin(), idle.begin() + idle.size() / 2, idle.end());
+      out->idle_latency_ms = idle[idle.size() / 2];
+      out->busy_latency_ms = busy->latency_ms;
+      if (opt.verbose)
+        fmt::print(stderr, "  {} B after {} ms idle: {:.4f} ms (back to back {:.4f} ms)\n", small, opt.idle_gap_ms,
+                   out->idle_latency_ms, out->busy_latency_ms);
+    }
+  }
   const std::uint32_t seq_bytes = std::uint32_t(std::min<std::uint64_t>(4u << 20, max_size));
   geom::ProbeSample seq;
   const double seq_budget = std::max(0.2, opt.seconds - since(t_start));
@@ -307,6 +333,10 @@ nlohmann::json measured_geometry(const ProbeResult& probe, std::string* summary)
   measured["scratch_file"] = probe.scratch;
   measured["probed_bytes"] = probe.probed_bytes;
   measured["seconds"] = std::round(probe.seconds * 10) / 10;
+  auto round6 = [](double v) { return std::round(v * 1e6) / 1e6; };
+  if (probe.idle_latency_ms > 0)
+    measured["idle_read"] = {{"median_latency_ms", round6(probe.idle_latency_ms)},
+                             {"back_to_back_latency_ms", round6(probe.busy_latency_ms)}};
   const geom::FlashParams& p = fit.params;
   nlohmann::json j = {{"kind", "flash"},
                       {"name", "measured"},
@@ -318,6 +348,7 @@ nlohmann::json measured_geometry(const ProbeResult& probe, std::string* summary)
                       {"bandwidth_mb_s", std::round(p.bandwidth_mb_s * 10) / 10},
                       {"depth", p.depth},
                       {"measured", measured}};
+  if (probe.wake_ms() > 0) j["wake_ms"] = round6(probe.wake_ms());
   if (summary) {
     std::string s = fmt::format(
         "measured {} in {:.1f} s ({} MiB of {}): latency {:.3f} ms, {:.0f} MB/s, {} channels, "
@@ -325,6 +356,9 @@ nlohmann::json measured_geometry(const ProbeResult& probe, std::string* summary)
         probe.target, probe.seconds, probe.probed_bytes >> 20, probe.scratch ? "a scratch file beside it" : "data",
         p.latency_ms, p.bandwidth_mb_s, p.queues, std::uint64_t(p.track_sectors) * p.sector_size / 1024,
         fit.median_error_pct, fit.max_error_pct);
+    if (probe.idle_latency_ms > 0)
+      s += fmt::format("  an idle device: the first read takes {:.3f} ms more ({:.3f} against {:.3f} back to back)\n",
+                       probe.wake_ms(), probe.idle_latency_ms, probe.busy_latency_ms);
     for (const geom::DepthLine& l : fit.lines)
       s += fmt::format("  depth {:>2}: t = {:.4f} ms/request + {:.4f} ms/MB; a gap under {} KiB is cheaper to read\n",
                        l.depth, l.beta_ms, l.gamma_ms_per_mb, std::llround(l.break_even_gap_bytes() / 1024));

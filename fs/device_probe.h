@@ -1,7 +1,8 @@
 // Measuring a real device for a fitted geometry (issue 18; `mmfs-geom
 // measure`, `mkfs.mmfs -g measure`): random O_DIRECT reads through io_uring
-// at request sizes 512 B…4 MiB and queue depths 1…64, plus a sequential
-// stream, within a time budget. Reads only: safe on a device that holds data.
+// at request sizes 512 B…4 MiB and queue depths 1…64, a sequential stream,
+// and single reads after idle time (what waking the device costs), within a
+// time budget. Reads only: safe on a device that holds data.
 // It drives its own ring rather than FileDevice, whose submit() waits for a
 // whole batch: a probe keeps exactly `depth` reads in flight and times each.
 //
@@ -28,6 +29,10 @@ struct ProbeOptions {
   std::uint64_t min_data_bytes = 256ull << 20;   // less data in a file: use a scratch file
   std::uint64_t scratch_bytes = 1ull << 30;
   bool verbose = false;  // progress lines on stderr
+  // Single reads of the smallest size, each after the device has been idle
+  // this long: what waking it costs (wake_ms of the fitted geometry).
+  std::uint32_t idle_reads = 15;
+  double idle_gap_ms = 50;
 };
 
 struct ProbeResult {
@@ -38,6 +43,11 @@ struct ProbeResult {
   bool scratch = false;               // measured through a scratch file beside the target
   std::vector<geom::ProbeSample> samples;
   double sequential_mb_s = 0;
+  // Median latency of the smallest read after idle_gap_ms of idleness, and
+  // back to back at depth 1; the difference (never below 0) is wake_ms.
+  double idle_latency_ms = 0;
+  double busy_latency_ms = 0;
+  double wake_ms() const { return idle_latency_ms > busy_latency_ms ? idle_latency_ms - busy_latency_ms : 0.0; }
   double seconds = 0;                 // wall time of the whole measurement
 };
 

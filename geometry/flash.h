@@ -15,6 +15,10 @@ struct FlashParams {
   std::uint32_t queues = 32;            // requests served in parallel
   double latency_ms = 0.08;             // per-request latency
   double bandwidth_mb_s = 2000.0;       // aggregate bandwidth, MB = 10^6 bytes
+  // Added to the first batch served by an idle device: what waking it costs
+  // (a virtual disk's I/O thread, an SSD's power state, the host's halted
+  // CPU taking the completion). `mmfs-geom measure` times it.
+  double wake_ms = 0.0;
   std::uint32_t depth = 128;            // D offered to layouts
 };
 

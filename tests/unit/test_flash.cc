@@ -138,3 +138,29 @@ TEST_CASE("flash service: errors, idle, reset") {
   m->reset();
   CHECK(m->clock_ms() == 0.0);
 }
+
+TEST_CASE("flash service: an idle device pays wake_ms on its first batch only") {
+  FlashParams p;
+  const double plain = Flash(p).make_service_model()->serve_one({0, 1});
+  p.wake_ms = 0.25;
+  Flash g(p);
+  auto m = g.make_service_model();
+  CHECK(m->serve_one({0, 1}) == Approx(plain + 0.25));  // a new model is an idle device
+  CHECK(m->serve_one({64, 1}) == Approx(plain));        // busy: no wake
+  m->idle(1.0);                                          // a short wait is not sleep
+  CHECK(m->serve_one({128, 1}) == Approx(plain));
+  m->idle(20.0);
+  CHECK(m->serve_one({192, 1}) == Approx(plain + 0.25));
+  CHECK(m->serve({}) == 0.0);  // nothing served: still awake
+  m->reset();
+  CHECK(m->serve({}) == 0.0);
+  CHECK(m->serve_one({320, 1}) == Approx(plain + 0.25));  // an empty batch did not wake it
+
+  // In the definition only when set, so older geometries read and print as before.
+  CHECK(g.definition()["wake_ms"] == 0.25);
+  CHECK_FALSE(Flash(FlashParams{}).definition().contains("wake_ms"));
+  auto j = g.definition();
+  CHECK(Flash::from_json(j)->params().wake_ms == 0.25);
+  j["wake_ms"] = -1;
+  CHECK(error_of([&] { Flash::from_json(j); }) == ErrorKind::Invalid);
+}

@@ -128,13 +128,19 @@ TEST_CASE("flash fit: a measured geometry loads, keeps its record, and fits in a
   probe.device_bytes = truth.capacity_sectors * 4096;
   probe.logical_block = 512;
   probe.samples = samples;
+  probe.idle_latency_ms = 0.31;  // the first read after idle time
+  probe.busy_latency_ms = 0.06;
   std::string summary;
   const nlohmann::json j = mmfs::fs::measured_geometry(probe, &summary);
   CHECK(summary.find("latency") != std::string::npos);
+  CHECK(summary.find("idle device") != std::string::npos);
+  CHECK(j["wake_ms"] == Approx(0.25));
+  CHECK(j["measured"]["idle_read"]["median_latency_ms"] == Approx(0.31));
   auto g = load_geometry(j);
   CHECK(g->name() == "measured");
   CHECK(g->sector_size() == 4096);
   CHECK(g->capacity_sectors() == truth.capacity_sectors);
+  CHECK(dynamic_cast<const Flash&>(*g).params().wake_ms == Approx(0.25));
   const nlohmann::json def = g->definition();
   REQUIRE(def.contains("measured"));
   CHECK(def["measured"]["cells"].size() == samples.size());
@@ -189,6 +195,10 @@ TEST_CASE("device probe: measures a file with data, reads only, within its budge
     CHECK(s.seconds > 0);
   }
   CHECK(r.sequential_mb_s > 0);
+  // Reads after idle time, against the smallest back-to-back read.
+  CHECK(r.idle_latency_ms > 0);
+  CHECK(r.busy_latency_ms == r.samples.front().latency_ms);  // 4 KiB at depth 1
+  CHECK(r.wake_ms() == std::max(0.0, r.idle_latency_ms - r.busy_latency_ms));
   CHECK(r.seconds < 6);
   CHECK(fsys::last_write_time(file) == before);
   CHECK(fsys::file_size(file) == 16u << 20);
