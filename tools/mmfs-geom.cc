@@ -180,7 +180,8 @@ std::string profile_list() {
 // (or -o FILE), what was measured to stderr.
 int run_measure(int argc, char** argv) {
   CLI::App app{"Measures a real device with O_DIRECT io_uring reads (sizes 512 B to 4 MiB, queue depths 1 to 64, "
-               "a sequential stream) and prints a flash geometry JSON fitted to it. Reads only: safe on a device "
+               "a sequential stream, single reads after idle time for wake_ms) and prints a flash geometry JSON fitted "
+               "to it. Reads only: safe on a device "
                "that holds data. A regular file is measured where it holds data; a nearly empty (sparse) image "
                "is measured through a scratch file written beside it and removed.",
                "mmfs-geom measure"};
