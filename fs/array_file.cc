@@ -429,9 +429,12 @@ int ArrayFile::read_selection_locked(const Selection& selection, std::uint32_t k
     if (device_done) device_done();
     return r;
   }
-  std::uint64_t bad = 0;
+  constexpr std::uint64_t kNoBadCell = ~std::uint64_t{0};  // the device failed, not a checksum
+  std::uint64_t bad = kNoBadCell;
   if (int r = state_->read_selection(selection, out, &bad, device_done, bytes_read, scratch)) {
-    *message = r == EIO ? bad_cell_message(bad) : "device read failed";
+    *message = r == EIO && bad != kNoBadCell ? bad_cell_message(bad)
+               : r == ENOMEM                 ? "out of memory while verifying the cells read"
+                                             : "device read failed";
     return r;
   }
   return 0;

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <optional>
 
 namespace mmfs::fs {
@@ -501,8 +502,15 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
   std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;  // (request, cell)
   std::vector<std::uint32_t> mine;
   int failed = 0;
-  auto take = [&](std::uint32_t c) {
-    if (!failed) failed = gather.cell({coords.data() + std::size_t(c) * n, n}, bad_cell);
+  // Never throws: it runs inside the device call, with requests still in
+  // flight into `sectors`; unwinding there would free their buffers.
+  auto take = [&](std::uint32_t c) noexcept {
+    if (failed) return;
+    try {
+      failed = gather.cell({coords.data() + std::size_t(c) * n, n}, bad_cell);
+    } catch (const std::bad_alloc&) {
+      failed = ENOMEM;
+    }
   };
   for_each_touched_cell(gather.touched(), [&](std::span<const std::uint64_t> cc) {
     const std::uint32_t c = std::uint32_t(waiting.size());

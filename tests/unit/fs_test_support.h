@@ -59,8 +59,19 @@ class RefDevice final : public BlockDevice {
   explicit RefDevice(BlockDevice& d) : d_(d) {}
   std::uint64_t size_bytes() const override { return d_.size_bytes(); }
   std::uint32_t block_size() const override { return d_.block_size(); }
-  int submit(std::span<IoRequest> batch) override { return d_.submit(batch); }
+  int submit(std::span<IoRequest> batch) override {
+    if (fail_reads) {
+      int first = 0;
+      for (IoRequest& r : batch)
+        if (r.op == IoRequest::Op::Read) first = first ? first : (r.result = EIO);
+      if (first) return first;
+    }
+    return d_.submit(batch);
+  }
   int flush() override { return d_.flush(); }
+  // Every read of a batch fails with EIO (and nothing of it runs): a device
+  // that stopped answering.
+  bool fail_reads = false;
 
  private:
   BlockDevice& d_;

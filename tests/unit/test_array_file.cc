@@ -493,7 +493,8 @@ TEST_CASE("array file: a damaged cell reads as EIO, never as wrong bytes", "[arr
     }
     ArraySchema s = make_schema({9, 10, 11}, "float64", layout);
     Bytes model(array_bytes(s));
-    Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(dev)));
+    auto* ref = new RefDevice(dev);
+    Mount m = mount(std::unique_ptr<BlockDevice>(ref));
     auto a = create_array(m, "sum", s);
     model = random_bytes(rng, model.size());
     REQUIRE(write_file(*a, 0, model) == 0);
@@ -515,6 +516,13 @@ TEST_CASE("array file: a damaged cell reads as EIO, never as wrong bytes", "[arr
     std::size_t got = 0;
     CHECK(b->read(0, out.size(), reinterpret_cast<std::byte*>(out.data()), &got, &msg) == EIO);
     CHECK_THAT(msg, Catch::Contains("checksum"));
+    // A device that fails the read is not a checksum mismatch.
+    ref->fail_reads = true;
+    msg.clear();
+    CHECK(open_stored(m, a->ino())->read(0, out.size(), reinterpret_cast<std::byte*>(out.data()), &got, &msg) ==
+          EIO);
+    CHECK(msg == "device read failed");
+    ref->fail_reads = false;
     // Views that touch the cell fail too; views that do not are intact.
     DataView hit = resolve({"slice", "0", "4"}, s);
     Bytes hv(hit.bytes(8));
