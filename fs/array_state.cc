@@ -502,12 +502,13 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
   std::vector<std::pair<std::uint32_t, std::uint32_t>> edges;  // (request, cell)
   std::vector<std::uint32_t> mine;
   int failed = 0;
+  std::uint64_t bad = 0;  // told the caller only when the device read everything
   // Never throws: it runs inside the device call, with requests still in
   // flight into `sectors`; unwinding there would free their buffers.
   auto take = [&](std::uint32_t c) noexcept {
     if (failed) return;
     try {
-      failed = gather.cell({coords.data() + std::size_t(c) * n, n}, bad_cell);
+      failed = gather.cell({coords.data() + std::size_t(c) * n, n}, &bad);
     } catch (const std::bad_alloc&) {
       failed = ENOMEM;
     }
@@ -538,6 +539,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
   if (rc) return rc;
   if (bytes_read) *bytes_read += sectors.sectors() * io_.sector_size();
   if (device_done) device_done();
+  if (failed == EIO) *bad_cell = bad;
   return failed;
 }
 

@@ -61,10 +61,13 @@ class RefDevice final : public BlockDevice {
   std::uint32_t block_size() const override { return d_.block_size(); }
   int submit(std::span<IoRequest> batch) override {
     if (fail_reads) {
-      int first = 0;
+      bool any = false;
       for (IoRequest& r : batch)
-        if (r.op == IoRequest::Op::Read) first = first ? first : (r.result = EIO);
-      if (first) return first;
+        if (r.op == IoRequest::Op::Read) {
+          r.result = EIO;
+          any = true;
+        }
+      if (any) return EIO;
     }
     return d_.submit(batch);
   }
