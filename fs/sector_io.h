@@ -115,7 +115,8 @@ class SectorIo {
   double modeled_ms_ = 0;
   // The real clock beside the model: each foreground device call's wall time
   // summed (device_ms), and the wall time at least one was on the device
-  // (device_busy_ms; calls from several threads overlap). Guarded by model_mu_.
+  // (device_busy_ms; calls from several threads overlap). A streamed read's
+  // run_done work happens inside its call and counts. Guarded by model_mu_.
   void device_call_started();
   void device_call_ended(std::int64_t started_ns);
   int device_calls_in_flight_ = 0;

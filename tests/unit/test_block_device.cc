@@ -55,6 +55,16 @@ IoRequest req(IoRequest::Op op, std::uint64_t offset, void* buffer, std::uint32_
   return r;
 }
 
+// Turns a batch of writes from `data` into reads of the same blocks into
+// the same places of `back`.
+void reads_into(std::vector<IoRequest>& batch, const AlignedBuffer& data, AlignedBuffer& back) {
+  for (auto& r : batch) {
+    r.op = IoRequest::Op::Read;
+    r.buffer = static_cast<std::byte*>(r.buffer) - data.data() + back.data();
+    r.result = -1;
+  }
+}
+
 // A directory of scratch images, removed with everything in it.
 struct ScratchDir {
   std::string path;
@@ -277,11 +287,7 @@ TEST_CASE("FileDevice: batches much larger than the queue depth", "[device]") {
     batch.push_back(req(IoRequest::Op::Write, (n - 1 - i) * kBlock + kBlock, data.data() + i * kBlock, kBlock));
   }
   REQUIRE(dev->submit(batch) == 0);
-  for (auto& r : batch) {
-    r.op = IoRequest::Op::Read;
-    r.buffer = static_cast<std::byte*>(r.buffer) - data.data() + back.data();
-    r.result = -1;
-  }
+  reads_into(batch, data, back);
   std::shuffle(batch.begin(), batch.end(), rng);
   REQUIRE(dev->submit(batch) == 0);
   for (const auto& r : batch) REQUIRE(r.result == 0);
@@ -300,10 +306,7 @@ TEST_CASE("FileDevice: submit_streaming tells each read as it arrives, with its 
   for (std::size_t i = 0; i < n; ++i)
     batch.push_back(req(IoRequest::Op::Write, (2 * i + 1) * kBlock, data.data() + i * kBlock, kBlock));
   REQUIRE(dev->submit(batch) == 0);
-  for (auto& r : batch) {
-    r.op = IoRequest::Op::Read;
-    r.buffer = static_cast<std::byte*>(r.buffer) - data.data() + back.data();
-  }
+  reads_into(batch, data, back);
   std::shuffle(batch.begin(), batch.end(), rng);
   AlignedBuffer spare(kBlock);
   batch.insert(batch.begin() + 50, req(IoRequest::Op::Read, 1, spare.data(), kBlock));  // invalid: never told
@@ -413,10 +416,7 @@ TEST_CASE("FileDevice: falls back to pread/pwrite when io_uring is unavailable",
   batch.push_back(req(IoRequest::Op::Write, 1, data.data(), kBlock));  // invalid
   REQUIRE(dev->submit(batch) == EINVAL);
   REQUIRE(dev->flush() == 0);
-  for (auto& r : batch) {
-    r.op = IoRequest::Op::Read;
-    r.buffer = static_cast<std::byte*>(r.buffer) - data.data() + back.data();
-  }
+  reads_into(batch, data, back);
   batch.pop_back();
   REQUIRE(dev->submit(batch) == 0);
   REQUIRE(equal(data.span(), back.span()));
