@@ -68,6 +68,20 @@ void copy_rows(std::byte* dst, std::uint64_t dstep, const std::byte* src, std::u
   }
 }
 
+// One cell's part of a row of a line (copy_line): streamed where it is whole
+// 16-byte units, so that consecutive parts fill the result's lines in the
+// write-combining buffers and no line is read before it is overwritten.
+inline void put_piece(std::byte* dst, const std::byte* src, std::uint64_t bytes, bool stream) {
+#if defined(__SSE2__)
+  if (stream && bytes % 16 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 16 == 0) {
+    for (std::uint64_t k = 0; k < bytes; k += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k)));
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
 }  // namespace
 
 SelectionGather::SelectionGather(const CellGrid& grid, const Selection& selection, Stores stores)
@@ -90,6 +104,25 @@ SelectionGather::SelectionGather(const CellGrid& grid, const Selection& selectio
   count_.resize(n);
   lx_.resize(n);
   inc_c_.resize(n);
+  const std::size_t L = n - 1;
+  lines_ = stream_ && n >= 2 && !dims[L].fixed && dims[L].step == 1 && touched_[L].size() >= 2 &&
+           grid.cell()[L] * grid.itemsize() < 64;
+}
+
+bool SelectionGather::selected_in(std::span<const std::uint64_t> cc, std::size_t below) {
+  const auto& C = grid_.cell();
+  const auto& dims = sel_.dims();
+  for (std::size_t d = 0; d < below; ++d) {
+    const DimRange& R = dims[d];
+    std::uint64_t lo = cc[d] * C[d], hi = std::min(lo + C[d], grid_.shape()[d]);
+    std::uint64_t f = std::max(lo, R.start);
+    if ((f - R.start) % R.step) f += R.step - (f - R.start) % R.step;
+    std::uint64_t stop = std::min(hi, R.stop);
+    if (f >= stop) return false;
+    first_[d] = f;
+    count_[d] = (stop - f + R.step - 1) / R.step;
+  }
+  return true;
 }
 
 void SelectionGather::copy(std::span<const std::uint64_t> cc, const std::byte* cell, std::byte* out) {
@@ -97,17 +130,7 @@ void SelectionGather::copy(std::span<const std::uint64_t> cc, const std::byte* c
   const std::uint64_t I = grid_.itemsize();
   const auto& C = grid_.cell();
   const auto& dims = sel_.dims();
-  // The selected elements inside this cell, per dimension.
-  for (std::size_t d = 0; d < n; ++d) {
-    const DimRange& R = dims[d];
-    std::uint64_t lo = cc[d] * C[d], hi = std::min(lo + C[d], grid_.shape()[d]);
-    std::uint64_t f = std::max(lo, R.start);
-    if ((f - R.start) % R.step) f += R.step - (f - R.start) % R.step;
-    std::uint64_t stop = std::min(hi, R.stop);
-    if (f >= stop) return;
-    first_[d] = f;
-    count_[d] = (stop - f + R.step - 1) / R.step;
-  }
+  if (!selected_in(cc, n)) return;
   // Odometer over all dimensions but the last (the last is a run), moving
   // both cursors by additions: this loop runs once per row of every cell.
   const std::size_t L = n - 1;
@@ -141,6 +164,37 @@ void SelectionGather::copy(std::span<const std::uint64_t> cc, const std::byte* c
   for (;;) {
     copy_rows(out + ooff, ostep, cell + coff, cstep, rows, run, stream_);
     if (!advance(R, &ooff, &coff)) return;
+  }
+}
+
+void SelectionGather::copy_line(std::span<const std::uint64_t> cc, std::span<const std::byte* const> cells,
+                                std::byte* out) {
+  const std::size_t L = grid_.dims() - 1;
+  const std::uint64_t I = grid_.itemsize();
+  const auto& C = grid_.cell();
+  const auto& dims = sel_.dims();
+  if (!selected_in(cc, L)) return;
+  // Each cell's part of a row: the same for every row (the last dimension
+  // is taken with step 1, so the parts are contiguous in the result's row).
+  const DimRange& R = dims[L];
+  pieces_.clear();
+  for (std::size_t j = 0; j < cells.size() && j < touched_[L].size(); ++j) {
+    if (cells[j] == nullptr) continue;
+    const std::uint64_t lo_c = touched_[L][j] * C[L];
+    const std::uint64_t lo = std::max(lo_c, R.start), hi = std::min({lo_c + C[L], grid_.shape()[L], R.stop});
+    if (lo < hi) pieces_.push_back({cells[j] + (lo - lo_c) * I, (lo - R.start) * I, (hi - lo) * I});
+  }
+  std::uint64_t ooff = 0, coff = 0;
+  for (std::size_t d = 0; d < L; ++d) {
+    ooff += (first_[d] - dims[d].start) / dims[d].step * ostride_[d];
+    coff += (first_[d] - cc[d] * C[d]) * cstride_[d] * I;
+    inc_c_[d] = cstride_[d] * dims[d].step * I;
+  }
+  std::fill(lx_.begin(), lx_.end(), 0);
+  for (;;) {
+    std::byte* row = out + ooff;
+    for (const Piece& p : pieces_) put_piece(row + p.out, p.cell + coff, p.bytes, stream_);
+    if (!advance(L, &ooff, &coff)) return;
   }
 }
 

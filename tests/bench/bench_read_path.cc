@@ -6,12 +6,14 @@
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
 #include "fs/block_device.h"
 #include "fs/cell_checksums.h"
 #include "layouts/cell_copy.h"
+#include "layouts/curve_order.h"
 #include "layouts/selection_chunks.h"
 
 using namespace mmfs::layouts;
@@ -82,6 +84,90 @@ TEST_CASE("gather one 32 MiB chunk of a full read") {
       return out.data()[bytes / 2];
     };
   }
+}
+
+TEST_CASE("gather a 128 MiB chunk of 16x16x4 float64 cells: cell by cell or by lines") {
+  // The flash volumes' default cell: rows of 32 bytes, half a cache line of
+  // the result. Cells arrive in the layout's order, not the grid's: shuffled
+  // here, the far end of that.
+  CellGrid g({1024, 1024, 256}, 8, {16, 16, 4}, CellGrid::default_order(3));
+  SelectionChunks chunks(Selection::all(g.shape()), g, 128ull << 20);
+  const Selection part = chunks.selection(0);
+  const std::uint64_t bytes = part.elements() * g.itemsize();
+  SelectionGather probe(g, part, SelectionGather::Stores::streamed);
+  const auto& t = probe.touched();
+  REQUIRE(probe.gathers_lines());
+  std::vector<std::vector<std::uint64_t>> coords;
+  for (std::uint64_t a : t[0])
+    for (std::uint64_t b : t[1])
+      for (std::uint64_t c : t[2]) coords.push_back({a, b, c});
+  std::vector<std::byte> cells(coords.size() * g.cell_bytes());
+  std::mt19937_64 rng(3);
+  for (auto& b : cells) b = std::byte(rng());
+  std::vector<std::size_t> arrival(coords.size());
+  for (std::size_t i = 0; i < arrival.size(); ++i) arrival[i] = i;
+  // The order a Hilbert layout of the whole grid reads them in.
+  std::vector<std::size_t> hilbert = arrival;
+  {
+    const HilbertOrder curve(g.grid());
+    std::vector<std::uint64_t> rank(coords.size());
+    for (std::size_t i = 0; i < coords.size(); ++i) rank[i] = curve.rank(coords[i]);
+    std::sort(hilbert.begin(), hilbert.end(), [&](std::size_t a, std::size_t b) { return rank[a] < rank[b]; });
+  }
+  std::shuffle(arrival.begin(), arrival.end(), rng);
+  mmfs::fs::AlignedBuffer out(bytes, mmfs::fs::AlignedBuffer::Uninitialized{});
+  std::memset(out.data(), 0, bytes);
+  const auto streamed = SelectionGather::Stores::streamed;
+  // Cell i of `coords` is at cells[i]: the grid's order, as C order of the touched.
+  BENCHMARK("cell by cell, grid order") {
+    SelectionGather gather(g, part, streamed);
+    for (std::size_t i = 0; i < coords.size(); ++i) gather.copy(coords[i], cells.data() + i * g.cell_bytes(), out.data());
+    return out.data()[bytes / 2];
+  };
+  BENCHMARK("cell by cell, shuffled arrival") {
+    SelectionGather gather(g, part, streamed);
+    for (std::size_t i : arrival) gather.copy(coords[i], cells.data() + i * g.cell_bytes(), out.data());
+    return out.data()[bytes / 2];
+  };
+  // As the daemon does: each cell verified as it arrives, then copied alone
+  // or with its line once the line's last cell has arrived.
+  for (const auto& [name, order] : {std::pair<const char*, const std::vector<std::size_t>*>{"shuffled", &arrival},
+                                    {"Hilbert", &hilbert}}) {
+    BENCHMARK(std::string("verify + cell by cell, ") + name + " arrival") {
+      SelectionGather gather(g, part, streamed);
+      std::uint64_t x = 0;
+      for (std::size_t i : *order) {
+        x ^= mmfs::fs::cell_checksum({cells.data() + i * g.cell_bytes(), g.cell_bytes()});
+        gather.copy(coords[i], cells.data() + i * g.cell_bytes(), out.data());
+      }
+      return x;
+    };
+    BENCHMARK(std::string("verify + by lines, ") + name + " arrival") {
+      SelectionGather gather(g, part, streamed);
+      const std::size_t width = t[2].size();
+      std::vector<std::uint32_t> left(coords.size() / width, std::uint32_t(width));
+      std::vector<const std::byte*> line(width);
+      std::uint64_t x = 0;
+      for (std::size_t i : *order) {
+        x ^= mmfs::fs::cell_checksum({cells.data() + i * g.cell_bytes(), g.cell_bytes()});
+        if (--left[i / width] != 0) continue;
+        const std::size_t first = i / width * width;
+        for (std::size_t j = 0; j < width; ++j) line[j] = cells.data() + (first + j) * g.cell_bytes();
+        gather.copy_line(coords[first], line, out.data());
+      }
+      return x;
+    };
+  }
+  BENCHMARK("by lines of cells") {
+    SelectionGather gather(g, part, streamed);
+    const std::size_t width = t[2].size();
+    std::vector<const std::byte*> line(width);
+    for (std::size_t i = 0; i < coords.size(); i += width) {
+      for (std::size_t j = 0; j < width; ++j) line[j] = cells.data() + (i + j) * g.cell_bytes();
+      gather.copy_line(coords[i], line, out.data());
+    }
+    return out.data()[bytes / 2];
+  };
 }
 
 TEST_CASE("checksum one 32 MiB chunk of 4 KiB cells") {

@@ -26,6 +26,7 @@
 #include "fs/plain_file.h"
 #include "fs/sector_io.h"
 #include "fs/view_path.h"
+#include "layouts/cell_copy.h"
 #include "layouts/selection_chunks.h"
 #include "fs/volume.h"
 #include "geometry/load.h"
@@ -177,6 +178,45 @@ TEST_CASE("array file: random writes, reads and views match a byte model on ever
       // lbn/...: every element is where the layout says, on the device.
       REQUIRE(a->flush(true, &msg) == 0);
       check_locations(*a, s, model, dynamic_cast<MemoryDevice&>(m.vol->device()));
+    }
+  }
+}
+
+TEST_CASE("array file: results of short-row cells, gathered by lines of cells, match the model", "[array_file]") {
+  // Cells whose rows are shorter than a cache line (32 and 24 bytes) and
+  // results of 4 MiB or more: gathered a line of cells at a time
+  // (SelectionGather::gathers_lines), with cells never written (zeros) and,
+  // on a disk's tracks, cells split across a track's end (copied alone).
+  auto g = geom::load_geometry("atlas10k3");
+  auto golden = formatted(*g, 64ull << 20);
+  std::uint64_t seed = 100;
+  for (const std::string& layout : kLayouts) {
+    for (const std::vector<std::uint64_t>& cell : {std::vector<std::uint64_t>{16, 16, 4}, {5, 8, 3}}) {
+      INFO("layout " << layout << " cell " << layouts::join(cell));
+      std::mt19937_64 rng(++seed);
+      ArraySchema s = make_schema({40, 64, 260}, "float64", layout);
+      s.cell = cell;
+      Mount m = mount(copy_of(*golden));
+      auto a = create_array(m, "a", s);
+      const std::uint64_t N = array_bytes(s);
+      REQUIRE(N >= ArrayState::kStreamedResultBytes);
+      const layouts::CellGrid grid(s.shape, 8, cell, layouts::CellGrid::default_order(3));
+      REQUIRE(layouts::SelectionGather(grid, layouts::Selection::all(s.shape),
+                                       layouts::SelectionGather::Stores::streamed)
+                  .gathers_lines());
+      // Planes 0..29 written; the cells of planes 32.. never are.
+      Bytes model(N, 0);
+      const std::uint64_t plane = N / 40;
+      Bytes head = testing::random_bytes(rng, 30 * plane);
+      std::copy(head.begin(), head.end(), model.begin());
+      REQUIRE(write_file(*a, 0, head) == 0);
+      std::string msg;
+      REQUIRE(a->flush(true, &msg) == 0);
+      auto b = open_stored(m, a->ino());  // no cell in memory: every one from the device
+      CHECK(bytes_diff(read_all(*b), model) == "");
+      std::vector<Sel> box = {{false, 1, 40, 1}, {false, 0, 64, 1}, {false, 2, 259, 1}};
+      check_view(*b, resolve({"box", spell(box)}, s), extract(model, s.shape, 8, box), rng);
+      check_views(*b, s, model, rng);
     }
   }
 }

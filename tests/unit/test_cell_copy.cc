@@ -138,6 +138,81 @@ TEST_CASE("cell copy: scatter then gather equals numpy-style indexing of the C-o
   }
 }
 
+TEST_CASE("cell copy: lines of cells gather what cells do, with any cells copied alone", "[cell_copy]") {
+  std::mt19937_64 rng(11);
+  struct Case {
+    std::vector<std::uint64_t> shape, cell;
+    std::uint32_t itemsize;
+  };
+  // Rows shorter than a cache line: 32 bytes (the default float64 cell of
+  // flash volumes), 8 bytes, 20 bytes (not whole 16-byte units), 2-D, and
+  // cells cut by the array's edge.
+  const std::vector<Case> cases = {{{16, 24, 20}, {8, 8, 4}, 8}, {{9, 10, 11}, {4, 4, 4}, 8},
+                                   {{3, 5, 4, 6}, {2, 3, 1, 4}, 2}, {{5, 7, 33}, {1, 3, 5}, 4},
+                                   {{6, 40}, {2, 2}, 8}};
+  const auto streamed = SelectionGather::Stores::streamed;
+  for (const auto& c : cases) {
+    CAPTURE(c.shape, c.cell);
+    CellGrid g(c.shape, c.itemsize, c.cell, CellGrid::default_order(c.shape.size()));
+    std::vector<std::byte> array(g.elements() * c.itemsize);
+    for (auto& b : array) b = std::byte(rng());
+    const auto cells = to_cells(g, array, rng);
+    for (int k = 0; k < 40; ++k) {
+      Selection sel = k == 0 ? Selection::all(g.shape()) : random_selection(g, rng);
+      // The last dimension taken with step 1 across at least two cells.
+      std::vector<DimRange> dims = sel.dims();
+      const std::size_t L = dims.size() - 1;
+      const std::uint64_t cl = c.cell[L], sl = c.shape[L];
+      dims[L] = {rng() % cl, std::min(sl, cl + 1 + rng() % (sl - cl)), 1, false};
+      sel = Selection(dims);
+      CAPTURE(k);
+      const std::size_t bytes = sel.elements() * g.itemsize();
+      std::vector<std::byte> area(bytes + 64, std::byte{0x5a});
+      std::byte* out = area.data() + (64 - reinterpret_cast<std::uintptr_t>(area.data()) % 64) % 64;
+      {
+        SelectionGather gather(g, sel, streamed);
+        REQUIRE(gather.gathers_lines());
+        CHECK_FALSE(SelectionGather(g, sel).gathers_lines());  // a cached result: cells one by one
+        const auto& t = gather.touched();
+        std::vector<std::size_t> idx(L, 0);
+        std::vector<std::uint64_t> cc(L + 1);
+        std::vector<const std::byte*> line(t[L].size());
+        for (bool more = true; more;) {
+          for (std::size_t d = 0; d < L; ++d) cc[d] = t[d][idx[d]];
+          for (std::size_t j = 0; j < t[L].size(); ++j) {
+            cc[L] = t[L][j];
+            line[j] = cells.data() + g.linear(cc) * g.cell_bytes();
+            if (rng() % 4 == 0) {  // this one copied alone, as a cell put together elsewhere is
+              gather.copy(cc, line[j], out);
+              line[j] = nullptr;
+            }
+          }
+          gather.copy_line(cc, line, out);
+          more = false;
+          for (std::size_t d = L; d-- > 0;) {
+            if (++idx[d] < t[d].size()) {
+              more = true;
+              break;
+            }
+            idx[d] = 0;
+          }
+        }
+      }
+      CHECK(std::vector<std::byte>(out, out + bytes) == brute(g, array, sel));
+      CHECK(area.back() == std::byte{0x5a});  // nothing past the result
+    }
+  }
+  // Lines pay only for rows shorter than a cache line, a last dimension
+  // taken whole-step across cells, and a streamed result.
+  CellGrid wide({8, 64}, 8, {4, 8}, CellGrid::default_order(2));  // rows of 64 bytes
+  CHECK_FALSE(SelectionGather(wide, Selection::all(wide.shape()), streamed).gathers_lines());
+  CellGrid narrow({8, 64}, 8, {4, 4}, CellGrid::default_order(2));
+  CHECK(SelectionGather(narrow, Selection::all(narrow.shape()), streamed).gathers_lines());
+  CHECK_FALSE(SelectionGather(narrow, Selection({{0, 8, 1, false}, {0, 64, 2, false}}), streamed).gathers_lines());
+  CHECK_FALSE(SelectionGather(narrow, Selection({{0, 8, 1, false}, {5, 6, 1, true}}), streamed).gathers_lines());
+  CHECK_FALSE(SelectionGather(narrow, Selection({{0, 8, 1, false}, {4, 8, 1, false}}), streamed).gathers_lines());
+}
+
 TEST_CASE("cell segments of long ranges map every byte as per-byte division does", "[cell_copy]") {
   // for_each_cell_segment steps its coordinates as an odometer across lines
   // and dimensions; every byte of ranges of any length and alignment must
