@@ -387,7 +387,6 @@ class ArrayState::CellGather {
     // A partial plan read only the blocks of some cells that hold the
     // selection: those cells are put together (and verified) block by block.
     if (partial_cells) blocks_.emplace(state.grid(), sel, state.sums_.blocks().bytes, state.sums_.blocks().per_cell);
-    if (gather_.gathers_lines()) lines_.emplace(state.grid(), gather_.touched());
   }
 
   const std::vector<std::vector<std::uint64_t>>& touched() const { return gather_.touched(); }
@@ -444,67 +443,18 @@ class ArrayState::CellGather {
         return EIO;
       }
     }
-    if (!lines_) {
-      gather_.copy(cc, cell, out_);
-      return 0;
-    }
-    // Verified now; copied with its line once the line's last cell is, from
-    // where it was read (a cell put together in `joined_` is copied now: that
-    // buffer is the next cell's).
-    if (cell == joined_.data()) {
-      gather_.copy(cc, cell, out_);
-      cell = nullptr;
-    }
-    if (const std::span<const std::byte* const> line = lines_->arrived(cc, cell); !line.empty())
-      gather_.copy_line(cc, line, out_);
+    // A cell put together in `joined_` is copied now: that buffer is the
+    // next cell's. The others may wait in `sectors_` for their line.
+    gather_.take(cc, cell, out_, cell == joined_.data());
     return 0;
   }
 
  private:
-  // The cells of each line (SelectionGather::gathers_lines) verified so far.
-  class LineSlots {
-   public:
-    LineSlots(const CellGrid& g, const std::vector<std::vector<std::uint64_t>>& touched) {
-      const std::size_t n = g.dims(), L = n - 1;
-      position_.resize(n);
-      touched_count_.resize(n);
-      for (std::size_t d = 0; d < n; ++d) {
-        touched_count_[d] = touched[d].size();
-        position_[d].assign(g.grid()[d], 0);
-        for (std::size_t i = 0; i < touched[d].size(); ++i) position_[d][touched[d][i]] = std::uint32_t(i);
-      }
-      width_ = touched[L].size();
-      std::size_t lines = 1;
-      for (std::size_t d = 0; d < L; ++d) lines *= touched[d].size();
-      left_.assign(lines, std::uint32_t(width_));
-      cells_.assign(lines * width_, nullptr);
-    }
-    // Records touched cell `cc` (at `cell`, or null if copied already); its
-    // line's cells once this was the line's last, else an empty span.
-    std::span<const std::byte* const> arrived(std::span<const std::uint64_t> cc, const std::byte* cell) {
-      const std::size_t L = cc.size() - 1;
-      std::size_t line = 0;
-      for (std::size_t d = 0; d < L; ++d) line = line * touched_count_[d] + position_[d][cc[d]];
-      const std::byte** slots = cells_.data() + line * width_;
-      slots[position_[L][cc[L]]] = cell;
-      if (--left_[line] != 0) return {};
-      return {slots, width_};
-    }
-
-   private:
-    std::vector<std::vector<std::uint32_t>> position_;  // per dim: cell coordinate -> index among the touched
-    std::vector<std::size_t> touched_count_;            // per dim
-    std::size_t width_ = 0;
-    std::vector<std::uint32_t> left_;
-    std::vector<const std::byte*> cells_;
-  };
-
   const ArrayState& state_;
   const SectorBuffer& sectors_;
   std::byte* out_;
   layouts::SelectionGather gather_;
   std::optional<layouts::CellBlocks> blocks_;
-  std::optional<LineSlots> lines_;
   std::vector<std::byte> joined_;
   const std::vector<std::byte> zeros_;
 };

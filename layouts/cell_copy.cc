@@ -109,6 +109,28 @@ SelectionGather::SelectionGather(const CellGrid& grid, const Selection& selectio
            grid.cell()[L] * grid.itemsize() < 64;
 }
 
+void SelectionGather::take(std::span<const std::uint64_t> cc, const std::byte* cell, std::byte* out, bool transient) {
+  if (!lines_ || transient) copy(cc, cell, out);
+  if (!lines_) return;
+  const std::size_t n = grid_.dims(), L = n - 1, width = touched_[L].size();
+  if (position_.empty()) {  // the first take: the line bookkeeping
+    position_.resize(n);
+    std::size_t lines = 1;
+    for (std::size_t d = 0; d < n; ++d) {
+      position_[d].assign(grid_.grid()[d], 0);
+      for (std::size_t i = 0; i < touched_[d].size(); ++i) position_[d][touched_[d][i]] = std::uint32_t(i);
+      if (d < L) lines *= touched_[d].size();
+    }
+    left_.assign(lines, std::uint32_t(width));
+    slots_.assign(lines * width, nullptr);
+  }
+  std::size_t line = 0;
+  for (std::size_t d = 0; d < L; ++d) line = line * touched_[d].size() + position_[d][cc[d]];
+  const std::byte** slots = slots_.data() + line * width;
+  slots[position_[L][cc[L]]] = transient ? nullptr : cell;
+  if (--left_[line] == 0) copy_line(cc, {slots, width}, out);
+}
+
 bool SelectionGather::selected_in(std::span<const std::uint64_t> cc, std::size_t below) {
   const auto& C = grid_.cell();
   const auto& dims = sel_.dims();

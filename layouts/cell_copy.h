@@ -109,6 +109,12 @@ class SelectionGather {
   // ignored): cells[j] holds the brick of the cell whose last coordinate is
   // touched().back()[j], or is null for a cell the caller copied itself.
   void copy_line(std::span<const std::uint64_t> coords, std::span<const std::byte* const> cells, std::byte* out);
+  // Every touched cell, once, in any order (as its bytes arrive): copied now
+  // or, when gathering lines, with its line once the line's last cell has
+  // been taken. `cell` must then stay valid until that copy, unless it is
+  // `transient` (a scratch buffer the caller reuses): such a cell is copied
+  // now, alone.
+  void take(std::span<const std::uint64_t> coords, const std::byte* cell, std::byte* out, bool transient = false);
 
  private:
   // Steps the odometer of dimensions [0, below) and both cursors; false once
@@ -128,6 +134,12 @@ class SelectionGather {
   bool stream_;
   bool lines_ = false;
   std::vector<Piece> pieces_;  // scratch of copy_line
+  // take() when gathering lines: per dimension, cell coordinate -> index
+  // among the touched; per line, the cells still to come; per touched cell
+  // (line-major), where its brick is (null: copied already).
+  std::vector<std::vector<std::uint32_t>> position_;
+  std::vector<std::uint32_t> left_;
+  std::vector<const std::byte*> slots_;
   std::vector<std::uint64_t> ostride_, cstride_;
   std::vector<std::vector<std::uint64_t>> touched_;
   std::vector<std::uint64_t> first_, count_, lx_, inc_c_;  // scratch

@@ -130,7 +130,7 @@ TEST_CASE("gather a 128 MiB chunk of 16x16x4 float64 cells: cell by cell or by l
     return out.data()[bytes / 2];
   };
   // As the daemon does: each cell verified as it arrives, then copied alone
-  // or with its line once the line's last cell has arrived.
+  // or (take) with its line once the line's last cell has arrived.
   for (const auto& [name, order] : {std::pair<const char*, const std::vector<std::size_t>*>{"shuffled", &arrival},
                                     {"Hilbert", &hilbert}}) {
     BENCHMARK(std::string("verify + cell by cell, ") + name + " arrival") {
@@ -144,16 +144,10 @@ TEST_CASE("gather a 128 MiB chunk of 16x16x4 float64 cells: cell by cell or by l
     };
     BENCHMARK(std::string("verify + by lines, ") + name + " arrival") {
       SelectionGather gather(g, part, streamed);
-      const std::size_t width = t[2].size();
-      std::vector<std::uint32_t> left(coords.size() / width, std::uint32_t(width));
-      std::vector<const std::byte*> line(width);
       std::uint64_t x = 0;
       for (std::size_t i : *order) {
         x ^= mmfs::fs::cell_checksum({cells.data() + i * g.cell_bytes(), g.cell_bytes()});
-        if (--left[i / width] != 0) continue;
-        const std::size_t first = i / width * width;
-        for (std::size_t j = 0; j < width; ++j) line[j] = cells.data() + (first + j) * g.cell_bytes();
-        gather.copy_line(coords[first], line, out.data());
+        gather.take(coords[i], cells.data() + i * g.cell_bytes(), out.data());
       }
       return x;
     };

@@ -2,6 +2,7 @@
 // (layouts/selection_chunks.h) against brute force, without a device.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <random>
@@ -52,6 +53,27 @@ std::vector<std::byte> brute(const CellGrid& g, const std::vector<std::byte>& ar
   }
 }
 
+// Every cell of the product of `touched` (a coordinate list per dimension), in C order.
+std::vector<std::vector<std::uint64_t>> touched_cells(const std::vector<std::vector<std::uint64_t>>& touched) {
+  std::vector<std::vector<std::uint64_t>> out;
+  const std::size_t n = touched.size();
+  std::vector<std::size_t> idx(n, 0);
+  std::vector<std::uint64_t> cc(n);
+  for (bool more = true; more;) {
+    for (std::size_t d = 0; d < n; ++d) cc[d] = touched[d][idx[d]];
+    out.push_back(cc);
+    more = false;
+    for (std::size_t d = n; d-- > 0;) {
+      if (++idx[d] < touched[d].size()) {
+        more = true;
+        break;
+      }
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
 // The result is written at a 64-byte boundary (as the daemon's buffers are),
 // so that streamed stores of whole cache lines are taken where rows allow.
 std::vector<std::byte> gathered(const CellGrid& g, const std::vector<std::byte>& cells, const Selection& sel,
@@ -61,22 +83,8 @@ std::vector<std::byte> gathered(const CellGrid& g, const std::vector<std::byte>&
   std::byte* out = area.data() + (64 - reinterpret_cast<std::uintptr_t>(area.data()) % 64) % 64;
   {
     SelectionGather gather(g, sel, stores);
-    const auto& t = gather.touched();
-    std::size_t n = g.dims();
-    std::vector<std::size_t> idx(n, 0);
-    std::vector<std::uint64_t> cc(n);
-    for (bool more = true; more;) {
-      for (std::size_t d = 0; d < n; ++d) cc[d] = t[d][idx[d]];
+    for (const auto& cc : touched_cells(gather.touched()))
       gather.copy(cc, cells.data() + g.linear(cc) * g.cell_bytes(), out);
-      more = false;
-      for (std::size_t d = n; d-- > 0;) {
-        if (++idx[d] < t[d].size()) {
-          more = true;
-          break;
-        }
-        idx[d] = 0;
-      }
-    }
   }  // the gather's end fences streamed stores
   return {out, out + bytes};
 }
@@ -138,7 +146,7 @@ TEST_CASE("cell copy: scatter then gather equals numpy-style indexing of the C-o
   }
 }
 
-TEST_CASE("cell copy: lines of cells gather what cells do, with any cells copied alone", "[cell_copy]") {
+TEST_CASE("cell copy: lines of cells gather what cells do, cells taken in any order, some transient", "[cell_copy]") {
   std::mt19937_64 rng(11);
   struct Case {
     std::vector<std::uint64_t> shape, cell;
@@ -173,28 +181,20 @@ TEST_CASE("cell copy: lines of cells gather what cells do, with any cells copied
         SelectionGather gather(g, sel, streamed);
         REQUIRE(gather.gathers_lines());
         CHECK_FALSE(SelectionGather(g, sel).gathers_lines());  // a cached result: cells one by one
-        const auto& t = gather.touched();
-        std::vector<std::size_t> idx(L, 0);
-        std::vector<std::uint64_t> cc(L + 1);
-        std::vector<const std::byte*> line(t[L].size());
-        for (bool more = true; more;) {
-          for (std::size_t d = 0; d < L; ++d) cc[d] = t[d][idx[d]];
-          for (std::size_t j = 0; j < t[L].size(); ++j) {
-            cc[L] = t[L][j];
-            line[j] = cells.data() + g.linear(cc) * g.cell_bytes();
-            if (rng() % 4 == 0) {  // this one copied alone, as a cell put together elsewhere is
-              gather.copy(cc, line[j], out);
-              line[j] = nullptr;
-            }
-          }
-          gather.copy_line(cc, line, out);
-          more = false;
-          for (std::size_t d = L; d-- > 0;) {
-            if (++idx[d] < t[d].size()) {
-              more = true;
-              break;
-            }
-            idx[d] = 0;
+        // Every cell taken once, in a random order (as requests arrive). A
+        // quarter come from a scratch buffer that is overwritten right after
+        // (a cell put together from two pieces): those are copied at once.
+        auto order = touched_cells(gather.touched());
+        std::shuffle(order.begin(), order.end(), rng);
+        std::vector<std::byte> scratch(g.cell_bytes());
+        for (const auto& cc : order) {
+          const std::byte* cell = cells.data() + g.linear(cc) * g.cell_bytes();
+          if (rng() % 4 == 0) {
+            std::copy(cell, cell + g.cell_bytes(), scratch.begin());
+            gather.take(cc, scratch.data(), out, true);
+            std::fill(scratch.begin(), scratch.end(), std::byte{0xee});
+          } else {
+            gather.take(cc, cell, out);
           }
         }
       }
