@@ -214,7 +214,7 @@ int ArrayIndex::read_blob(const std::vector<Extent>& extents, std::uint64_t offs
                           std::vector<std::byte>* out, IndexCost* cost) const {
   const std::uint32_t ss = env_.io.sector_size();
   const std::uint64_t first = offset / ss, last = (offset + length + ss - 1) / ss;
-  AlignedBuffer buf(std::max<std::uint64_t>(1, last - first) * ss, AlignedBuffer::Uninitialized{});
+  AlignedBuffer buf(std::max<std::uint64_t>(1, last - first) * ss, AlignedBuffer::ForIo{});
   std::vector<SectorRun> runs;
   std::uint64_t at = 0;
   for (const Piece& p : object_pieces(extents, first, last - first)) {

@@ -319,10 +319,10 @@ SectorBuffer::SectorBuffer(const layouts::IoPlan& plan, std::uint32_t sector_siz
   std::sort(placed_.begin(), placed_.end(), [](const Placed& a, const Placed& b) { return a.lbn < b.lbn; });
   const std::uint64_t bytes = std::max<std::uint64_t>(total, 1) * sector_size;
   if (scratch) {
-    if (scratch->size() < bytes) *scratch = AlignedBuffer(bytes, AlignedBuffer::Uninitialized{});
+    if (scratch->size() < bytes) *scratch = AlignedBuffer(bytes, AlignedBuffer::ForIo{});
     data_ = scratch->data();
   } else {
-    buffer_ = AlignedBuffer(bytes, AlignedBuffer::Uninitialized{});
+    buffer_ = AlignedBuffer(bytes, AlignedBuffer::ForIo{});
     data_ = buffer_.data();
   }
   std::uint64_t at = 0;

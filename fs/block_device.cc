@@ -71,18 +71,27 @@ AlignedBuffer::AlignedBuffer(std::size_t size) : AlignedBuffer(size, Uninitializ
 }
 
 AlignedBuffer::AlignedBuffer(std::size_t size, Uninitialized) : size_(size) {
-  if (size == 0) return;
   // Large buffers (decoded chunks, device reads of a view) come from the
   // pool: mapped once, on transparent huge pages, and kept resident between
   // uses (fs/buffer_pool.h says what a fresh mapping costs). Huge pages also
   // matter for the gathers, which walk these buffers at strides of kilobytes
   // to megabytes: on 4 KiB pages nearly every access would miss the TLB.
-  if (size >= BufferPool::kGranule) {
-    data_ = BufferPool::shared().take(size, &pooled_);
+  allocate(size >= BufferPool::kGranule);
+}
+
+AlignedBuffer::AlignedBuffer(std::size_t size, ForIo) : size_(size) {
+  // One page is one DMA segment either way: it need not hold a granule.
+  allocate(size > kOnePage);
+}
+
+void AlignedBuffer::allocate(bool pooled) {
+  if (size_ == 0) return;
+  if (pooled) {
+    data_ = BufferPool::shared().take(size_, &pooled_);
     return;
   }
   // aligned_alloc wants a multiple of the alignment; the tail is never exposed.
-  const std::size_t alloc = (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  const std::size_t alloc = (size_ + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
   data_ = static_cast<std::byte*>(std::aligned_alloc(kBufferAlignment, alloc));
   if (data_ == nullptr) throw std::bad_alloc();
 }

@@ -189,7 +189,7 @@ int PlainFile::read(std::uint64_t offset, std::size_t length, std::byte* out, st
   if (offset >= size_ || length == 0) return 0;
   length = std::size_t(std::min<std::uint64_t>(length, size_ - offset));
   std::uint64_t b0 = offset / block_, b1 = div_up(offset + length, block_);
-  AlignedBuffer buf((b1 - b0) * block_);
+  AlignedBuffer buf((b1 - b0) * block_, AlignedBuffer::ForIo{});  // read_blocks_locked clears what it skips
   if (int r = read_blocks_locked(b0, b1 - b0, buf.data(), true, why)) return r;
   std::memcpy(out, buf.data() + (offset - b0 * block_), length);
   *got = length;
@@ -206,7 +206,9 @@ int PlainFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
   if (offset > size_)
     if (int r = zero_tail_locked()) return r;
   std::uint64_t b0 = offset / block_, b1 = div_up(end, block_);
-  AlignedBuffer buf((b1 - b0) * block_);
+  // Every byte is set below: the partial blocks at either end are read whole
+  // (as zeros where nothing is stored), the rest is the caller's data.
+  AlignedBuffer buf((b1 - b0) * block_, AlignedBuffer::ForIo{});
   // Read-modify-write of the partial blocks at either end.
   if (offset % block_ != 0)
     if (int r = read_blocks_locked(b0, 1, buf.data(), true)) return r;

@@ -185,7 +185,7 @@ bool ScrubRunner::idle_work() {
     // A suspect's second read, or a unit the completion pass reads whole.
     std::uint64_t sectors = 0;
     for (const auto& r : job->runs) sectors += r.sectors;
-    AlignedBuffer buf(sectors * ss, AlignedBuffer::Uninitialized{});
+    AlignedBuffer buf(sectors * ss, AlignedBuffer::ForIo{});
     std::vector<SectorRun> runs;
     std::byte* p = buf.data();
     for (const auto& r : job->runs) {
@@ -210,7 +210,7 @@ bool ScrubRunner::idle_work() {
     }
   }
   count = std::max<std::uint64_t>(count, 1);
-  AlignedBuffer buf(count * ss, AlignedBuffer::Uninitialized{});
+  AlignedBuffer buf(count * ss, AlignedBuffer::ForIo{});
   const ReadPath how = mode_ == ScrubMode::IdleTime ? ReadPath::IdleTime : ReadPath::Completion;
   int result = io_.read_background(std::vector<SectorRun>{{lbn, count, buf.data()}});
   ++own_reads_;

@@ -14,6 +14,7 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
+#include "fs/array_state.h"
 #include "fs/block_device.h"
 #include "fs/buffer_pool.h"
 #include "fs/size_text.h"
@@ -180,6 +181,42 @@ TEST_CASE("large AlignedBuffers come from the shared pool and are cleared when a
   const auto in_use = shared.stats().in_use_bytes;
   small = AlignedBuffer();
   CHECK(shared.stats().in_use_bytes == in_use - 6 * MiB);
+}
+
+TEST_CASE("I/O buffers of any size come from the pool, other small buffers do not", "[buffer_pool][block_device]") {
+  // DMA into 4 KiB pages costs a virtio host a segment per page (block_device.h).
+  BufferPool& shared = BufferPool::shared();
+  const auto before = shared.stats();
+  {
+    AlignedBuffer io(3 * 4096, AlignedBuffer::ForIo{});
+    CHECK(reinterpret_cast<std::uintptr_t>(io.data()) % BufferPool::kGranule == 0);
+    CHECK(io.size() == 3 * 4096);
+    CHECK(shared.stats().in_use_bytes == before.in_use_bytes + BufferPool::kGranule);
+    std::memset(io.data(), 0xab, io.size());
+    AlignedBuffer ordinary(3 * 4096, AlignedBuffer::Uninitialized{});
+    AlignedBuffer cleared(3 * 4096);
+    CHECK(shared.stats().in_use_bytes == before.in_use_bytes + BufferPool::kGranule);
+    CHECK(shared.stats().takes == before.takes + 1);
+  }
+  CHECK(shared.stats().in_use_bytes == before.in_use_bytes);
+  AlignedBuffer none(0, AlignedBuffer::ForIo{});
+  CHECK(none.data() == nullptr);
+  AlignedBuffer page(AlignedBuffer::kOnePage, AlignedBuffer::ForIo{});  // one segment either way
+  CHECK(page.data() != nullptr);
+  CHECK(page.size() == AlignedBuffer::kOnePage);
+  CHECK(shared.stats().takes == before.takes + 1);
+
+  // A view's device reads land in such a buffer, however few its sectors
+  // (here two requests of a small plan, placed one after the other).
+  mmfs::layouts::IoPlan plan;
+  plan.batches.push_back({{{100, 2}, {40, 1}}});
+  mmfs::fs::SectorBuffer sectors(plan, 4096);
+  const auto runs = sectors.runs();
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0].lbn == 40);
+  CHECK(reinterpret_cast<std::uintptr_t>(runs[0].buffer) % BufferPool::kGranule == 0);
+  CHECK(runs[1].buffer == runs[0].buffer + 4096);
+  CHECK(shared.stats().in_use_bytes == before.in_use_bytes + BufferPool::kGranule);
 }
 
 #if defined(__SANITIZE_ADDRESS__)
