@@ -69,7 +69,7 @@ int MlocSpill::add_run(std::vector<Piece>& pieces, std::string* message) {
     return 0;
   }
   AlignedBuffer window(std::min<std::uint64_t>(kWindow, std::max<std::uint64_t>(sectors, 1) * ss),
-                       AlignedBuffer::Uninitialized{});
+                       AlignedBuffer::ForIo{});
   std::uint64_t written = 0, filled = 0;
   auto flush = [&]() -> int {
     if (filled == 0) return 0;
@@ -109,7 +109,7 @@ int MlocSpill::hold_all(std::string* message) {
   for (Run& run : runs_) {
     if (run.extents.empty()) continue;
     const std::uint64_t bytes = (run.bytes + ss - 1) / ss * ss;
-    AlignedBuffer all(std::max<std::uint64_t>(bytes, ss), AlignedBuffer::Uninitialized{});
+    AlignedBuffer all(std::max<std::uint64_t>(bytes, ss), AlignedBuffer::ForIo{});
     if (int r = read_run(run, 0, bytes, all.data())) {
       *message = "reading the mloc image's pieces back from temporary sectors failed";
       return r;
@@ -150,7 +150,7 @@ int MlocSpill::merge(const std::function<int(std::span<const std::byte>)>& emit,
         const std::uint64_t run_end = (run.bytes + ss - 1) / ss * ss;
         const std::uint64_t want =
             std::min(run_end - start, std::max(read_window, (c.at + size - start + ss - 1) / ss * ss));
-        if (c.window.size() < want) c.window = AlignedBuffer(want, AlignedBuffer::Uninitialized{});
+        if (c.window.size() < want) c.window = AlignedBuffer(want, AlignedBuffer::ForIo{});
         if (int r = read_run(run, start, want, c.window.data())) {
           *message = "reading the mloc image's pieces back from temporary sectors failed";
           return r;
