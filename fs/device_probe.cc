@@ -186,10 +186,12 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
   ring.live = true;
   const std::uint64_t max_size = *std::max_element(sizes.begin(), sizes.end());
   const std::uint64_t arena_bytes = std::min<std::uint64_t>(opt.max_inflight_bytes, max_size * max_depth);
-  AlignedBuffer arena(std::max<std::uint64_t>(arena_bytes, max_size), AlignedBuffer::Uninitialized{});
+  AlignedBuffer arena(std::max<std::uint64_t>(arena_bytes, max_size), AlignedBuffer::ForIo{});
 
   // The idle reads take their gaps whatever the budget; the cells share the rest.
-  const double idle_seconds = opt.idle_reads * opt.idle_gap_ms / 1e3;
+  const std::uint32_t idle_reads =
+      std::min(opt.idle_reads, std::max<std::uint32_t>(3, std::uint32_t(opt.seconds * 50.0 / opt.idle_gap_ms)));
+  const double idle_seconds = idle_reads * opt.idle_gap_ms / 1e3;
   const double left = std::max(0.5, opt.seconds - since(t_start) - idle_seconds);
   const double per_cell = left * 0.9 / double(sizes.size() * depths.size());
   constexpr std::uint64_t kMaxRequestsPerCell = 200000;
@@ -293,9 +295,9 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
   const std::uint32_t small = *std::min_element(sizes.begin(), sizes.end());
   const auto busy = std::find_if(out->samples.begin(), out->samples.end(),
                                  [&](const geom::ProbeSample& s) { return s.bytes == small && s.depth == 1; });
-  if (busy != out->samples.end() && opt.idle_reads > 0) {
+  if (busy != out->samples.end() && idle_reads > 0) {
     std::vector<double> idle;
-    for (std::uint32_t i = 0; i < opt.idle_reads; ++i) {
+    for (std::uint32_t i = 0; i < idle_reads; ++i) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt.idle_gap_ms));
       geom::ProbeSample one;
       // A zero budget: exactly one read, at an offset of its own.
