@@ -271,7 +271,7 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
   // one of tens of MiB is faulted in (and zeroed by the kernel) page by page
   // every time.
   if (staging_.size() < order.size() * cell_storage_)
-    staging_ = AlignedBuffer(order.size() * cell_storage_, AlignedBuffer::ForIo{});
+    staging_ = AlignedBuffer(order.size() * cell_storage_, AlignedBuffer::Uninitialized{});
   AlignedBuffer& staging = staging_;
   std::vector<SectorRun> runs;
   for (std::size_t i = 0; i < order.size(); ++i) {

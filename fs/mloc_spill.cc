@@ -150,7 +150,9 @@ int MlocSpill::merge(const std::function<int(std::span<const std::byte>)>& emit,
         const std::uint64_t run_end = (run.bytes + ss - 1) / ss * ss;
         const std::uint64_t want =
             std::min(run_end - start, std::max(read_window, (c.at + size - start + ss - 1) / ss * ss));
-        if (c.window.size() < want) c.window = AlignedBuffer(want, AlignedBuffer::ForIo{});
+        // Heap memory, not ForIo: with thousands of runs a granule per window
+        // would break the merge's memory bound (kMergeBytes).
+        if (c.window.size() < want) c.window = AlignedBuffer(want, AlignedBuffer::Uninitialized{});
         if (int r = read_run(run, start, want, c.window.data())) {
           *message = "reading the mloc image's pieces back from temporary sectors failed";
           return r;
