@@ -459,31 +459,6 @@ class ArrayState::CellGather {
   const std::vector<std::byte> zeros_;
 };
 
-namespace {
-
-// Every cell of the product of `touched` (a coordinate list per dimension),
-// in C order (none when a dimension has no cell).
-template <class Visit>
-void for_each_touched_cell(const std::vector<std::vector<std::uint64_t>>& touched, Visit&& visit) {
-  const std::size_t n = touched.size();
-  for (const auto& t : touched)
-    if (t.empty()) return;
-  std::vector<std::size_t> idx(n, 0);
-  std::vector<std::uint64_t> cc(n);
-  for (;;) {
-    for (std::size_t d = 0; d < n; ++d) cc[d] = touched[d][idx[d]];
-    visit(std::span<const std::uint64_t>(cc));
-    std::size_t d = n;
-    while (d > 0) {
-      --d;
-      if (++idx[d] < touched[d].size()) break;
-      idx[d] = 0;
-      if (d == 0) return;
-    }
-  }
-}
-
-}  // namespace
 
 int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,
                                const std::function<void()>& device_done, std::uint64_t* bytes_read,
@@ -515,7 +490,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
       failed = ENOMEM;
     }
   };
-  for_each_touched_cell(gather.touched(), [&](std::span<const std::uint64_t> cc) {
+  layouts::for_each_touched_cell(gather.touched(), [&](std::span<const std::uint64_t> cc) {
     const std::uint32_t c = std::uint32_t(waiting.size());
     coords.insert(coords.end(), cc.begin(), cc.end());
     mine.clear();
@@ -566,7 +541,7 @@ int ArrayState::gather_selection(const Selection& sel, const SectorBuffer& secto
                                  std::uint64_t* bad_cell, bool partial_cells) const {
   CellGather gather(*this, sel, sectors, out, partial_cells);
   int failed = 0;
-  for_each_touched_cell(gather.touched(), [&](std::span<const std::uint64_t> cc) {
+  layouts::for_each_touched_cell(gather.touched(), [&](std::span<const std::uint64_t> cc) {
     if (!failed) failed = gather.cell(cc, bad_cell);
   });
   return failed;

@@ -353,25 +353,9 @@ int MlocImage::decode_chunk(std::uint64_t rank, std::uint32_t groups, const std:
 
 std::vector<std::uint64_t> MlocImage::chunks_of(const layouts::Selection& box) const {
   layouts::SelectionGather gather(*cells_, box);
-  const auto& touched = gather.touched();
   std::vector<std::uint64_t> ranks;
-  for (const auto& t : touched)
-    if (t.empty()) return ranks;
-  const std::size_t n = touched.size();
-  std::vector<std::size_t> idx(n, 0);
-  std::vector<std::uint64_t> c(n);
-  for (bool more = true; more;) {
-    for (std::size_t d = 0; d < n; ++d) c[d] = touched[d][idx[d]];
-    ranks.push_back(grid_->rank_of(c));
-    more = false;
-    for (std::size_t d = n; d-- > 0;) {
-      if (++idx[d] < touched[d].size()) {
-        more = true;
-        break;
-      }
-      idx[d] = 0;
-    }
-  }
+  layouts::for_each_touched_cell(gather.touched(),
+                                 [&](std::span<const std::uint64_t> c) { ranks.push_back(grid_->rank_of(c)); });
   // In the curve's order: neighbouring chunks' units are neighbours on the device.
   std::sort(ranks.begin(), ranks.end());
   return ranks;

@@ -106,13 +106,14 @@ bool PlainFile::block_valid(std::uint64_t b, std::span<const std::byte> contents
 
 int PlainFile::read_blocks_locked(std::uint64_t first_block, std::uint64_t blocks, std::byte* out, bool verify,
                                   std::string* why) {
-  std::memset(out, 0, blocks * block_);
   std::vector<SectorRun> runs;
   std::uint64_t capacity_blocks = capacity_sectors_ / sectors_per_block_;
-  // Only blocks that hold data are read: unwritten ones are zeros by definition.
+  // Only blocks that hold data are read: unwritten ones are zeros by
+  // definition, cleared here (the others the device overwrites whole).
   std::uint64_t b = first_block;
   while (b < first_block + blocks) {
     if (b >= capacity_blocks || !block_stored(b)) {
+      std::memset(out + (b - first_block) * block_, 0, block_);
       ++b;
       continue;
     }

@@ -149,4 +149,26 @@ class SelectionGather {
 std::uint64_t byte_in_cell(const CellGrid& grid, std::span<const std::uint64_t> coords,
                            std::vector<std::uint64_t>* cell_coords);
 
+// Every cell of the product of `touched` (a coordinate list per dimension),
+// in C order (none when a dimension has no cell).
+template <class Visit>
+void for_each_touched_cell(const std::vector<std::vector<std::uint64_t>>& touched, Visit&& visit) {
+  const std::size_t n = touched.size();
+  for (const auto& t : touched)
+    if (t.empty()) return;
+  std::vector<std::size_t> idx(n, 0);
+  std::vector<std::uint64_t> cc(n);
+  for (;;) {
+    for (std::size_t d = 0; d < n; ++d) cc[d] = touched[d][idx[d]];
+    visit(std::span<const std::uint64_t>(cc));
+    std::size_t d = n;
+    while (d > 0) {
+      --d;
+      if (++idx[d] < touched[d].size()) break;
+      idx[d] = 0;
+      if (d == 0) return;
+    }
+  }
+}
+
 }  // namespace mmfs::layouts

@@ -56,21 +56,7 @@ std::vector<std::byte> brute(const CellGrid& g, const std::vector<std::byte>& ar
 // Every cell of the product of `touched` (a coordinate list per dimension), in C order.
 std::vector<std::vector<std::uint64_t>> touched_cells(const std::vector<std::vector<std::uint64_t>>& touched) {
   std::vector<std::vector<std::uint64_t>> out;
-  const std::size_t n = touched.size();
-  std::vector<std::size_t> idx(n, 0);
-  std::vector<std::uint64_t> cc(n);
-  for (bool more = true; more;) {
-    for (std::size_t d = 0; d < n; ++d) cc[d] = touched[d][idx[d]];
-    out.push_back(cc);
-    more = false;
-    for (std::size_t d = n; d-- > 0;) {
-      if (++idx[d] < touched[d].size()) {
-        more = true;
-        break;
-      }
-      idx[d] = 0;
-    }
-  }
+  for_each_touched_cell(touched, [&](std::span<const std::uint64_t> cc) { out.emplace_back(cc.begin(), cc.end()); });
   return out;
 }
 
