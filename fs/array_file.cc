@@ -44,6 +44,17 @@ bool layout_implemented(const std::string& name) {
 
 bool is_mloc(const ArraySchema& s) { return s.layout == "mloc"; }
 
+// On a geometry that knows the machine's costs (a measured one), a view's
+// plan predicts the read, not only its device time: modeled_ms becomes the
+// whole read (layouts::modeled_read_ms), device_ms the device's part and
+// host_ms what the machine adds to it.
+void add_host_time(const geom::HostCost& host, double device_ms, double read_ms, nlohmann::json* plan) {
+  if (host.empty()) return;
+  (*plan)["device_ms"] = device_ms;
+  (*plan)["host_ms"] = read_ms - device_ms;
+  (*plan)["modeled_ms"] = read_ms;
+}
+
 // Incomplete cells are kept up to this much memory per array, whatever its cells.
 constexpr std::uint64_t kIncompleteCap = 512ull << 20;
 
@@ -879,7 +890,10 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
   std::shared_lock lock(mu_);
   try {
     if (!state_) {
-      *out = mloc_->plan(view.selection, view.plod_bytes, ctx_.geometry).to_json();
+      const layouts::IoPlan p = mloc_->plan(view.selection, view.plod_bytes, ctx_.geometry);
+      *out = p.to_json();
+      add_host_time(ctx_.geometry.host_cost(), p.modeled_ms, layouts::modeled_read_ms({&p, 1}, ctx_.geometry.host_cost()),
+                    out);
       return 0;
     }
     // The plan of the reads this view's read makes: one per chunk it is read
@@ -895,7 +909,10 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
       if (p.whole_cells_ms < 0) layouts::model_plan(p, ctx_.geometry);  // else modeled when it was chosen
       parts.push_back(std::move(p));
     }
-    *out = layouts::concatenate_plans(std::move(parts)).to_json();
+    const double read_ms = layouts::modeled_read_ms(parts, ctx_.geometry.host_cost());
+    const layouts::IoPlan all = layouts::concatenate_plans(std::move(parts));
+    *out = all.to_json();
+    add_host_time(ctx_.geometry.host_cost(), all.modeled_ms, read_ms, out);
     (*out)["chunks"] = ch.count();
     (*out)["chunk_bytes"] = budget;
   } catch (const std::exception& e) {

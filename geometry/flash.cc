@@ -140,6 +140,8 @@ Flash::Flash(const FlashParams& params) : p_(params) {
     invalid(fmt::format("'bandwidth_mb_s' must be positive, got {}", p_.bandwidth_mb_s));
   if (!(p_.wake_ms >= 0.0) || std::isinf(p_.wake_ms))
     invalid(fmt::format("'wake_ms' must be a finite number >= 0, got {}", p_.wake_ms));
+  for (auto [name, v] : {std::pair{"request_ms", p_.host.request_ms}, std::pair{"ms_per_mib", p_.host.ms_per_mib}})
+    if (!(v >= 0.0) || std::isinf(v)) invalid(fmt::format("'host.{}' must be a finite number >= 0, got {}", name, v));
 }
 
 std::unique_ptr<Flash> Flash::from_json(const nlohmann::json& j) {
@@ -148,7 +150,7 @@ std::unique_ptr<Flash> Flash::from_json(const nlohmann::json& j) {
   // "profile", "name" and "notes" are the loader's business (geometry/load.cc).
   jsonf::reject_unknown(j, where,
                         {"kind", "profile", "name", "notes", "sector_size", "capacity_sectors", "track_sectors",
-                         "queues", "latency_ms", "bandwidth_mb_s", "wake_ms", "depth", "measured"});
+                         "queues", "latency_ms", "bandwidth_mb_s", "wake_ms", "depth", "host", "measured"});
   if (auto it = j.find("kind"); it != j.end() && !(it->is_string() && it->get<std::string>() == "flash"))
     throw GeometryError(ErrorKind::Invalid,
                         fmt::format("geometry field 'kind': expected \"flash\", got {}", it->dump()));
@@ -164,6 +166,13 @@ std::unique_ptr<Flash> Flash::from_json(const nlohmann::json& j) {
   f.bandwidth_mb_s = jsonf::optional_double(j, "bandwidth_mb_s", where, d.bandwidth_mb_s, 1e-9);
   f.wake_ms = jsonf::optional_double(j, "wake_ms", where, d.wake_ms);
   f.depth = std::uint32_t(jsonf::optional_uint(j, "depth", where, d.depth, 1, u32));
+  if (auto it = j.find("host"); it != j.end()) {
+    if (!it->is_object()) invalid("'host' must be an object (what a read costs the machine: request_ms, ms_per_mib)");
+    const std::string in = "host";
+    jsonf::reject_unknown(*it, in, {"request_ms", "ms_per_mib"});
+    f.host.request_ms = jsonf::optional_double(*it, "request_ms", in, 0.0);
+    f.host.ms_per_mib = jsonf::optional_double(*it, "ms_per_mib", in, 0.0);
+  }
   auto flash = std::make_unique<Flash>(f);
   if (auto it = j.find("measured"); it != j.end()) {
     if (!it->is_object()) invalid("'measured' must be an object (what mmfs-geom measure recorded)");
@@ -213,6 +222,7 @@ nlohmann::json Flash::definition() const {
           {"bandwidth_mb_s", p_.bandwidth_mb_s},
           {"depth", p_.depth}};
   if (p_.wake_ms > 0) j["wake_ms"] = p_.wake_ms;  // older definitions stay as they were
+  if (!p_.host.empty()) j["host"] = {{"request_ms", p_.host.request_ms}, {"ms_per_mib", p_.host.ms_per_mib}};
   if (!measured_.is_null()) j["measured"] = measured_;
   return j;
 }

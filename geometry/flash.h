@@ -20,6 +20,7 @@ struct FlashParams {
   // CPU taking the completion). `mmfs-geom measure` times it.
   double wake_ms = 0.0;
   std::uint32_t depth = 128;            // D offered to layouts
+  HostCost host;                        // "host": what the machine adds (measured only)
 };
 
 class Flash final : public Geometry {
@@ -46,6 +47,7 @@ class Flash final : public Geometry {
   nlohmann::json definition() const override;
   nlohmann::json info() const override;
   std::unique_ptr<ServiceTimeModel> make_service_model() const override;
+  HostCost host_cost() const override { return p_.host; }
 
  private:
   FlashParams p_;

@@ -21,6 +21,19 @@ namespace mmfs::geom {
 class ServiceTimeModel;
 
 enum class DeviceKind { Disk, Mems, Flash };
+
+// What a read costs the machine besides the device: the FUSE requests of a
+// cold read of a view (its path's lookups, the open, the read, the release)
+// and handing its bytes to the reader through the kernel's page cache. On the
+// virtio machine of issue 18 the second is 0.42 ms per MiB (2.4 GB/s), slower
+// than the device's 3.7 GB/s: a full read is bound by it, not by the device.
+// `mmfs-geom measure` times both through a throwaway FUSE mount
+// (daemon/host_probe.h); a modeled device has none (the papers' clock).
+struct HostCost {
+  double request_ms = 0;  // per cold read
+  double ms_per_mib = 0;  // per MiB of the result
+  bool empty() const { return request_ms == 0 && ms_per_mib == 0; }
+};
 const char* to_string(DeviceKind kind);
 
 class Geometry {
@@ -85,6 +98,9 @@ class Geometry {
   // A fresh service-time model over this geometry, device idle at time 0.
   // The geometry must outlive the model.
   virtual std::unique_ptr<ServiceTimeModel> make_service_model() const = 0;
+
+  // The host's part of a read's time (HostCost); empty unless measured.
+  virtual HostCost host_cost() const { return {}; }
 
  protected:
   void check_lbn(Lbn lbn) const;

@@ -292,4 +292,14 @@ double model_plan(IoPlan& plan, const geom::Geometry& geometry) {
   return plan.modeled_ms;
 }
 
+double modeled_read_ms(std::span<const IoPlan> parts, const geom::HostCost& host) {
+  constexpr double kMiB = 1 << 20;
+  double device_done = 0, handed_over = 0;
+  for (const IoPlan& p : parts) {
+    device_done += p.modeled_ms;
+    handed_over = std::max(handed_over, device_done) + double(p.bytes_useful) / kMiB * host.ms_per_mib;
+  }
+  return host.request_ms + handed_over;
+}
+
 }  // namespace mmfs::layouts

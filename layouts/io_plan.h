@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "geometry/geometry.h"
 #include "geometry/service_time.h"
 #include "layouts/layout.h"
 #include "layouts/selection.h"
@@ -83,5 +84,13 @@ IoPlan concatenate_plans(std::vector<IoPlan>&& parts);
 double serve_plan(const IoPlan& plan, geom::ServiceTimeModel& model, double gap_ms = 0);
 // The same from an idle device; stores it in plan.modeled_ms.
 double model_plan(IoPlan& plan, const geom::Geometry& geometry);
+
+// The time a read served in `parts` takes with the machine's costs
+// (geom::HostCost): the device reads the parts one after another (each part's
+// modeled_ms), and each part's result is handed to the reader (bytes_useful
+// x ms_per_mib) while the device reads the next ones, as the daemon's chunk
+// pipeline does; plus the read's fixed cost. Each part must be modeled
+// already. With an empty HostCost: the parts' device times added.
+double modeled_read_ms(std::span<const IoPlan> parts, const geom::HostCost& host);
 
 }  // namespace mmfs::layouts

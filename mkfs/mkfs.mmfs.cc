@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "daemon/host_probe.h"
 #include "fs/block_device.h"
 #include "fs/device_probe.h"
 #include "fs/nbd_device.h"
@@ -107,7 +108,9 @@ int main(int argc, char** argv) {
     if (mmfs::fs::probe_device(target, po, &probe, &msg) != 0) return die(msg);
     std::string summary;
     try {
-      g = mmfs::geom::load_geometry(mmfs::fs::measured_geometry(probe, &summary));
+      nlohmann::json measured = mmfs::fs::measured_geometry(probe, &summary);
+      mmfs::daemon::measure_host_into(&measured, &summary, !quiet);
+      g = mmfs::geom::load_geometry(measured);
     } catch (const std::exception& e) {
       return die(e.what());
     }

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "daemon/host_probe.h"
 #include "fs/device_probe.h"
 #include "geometry/geometry.h"
 #include "geometry/load.h"
@@ -180,7 +181,8 @@ std::string profile_list() {
 // (or -o FILE), what was measured to stderr.
 int run_measure(int argc, char** argv) {
   CLI::App app{"Measures a real device with O_DIRECT io_uring reads (sizes 512 B to 4 MiB, queue depths 1 to 64, "
-               "a sequential stream, single reads after idle time for wake_ms) and prints a flash geometry JSON fitted "
+               "a sequential stream, single reads after idle time for wake_ms) and what a read costs the machine "
+               "besides the device (through a throwaway FUSE mount: \"host\") and prints a flash geometry JSON fitted "
                "to it. Reads only: safe on a device "
                "that holds data. A regular file is measured where it holds data; a nearly empty (sparse) image "
                "is measured through a scratch file written beside it and removed.",
@@ -209,7 +211,8 @@ int run_measure(int argc, char** argv) {
   std::string message, summary;
   if (!quiet) fmt::print(stderr, "measuring {} for at most {:.0f} s (reads only)\n", target, seconds);
   if (mmfs::fs::probe_device(target, opt, &probe, &message) != 0) throw UsageError(message);
-  const nlohmann::json geometry = mmfs::fs::measured_geometry(probe, &summary);
+  nlohmann::json geometry = mmfs::fs::measured_geometry(probe, &summary);
+  mmfs::daemon::measure_host_into(&geometry, &summary, !quiet);
   (void)mmfs::geom::load_geometry(geometry);  // what mkfs would refuse, refuse now
   if (!quiet) fmt::print(stderr, "{}", summary);
   const std::string text = geometry.dump(2) + "\n";

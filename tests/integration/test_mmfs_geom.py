@@ -3,6 +3,7 @@ import hashlib
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -230,6 +231,7 @@ def test_measure_a_file_prints_a_flash_geometry_that_loads_and_leaves_the_file_a
     data = _data_file(tmp_path / "data", 272)
     before = (data.stat().st_mtime_ns, hashlib.sha256(data.read_bytes()).hexdigest())
     out_json = tmp_path / "measured.json"
+    probe_dirs = set(Path("/tmp").glob("mmfs-host-probe.*"))
     rc, out, err = mmfs_geom("measure", data, "-t", "3", "-o", out_json)
     assert rc == 0, err
     assert out == ""
@@ -243,6 +245,14 @@ def test_measure_a_file_prints_a_flash_geometry_that_loads_and_leaves_the_file_a
     assert len(m["cells"]) >= 12 and all(c[2] > 0 and c[3] > 0 for c in m["cells"])
     assert {line["depth"] for line in m["lines"]} == {1, 4, 16, 64}
     assert m["sequential_mb_s"] > 0
+    # The machine's part, timed through a throwaway FUSE mount that is gone.
+    assert g["host"]["request_ms"] > 0 and g["host"]["ms_per_mib"] > 0, g["host"]
+    assert len(m["host"]["cold_read_ms"]) == 9 and len(m["host"]["stream_ms"]) == 3
+    assert m["host"]["stream_bytes"] == 64 << 20
+    assert sorted(m["host"]["cold_read_ms"])[4] == pytest.approx(g["host"]["request_ms"], abs=1e-6)
+    assert "handing a result to its reader" in err
+    assert "mmfs-host-probe" not in Path("/proc/self/mounts").read_text()
+    assert set(Path("/tmp").glob("mmfs-host-probe.*")) == probe_dirs
     # The geometry is usable as is, and the data was only read.
     info = json.loads(ok(mmfs_geom(out_json, "info")))
     assert info["profile"] == "measured" and info["measured"]["cells"] == m["cells"]

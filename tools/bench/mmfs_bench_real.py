@@ -722,6 +722,11 @@ class Bench:
                     continue
                 keys = ("modeled_ms", "bytes_read", "bytes_useful", "requests", "cells")
                 s = {k: statistics.fmean(float(p.get(k) or 0) for p in per) for k in keys}
+                # A geometry that knows the machine's costs (a measured one):
+                # modeled_ms is the whole read, device_ms the device's part.
+                for k in ("device_ms", "host_ms"):
+                    if all(k in p for p in per):
+                        s[k] = statistics.fmean(float(p[k]) for p in per)
                 s["batches"] = statistics.fmean(len(p.get("batches") or []) for p in per)
                 s["reads"] = len(per)
                 self.plans[(w["id"], lb)] = s
@@ -879,16 +884,17 @@ class Bench:
                         row["device_ms"] = summary(busy)
                 rows.append(row)
         # The host part of a cold read, per layout (see the point workload),
-        # beside each view's modeled device time.
+        # beside each view's modeled device time: only where the geometry's
+        # model has no host part of its own.
         for lb in self.a.layouts:
             pt = next((r for r in rows if r["workload"] == "point" and r["target"] == f"mmfs-{lb}"), None)
             pm = ((pt or {}).get("modeled") or {}).get("modeled_ms")
-            if not pt or not pt["ms"] or pm is None:
+            if not pt or not pt["ms"] or pm is None or "device_ms" in pt["modeled"]:
                 continue
             host = max(0.0, pt["ms"]["median"] - pm)
             for r in rows:
                 if r["target"] == f"mmfs-{lb}" and r["modeled"] and r["modeled"].get("modeled_ms") is not None:
-                    r["modeled"]["host_ms"] = host
+                    r["modeled"]["run_host_ms"] = host
                     r["modeled"]["modeled_plus_host_ms"] = r["modeled"]["modeled_ms"] + host
         return rows
 
@@ -1128,11 +1134,30 @@ def report(b, res):
     if a.layouts:
         L.append("## mmfs I/O plans (`A@/plan/VIEW`, per read)")
         L.append("")
-        # host_ms: set by results() on every row of a layout whose point was read
-        floors = {lb: (by.get(("point", f"mmfs-{lb}"), {}).get("modeled") or {}).get("host_ms") for lb in a.layouts}
+        # run_host_ms: set by results() on every row of a layout whose point was
+        # read, when the geometry's model has no host part of its own.
+        floors = {lb: (by.get(("point", f"mmfs-{lb}"), {}).get("modeled") or {}).get("run_host_ms")
+                  for lb in a.layouts}
         floors = {lb: v for lb, v in floors.items() if v is not None}
         with_floor = bool(floors)
-        if with_floor:
+        # A geometry with the machine's costs: modeled_ms predicts the read itself.
+        with_machine = any("device_ms" in ((by.get(("point", f"mmfs-{lb}"), {}).get("modeled")) or {})
+                           for lb in a.layouts)
+        if with_machine:
+            L.append("**model** = `modeled_ms` of `A@/plan/VIEW` on this volume's measured geometry: the whole "
+                     "cold read, its **device model** (`device_ms`: the device reading the view's chunks one "
+                     "after another) plus the machine's part that `mkfs.mmfs -g measure` timed through a "
+                     "throwaway FUSE mount (`host`: a cold read's requests, and handing each chunk's bytes "
+                     "to the reader while the device reads the next). **error** = model / real - 1.")
+            L.append("")
+            L.append("**device ms**: the time the read's batches were on the device (`device_busy_ms` of "
+                     "`/.mmfs/stats` on the fresh mount), which the device model predicts; it includes the "
+                     "cells verified and gathered as requests arrive, so a CPU-bound read shows its CPU there too.")
+            L.append("")
+            L.append("| workload | view | layout | real ms | device ms | device model ms | model ms | error | "
+                     "bytes read / useful (ampl.) | requests |")
+            L.append("|---|---|---|---|---|---|---|---|---|---|")
+        elif with_floor:
             L.append("**host** (per layout): the median cold read of one element in this run less its "
                      "`modeled_ms`: what a cold read costs besides the device (the fresh mount's lookups, the "
                      "open, the array's first use, the READ round trip): "
@@ -1166,6 +1191,24 @@ def report(b, res):
                 else:
                     amp = "—"
                 extra = ""
+                if with_machine:
+                    mod, dmod, real = p.get("modeled_ms"), p.get("device_ms"), (r["ms"] or {}).get("median")
+                    dev = (r.get("device_ms") or {}).get("median")
+                    row_cells = [fmt_ms(r["device_ms"]) if r.get("device_ms") else "—", fmt_sig(dmod), fmt_sig(mod)]
+                    if mod is not None and real and w["kind"] != "point":
+                        err = mod / real - 1
+                        row_cells.append(f"{err * 100:+.0f} %")
+                        hits = within.setdefault(lb, [0, 0, 0, 0, 0])
+                        hits[0] += abs(err) <= 0.30
+                        hits[2] += 1
+                        if dev and dmod:
+                            hits[3] += abs(dmod / dev - 1) <= 0.30
+                            hits[4] += 1
+                    else:
+                        row_cells.append("—")
+                    L.append(f"| {w['id']} | `{v}` | {lb} | {fmt_ms(r['ms'])} | " + " | ".join(row_cells)
+                             + f" | {amp} | {fmt_sig(p.get('requests'))} |")
+                    continue
                 if with_floor:
                     mod, pred, real = p.get("modeled_ms"), p.get("modeled_plus_host_ms"), (r["ms"] or {}).get("median")
                     if pred is not None and real and w["kind"] != "point":
@@ -1187,6 +1230,12 @@ def report(b, res):
                          + f"{fmt_sig(p.get('modeled_ms'))} | {extra}{amp} | {fmt_sig(p.get('requests'))} |")
         L.append("")
         for lb, (alone, plus, total, dev_hits, dev_total) in within.items():
+            if with_machine:
+                L.append(f"Within ±30 % of the real time ({lb}): the model on {alone} of {total} workloads."
+                         + (f" The device model within ±30 % of the device time: {dev_hits} of {dev_total}."
+                            if dev_total else ""))
+                L.append("")
+                continue
             L.append(f"Within ±30 % of the real time ({lb}): model alone {alone} of {total} workloads, "
                      f"model + host {plus} of {total}."
                      + (f" The model within ±30 % of the device time: {dev_hits} of {dev_total}." if dev_total else ""))

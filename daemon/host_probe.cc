@@ -1,0 +1,322 @@
+#include "daemon/host_probe.h"
+
+#define FUSE_USE_VERSION 35
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+namespace mmfs::daemon {
+namespace {
+
+// The throwaway filesystem: under the root, for every k, a directory `d<k>`
+// holding a directory `v` holding an 8-byte file `f` (a view three names
+// below the mount, as A@/box/SEL), and a file `s<k>` of stream_bytes.
+// Inodes: kind << 32 | k.
+enum Kind : std::uint64_t { kRootKind = 0, kOuter = 1, kInner = 2, kTiny = 3, kStream = 4 };
+constexpr std::uint64_t kTinyBytes = 8;
+
+struct ProbeFs {
+  std::uint64_t stream_bytes = 0;
+  std::unique_ptr<std::byte[]> data;  // what every read returns, stream_bytes of it
+};
+
+fuse_ino_t ino_of(Kind kind, std::uint64_t k) { return kind == kRootKind ? FUSE_ROOT_ID : (kind << 32 | k); }
+Kind kind_of(fuse_ino_t ino) { return ino == FUSE_ROOT_ID ? kRootKind : Kind(ino >> 32); }
+
+bool fill_stat(const ProbeFs& fs, fuse_ino_t ino, struct stat* st) {
+  std::memset(st, 0, sizeof *st);
+  st->st_ino = ino;
+  st->st_nlink = 1;
+  switch (kind_of(ino)) {
+    case kRootKind:
+    case kOuter:
+    case kInner:
+      st->st_mode = S_IFDIR | 0555;
+      return true;
+    case kTiny:
+      st->st_mode = S_IFREG | 0444;
+      st->st_size = kTinyBytes;
+      return true;
+    case kStream:
+      st->st_mode = S_IFREG | 0444;
+      st->st_size = off_t(fs.stream_bytes);
+      return true;
+  }
+  return false;
+}
+
+ProbeFs& fs_of(fuse_req_t req) { return *static_cast<ProbeFs*>(fuse_req_userdata(req)); }
+
+// As the daemon's op_init: 1 MiB requests, 4 MiB read-ahead, no splicing.
+void probe_init(void*, fuse_conn_info* conn) {
+  conn->max_write = 1 << 20;
+  conn->max_read = 1 << 20;
+  conn->max_readahead = std::min<unsigned>(conn->max_readahead, 4u << 20);
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  conn->want &= ~unsigned(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+}
+
+bool number_after(const char* name, char prefix, std::uint64_t* k) {
+  if (name[0] != prefix || name[1] == '\0') return false;
+  char* end = nullptr;
+  errno = 0;
+  *k = std::strtoull(name + 1, &end, 10);
+  return errno == 0 && *end == '\0' && *k < (1ull << 32);
+}
+
+void probe_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  std::uint64_t k = 0;
+  fuse_ino_t ino = 0;
+  switch (kind_of(parent)) {
+    case kRootKind:
+      if (number_after(name, 'd', &k)) ino = ino_of(kOuter, k);
+      else if (number_after(name, 's', &k)) ino = ino_of(kStream, k);
+      break;
+    case kOuter:
+      if (std::strcmp(name, "v") == 0) ino = ino_of(kInner, parent & 0xffffffffu);
+      break;
+    case kInner:
+      if (std::strcmp(name, "f") == 0) ino = ino_of(kTiny, parent & 0xffffffffu);
+      break;
+    default:
+      fuse_reply_err(req, ENOTDIR);
+      return;
+  }
+  if (ino == 0) {
+    fuse_reply_err(req, ENOENT);
+    return;
+  }
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof e);
+  fill_stat(fs_of(req), ino, &e.attr);
+  e.ino = ino;
+  e.generation = 1;
+  // Views are looked up afresh each time (the daemon gives them no entry timeout).
+  e.entry_timeout = 0;
+  e.attr_timeout = 0;
+  fuse_reply_entry(req, &e);
+}
+
+void probe_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  struct stat st;
+  if (!fill_stat(fs_of(req), ino, &st)) {
+    fuse_reply_err(req, ENOENT);
+    return;
+  }
+  fuse_reply_attr(req, &st, 0);
+}
+
+void probe_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  const Kind kind = kind_of(ino);
+  if (kind != kTiny && kind != kStream) {
+    fuse_reply_err(req, EISDIR);
+    return;
+  }
+  fi->keep_cache = 0;  // as a view's open
+  fi->noflush = 1;
+  fuse_reply_open(req, fi);
+}
+
+void probe_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  const ProbeFs& fs = fs_of(req);
+  const std::uint64_t length = kind_of(ino) == kTiny ? kTinyBytes : fs.stream_bytes;
+  if (std::uint64_t(off) >= length) {
+    fuse_reply_buf(req, nullptr, 0);
+    return;
+  }
+  const std::size_t n = std::size_t(std::min<std::uint64_t>(size, length - std::uint64_t(off)));
+  fuse_reply_buf(req, reinterpret_cast<const char*>(fs.data.get() + off), n);
+}
+
+void probe_release(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Opens `path`, reads it to its end in calls of `buffer` and closes it: the
+// milliseconds, or -1 with errno set.
+double timed_read(const std::string& path, std::vector<std::byte>& buffer, std::uint64_t expect) {
+  const auto t = std::chrono::steady_clock::now();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  std::uint64_t got = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      errno = e;
+      return -1;
+    }
+    if (n == 0) break;
+    got += std::uint64_t(n);
+  }
+  ::close(fd);
+  const double ms = ms_since(t);
+  if (got != expect) {
+    errno = EIO;
+    return -1;
+  }
+  return ms;
+}
+
+// The mount and its request threads; unmounted and removed on destruction.
+class ThrowawayMount {
+ public:
+  ~ThrowawayMount() {
+    if (se_) {
+      fuse_session_exit(se_);
+      if (mounted_) fuse_session_unmount(se_);  // the threads' reads fail: they return
+      if (loop_.joinable()) loop_.join();
+      fuse_session_destroy(se_);
+    }
+    if (!dir_.empty()) ::rmdir(dir_.c_str());
+  }
+
+  int start(ProbeFs* fs, std::string* message) {
+    char tmpl[] = "/tmp/mmfs-host-probe.XXXXXX";
+    if (!::mkdtemp(tmpl)) {
+      const int e = errno;
+      *message = fmt::format("cannot make a directory for the host probe's mount: {}", std::strerror(e));
+      return e;
+    }
+    dir_ = tmpl;
+    const char* argv[] = {"mmfs-host-probe", "-o", "fsname=mmfs-host-probe,subtype=mmfs,max_read=1048576"};
+    fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
+    fuse_lowlevel_ops ops;
+    std::memset(&ops, 0, sizeof ops);
+    ops.init = probe_init;
+    ops.lookup = probe_lookup;
+    ops.getattr = probe_getattr;
+    ops.open = probe_open;
+    ops.read = probe_read;
+    ops.release = probe_release;
+    se_ = fuse_session_new(&args, &ops, sizeof ops, fs);
+    if (!se_) {
+      *message = "the host probe could not start a FUSE session";
+      return EIO;
+    }
+    if (fuse_session_mount(se_, dir_.c_str()) != 0) {
+      *message = fmt::format("the host probe could not mount FUSE at {} (is /dev/fuse there, and are we root?)", dir_);
+      return EPERM;
+    }
+    mounted_ = true;
+    loop_ = std::thread([se = se_] {
+      fuse_loop_config config;
+      std::memset(&config, 0, sizeof config);
+      config.clone_fd = 0;
+      config.max_idle_threads = 10;
+      fuse_session_loop_mt(se, &config);
+    });
+    return 0;
+  }
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  fuse_session* se_ = nullptr;
+  bool mounted_ = false;
+  std::thread loop_;
+};
+
+}  // namespace
+
+int probe_host(const HostProbeOptions& opt, HostProbeResult* out, std::string* message) {
+  *out = HostProbeResult{};
+  const auto t_start = std::chrono::steady_clock::now();
+  ProbeFs fs;
+  fs.stream_bytes = std::max<std::uint64_t>(opt.stream_bytes, 1 << 20);
+  fs.data = std::make_unique<std::byte[]>(fs.stream_bytes);
+  for (std::uint64_t i = 0; i < fs.stream_bytes; i += 8) fs.data[i] = std::byte(i >> 3);  // resident, not zero pages
+  std::vector<std::byte> buffer(8 << 20);
+  auto failed = [&](const std::string& path) {
+    const int e = errno;
+    *message = fmt::format("the host probe could not read {}: {}", path, std::strerror(e));
+    return e;
+  };
+  // Each cold read on a mount of its own, as a cold view after a fresh
+  // mount: a mount's first requests cost more than its later ones.
+  for (int k = 0; k < opt.cold_reads; ++k) {
+    ThrowawayMount mount;
+    if (int r = mount.start(&fs, message)) return r;
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt.idle_gap_ms));
+    const std::string path = fmt::format("{}/d{}/v/f", mount.dir(), k);
+    const double ms = timed_read(path, buffer, kTinyBytes);
+    if (ms < 0) return failed(path);
+    out->cold_read_ms.push_back(ms);
+  }
+  {
+    ThrowawayMount mount;
+    if (int r = mount.start(&fs, message)) return r;
+    for (int k = 0; k < opt.streams; ++k) {
+      const std::string path = fmt::format("{}/s{}", mount.dir(), k);
+      const double ms = timed_read(path, buffer, fs.stream_bytes);
+      if (ms < 0) return failed(path);
+      out->stream_ms.push_back(ms);
+    }
+  }
+  out->stream_bytes = fs.stream_bytes;
+  out->cost.request_ms = median(out->cold_read_ms);
+  const double mib = double(fs.stream_bytes) / double(1 << 20);
+  out->cost.ms_per_mib = std::max(0.0, median(out->stream_ms) - out->cost.request_ms) / mib;
+  out->seconds = ms_since(t_start) / 1e3;
+  if (opt.verbose)
+    fmt::print(stderr, "  host: a cold read through FUSE {:.3f} ms, a result handed over at {:.3f} ms per MiB\n",
+               out->cost.request_ms, out->cost.ms_per_mib);
+  return 0;
+}
+
+void add_host_cost(const HostProbeResult& result, nlohmann::json* geometry, std::string* summary) {
+  auto round6 = [](double v) { return std::round(v * 1e6) / 1e6; };
+  (*geometry)["host"] = {{"request_ms", round6(result.cost.request_ms)},
+                         {"ms_per_mib", round6(result.cost.ms_per_mib)}};
+  nlohmann::json samples = {{"cold_read_ms", nlohmann::json::array()},
+                            {"stream_ms", nlohmann::json::array()},
+                            {"stream_bytes", result.stream_bytes},
+                            {"seconds", std::round(result.seconds * 10) / 10}};
+  for (double v : result.cold_read_ms) samples["cold_read_ms"].push_back(round6(v));
+  for (double v : result.stream_ms) samples["stream_ms"].push_back(round6(v));
+  (*geometry)["measured"]["host"] = samples;
+  if (summary)
+    *summary += fmt::format(
+        "  the machine: a cold read through FUSE costs {:.3f} ms, handing a result to its reader {:.3f} ms per MiB "
+        "({:.0f} MB/s)\n",
+        result.cost.request_ms, result.cost.ms_per_mib,
+        result.cost.ms_per_mib > 0 ? double(1 << 20) / 1e3 / result.cost.ms_per_mib : 0.0);
+}
+
+void measure_host_into(nlohmann::json* geometry, std::string* summary, bool verbose) {
+  HostProbeOptions opt;
+  opt.verbose = verbose;
+  HostProbeResult result;
+  std::string message;
+  if (probe_host(opt, &result, &message) != 0) {
+    if (summary) *summary += fmt::format("  the machine's costs were not measured: {}\n", message);
+    return;
+  }
+  add_host_cost(result, geometry, summary);
+}
+
+}  // namespace mmfs::daemon

@@ -1,0 +1,55 @@
+// Measuring what a read costs this machine besides the device (issue 18;
+// geom::HostCost, the "host" of a measured geometry): `mmfs-geom measure` and
+// `mkfs.mmfs -g measure` mount a throwaway FUSE filesystem that serves bytes
+// from memory, configured as the daemon configures its mount (1 MiB reads,
+// 4 MiB read-ahead, the page cache, several request threads), and time
+// through it:
+//   * cold reads of a tiny file three directories deep, as a view is
+//     (A@/box/SEL): the lookups, the open, one read, the close; each on a
+//     fresh mount after an idle gap, as a cold view (a mount's first
+//     requests cost more than its later ones, 0.2-0.5 ms against 0.1 here);
+//   * reads of a large file in 8 MiB calls: handing a result to a reader,
+//     which on the virtio machine of issue 18 costs 0.42 ms per MiB, more
+//     than its disk (0.27 ms per MiB): a full read is bound by it.
+// The daemon's own work on a read (verifying and gathering cells) runs while
+// the device reads and is not part of it.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "geometry/geometry.h"
+
+namespace mmfs::daemon {
+
+struct HostProbeOptions {
+  int cold_reads = 9;      // of the tiny file, each on a fresh mount after idle_gap_ms
+  double idle_gap_ms = 50;
+  int streams = 3;         // large files read, each once
+  std::uint64_t stream_bytes = 64ull << 20;
+  bool verbose = false;    // progress lines on stderr
+};
+
+struct HostProbeResult {
+  geom::HostCost cost;                // medians
+  std::vector<double> cold_read_ms;   // each cold read
+  std::vector<double> stream_ms;      // each large file's read
+  std::uint64_t stream_bytes = 0;
+  double seconds = 0;
+};
+
+// 0, or an errno with *message saying why (no /dev/fuse, the mount refused);
+// the throwaway mount is gone either way.
+int probe_host(const HostProbeOptions& options, HostProbeResult* out, std::string* message);
+
+// Adds the result to a measured geometry's JSON: "host" (what the model
+// uses) and measured.host (the samples); and a line for a person.
+void add_host_cost(const HostProbeResult& result, nlohmann::json* geometry, std::string* summary);
+
+// probe_host with the default options, then add_host_cost; when the machine
+// cannot mount FUSE, the geometry is left without a host (a line says why).
+void measure_host_into(nlohmann::json* geometry, std::string* summary, bool verbose);
+
+}  // namespace mmfs::daemon
