@@ -213,6 +213,7 @@ class ThrowawayMount {
     ops.read = probe_read;
     ops.release = probe_release;
     se_ = fuse_session_new(&args, &ops, sizeof ops, fs);
+    fuse_opt_free_args(&args);  // parsing copied the arguments
     if (!se_) {
       *message = "the host probe could not start a FUSE session";
       return EIO;
