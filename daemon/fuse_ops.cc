@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "daemon/invalidate_then_reply.h"
+#include "daemon/read_path_settings.h"
 
 namespace mmfs::daemon {
 
@@ -86,19 +87,11 @@ void untrack(Handle* h) {
 }
 
 void op_init(void*, fuse_conn_info* conn) {
-  conn->max_write = 1 << 20;
-  conn->max_read = 1 << 20;  // as the max_read mount option main() passes
-  conn->max_readahead = std::min<unsigned>(conn->max_readahead, 4u << 20);
-  conn->max_background = 64;
-  conn->congestion_threshold = 48;
+  set_read_path(conn);
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   conn->want &= ~unsigned(FUSE_CAP_WRITEBACK_CACHE);
   // O_TRUNC arrives as a setattr of the size, the one truncate path there is.
   conn->want &= ~unsigned(FUSE_CAP_ATOMIC_O_TRUNC);
-  // Requests and replies pass through read()/writev(), where the request
-  // poller routes them (daemon/request_poller.h); no splicing around it.
-  conn->want &= ~unsigned(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {

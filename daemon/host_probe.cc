@@ -16,6 +16,8 @@
 #include <memory>
 #include <thread>
 
+#include "daemon/read_path_settings.h"
+
 namespace mmfs::daemon {
 namespace {
 
@@ -58,16 +60,7 @@ bool fill_stat(const ProbeFs& fs, fuse_ino_t ino, struct stat* st) {
 
 ProbeFs& fs_of(fuse_req_t req) { return *static_cast<ProbeFs*>(fuse_req_userdata(req)); }
 
-// As the daemon's op_init: 1 MiB requests, 4 MiB read-ahead, no splicing.
-void probe_init(void*, fuse_conn_info* conn) {
-  conn->max_write = 1 << 20;
-  conn->max_read = 1 << 20;
-  conn->max_readahead = std::min<unsigned>(conn->max_readahead, 4u << 20);
-  conn->max_background = 64;
-  conn->congestion_threshold = 48;
-  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
-  conn->want &= ~unsigned(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
-}
+void probe_init(void*, fuse_conn_info* conn) { set_read_path(conn); }
 
 bool number_after(const char* name, char prefix, std::uint64_t* k) {
   if (name[0] != prefix || name[1] == '\0') return false;
@@ -202,7 +195,8 @@ class ThrowawayMount {
       return e;
     }
     dir_ = tmpl;
-    const char* argv[] = {"mmfs-host-probe", "-o", "fsname=mmfs-host-probe,subtype=mmfs,max_read=1048576"};
+    const std::string options = fmt::format("fsname=mmfs-host-probe,subtype=mmfs,max_read={}", kMaxRead);
+    const char* argv[] = {"mmfs-host-probe", "-o", options.c_str()};
     fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
     fuse_lowlevel_ops ops;
     std::memset(&ops, 0, sizeof ops);

@@ -27,6 +27,7 @@
 #include "daemon/filesystem.h"
 #include "daemon/fuse_ops.h"
 #include "daemon/mount_readahead.h"
+#include "daemon/read_path_settings.h"
 #include "daemon/request_poller.h"
 #include "daemon/session_loop.h"
 #include "fs/buffer_pool.h"
@@ -298,7 +299,7 @@ int main(int argc, char** argv) {
     if (c == ',' || c == '\\') fsname += '\\';
     fsname += c;
   }
-  std::vector<std::string> args = {argv[0], "-o", fmt::format("fsname={},subtype=mmfs,max_read=1048576", fsname)};
+  std::vector<std::string> args = {argv[0], "-o", fmt::format("fsname={},subtype=mmfs,max_read={}", fsname, mmfs::daemon::kMaxRead)};
   if (kernel_permission_checks(o) && !has_option(o, "default_permissions")) {
     args.push_back("-o");
     args.push_back("default_permissions");
