@@ -891,9 +891,9 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
   try {
     if (!state_) {
       const layouts::IoPlan p = mloc_->plan(view.selection, view.plod_bytes, ctx_.geometry);
+      const geom::HostCost host = ctx_.geometry.host_cost();
       *out = p.to_json();
-      add_host_time(ctx_.geometry.host_cost(), p.modeled_ms, layouts::modeled_read_ms({&p, 1}, ctx_.geometry.host_cost()),
-                    out);
+      add_host_time(host, p.modeled_ms, layouts::modeled_read_ms({&p, 1}, host), out);
       return 0;
     }
     // The plan of the reads this view's read makes: one per chunk it is read
