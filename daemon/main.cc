@@ -299,7 +299,8 @@ int main(int argc, char** argv) {
     if (c == ',' || c == '\\') fsname += '\\';
     fsname += c;
   }
-  std::vector<std::string> args = {argv[0], "-o", fmt::format("fsname={},subtype=mmfs,max_read={}", fsname, mmfs::daemon::kMaxRead)};
+  std::vector<std::string> args = {
+      argv[0], "-o", fmt::format("fsname={},subtype=mmfs,max_read={}", fsname, mmfs::daemon::kMaxRead)};
   if (kernel_permission_checks(o) && !has_option(o, "default_permissions")) {
     args.push_back("-o");
     args.push_back("default_permissions");

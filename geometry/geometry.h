@@ -21,6 +21,7 @@ namespace mmfs::geom {
 class ServiceTimeModel;
 
 enum class DeviceKind { Disk, Mems, Flash };
+const char* to_string(DeviceKind kind);
 
 // What a read costs the machine besides the device: the FUSE requests of a
 // cold read of a view (its path's lookups, the open, the read, the release)
@@ -34,7 +35,6 @@ struct HostCost {
   double ms_per_mib = 0;  // per MiB of the result
   bool empty() const { return request_ms == 0 && ms_per_mib == 0; }
 };
-const char* to_string(DeviceKind kind);
 
 class Geometry {
  public:

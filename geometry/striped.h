@@ -145,6 +145,9 @@ class StripedGeometry final : public Geometry {
   nlohmann::json definition() const override;
   nlohmann::json info() const override;
   std::unique_ptr<ServiceTimeModel> make_service_model() const override;
+  // The machine's part of a read is the member's: striping changes the
+  // device, not the host a read is handed over by.
+  HostCost host_cost() const override { return member_->host_cost(); }
 
  private:
   // v's member track: its member bounds, the member index k and offset in it.

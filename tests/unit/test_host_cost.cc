@@ -55,6 +55,13 @@ TEST_CASE("host cost: a flash geometry's host is read, printed only when set, an
   CHECK(again->host_cost().request_ms == 0.2);
   CHECK(again->host_cost().ms_per_mib == 0.42);
 
+  // A striped volume of such members: the machine is the same.
+  nlohmann::json striped = j;
+  striped["members"] = 2;
+  auto sg = geom::load_geometry(striped);
+  CHECK(sg->host_cost().request_ms == 0.2);
+  CHECK(sg->host_cost().ms_per_mib == 0.42);
+
   for (const nlohmann::json& bad : {nlohmann::json{{"request_ms", -1}}, nlohmann::json{{"ms_per_mib", "fast"}},
                                     nlohmann::json{{"ms_per_mb", 0.4}}, nlohmann::json(0.4)}) {
     nlohmann::json k = small_ssd_json();
