@@ -81,8 +81,8 @@ def main():
             d = Daemon(a.daemon, a.image, a.mnt, o, log)
             if a.drop_first:
                 drop()
-            d.mount()
             try:
+                d.mount()  # inside: a mount that times out still gets its daemon stopped
                 if not a.drop_first:
                     drop()
                 time.sleep(a.idle)
