@@ -11,8 +11,9 @@
 //   * reads of a large file in 8 MiB calls: handing a result to a reader,
 //     which on the virtio machine of issue 18 costs 0.42 ms per MiB, more
 //     than its disk (0.27 ms per MiB): a full read is bound by it.
-// The daemon's own work on a read (verifying and gathering cells) runs while
-// the device reads and is not part of it.
+// Reads land in a buffer mapped for each, as a reader that makes an array of
+// the result has. The daemon's own work on a cold view (the array's open,
+// verifying and gathering cells) is timed by read_path_probe.h and added.
 #pragma once
 
 #include <cstdint>
@@ -44,12 +45,19 @@ struct HostProbeResult {
 // the throwaway mount is gone either way.
 int probe_host(const HostProbeOptions& options, HostProbeResult* out, std::string* message);
 
-// Adds the result to a measured geometry's JSON: "host" (what the model
-// uses) and measured.host (the samples); and a line for a person.
-void add_host_cost(const HostProbeResult& result, nlohmann::json* geometry, std::string* summary);
+struct ReadPathProbeResult;
 
-// probe_host with the default options, then add_host_cost; when the machine
-// cannot mount FUSE, the geometry is left without a host (a line says why).
+// Adds the result to a measured geometry's JSON: "host" (what the model
+// uses) and measured.host (the samples); and a line for a person. With
+// `read_path`, its fixed cost joins request_ms and its per-MiB costs join
+// the host.
+void add_host_cost(const HostProbeResult& result, const ReadPathProbeResult* read_path, nlohmann::json* geometry,
+                   std::string* summary);
+
+// probe_host with the default options and probe_read_path on the geometry,
+// then add_host_cost; when the machine cannot mount FUSE, the geometry is
+// left without a host (a line says why); when the read path cannot be timed,
+// the host has the FUSE part only.
 void measure_host_into(nlohmann::json* geometry, std::string* summary, bool verbose);
 
 }  // namespace mmfs::daemon

@@ -140,7 +140,9 @@ Flash::Flash(const FlashParams& params) : p_(params) {
     invalid(fmt::format("'bandwidth_mb_s' must be positive, got {}", p_.bandwidth_mb_s));
   if (!(p_.wake_ms >= 0.0) || std::isinf(p_.wake_ms))
     invalid(fmt::format("'wake_ms' must be a finite number >= 0, got {}", p_.wake_ms));
-  for (auto [name, v] : {std::pair{"request_ms", p_.host.request_ms}, std::pair{"ms_per_mib", p_.host.ms_per_mib}})
+  for (auto [name, v] : {std::pair{"request_ms", p_.host.request_ms}, std::pair{"ms_per_mib", p_.host.ms_per_mib},
+                         std::pair{"verify_ms_per_mib", p_.host.verify_ms_per_mib},
+                         std::pair{"gather_ms_per_mib", p_.host.gather_ms_per_mib}})
     if (!(v >= 0.0) || std::isinf(v)) invalid(fmt::format("'host.{}' must be a finite number >= 0, got {}", name, v));
 }
 
@@ -169,9 +171,11 @@ std::unique_ptr<Flash> Flash::from_json(const nlohmann::json& j) {
   if (auto it = j.find("host"); it != j.end()) {
     if (!it->is_object()) invalid("'host' must be an object (what a read costs the machine: request_ms, ms_per_mib)");
     const std::string in = "host";
-    jsonf::reject_unknown(*it, in, {"request_ms", "ms_per_mib"});
+    jsonf::reject_unknown(*it, in, {"request_ms", "ms_per_mib", "verify_ms_per_mib", "gather_ms_per_mib"});
     f.host.request_ms = jsonf::optional_double(*it, "request_ms", in, 0.0);
     f.host.ms_per_mib = jsonf::optional_double(*it, "ms_per_mib", in, 0.0);
+    f.host.verify_ms_per_mib = jsonf::optional_double(*it, "verify_ms_per_mib", in, 0.0);
+    f.host.gather_ms_per_mib = jsonf::optional_double(*it, "gather_ms_per_mib", in, 0.0);
   }
   auto flash = std::make_unique<Flash>(f);
   if (auto it = j.find("measured"); it != j.end()) {
@@ -222,7 +226,12 @@ nlohmann::json Flash::definition() const {
           {"bandwidth_mb_s", p_.bandwidth_mb_s},
           {"depth", p_.depth}};
   if (p_.wake_ms > 0) j["wake_ms"] = p_.wake_ms;  // older definitions stay as they were
-  if (!p_.host.empty()) j["host"] = {{"request_ms", p_.host.request_ms}, {"ms_per_mib", p_.host.ms_per_mib}};
+  if (!p_.host.empty()) {
+    j["host"] = {{"request_ms", p_.host.request_ms}, {"ms_per_mib", p_.host.ms_per_mib}};
+    // Written only when measured, so a geometry from before them reads back as it was.
+    if (p_.host.verify_ms_per_mib > 0) j["host"]["verify_ms_per_mib"] = p_.host.verify_ms_per_mib;
+    if (p_.host.gather_ms_per_mib > 0) j["host"]["gather_ms_per_mib"] = p_.host.gather_ms_per_mib;
+  }
   if (!measured_.is_null()) j["measured"] = measured_;
   return j;
 }

@@ -30,10 +30,16 @@ const char* to_string(DeviceKind kind);
 // than the device's 3.7 GB/s: a full read is bound by it, not by the device.
 // `mmfs-geom measure` times both through a throwaway FUSE mount
 // (daemon/host_probe.h); a modeled device has none (the papers' clock).
+// The daemon's own work is in it too, timed by its own code on an in-memory
+// volume (daemon/read_path_probe.h): the array's open and a read's fixed
+// work in request_ms, and the cells verified and gathered as they arrive,
+// which delays the end of each part of a read after its device time.
 struct HostCost {
-  double request_ms = 0;  // per cold read
-  double ms_per_mib = 0;  // per MiB of the result
-  bool empty() const { return request_ms == 0 && ms_per_mib == 0; }
+  double request_ms = 0;         // per cold read
+  double ms_per_mib = 0;         // per MiB of the result handed to the reader
+  double verify_ms_per_mib = 0;  // per MiB of cells read (their checksums)
+  double gather_ms_per_mib = 0;  // per MiB of the result gathered out of cells
+  bool empty() const { return request_ms == 0 && ms_per_mib == 0 && verify_ms_per_mib == 0 && gather_ms_per_mib == 0; }
 };
 
 class Geometry {

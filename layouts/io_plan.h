@@ -86,11 +86,18 @@ double serve_plan(const IoPlan& plan, geom::ServiceTimeModel& model, double gap_
 double model_plan(IoPlan& plan, const geom::Geometry& geometry);
 
 // The time a read served in `parts` takes with the machine's costs
-// (geom::HostCost): the device reads the parts one after another (each part's
-// modeled_ms), and each part's result is handed to the reader (bytes_useful
-// x ms_per_mib) while the device reads the next ones, as the daemon's chunk
-// pipeline does; plus the read's fixed cost. Each part must be modeled
-// already. With an empty HostCost: the parts' device times added.
+// (geom::HostCost), a pipeline of three stages as the daemon's chunks go
+// through it: the device reads the parts one after another (each part's
+// modeled_ms); a part's cells are then verified and gathered (bytes_read x
+// verify_ms_per_mib + bytes_useful x gather_ms_per_mib); then its result is
+// handed to the reader (bytes_useful x ms_per_mib), each stage working on
+// one part while the one before it works on the next; plus the read's fixed
+// cost. Within a part the cells of each request are worked on as it arrives
+// (the requests taken as arriving evenly over the part's device time): the
+// work starts with the first and ends no sooner than the last request's
+// share after the device is done, so a part of one request adds it all and
+// a part of a thousand requests hides it behind the device. Each part must
+// be modeled already. With an empty HostCost: the parts' device times added.
 double modeled_read_ms(std::span<const IoPlan> parts, const geom::HostCost& host);
 
 }  // namespace mmfs::layouts

@@ -1,6 +1,7 @@
 // The machine's part of a read (issue 18, geom::HostCost): a measured flash
-// geometry's "host" (parsed, printed, refused when malformed), the two-stage
-// pipeline layouts::modeled_read_ms predicts a chunked read with, and a view's
+// geometry's "host" (parsed, printed, refused when malformed), the pipeline
+// (device, cells' work, hand-over) layouts::modeled_read_ms predicts a chunked
+// read with, and a view's
 // plan on such a volume, whose modeled_ms is the whole read and device_ms
 // the device's part.
 #include <catch2/catch.hpp>
@@ -62,6 +63,22 @@ TEST_CASE("host cost: a flash geometry's host is read, printed only when set, an
   CHECK(sg->host_cost().request_ms == 0.2);
   CHECK(sg->host_cost().ms_per_mib == 0.42);
 
+  // The daemon's work on cells (daemon/read_path_probe.h): read back, printed
+  // only when measured.
+  CHECK_FALSE(g->definition()["host"].contains("verify_ms_per_mib"));
+  j["host"]["verify_ms_per_mib"] = 0.36;
+  j["host"]["gather_ms_per_mib"] = 0.04;
+  auto cells = geom::load_geometry(geom::load_geometry(j)->definition());
+  CHECK(cells->host_cost().verify_ms_per_mib == 0.36);
+  CHECK(cells->host_cost().gather_ms_per_mib == 0.04);
+  for (const char* field : {"verify_ms_per_mib", "gather_ms_per_mib"}) {
+    nlohmann::json k = j;
+    k["host"][field] = -0.1;
+    CAPTURE(field);
+    CHECK(error_of([&] { geom::load_geometry(k); }) == geom::ErrorKind::Invalid);
+    CHECK(message_of([&] { geom::load_geometry(k); }).find(field) != std::string::npos);
+  }
+
   for (const nlohmann::json& bad : {nlohmann::json{{"request_ms", -1}}, nlohmann::json{{"ms_per_mib", "fast"}},
                                     nlohmann::json{{"ms_per_mb", 0.4}}, nlohmann::json(0.4)}) {
     nlohmann::json k = small_ssd_json();
@@ -94,6 +111,35 @@ TEST_CASE("host cost: a chunked read is a two-stage pipeline, device then hand-o
   // hand-over ends: max(0, 1) + 4 = 5; max(5, 2) + 0 = 5; max(5, 8) + 1 = 9.
   CHECK(layouts::modeled_read_ms(mixed, host) == Approx(0.5 + 9));
   CHECK(layouts::modeled_read_ms({}, host) == Approx(0.5));
+}
+
+TEST_CASE("host cost: the cells' work is a stage between the device and the hand-over", "[host_cost]") {
+  geom::HostCost host;
+  host.request_ms = 0.5;
+  host.verify_ms_per_mib = 0.25;  // per MiB read
+  host.gather_ms_per_mib = 0.5;   // per MiB of the result
+  auto with = [](double device_ms, std::uint64_t read_mib, std::uint64_t useful_mib, std::uint64_t requests) {
+    layouts::IoPlan p = part(device_ms, useful_mib);
+    p.bytes_read = read_mib << 20;
+    p.requests = requests;
+    return p;
+  };
+  // One request: its cells are worked on after it arrives, all of them.
+  std::vector<layouts::IoPlan> one = {with(2, 4, 2, 1)};
+  CHECK(layouts::modeled_read_ms(one, host) == Approx(0.5 + 2 + (4 * 0.25 + 2 * 0.5)));
+  // Many requests, the device slower: the work hides behind it, but for the
+  // last request's share.
+  std::vector<layouts::IoPlan> many = {with(10, 8, 4, 100)};
+  CHECK(layouts::modeled_read_ms(many, host) == Approx(0.5 + 10 + 4.0 / 100));
+  // Many requests, the work slower: it starts with the first request and sets the pace.
+  std::vector<layouts::IoPlan> cpu_bound = {with(1, 16, 16, 10)};
+  CHECK(layouts::modeled_read_ms(cpu_bound, host) == Approx(0.5 + 0.1 + 12));
+  // Across parts: part 1's cells wait for part 0's (ends 0.1 + 12); hand-over
+  // (2 ms per MiB) of part 0 then of part 1.
+  host.ms_per_mib = 2;
+  std::vector<layouts::IoPlan> two = {with(1, 16, 16, 10), with(1, 0, 1, 1)};
+  // cells: 12.1, then max(12.1, 2) + 0.5 = 12.6; hand-over: 12.1 + 32 = 44.1, then max(44.1, 12.6) + 2.
+  CHECK(layouts::modeled_read_ms(two, host) == Approx(0.5 + 46.1));
 }
 
 TEST_CASE("host cost: a view's plan on a volume with a host predicts the read; without, the device",
