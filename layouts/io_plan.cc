@@ -296,14 +296,14 @@ double modeled_read_ms(std::span<const IoPlan> parts, const geom::HostCost& host
   constexpr double kMiB = 1 << 20;
   double device_done = 0, cells_done = 0, handed_over = 0;
   for (const IoPlan& p : parts) {
-    const double requests = double(std::max<std::uint64_t>(1, p.requests));
-    const double first_arrives = device_done + p.modeled_ms / requests;
+    const double batches = double(std::max<std::size_t>(1, p.batches.size()));
+    const double first_arrives = device_done + p.modeled_ms / batches;
     device_done += p.modeled_ms;
     const double cells_ms =
         (double(p.bytes_read) * host.verify_ms_per_mib + double(p.bytes_useful) * host.gather_ms_per_mib) / kMiB;
-    // Each request's cells as it arrives: the work starts with the first and
-    // cannot end before the last request's share after the device is done.
-    cells_done = std::max(std::max(cells_done, first_arrives) + cells_ms, device_done + cells_ms / requests);
+    // Each batch's cells once it has arrived: the work starts with the first
+    // and cannot end before the last batch's share after the device is done.
+    cells_done = std::max(std::max(cells_done, first_arrives) + cells_ms, device_done + cells_ms / batches);
     handed_over = std::max(handed_over, cells_done) + double(p.bytes_useful) / kMiB * host.ms_per_mib;
   }
   return host.request_ms + handed_over;

@@ -118,20 +118,20 @@ TEST_CASE("host cost: the cells' work is a stage between the device and the hand
   host.request_ms = 0.5;
   host.verify_ms_per_mib = 0.25;  // per MiB read
   host.gather_ms_per_mib = 0.5;   // per MiB of the result
-  auto with = [](double device_ms, std::uint64_t read_mib, std::uint64_t useful_mib, std::uint64_t requests) {
+  auto with = [](double device_ms, std::uint64_t read_mib, std::uint64_t useful_mib, std::uint64_t batches) {
     layouts::IoPlan p = part(device_ms, useful_mib);
     p.bytes_read = read_mib << 20;
-    p.requests = requests;
+    p.batches.resize(batches);
     return p;
   };
-  // One request: its cells are worked on after it arrives, all of them.
+  // One batch: its cells are worked on after it arrives, all of them.
   std::vector<layouts::IoPlan> one = {with(2, 4, 2, 1)};
   CHECK(layouts::modeled_read_ms(one, host) == Approx(0.5 + 2 + (4 * 0.25 + 2 * 0.5)));
-  // Many requests, the device slower: the work hides behind it, but for the
-  // last request's share.
+  // Many batches, the device slower: the work hides behind it, but for the
+  // last batch's share.
   std::vector<layouts::IoPlan> many = {with(10, 8, 4, 100)};
   CHECK(layouts::modeled_read_ms(many, host) == Approx(0.5 + 10 + 4.0 / 100));
-  // Many requests, the work slower: it starts with the first request and sets the pace.
+  // Many batches, the work slower: it starts with the first batch and sets the pace.
   std::vector<layouts::IoPlan> cpu_bound = {with(1, 16, 16, 10)};
   CHECK(layouts::modeled_read_ms(cpu_bound, host) == Approx(0.5 + 0.1 + 12));
   // Across parts: part 1's cells wait for part 0's (ends 0.1 + 12); hand-over
