@@ -49,10 +49,18 @@ struct ReadPathProbeResult;
 
 // Adds the result to a measured geometry's JSON: "host" (what the model
 // uses) and measured.host (the samples); and a line for a person. With
-// `read_path`, its fixed cost joins request_ms and its per-MiB costs join
-// the host.
+// `read_path`, its cold view through the daemon is request_ms and its
+// per-MiB costs join the host.
 void add_host_cost(const HostProbeResult& result, const ReadPathProbeResult* read_path, nlohmann::json* geometry,
                    std::string* summary);
+
+// Opens `path` and reads its `expect` bytes into a buffer of their size
+// mapped for this read, in calls of 8 MiB, then closes it: the milliseconds,
+// or -1 with errno set. A fresh buffer, as a reader that makes an array of
+// the result (numpy) has: its pages are first touched by the kernel's copy,
+// which costs as much again as the copy (a 2 MiB view on the virtio machine
+// of issue 18: 1 ms more than into touched memory).
+double timed_fresh_read(const std::string& path, std::uint64_t expect);
 
 // probe_host with the default options and probe_read_path on the geometry,
 // then add_host_cost; when the machine cannot mount FUSE, the geometry is

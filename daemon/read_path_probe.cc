@@ -1,7 +1,10 @@
 #include "daemon/read_path_probe.h"
 
+#define FUSE_USE_VERSION 35
 #include <fmt/format.h>
+#include <fuse_lowlevel.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +12,12 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <thread>
 
+#include "daemon/filesystem.h"
+#include "daemon/fuse_ops.h"
+#include "daemon/host_probe.h"
+#include "daemon/read_path_settings.h"
 #include "fs/array_file.h"
 #include "fs/array_schema.h"
 #include "fs/fault_device.h"
@@ -94,6 +102,77 @@ int mount(fs::MemoryDevice& memory, Mounted* m, std::string* message) {
   m->io = std::make_unique<fs::SectorIo>(m->volume->device(), m->volume->geometry());
   return 0;
 }
+
+// The volume in memory served by the daemon's own code (Filesystem and its
+// FUSE operations) on a temporary mount point, as `mmfs` serves a volume
+// with -o busy_poll=0 (libfuse's loop; the default request poller measured
+// 1.15 ms against 1.21 for a cold one-element view). Unmounted, shut down
+// and removed on destruction.
+class DaemonMount {
+ public:
+  ~DaemonMount() {
+    if (se_) {
+      fuse_session_exit(se_);
+      if (mounted_) fuse_session_unmount(se_);  // the loop's reads fail: it returns
+      if (loop_.joinable()) loop_.join();
+    }
+    if (filesystem_) {
+      release_open_handles(*filesystem_);
+      filesystem_->shutdown();
+    }
+    if (se_) fuse_session_destroy(se_);
+    filesystem_.reset();
+    if (!dir_.empty()) ::rmdir(dir_.c_str());
+  }
+
+  int start(fs::MemoryDevice& memory, std::string* message) {
+    char tmpl[] = "/tmp/mmfs-read-path-probe.XXXXXX";
+    if (!::mkdtemp(tmpl)) {
+      const int e = errno;
+      *message = fmt::format("cannot make a directory for the read-path probe's mount: {}", std::strerror(e));
+      return e;
+    }
+    dir_ = tmpl;
+    int err = 0;
+    auto volume = fs::Volume::open(std::make_unique<TimedDevice>(memory), &err, message);
+    if (!volume) return err ? err : EIO;
+    filesystem_ = std::make_unique<Filesystem>(std::move(volume), false);
+    slot_ = filesystem_.get();
+    const std::string options = fmt::format("fsname=mmfs-read-path-probe,subtype=mmfs,max_read={}", kMaxRead);
+    const char* argv[] = {"mmfs-read-path-probe", "-o", options.c_str()};
+    fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
+    se_ = fuse_session_new(&args, &fuse_operations(), sizeof(fuse_lowlevel_ops), &slot_);
+    fuse_opt_free_args(&args);
+    if (!se_) {
+      *message = "the read-path probe could not start a FUSE session";
+      return EIO;
+    }
+    if (fuse_session_mount(se_, dir_.c_str()) != 0) {
+      *message = fmt::format("the read-path probe could not mount FUSE at {}", dir_);
+      return EPERM;
+    }
+    mounted_ = true;
+    filesystem_->start();
+    loop_ = std::thread([se = se_] {
+      fuse_loop_config config;
+      std::memset(&config, 0, sizeof config);
+      config.clone_fd = 0;
+      config.max_idle_threads = 16;
+      fuse_session_loop_mt(se, &config);
+    });
+    return 0;
+  }
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<Filesystem> filesystem_;
+  Filesystem* slot_ = nullptr;  // the session's userdata, as the daemon's
+  fuse_session* se_ = nullptr;
+  bool mounted_ = false;
+  std::thread loop_;
+};
 
 // Formats the volume and writes the array; its inode.
 int make_array(fs::MemoryDevice& memory, const geom::Geometry& geometry, fs::Ino* ino, std::string* message) {
@@ -224,12 +303,27 @@ int probe_read_path(const nlohmann::json& geometry, const ReadPathProbeOptions& 
       out->beam_ms.push_back(ms);
       array->quiesce();
     }
+    // The one-element view through the daemon's FUSE operations, as a reader
+    // reads it on a fresh mount: the fixed part of every cold view.
+    const std::string view_path = "/a@/" + point.spelling;
+    for (int s = 0; s < opt.samples; ++s) {
+      DaemonMount daemon;
+      if (int r = daemon.start(memory, message)) return r;
+      evict(eviction, s);
+      const double ms = timed_fresh_read(daemon.dir() + view_path, 8);
+      if (ms < 0) {
+        const int e = errno;
+        *message = fmt::format("the read-path probe could not read {}: {}", view_path, std::strerror(e));
+        return e;
+      }
+      out->view_ms.push_back(ms);
+    }
   } catch (const std::exception& e) {
     *message = fmt::format("the read-path probe failed: {}", e.what());
     return EIO;
   }
   const double point = median(out->point_ms);
-  out->fixed_ms = median(out->open_ms) + point;
+  out->cold_view_ms = median(out->view_ms);
   fit(median(out->cube_ms) - point, double(out->cube_read - std::min(out->cube_read, out->point_read)) / kMiB,
       double(out->cube_useful - std::min(out->cube_useful, out->point_useful)) / kMiB, median(out->beam_ms) - point,
       double(out->beam_read - std::min(out->beam_read, out->point_read)) / kMiB,
@@ -238,9 +332,9 @@ int probe_read_path(const nlohmann::json& geometry, const ReadPathProbeOptions& 
   out->seconds = ms_between(t_start, Clock::now()) / 1e3;
   if (opt.verbose)
     fmt::print(stderr,
-               "  the daemon's read path: {:.3f} ms to open an array and read one cell, {:.3f} ms per MiB of cells "
-               "verified, {:.3f} ms per MiB gathered\n",
-               out->fixed_ms, out->verify_ms_per_mib, out->gather_ms_per_mib);
+               "  the daemon: a cold one-element view {:.3f} ms, {:.3f} ms per MiB of cells verified, {:.3f} ms per MiB "
+               "gathered\n",
+               out->cold_view_ms, out->verify_ms_per_mib, out->gather_ms_per_mib);
   return 0;
 }
 

@@ -14,10 +14,10 @@ MiB = 1 << 20
 HOST = {"request_ms": 0.25, "ms_per_mib": 0.5}
 
 
-def flash_with_host(tmp_path):
+def flash_with_host(tmp_path, host=HOST):
     g = {"kind": "flash", "name": "with-host", "sector_size": 4096, "capacity_sectors": 262144,
          "track_sectors": 32, "queues": 8, "latency_ms": 0.1, "bandwidth_mb_s": 2000, "depth": 128,
-         "host": HOST}
+         "host": host}
     path = tmp_path / "with-host.json"
     path.write_text(json.dumps(g))
     return str(path)
@@ -52,6 +52,34 @@ def test_plans_on_a_volume_with_a_host_predict_the_read(volume_factory, tmp_path
     assert np.array_equal(got, arr[:, 100, :].ravel())
 
 
+def test_the_cells_work_adds_to_a_one_batch_view_and_hides_behind_a_slice(volume_factory, tmp_path):
+    cells = dict(HOST, verify_ms_per_mib=0.3, gather_ms_per_mib=0.2)
+    vol = volume_factory(size="1G", geometry=flash_with_host(tmp_path, cells))
+    assert read_json(vol.mnt / ".mmfs" / "geometry")["host"] == cells
+    shape = (256, 256, 64)
+    arr = random_array(np.random.default_rng(5), shape, "float64")
+    a = make_array(vol.mnt / "a", shape, "float64", None, arr)
+
+    # A box of one batch (at most 16 requests): all its cells' work after the device.
+    box = read_json(view(a, "plan", "box", "10:60,20:70,5:15"))
+    assert box["chunks"] == 1 and len(box["batches"]) == 1, box
+    work = (box["bytes_read"] * cells["verify_ms_per_mib"] + box["bytes_useful"] * cells["gather_ms_per_mib"]) / MiB
+    assert box["host_ms"] == pytest.approx(HOST["request_ms"] + work + box["bytes_useful"] / MiB * HOST["ms_per_mib"])
+
+    # A slice of many batches: the work overlaps the device but for the last batch's share.
+    sl = read_json(view(a, "plan", "slice", "2", "7"))
+    batches = len(sl["batches"])
+    assert sl["chunks"] == 1 and batches > 4, batches
+    work = (sl["bytes_read"] * cells["verify_ms_per_mib"] + sl["bytes_useful"] * cells["gather_ms_per_mib"]) / MiB
+    handed = sl["bytes_useful"] / MiB * HOST["ms_per_mib"]
+    first = sl["device_ms"] / batches
+    expect = HOST["request_ms"] + max(first + work, sl["device_ms"] + work / batches) + handed
+    assert sl["modeled_ms"] == pytest.approx(expect)
+    assert sl["modeled_ms"] < HOST["request_ms"] + sl["device_ms"] + work + handed
+    got = np.frombuffer(read_bytes(view(a, "slice", 2, 7)), "<f8")
+    assert np.array_equal(got, arr[:, :, 7].ravel())
+
+
 def test_a_profile_plan_is_the_device_alone(volume_factory):
     vol = volume_factory(size="1G", geometry="ssd")
     assert "host" not in read_json(vol.mnt / ".mmfs" / "geometry")
@@ -64,6 +92,8 @@ def test_a_profile_plan_is_the_device_alone(volume_factory):
 @pytest.mark.parametrize("host, says", [
     ({"request_ms": -0.1}, "host.request_ms"),
     ({"ms_per_mb": 0.4}, "ms_per_mb"),
+    ({"request_ms": 0.2, "verify_ms_per_mib": -1}, "host.verify_ms_per_mib"),
+    ({"request_ms": 0.2, "gather_ms_per_mib": "fast"}, "gather_ms_per_mib"),
     ("fast", "'host' must be an object"),
 ])
 def test_mkfs_refuses_a_malformed_host(tmp_path, host, says):

@@ -1146,9 +1146,11 @@ def report(b, res):
         if with_machine:
             L.append("**model** = `modeled_ms` of `A@/plan/VIEW` on this volume's measured geometry: the whole "
                      "cold read, its **device model** (`device_ms`: the device reading the view's chunks one "
-                     "after another) plus the machine's part that `mkfs.mmfs -g measure` timed through a "
-                     "throwaway FUSE mount (`host`: a cold read's requests, and handing each chunk's bytes "
-                     "to the reader while the device reads the next). **error** = model / real - 1.")
+                     "after another) plus the machine's part that `mkfs.mmfs -g measure` timed (`host`: a cold "
+                     "read's requests through a throwaway FUSE mount and the daemon's own read path on a volume "
+                     "in memory, the cells verified and gathered after each batch arrives, and handing each "
+                     "chunk's bytes to the reader while the device reads the next; docs/geometry-format.md). "
+                     "**error** = model / real - 1.")
             L.append("")
             L.append("**device ms**: the time the read's batches were on the device (`device_busy_ms` of "
                      "`/.mmfs/stats` on the fresh mount), which the device model predicts; it includes the "
@@ -1239,10 +1241,11 @@ def report(b, res):
                 pm, pr = (pt.get("modeled") or {}).get("modeled_ms"), (pt.get("ms") or {}).get("median")
                 if pm is not None and pr:
                     L.append(f"The point ({lb}) took {fmt_sig(pr)} ms against a model of {fmt_sig(pm)} ms: the "
-                             f"{fmt_sig(pr - pm)} ms between is what the first read of a fresh mount costs mmfs "
-                             "beyond the throwaway filesystem the probe timed (the array's first open; the image "
-                             "file's extent tree, read again after drop_caches before the first data read). The "
-                             "small views miss their model by about as much.")
+                             f"{fmt_sig(pr - pm)} ms between is what a freshly started daemon's requests cost "
+                             "beyond the throwaway filesystem and the in-memory read path the probe timed, and the "
+                             "first device read of a fresh mount beyond an idle read (on an image file, the extent "
+                             "tree read again after drop_caches). The small views miss their model by about as "
+                             "much.")
                     L.append("")
                 continue
             L.append(f"Within ±30 % of the real time ({lb}): model alone {alone} of {total} workloads, "
