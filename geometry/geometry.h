@@ -23,17 +23,16 @@ class ServiceTimeModel;
 enum class DeviceKind { Disk, Mems, Flash };
 const char* to_string(DeviceKind kind);
 
-// What a read costs the machine besides the device: the FUSE requests of a
-// cold read of a view (its path's lookups, the open, the read, the release)
-// and handing its bytes to the reader through the kernel's page cache. On the
-// virtio machine of issue 18 the second is 0.42 ms per MiB (2.4 GB/s), slower
-// than the device's 3.7 GB/s: a full read is bound by it, not by the device.
-// `mmfs-geom measure` times both through a throwaway FUSE mount
-// (daemon/host_probe.h); a modeled device has none (the papers' clock).
-// The daemon's own work is in it too, timed by its own code on an in-memory
-// volume (daemon/read_path_probe.h): the array's open and a read's fixed
-// work in request_ms, and the cells verified and gathered as they arrive,
-// which delays the end of each part of a read after its device time.
+// What a read costs the machine besides the device: the requests of a cold
+// read of a view (its path's lookups, of which A@'s opens the array, the
+// open, the read, the release), the daemon's work on the cells a read brings
+// (checksums, gathering the result out of them) and handing the result to
+// the reader through the kernel into fresh memory. On the virtio machine of
+// issue 18 the last is 0.77-0.96 ms per MiB, slower than the device's
+// 0.25: a full read is bound by it, not by the device. `mmfs-geom measure`
+// times them (daemon/host_probe.h, daemon/read_path_probe.h): the hand-over
+// through a throwaway FUSE mount, the rest by the daemon's own code on a
+// volume in memory; a modeled device has none (the papers' clock).
 struct HostCost {
   double request_ms = 0;         // per cold read
   double ms_per_mib = 0;         // per MiB of the result handed to the reader
