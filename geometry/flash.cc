@@ -216,6 +216,19 @@ Lbn Flash::adjacent(Lbn lbn, std::uint32_t step) const {
   return target;
 }
 
+// In closed form: MultiMap's MAP hops once per cell coordinate, and hop by
+// hop its plan of a 2 MiB slice (4,096 cells) took 14 ms, three quarters of
+// it in these hops and their checks.
+Lbn Flash::adjacent_n(Lbn lbn, std::uint32_t step, std::uint64_t count) const {
+  check_lbn(lbn);
+  if (count == 0) return lbn;
+  check_step(step);
+  const std::uint64_t hop = std::uint64_t(step) * p_.track_sectors;
+  const std::uint64_t hops_that_fit = (p_.capacity_sectors - 1 - lbn) / hop;
+  if (count > hops_that_fit) return adjacent(lbn + hops_that_fit * hop, step);  // throws as the hop by hop walk does
+  return lbn + count * hop;
+}
+
 nlohmann::json Flash::definition() const {
   nlohmann::json j = {{"kind", "flash"},
           {"sector_size", p_.sector_size},

@@ -43,6 +43,7 @@ class Flash final : public Geometry {
   double adjacency_angle() const override { return 0.0; }
   std::uint32_t depth() const override;
   Lbn adjacent(Lbn lbn, std::uint32_t step) const override;
+  Lbn adjacent_n(Lbn lbn, std::uint32_t step, std::uint64_t count) const override;
   std::uint32_t parallelism() const override { return p_.queues; }
   nlohmann::json definition() const override;
   nlohmann::json info() const override;

@@ -60,6 +60,30 @@ TEST_CASE("flash: adjacent(l, s) = l + s * track") {
   CHECK(error_of([&] { g.adjacent(1000, 1); }) == ErrorKind::OutOfRange);
 }
 
+TEST_CASE("flash: adjacent_n is the hop by hop walk, its errors included") {
+  Flash g(small());
+  for (Lbn l = 0; l < 1000; l += 7)
+    for (std::uint32_t step = 1; step <= 4; ++step)
+      for (std::uint64_t count = 0; count <= 40; ++count) {
+        CAPTURE(l, step, count);
+        Lbn walk = l;
+        std::string walk_error;
+        try {
+          for (std::uint64_t k = 0; k < count; ++k) walk = g.adjacent(walk, step);
+        } catch (const GeometryError& e) {
+          walk_error = e.what();
+        }
+        if (walk_error.empty()) {
+          CHECK(g.adjacent_n(l, step, count) == walk);
+        } else {
+          CHECK(error_of([&] { g.adjacent_n(l, step, count); }) == ErrorKind::OutOfRange);
+          CHECK(message_of([&] { g.adjacent_n(l, step, count); }) == walk_error);
+        }
+      }
+  CHECK(error_of([&] { g.adjacent_n(1000, 1, 0); }) == ErrorKind::OutOfRange);
+  CHECK(error_of([&] { g.adjacent_n(5, 5, 1); }) == ErrorKind::Invalid);
+}
+
 TEST_CASE("flash JSON: round trip, info, errors naming the field") {
   Flash g(small());
   auto back = Flash::from_json(g.definition());
