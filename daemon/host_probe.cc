@@ -192,13 +192,7 @@ class ThrowawayMount {
       return EPERM;
     }
     mounted_ = true;
-    loop_ = std::thread([se = se_] {
-      fuse_loop_config config;
-      std::memset(&config, 0, sizeof config);
-      config.clone_fd = 0;
-      config.max_idle_threads = 10;
-      fuse_session_loop_mt(se, &config);
-    });
+    loop_ = serve_in_background(se_);
     return 0;
   }
 
@@ -212,6 +206,16 @@ class ThrowawayMount {
 };
 
 }  // namespace
+
+std::thread serve_in_background(fuse_session* session) {
+  return std::thread([session] {
+    fuse_loop_config config;
+    std::memset(&config, 0, sizeof config);
+    config.clone_fd = 0;
+    config.max_idle_threads = 16;
+    fuse_session_loop_mt(session, &config);
+  });
+}
 
 double timed_fresh_read(const std::string& path, std::uint64_t expect) {
   constexpr std::size_t kReadCall = 8 << 20;

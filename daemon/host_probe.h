@@ -19,11 +19,19 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "geometry/geometry.h"
 
+struct fuse_session;
+
 namespace mmfs::daemon {
+
+// Serves a mounted `session` on libfuse's multi-threaded loop (as `mmfs -o
+// busy_poll=0` does) in a thread of its own, until the session exits and is
+// unmounted; the probes' mounts run on it.
+std::thread serve_in_background(fuse_session* session);
 
 struct HostProbeOptions {
   int cold_reads = 9;      // of the tiny file, each on a fresh mount after idle_gap_ms

@@ -153,13 +153,7 @@ class DaemonMount {
     }
     mounted_ = true;
     filesystem_->start();
-    loop_ = std::thread([se = se_] {
-      fuse_loop_config config;
-      std::memset(&config, 0, sizeof config);
-      config.clone_fd = 0;
-      config.max_idle_threads = 16;
-      fuse_session_loop_mt(se, &config);
-    });
+    loop_ = serve_in_background(se_);
     return 0;
   }
 
