@@ -9,8 +9,9 @@
 //     fresh mount after an idle gap, as a cold view (a mount's first
 //     requests cost more than its later ones, 0.2-0.5 ms against 0.1 here);
 //   * reads of a large file in 8 MiB calls: handing a result to a reader,
-//     which on the virtio machine of issue 18 costs 0.42 ms per MiB, more
-//     than its disk (0.27 ms per MiB): a full read is bound by it.
+//     which on the virtio machine of issue 18 costs 0.42 ms per MiB into
+//     memory the reader has touched and 0.74-0.96 into fresh memory, more
+//     than its disk (0.25-0.27 ms per MiB): a full read is bound by it.
 // Reads land in a buffer mapped for each, as a reader that makes an array of
 // the result has. The daemon's own work on a cold view (the array's open,
 // verifying and gathering cells) is timed by read_path_probe.h and added.
