@@ -28,7 +28,7 @@ const char* to_string(DeviceKind kind);
 // open, the read, the release), the daemon's work on the cells a read brings
 // (checksums, gathering the result out of them) and handing the result to
 // the reader through the kernel into fresh memory. On the virtio machine of
-// issue 18 the last is 0.77-0.96 ms per MiB, slower than the device's
+// issue 18 the last is 0.74-0.96 ms per MiB, slower than the device's
 // 0.25: a full read is bound by it, not by the device. `mmfs-geom measure`
 // times them (daemon/host_probe.h, daemon/read_path_probe.h): the hand-over
 // through a throwaway FUSE mount, the rest by the daemon's own code on a
