@@ -258,7 +258,7 @@ def test_measure_a_file_prints_a_flash_geometry_that_loads_and_leaves_the_file_a
                for k in ("view_ms", "open_ms", "point_ms", "cube_ms", "beam_ms"))
     assert sorted(rp["view_ms"])[3] == pytest.approx(g["host"]["request_ms"], abs=1e-6)
     assert sorted(rp["view_ms"])[3] > sorted(m["host"]["cold_read_ms"])[4] * 0.5  # the kernel's part is in it
-    assert rp["point_bytes"] == [4096, 8]  # one 4 KiB block of one 8 KiB cell for one float64
+    assert rp["point_bytes"][1] == 8 and rp["point_bytes"][0] in (4096, 8192)  # one float64: a block or its cell
     assert rp["cube_bytes"][1] == 102 * 102 * 26 * 8 and rp["cube_bytes"][0] >= rp["cube_bytes"][1]
     assert rp["beam_bytes"][1] == 16 * 16 * 8 and rp["beam_bytes"][0] >= 256 * 4096
     assert g["host"]["verify_ms_per_mib"] >= 0 and g["host"]["gather_ms_per_mib"] >= 0
