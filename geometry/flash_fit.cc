@@ -69,20 +69,22 @@ std::vector<DepthLine> fit_depth_lines(const std::vector<ProbeSample>& samples) 
 double modeled_ms_per_request(const FlashParams& params, std::uint32_t bytes, std::uint32_t depth) {
   FlashParams p = params;
   const std::uint64_t sectors = std::max<std::uint64_t>(1, (bytes + p.sector_size - 1) / p.sector_size);
-  const std::uint64_t stride = (sectors / p.track_sectors + 2) * p.track_sectors;
+  // Spread-out offsets, as the probe's random reads are (where they lie
+  // does not change what flash charges).
+  const std::uint64_t stride = sectors + 1;
   p.capacity_sectors = std::max<std::uint64_t>(p.capacity_sectors, stride * (depth + 1));
   Flash flash(p);
   auto model = flash.make_service_model();
-  // Spread-out offsets, each at a pseudo-random sector inside its track, as
-  // the probe's random reads are (so some straddle a track boundary).
   std::vector<Request> batch;
-  std::uint64_t lcg = 0x9E3779B97F4A7C15ull;
-  for (std::uint32_t i = 0; i < depth; ++i) {
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    const std::uint64_t inside = (lcg >> 33) % p.track_sectors;
-    batch.push_back({i * stride + inside, std::uint32_t(sectors)});
-  }
+  for (std::uint32_t i = 0; i < depth; ++i) batch.push_back({i * stride, std::uint32_t(sectors)});
   return model->serve(batch) / depth;
+}
+
+std::uint32_t half_bandwidth_track(const FlashParams& p) {
+  const double bytes = p.latency_ms * 1e-3 * p.bandwidth_mb_s * 1e6;  // n½ = latency · bandwidth
+  const double sectors = std::max(1.0, bytes / p.sector_size);
+  const double most = std::max(1.0, double(4u << 20) / p.sector_size);
+  return std::uint32_t(std::min(most, std::exp2(std::round(std::log2(sectors)))));
 }
 
 FlashFit fit_flash(const std::vector<ProbeSample>& all, std::uint32_t sector_size, std::uint64_t capacity_sectors) {
@@ -111,11 +113,10 @@ FlashFit fit_flash(const std::vector<ProbeSample>& all, std::uint32_t sector_siz
   p.latency_ms = base_latency;
   p.bandwidth_mb_s = peak_mb_s;
 
-  // Coordinate descent over grids: the request size pieces are cut at
-  // ("track") and the channels, then latency and bandwidth together, until a
-  // round improves nothing; then a finer grid around the best pair.
-  std::vector<std::uint32_t> tracks, queues;
-  for (std::uint64_t b = sector_size; b <= (4u << 20); b *= 2) tracks.push_back(std::uint32_t(b / sector_size));
+  // Coordinate descent over grids: the channels, then latency and bandwidth
+  // together, until a round improves nothing; then a finer grid around the
+  // best pair.
+  std::vector<std::uint32_t> queues;
   for (std::uint32_t q = 1; q <= 256; q *= 2) queues.push_back(q);
   double best = std::numeric_limits<double>::infinity();
   auto try_params = [&](const FlashParams& c) {
@@ -140,13 +141,11 @@ FlashFit fit_flash(const std::vector<ProbeSample>& all, std::uint32_t sector_siz
   for (int round = 0; round < 4; ++round) {
     const double before = best;
     const FlashParams start = p;
-    for (std::uint32_t t : tracks)
-      for (std::uint32_t q : queues) {
-        FlashParams c = start;
-        c.track_sectors = t;
-        c.queues = q;
-        try_params(c);
-      }
+    for (std::uint32_t q : queues) {
+      FlashParams c = start;
+      c.queues = q;
+      try_params(c);
+    }
     latency_bandwidth_grid(p, base_latency * 0.2, base_latency * 0.05, 24, peak_mb_s * 2.0, std::exp2(0.125), 48);
     if (!(best < before)) break;
   }
@@ -154,6 +153,10 @@ FlashFit fit_flash(const std::vector<ProbeSample>& all, std::uint32_t sector_siz
   latency_bandwidth_grid(coarse, coarse.latency_ms * 0.95, coarse.latency_ms * 0.01, 10,
                          coarse.bandwidth_mb_s * 1.06, 1.01, 12);
 
+  // The model has no use for a track; layouts, striping and the scrubber
+  // read in tracks, and get the request size that reaches half the
+  // bandwidth (Hockney's n½).
+  p.track_sectors = half_bandwidth_track(p);
   FlashFit fit;
   fit.params = p;
   fit.lines = fit_depth_lines(samples);

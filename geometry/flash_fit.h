@@ -6,10 +6,11 @@
 //    (least squares of the time per request against its size), which says
 //    what a gap costs: merging two requests across g bytes pays γ·g and saves
 //    β, so gaps under β/γ are worth reading;
-//  * the parameters of the Flash service model (latency, bandwidth, channels,
-//    optimal request size) that best reproduce every sample when the model
-//    serves the same requests: the planner and `A@/plan` then predict with the
-//    device's own numbers.
+//  * the parameters of the Flash service model (latency, bandwidth, channels)
+//    that best reproduce every sample when the model serves the same
+//    requests: the planner and `A@/plan` then predict with the device's own
+//    numbers. The track (optimal request size) is the size that reaches half
+//    the fitted bandwidth.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,11 @@ std::vector<DepthLine> fit_depth_lines(const std::vector<ProbeSample>& samples);
 // The model's time per request for a sample's pattern: `depth` reads of
 // `bytes` at spread-out offsets served together, divided by depth.
 double modeled_ms_per_request(const FlashParams& params, std::uint32_t bytes, std::uint32_t depth);
+
+// Hockney's n½ of `p`: the request size whose transfer takes as long as its
+// latency (latency · bandwidth), in sectors, rounded to a power of two, one
+// sector to 4 MiB.
+std::uint32_t half_bandwidth_track(const FlashParams& p);
 
 // Fits the Flash parameters to the random-read samples. `sector_size` and
 // `capacity_sectors` describe the target. The sequential stream is not a

@@ -69,7 +69,7 @@ def test_the_cells_work_adds_to_a_one_batch_view_and_hides_behind_a_slice(volume
     # A slice of many batches: the work overlaps the device but for the last batch's share.
     sl = read_json(view(a, "plan", "slice", "2", "7"))
     batches = len(sl["batches"])
-    assert sl["chunks"] == 1 and batches > 4, batches
+    assert sl["chunks"] == 1 and batches >= 4, batches
     work = (sl["bytes_read"] * cells["verify_ms_per_mib"] + sl["bytes_useful"] * cells["gather_ms_per_mib"]) / MiB
     handed = sl["bytes_useful"] / MiB * HOST["ms_per_mib"]
     first = sl["device_ms"] / batches

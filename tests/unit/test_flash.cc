@@ -146,6 +146,50 @@ TEST_CASE("flash service: a large request approaches the aggregate bandwidth") {
   CHECK(m->serve_one({0, 32}) >= 0.08 + 32 * 4096 / 2e6);
 }
 
+TEST_CASE("flash service: a request pays one latency, and its pages go over the queues side by side") {
+  FlashParams p;  // 32 queues, 0.08 ms, 2000 MB/s
+  p.track_sectors = 8;
+  Flash g(p);
+  auto m = g.make_service_model();
+  const double page_on_one_queue = 4096.0 / (2000e6 / 32) * 1e3;
+  // Two pages: the first with the latency, the second on another queue.
+  CHECK(m->serve_one({0, 2}) == Approx(0.08 + page_on_one_queue));
+  // Where a request lies does not matter: across a track boundary or not.
+  CHECK(m->serve_one({7, 2}) == Approx(m->serve_one({0, 2})));
+  std::vector<Request> across, within;
+  for (Lbn i = 0; i < 32; ++i) {
+    across.push_back({i * 64 + 7, 2});
+    within.push_back({i * 64, 2});
+  }
+  CHECK(m->serve(across) == Approx(m->serve(within)));
+  // 32 two-page requests on 32 queues: 32 latencies and 64 pages spread evenly.
+  CHECK(m->serve(within) == Approx(0.08 + 2 * page_on_one_queue));
+  // 64 pages in one request: one latency, then the pages over all 32 queues,
+  // i.e. the transfer at the aggregate bandwidth.
+  CHECK(m->serve_one({0, 64}) == Approx(0.08 + 64 * 4096 / 2e6));
+  // Two such requests: the second's latency passes while the first moves its pages.
+  CHECK(m->serve(std::vector<Request>{{0, 64}, {1000, 64}}) == Approx(0.08 + 2 * 64 * 4096 / 2e6));
+}
+
+TEST_CASE("flash service: many requests at depth cost latency / queues each, plus their bytes") {
+  FlashParams p;
+  p.queues = 8;
+  p.latency_ms = 0.08;
+  p.bandwidth_mb_s = 2000;
+  Flash g(p);
+  auto m = g.make_service_model();
+  std::vector<Request> batch;
+  for (Lbn i = 0; i < 800; ++i) batch.push_back({i * 100, 7});  // 800 requests of 28 KiB
+  const double bytes_ms = 800 * 7 * 4096 / 2e6;
+  CHECK(m->serve(batch) == Approx(800 * 0.08 / 8 + bytes_ms).epsilon(0.01));
+  // The order: every request is reported once.
+  std::vector<std::uint32_t> order;
+  m->serve(batch, &order);
+  std::sort(order.begin(), order.end());
+  for (std::uint32_t i = 0; i < order.size(); ++i) REQUIRE(order[i] == i);
+  CHECK(order.size() == 800);
+}
+
 TEST_CASE("flash service: errors, idle, reset") {
   Flash g(small());
   auto m = g.make_service_model();

@@ -48,7 +48,10 @@ TEST_CASE("flash fit: a device that is the model is fitted back to its parameter
   truth.bandwidth_mb_s = 900;
   const auto samples = samples_of(truth);
   const FlashFit fit = fit_flash(samples, 4096, truth.capacity_sectors);
-  CHECK(fit.params.track_sectors == truth.track_sectors);
+  // The track is not the model's: it is the size that reaches half the
+  // bandwidth, 0.15 ms at 900 MB/s = 135 KB, 33 sectors -> 32 (128 KiB).
+  CHECK(fit.params.track_sectors == 32);
+  CHECK(half_bandwidth_track(truth) == 32);
   CHECK(fit.params.queues == truth.queues);
   CHECK(fit.params.latency_ms == Approx(truth.latency_ms).epsilon(0.1));
   CHECK(fit.params.bandwidth_mb_s == Approx(truth.bandwidth_mb_s).epsilon(0.1));
@@ -65,7 +68,7 @@ TEST_CASE("flash fit: a different device gives different parameters (the fit fol
   slow.bandwidth_mb_s = 200;
   const FlashFit fit = fit_flash(samples_of(slow), 4096, slow.capacity_sectors);
   CHECK(fit.params.queues == 2);
-  CHECK(fit.params.track_sectors == 64);
+  CHECK(fit.params.track_sectors == 32);  // 0.5 ms at 200 MB/s: 100 KB, 24 sectors -> 32
   CHECK(fit.params.bandwidth_mb_s == Approx(200).epsilon(0.1));
 }
 
@@ -88,6 +91,26 @@ TEST_CASE("flash fit: the bandwidth is not bounded by the fastest cell (a host's
   const FlashFit fit = fit_flash(samples, 4096, truth.capacity_sectors);
   CHECK(fit.params.bandwidth_mb_s == Approx(truth.bandwidth_mb_s).epsilon(0.15));
   CHECK(fit.params.bandwidth_mb_s < peak / 1.3);
+}
+
+TEST_CASE("flash fit: the track is the request size that reaches half the bandwidth (n½)") {
+  FlashParams p;
+  p.sector_size = 4096;
+  p.latency_ms = 0.08;
+  p.bandwidth_mb_s = 2000;  // n½ = 160 KB: 39 sectors -> 32 (log2 5.29 rounds to 5)
+  CHECK(half_bandwidth_track(p) == 32);
+  p.latency_ms = 0.01;  // 20 KB: 4.9 sectors -> 4
+  CHECK(half_bandwidth_track(p) == 4);
+  p.latency_ms = 0.001;  // 2 KB, under a sector: one sector
+  CHECK(half_bandwidth_track(p) == 1);
+  p.latency_ms = 100;  // 200 MB: at most 4 MiB
+  CHECK(half_bandwidth_track(p) == 1024);
+  // A request of n½ takes twice its latency: half the bandwidth.
+  p.latency_ms = 0.08;
+  p.queues = 1;
+  const double bytes = half_bandwidth_track(p) * 4096.0;
+  const double ms = modeled_ms_per_request(p, std::uint32_t(bytes), 1);
+  CHECK(bytes / ms / 1e3 == Approx(2000 / 2).epsilon(0.25));
 }
 
 TEST_CASE("flash fit: the per-depth line t = beta + gamma*bytes of linear samples is exact") {

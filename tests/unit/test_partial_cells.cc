@@ -37,7 +37,7 @@ using namespace fs::testing::arrays;
 std::unique_ptr<geom::Geometry> small_ssd(std::uint64_t sectors = 4096) {
   return geom::load_geometry(nlohmann::json{{"kind", "flash"},        {"sector_size", 4096},
                                             {"capacity_sectors", sectors}, {"track_sectors", 32},
-                                            {"queues", 32},           {"latency_ms", 0.08},
+                                            {"queues", 8},            {"latency_ms", 0.08},
                                             {"bandwidth_mb_s", 2000.0}, {"depth", 128},
                                             {"name", "small-ssd"}});
 }
@@ -238,11 +238,14 @@ TEST_CASE("array file: views on flash read only the blocks they need, verified b
   REQUIRE(a->flush(true, &msg) == 0);
   REQUIRE(stored_schema(m, a->ino())->checksum_block == 4096);
 
-  // The plan of a slice along dimension 0 reads one 4 KiB block of each of its 16 cells.
+  // The plan of a slice along dimension 0 reads one 4 KiB block of each of
+  // its 16 cells, and the gaps between them the model finds cheaper to read
+  // than another request; never the whole cells' 32 blocks.
   nlohmann::json plan;
   REQUIRE(a->plan(resolve({"slice", "0", "5"}, s), &plan, &msg) == 0);
   CHECK(plan.at("cell_reads") == "partial");
-  CHECK(plan.at("bytes_read") == 16 * 4096);
+  CHECK(plan.at("bytes_read").get<std::uint64_t>() >= 16 * 4096);
+  CHECK(plan.at("bytes_read").get<std::uint64_t>() < 32 * 4096);
   CHECK(plan.at("whole_cells_modeled_ms").get<double>() > plan.at("modeled_ms").get<double>());
   check_views(*a, s, model, rng);
 
