@@ -2,6 +2,7 @@
 
 #include "layouts/cell_blocks.h"
 #include "layouts/cell_copy.h"
+#include "layouts/touched_runs.h"
 
 #include <algorithm>
 #include <bit>
@@ -362,8 +363,9 @@ void SectorBuffer::runs_holding(geom::Lbn lbn, std::uint64_t count, std::vector<
     if (it->lbn + it->sectors > lbn) out->push_back(std::uint32_t(it - placed_.begin()));
 }
 
-layouts::IoPlan ArrayState::plan(const Selection& sel) const {
+layouts::IoPlan ArrayState::plan(const Selection& sel, layouts::TouchedRuns* runs) const {
   layouts::PlanOptions options;
+  options.runs = runs;
   const ChecksumBlocks& blocks = sums_.blocks();
   if (blocks.per_cell > 1) options.block_sectors = std::uint32_t(blocks.bytes / io_.sector_size());
   return layouts::plan_selection(*layout_, sel, options);
@@ -391,29 +393,35 @@ class ArrayState::CellGather {
 
   const std::vector<std::vector<std::uint64_t>>& touched() const { return gather_.touched(); }
 
-  // Calls visit(lbn, sectors) for each piece of the device cell `cc` is read
-  // from (none for a cell that never held data: it reads as zeros).
+  // Takes the cells' runs from `runs` (the plan kept them) when it was
+  // prepared for this selection's cells; cells are then named by their
+  // position in the C order of touched().
+  void use_runs(layouts::TouchedRuns* runs) { runs_ = runs && runs->covers(touched()) ? runs : nullptr; }
+
+  // Calls visit(lbn, sectors) for each piece of the device cell `cc` (at
+  // `position`, see use_runs) is read from (none for a cell that never held
+  // data: it reads as zeros).
   template <class Visit>
-  void pieces(std::span<const std::uint64_t> cc, Visit&& visit) {
+  void pieces(std::span<const std::uint64_t> cc, std::uint64_t position, Visit&& visit) {
     const CellGrid& g = state_.grid();
     if (!state_.may_hold_data(g.linear(cc))) return;
     Run r[2];
-    const std::size_t k = state_.layout_->cell_runs(cc, r);
+    const std::span<const Run> runs = runs_of(cc, position, r);
     const layouts::BlockMask* mask = blocks_ ? &blocks_->of(cc) : nullptr;
     if (mask && !blocks_->full(*mask)) {
       const std::uint32_t block_sectors = std::uint32_t(state_.sums_.blocks().bytes / state_.io_.sector_size());
       for (std::uint32_t b = 0; b < blocks_->per_cell(); ++b)
         if (mask->has(b))
-          layouts::for_each_block_piece(std::span<const Run>(r, k), b, block_sectors,
+          layouts::for_each_block_piece(runs, b, block_sectors,
                                         [&](geom::Lbn lbn, std::uint32_t n, std::uint64_t) { visit(lbn, n); });
     } else {
-      for (std::size_t j = 0; j < k; ++j) visit(r[j].lbn, r[j].sectors);
+      for (const Run& run : runs) visit(run.lbn, run.sectors);
     }
   }
 
-  // Verifies cell `cc` and copies its part of the selection into the
-  // result. EIO with *bad_cell on a mismatch.
-  int cell(std::span<const std::uint64_t> cc, std::uint64_t* bad_cell) {
+  // Verifies cell `cc` (at `position`, see use_runs) and copies its part of
+  // the selection into the result. EIO with *bad_cell on a mismatch.
+  int cell(std::span<const std::uint64_t> cc, std::uint64_t position, std::uint64_t* bad_cell) {
     const CellGrid& g = state_.grid();
     const std::uint32_t ss = state_.io_.sector_size();
     const std::uint64_t linear = g.linear(cc), brick = g.cell_bytes();
@@ -423,19 +431,18 @@ class ArrayState::CellGather {
     if (!state_.may_hold_data(linear)) {
       cell = zeros_.data();
     } else if (mask && !blocks_->full(*mask)) {
-      const std::size_t k = state_.layout_->cell_runs(cc, r);
-      if (!state_.assemble_blocks(linear, {r, k}, *mask, sectors_, joined_.data())) {
+      if (!state_.assemble_blocks(linear, runs_of(cc, position, r), *mask, sectors_, joined_.data())) {
         *bad_cell = linear;
         return EIO;
       }
       cell = joined_.data();
     } else {
-      const std::size_t k = state_.layout_->cell_runs(cc, r);
-      cell = sectors_.at(r[0].lbn);
-      if (k == 2) {  // the cell wraps around its track's end: join its two pieces
-        std::memcpy(joined_.data(), cell, std::uint64_t(r[0].sectors) * ss);
-        std::memcpy(joined_.data() + std::uint64_t(r[0].sectors) * ss, sectors_.at(r[1].lbn),
-                    std::uint64_t(r[1].sectors) * ss);
+      const std::span<const Run> runs = runs_of(cc, position, r);
+      cell = sectors_.at(runs[0].lbn);
+      if (runs.size() == 2) {  // the cell wraps around its track's end: join its two pieces
+        std::memcpy(joined_.data(), cell, std::uint64_t(runs[0].sectors) * ss);
+        std::memcpy(joined_.data() + std::uint64_t(runs[0].sectors) * ss, sectors_.at(runs[1].lbn),
+                    std::uint64_t(runs[1].sectors) * ss);
         cell = joined_.data();
       }
       if (!state_.cell_valid(linear, {cell, brick})) {
@@ -450,10 +457,16 @@ class ArrayState::CellGather {
   }
 
  private:
+  std::span<const Run> runs_of(std::span<const std::uint64_t> cc, std::uint64_t position, Run scratch[2]) {
+    if (runs_) return runs_->of(*state_.layout_, position, cc);
+    return {scratch, state_.layout_->cell_runs(cc, scratch)};
+  }
+
   const ArrayState& state_;
   const SectorBuffer& sectors_;
   std::byte* out_;
   layouts::SelectionGather gather_;
+  layouts::TouchedRuns* runs_ = nullptr;
   std::optional<layouts::CellBlocks> blocks_;
   std::vector<std::byte> joined_;
   const std::vector<std::byte> zeros_;
@@ -463,9 +476,11 @@ class ArrayState::CellGather {
 int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,
                                const std::function<void()>& device_done, std::uint64_t* bytes_read,
                                AlignedBuffer* scratch) {
-  const layouts::IoPlan p = plan(sel);
+  layouts::TouchedRuns cell_runs;
+  const layouts::IoPlan p = plan(sel, &cell_runs);
   SectorBuffer sectors(p, io_.sector_size(), scratch);
   CellGather gather(*this, sel, sectors, out, p.partial_cells);
+  gather.use_runs(&cell_runs);
   const std::size_t n = grid().dims();
 
   // Each cell (its coordinates in `coords`), the requests of the plan it
@@ -485,7 +500,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
   auto take = [&](std::uint32_t c) noexcept {
     if (failed) return;
     try {
-      failed = gather.cell({coords.data() + std::size_t(c) * n, n}, &bad);
+      failed = gather.cell({coords.data() + std::size_t(c) * n, n}, c, &bad);
     } catch (const std::bad_alloc&) {
       failed = ENOMEM;
     }
@@ -494,7 +509,7 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
     const std::uint32_t c = std::uint32_t(waiting.size());
     coords.insert(coords.end(), cc.begin(), cc.end());
     mine.clear();
-    gather.pieces(cc, [&](geom::Lbn lbn, std::uint64_t count) { sectors.runs_holding(lbn, count, &mine); });
+    gather.pieces(cc, c, [&](geom::Lbn lbn, std::uint64_t count) { sectors.runs_holding(lbn, count, &mine); });
     std::sort(mine.begin(), mine.end());
     mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
     waiting.push_back(std::uint32_t(mine.size()));
@@ -541,8 +556,10 @@ int ArrayState::gather_selection(const Selection& sel, const SectorBuffer& secto
                                  std::uint64_t* bad_cell, bool partial_cells) const {
   CellGather gather(*this, sel, sectors, out, partial_cells);
   int failed = 0;
+  std::uint64_t position = 0;
   layouts::for_each_touched_cell(gather.touched(), [&](std::span<const std::uint64_t> cc) {
-    if (!failed) failed = gather.cell(cc, bad_cell);
+    if (!failed) failed = gather.cell(cc, position, bad_cell);
+    ++position;
   });
   return failed;
 }

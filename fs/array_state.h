@@ -129,7 +129,8 @@ class ArrayState {
   // The plan read_selection executes (A@/plan shows it): whole cells, or
   // only the checksum blocks holding the selection when the volume's model
   // serves that faster.
-  layouts::IoPlan plan(const layouts::Selection& selection) const;
+  // `runs`: where to keep the touched cells' runs for the read that follows.
+  layouts::IoPlan plan(const layouts::Selection& selection, layouts::TouchedRuns* runs = nullptr) const;
   // Whole cells read for a caller that uses them where they landed. The
   // buffer is kept from one call to the next: a query reading tens of MiB of
   // cells in batches faults its pages in once, and nothing is copied.

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "layouts/cell_blocks.h"
+#include "layouts/touched_runs.h"
 
 #include "geometry/striped.h"
 
@@ -119,29 +120,32 @@ void join_member_batches(IoPlan& plan, const geom::StripedGeometry& g) {
   }
 }
 
+void add_runs(const Layout& layout, std::span<const std::uint64_t> cell, std::span<const Run> runs,
+              std::vector<Piece>& pieces) {
+  std::uint64_t key = layout.has_batch_groups() ? layout.batch_key(cell) : 0;
+  for (const Run& r : runs) pieces.push_back({key, r.lbn, r.sectors});
+}
+
 void add_cell(const Layout& layout, std::span<const std::uint64_t> cell, std::vector<Piece>& pieces) {
   Run runs[2];
-  std::size_t n = layout.cell_runs(cell, runs);
-  std::uint64_t key = layout.has_batch_groups() ? layout.batch_key(cell) : 0;
-  for (std::size_t i = 0; i < n; ++i) pieces.push_back({key, runs[i].lbn, runs[i].sectors});
+  add_runs(layout, cell, {runs, layout.cell_runs(cell, runs)}, pieces);
 }
 
 // The sectors of the blocks in `mask` of `cell` (each `block_sectors` of
 // the cell's sectors, found through its one or two runs).
-void add_blocks(const Layout& layout, std::span<const std::uint64_t> cell, const BlockMask& mask,
-                std::uint32_t block_sectors, std::vector<Piece>& pieces) {
-  Run runs[2];
-  const std::size_t n = layout.cell_runs(cell, runs);
+void add_blocks(const Layout& layout, std::span<const std::uint64_t> cell, std::span<const Run> runs,
+                const BlockMask& mask, std::uint32_t block_sectors, std::vector<Piece>& pieces) {
   const std::uint64_t key = layout.has_batch_groups() ? layout.batch_key(cell) : 0;
   const std::uint32_t blocks = layout.sectors_per_cell() / block_sectors;
   for (std::uint32_t b = 0; b < blocks; ++b)
     if (mask.has(b))
-      for_each_block_piece(std::span<const Run>(runs, n), b, block_sectors,
+      for_each_block_piece(runs, b, block_sectors,
                            [&](Lbn lbn, std::uint32_t sectors, std::uint64_t) { pieces.push_back({key, lbn, sectors}); });
 }
 
 // Visits every cell of the product of the per-dimension cell lists, the
-// primary dimension fastest (the order a scan along it would fetch cells in).
+// primary dimension fastest (the order a scan along it would fetch cells in):
+// visit(cell, idx), idx[d] the cell's index in touched[d].
 template <class Visit>
 void for_each_touched(const CellGrid& g, const std::vector<std::vector<std::uint64_t>>& touched, Visit&& visit) {
   const std::size_t n = g.dims();
@@ -152,7 +156,7 @@ void for_each_touched(const CellGrid& g, const std::vector<std::vector<std::uint
   std::vector<std::uint64_t> cell(n);
   for (std::size_t d = 0; d < n; ++d) cell[d] = touched[d][0];
   while (true) {
-    visit(std::span<const std::uint64_t>(cell));
+    visit(std::span<const std::uint64_t>(cell), std::span<const std::size_t>(idx));
     std::size_t i = 0;
     for (; i < n; ++i) {
       std::uint32_t d = order[i];
@@ -200,20 +204,29 @@ IoPlan plan_selection(const Layout& layout, const Selection& selection, const Pl
   if (blocked)
     blocks.emplace(g, selection, std::uint64_t(block_sectors) * layout.geometry().sector_size(),
                    layout.sectors_per_cell() / block_sectors);
+  // The cells' runs are kept when they are needed again: by the blocks-only
+  // plan below, or by the caller's read (options.runs).
+  std::optional<TouchedRuns> local;
+  TouchedRuns* runs = options.runs;
+  if (!runs && blocked) runs = &local.emplace();
+  if (runs) runs->prepare(touched);
   bool cut = false;  // some cell holds the selection in only some of its blocks
   pieces.reserve(cells);
-  for_each_touched(g, touched, [&](std::span<const std::uint64_t> cell) {
-    add_cell(layout, cell, pieces);
+  for_each_touched(g, touched, [&](std::span<const std::uint64_t> cell, std::span<const std::size_t> idx) {
+    if (runs)
+      add_runs(layout, cell, runs->of(layout, runs->position(idx), cell), pieces);
+    else
+      add_cell(layout, cell, pieces);
     if (blocks && !cut) cut = !blocks->full(blocks->of(cell));
   });
   const std::uint64_t useful = selection.elements() * g.itemsize();
   IoPlan whole = build(layout, pieces, cells, useful, options, options.merge_gaps ? layout.merge_gap_sectors() : 0);
   if (!cut) return whole;
   // A choice to make: the blocks-only plan too (a second walk over the
-  // cells, for views that cut some; their masks are cached by now).
+  // cells, for views that cut some; their masks and runs are kept by now).
   std::vector<Piece> partial;
-  for_each_touched(g, touched, [&](std::span<const std::uint64_t> cell) {
-    add_blocks(layout, cell, blocks->of(cell), block_sectors, partial);
+  for_each_touched(g, touched, [&](std::span<const std::uint64_t> cell, std::span<const std::size_t> idx) {
+    add_blocks(layout, cell, runs->of(layout, runs->position(idx), cell), blocks->of(cell), block_sectors, partial);
   });
   IoPlan part = build(layout, partial, cells, useful, options,
                       options.merge_gaps ? layout.merge_gap_sectors(block_sectors) : 0);

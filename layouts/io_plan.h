@@ -14,6 +14,8 @@
 
 namespace mmfs::layouts {
 
+class TouchedRuns;  // layouts/touched_runs.h
+
 struct IoBatch {
   std::vector<geom::Request> requests;
 };
@@ -58,6 +60,9 @@ struct PlanOptions {
   // the volume's model serves faster from an idle device is returned (both
   // modeled; IoPlan partial_cells says which). 0: whole cells only.
   std::uint32_t block_sectors = 0;
+  // Where to keep the runs of the cells the selection touches, for a read
+  // that gathers them after planning (layouts/touched_runs.h); prepared here.
+  TouchedRuns* runs = nullptr;
 };
 
 IoPlan plan_selection(const Layout& layout, const Selection& selection, const PlanOptions& options = {});
