@@ -181,7 +181,7 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
   const std::uint32_t max_depth = *std::max_element(depths.begin(), depths.end());
 
   Ring ring;
-  if (int r = io_uring_queue_init(std::max<std::uint32_t>(max_depth, 8), &ring.ring, 0); r < 0)
+  if (int r = io_uring_queue_init(std::max({max_depth, opt.burst_depth, 8u}), &ring.ring, 0); r < 0)
     return fail(message, -r, fmt::format("io_uring is not available: {}", std::strerror(-r)));
   ring.live = true;
   const std::uint64_t max_size = *std::max_element(sizes.begin(), sizes.end());
@@ -192,7 +192,20 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
   const std::uint32_t idle_reads =
       std::min(opt.idle_reads, std::max<std::uint32_t>(3, std::uint32_t(opt.seconds * 50.0 / opt.idle_gap_ms)));
   const double idle_seconds = idle_reads * opt.idle_gap_ms / 1e3;
-  const double left = std::max(0.5, opt.seconds - since(t_start) - idle_seconds);
+  // The bursts: every size 1, 32 and up to 1,024 reads of at most burst_bytes.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> bursts;  // (bytes, reads)
+  std::vector<std::uint32_t> burst_sizes = opt.burst_sizes;
+  if (burst_sizes.empty()) burst_sizes = {4u << 10, 32u << 10, 256u << 10, 4u << 20};
+  std::erase_if(burst_sizes, [&](std::uint32_t b) { return b == 0 || b % out->logical_block != 0; });
+  if (opt.burst_repeats > 0)
+    for (std::uint32_t bytes : burst_sizes)
+      for (std::uint64_t reads : {std::uint64_t(1), std::uint64_t(32), std::uint64_t(1024)}) {
+        const auto n = std::uint32_t(std::max<std::uint64_t>(1, std::min(reads, opt.burst_bytes / bytes)));
+        if (bursts.empty() || bursts.back() != std::pair(bytes, n)) bursts.push_back({bytes, n});
+      }
+  // Budgeted at the gap plus 40 ms a burst (32 MiB took 17-34 ms on the virtio disk).
+  const double burst_seconds = double(bursts.size()) * opt.burst_repeats * (opt.burst_gap_ms + 40.0) / 1e3;
+  const double left = std::max(0.5, opt.seconds - since(t_start) - idle_seconds - burst_seconds);
   const double per_cell = left * 0.9 / double(sizes.size() * depths.size());
   constexpr std::uint64_t kMaxRequestsPerCell = 200000;
 
@@ -201,8 +214,9 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
     std::byte* buffer;
     Clock::time_point submitted;
   };
+  // `max_reads` > 0: exactly that many reads (a burst), whatever the budget.
   auto run_cell = [&](std::uint32_t bytes, std::uint32_t depth, double budget, bool sequential,
-                      geom::ProbeSample* sample, std::uint64_t salt = 0) -> int {
+                      geom::ProbeSample* sample, std::uint64_t salt = 0, std::uint64_t max_reads = 0) -> int {
     OffsetPicker picker(extents, bytes, align, 0x5eed ^ (std::uint64_t(bytes) << 8) ^ depth ^ (salt << 32));
     if (picker.empty()) return 0;
     // Sequential reads walk the largest extent from its start.
@@ -230,6 +244,7 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
       slots[slot].submitted = Clock::now();
       ++submitted;
     };
+    if (max_reads > 0) depth = std::uint32_t(std::min<std::uint64_t>(depth, max_reads));
     for (std::uint32_t i = 0; i < depth; ++i) submit(i);
     io_uring_submit(&ring.ring);
     Clock::time_point last = t0;
@@ -258,7 +273,7 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
         last = Clock::now();
         latencies.push_back(std::chrono::duration<double, std::milli>(last - slots[slot].submitted).count());
         ++done;
-        if (since(t0) < budget && submitted < kMaxRequestsPerCell) {
+        if (max_reads > 0 ? submitted < max_reads : since(t0) < budget && submitted < kMaxRequestsPerCell) {
           submit(slot);
           refill = true;
         }
@@ -313,6 +328,24 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
                    out->idle_latency_ms, out->busy_latency_ms);
     }
   }
+  for (const auto& [bytes, reads] : bursts) {
+    const std::uint32_t depth = std::uint32_t(std::clamp<std::uint64_t>(arena.size() / bytes, 1, opt.burst_depth));
+    std::vector<double> seconds;
+    geom::ProbeSample one;
+    for (std::uint32_t k = 0; k < opt.burst_repeats; ++k) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt.burst_gap_ms));
+      if (int r = run_cell(bytes, depth, 0.0, false, &one, 1000 + k, reads)) return r;
+      if (one.requests == reads) seconds.push_back(one.seconds);
+    }
+    if (seconds.empty()) continue;
+    std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+    one.seconds = seconds[seconds.size() / 2];
+    one.latency_ms = 0;
+    out->bursts.push_back(one);
+    if (opt.verbose)
+      fmt::print(stderr, "  {:>4} reads of {:>8} B from idle, depth {:>2}: {:8.3f} ms\n", reads, bytes, one.depth,
+                 one.seconds * 1e3);
+  }
   const std::uint32_t seq_bytes = std::uint32_t(std::min<std::uint64_t>(4u << 20, max_size));
   geom::ProbeSample seq;
   const double seq_budget = std::max(0.2, opt.seconds - since(t_start));
@@ -329,8 +362,8 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
 nlohmann::json measured_geometry(const ProbeResult& probe, std::string* summary) {
   const std::uint32_t sector = std::max<std::uint32_t>(4096, probe.logical_block);
   const std::uint64_t capacity = std::max<std::uint64_t>(1, probe.device_bytes / sector);
-  const geom::FlashFit fit = geom::fit_flash(probe.samples, sector, capacity);
-  nlohmann::json measured = geom::measured_json(fit, probe.samples, probe.sequential_mb_s);
+  const geom::FlashFit fit = geom::fit_flash(probe.samples, sector, capacity, probe.bursts, probe.wake_ms());
+  nlohmann::json measured = geom::measured_json(fit, probe.samples, probe.sequential_mb_s, probe.bursts);
   measured["target"] = probe.target;
   measured["scratch_file"] = probe.scratch;
   measured["probed_bytes"] = probe.probed_bytes;
@@ -354,10 +387,14 @@ nlohmann::json measured_geometry(const ProbeResult& probe, std::string* summary)
   if (summary) {
     std::string s = fmt::format(
         "measured {} in {:.1f} s ({} MiB of {}): latency {:.3f} ms, {:.0f} MB/s, {} channels, "
-        "optimal request {} KiB; the model is within {:.0f} % of the samples (median; worst {:.0f} %)\n",
+        "optimal request {} KiB; the model is within {:.0f} % of the steady random reads (median; worst {:.0f} %)\n",
         probe.target, probe.seconds, probe.probed_bytes >> 20, probe.scratch ? "a scratch file beside it" : "data",
         p.latency_ms, p.bandwidth_mb_s, p.queues, std::uint64_t(p.track_sectors) * p.sector_size / 1024,
         fit.median_error_pct, fit.max_error_pct);
+    if (!probe.bursts.empty())
+      s += fmt::format("  fitted to {} bursts of reads from idle (as a cold view reads): within {:.0f} % (median; worst "
+                       "{:.0f} %)\n",
+                       probe.bursts.size(), fit.burst_median_error_pct, fit.burst_max_error_pct);
     if (probe.idle_latency_ms > 0)
       s += fmt::format("  an idle device: the first read takes {:.3f} ms more ({:.3f} against {:.3f} back to back)\n",
                        probe.wake_ms(), probe.idle_latency_ms, probe.busy_latency_ms);

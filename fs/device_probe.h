@@ -1,8 +1,9 @@
 // Measuring a real device for a fitted geometry (issue 18; `mmfs-geom
 // measure`, `mkfs.mmfs -g measure`): random O_DIRECT reads through io_uring
-// at request sizes 512 B…4 MiB and queue depths 1…64, a sequential stream,
-// and single reads after idle time (what waking the device costs), within a
-// time budget. Reads only: safe on a device that holds data.
+// at request sizes 512 B…4 MiB and queue depths 1…64, bursts of reads from
+// an idle device (what a cold view's read is), a sequential stream, and
+// single reads after idle time (what waking the device costs), within a time
+// budget. Reads only: safe on a device that holds data.
 // It drives its own ring rather than FileDevice, whose submit() waits for a
 // whole batch: a probe keeps exactly `depth` reads in flight and times each.
 //
@@ -36,6 +37,18 @@ struct ProbeOptions {
   // (0.06 back to back). At most a twentieth of the budget (at least 3 reads).
   std::uint32_t idle_reads = 15;
   double idle_gap_ms = 250;
+  // Bursts, as a cold view's read is: `requests` reads of one size issued
+  // together, at most burst_depth in flight (the daemon's default iodepth),
+  // each burst after burst_gap_ms of idleness (longer than the model's 10 ms
+  // before an idle device sleeps), repeated burst_repeats times (the median
+  // is kept). The fit is made to them (geometry/flash_fit.h). Empty sizes:
+  // 4 KiB, 32 KiB, 256 KiB and 4 MiB, each 1, 32 and up to 1,024 reads of at
+  // most burst_bytes in all. A zero burst_repeats measures none.
+  std::vector<std::uint32_t> burst_sizes;
+  std::uint32_t burst_depth = 32;
+  std::uint64_t burst_bytes = 32ull << 20;
+  double burst_gap_ms = 20;
+  std::uint32_t burst_repeats = 3;
 };
 
 struct ProbeResult {
@@ -45,6 +58,9 @@ struct ProbeResult {
   std::uint64_t probed_bytes = 0;     // bytes of data the random reads were spread over
   bool scratch = false;               // measured through a scratch file beside the target
   std::vector<geom::ProbeSample> samples;
+  // One per burst size and count: `requests` reads, `depth` in flight at
+  // most, `seconds` the median burst (latency_ms unused).
+  std::vector<geom::ProbeSample> bursts;
   double sequential_mb_s = 0;
   // Median latency of the smallest read after idle_gap_ms of idleness, and
   // back to back at depth 1; the difference (never below 0) is wake_ms.

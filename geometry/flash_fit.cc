@@ -26,14 +26,27 @@ double median(std::vector<double> v) {
 }
 
 // Sum of squared log errors of the model against the samples: a fit that is
-// 2× off on a 10 µs read counts as much as one 2× off on a 40 ms read.
-double misfit(const FlashParams& p, const std::vector<ProbeSample>& samples) {
+// 2× off on a 10 µs read counts as much as one 2× off on a 40 ms read. With
+// bursts, against the bursts alone: they are what a view's read does.
+double misfit(const FlashParams& p, const std::vector<ProbeSample>& samples, const std::vector<ProbeSample>& bursts) {
   double sum = 0.0;
+  for (const ProbeSample& s : bursts) {
+    const double e = std::log(modeled_burst_ms(p, s.bytes, std::uint32_t(s.requests)) / (s.seconds * 1e3));
+    sum += e * e;
+  }
+  if (!bursts.empty()) return sum;
   for (const ProbeSample& s : samples) {
     const double e = std::log(modeled_ms_per_request(p, s.bytes, s.depth) / s.ms_per_request());
     sum += e * e;
   }
   return sum;
+}
+
+std::vector<ProbeSample> usable(const std::vector<ProbeSample>& all) {
+  std::vector<ProbeSample> out;
+  for (const ProbeSample& s : all)
+    if (s.requests > 0 && s.seconds > 0 && s.bytes > 0 && s.depth > 0) out.push_back(s);
+  return out;
 }
 
 }  // namespace
@@ -68,6 +81,7 @@ std::vector<DepthLine> fit_depth_lines(const std::vector<ProbeSample>& samples) 
 
 double modeled_ms_per_request(const FlashParams& params, std::uint32_t bytes, std::uint32_t depth) {
   FlashParams p = params;
+  p.wake_ms = 0;  // a busy device: the probe keeps it so
   const std::uint64_t sectors = std::max<std::uint64_t>(1, (bytes + p.sector_size - 1) / p.sector_size);
   // Spread-out offsets, as the probe's random reads are (where they lie
   // does not change what flash charges).
@@ -80,6 +94,19 @@ double modeled_ms_per_request(const FlashParams& params, std::uint32_t bytes, st
   return model->serve(batch) / depth;
 }
 
+double modeled_burst_ms(const FlashParams& params, std::uint32_t bytes, std::uint32_t requests) {
+  FlashParams p = params;
+  const std::uint64_t sectors = std::max<std::uint64_t>(1, (bytes + p.sector_size - 1) / p.sector_size);
+  const std::uint64_t stride = sectors + 1;
+  p.capacity_sectors = std::max<std::uint64_t>(p.capacity_sectors, stride * (std::uint64_t(requests) + 1));
+  Flash flash(p);
+  auto model = flash.make_service_model();
+  model->reset();  // from an idle device: wake_ms, as a cold view pays it
+  std::vector<Request> batch;
+  for (std::uint32_t i = 0; i < requests; ++i) batch.push_back({i * stride, std::uint32_t(sectors)});
+  return model->serve(batch);
+}
+
 std::uint32_t half_bandwidth_track(const FlashParams& p) {
   const double bytes = p.latency_ms * 1e-3 * p.bandwidth_mb_s * 1e6;  // n½ = latency · bandwidth
   const double sectors = std::max(1.0, bytes / p.sector_size);
@@ -87,16 +114,17 @@ std::uint32_t half_bandwidth_track(const FlashParams& p) {
   return std::uint32_t(std::min(most, std::exp2(std::round(std::log2(sectors)))));
 }
 
-FlashFit fit_flash(const std::vector<ProbeSample>& all, std::uint32_t sector_size, std::uint64_t capacity_sectors) {
-  std::vector<ProbeSample> samples;
-  for (const ProbeSample& s : all)
-    if (s.requests > 0 && s.seconds > 0 && s.bytes > 0 && s.depth > 0) samples.push_back(s);
+FlashFit fit_flash(const std::vector<ProbeSample>& all, std::uint32_t sector_size, std::uint64_t capacity_sectors,
+                   const std::vector<ProbeSample>& all_bursts, double wake_ms) {
+  const std::vector<ProbeSample> samples = usable(all), bursts = usable(all_bursts);
   if (samples.empty()) invalid("no usable samples (every cell timed zero requests)");
   if (sector_size == 0 || capacity_sectors == 0) invalid("the target has no sectors");
+  if (!(wake_ms >= 0) || std::isinf(wake_ms)) invalid("the wake time must be a finite number >= 0");
 
   FlashParams p;
   p.sector_size = sector_size;
   p.capacity_sectors = capacity_sectors;
+  p.wake_ms = wake_ms;
   // Starting point: the latency of the smallest read at the lowest depth, and
   // the highest throughput any random cell reached. The bandwidth is searched
   // well below that peak: on a virtual disk the largest reads and the
@@ -120,7 +148,7 @@ FlashFit fit_flash(const std::vector<ProbeSample>& all, std::uint32_t sector_siz
   for (std::uint32_t q = 1; q <= 256; q *= 2) queues.push_back(q);
   double best = std::numeric_limits<double>::infinity();
   auto try_params = [&](const FlashParams& c) {
-    const double m = misfit(c, samples);
+    const double m = misfit(c, samples, bursts);
     if (m < best * (1 - 1e-12)) {
       best = m;
       p = c;
@@ -165,10 +193,19 @@ FlashFit fit_flash(const std::vector<ProbeSample>& all, std::uint32_t sector_siz
     errors.push_back(std::abs(modeled_ms_per_request(p, s.bytes, s.depth) / s.ms_per_request() - 1.0) * 100.0);
   fit.median_error_pct = median(errors);
   fit.max_error_pct = *std::max_element(errors.begin(), errors.end());
+  errors.clear();
+  for (const ProbeSample& s : bursts)
+    errors.push_back(
+        std::abs(modeled_burst_ms(p, s.bytes, std::uint32_t(s.requests)) / (s.seconds * 1e3) - 1.0) * 100.0);
+  if (!errors.empty()) {
+    fit.burst_median_error_pct = median(errors);
+    fit.burst_max_error_pct = *std::max_element(errors.begin(), errors.end());
+  }
   return fit;
 }
 
-nlohmann::json measured_json(const FlashFit& fit, const std::vector<ProbeSample>& samples, double sequential_mb_s) {
+nlohmann::json measured_json(const FlashFit& fit, const std::vector<ProbeSample>& samples, double sequential_mb_s,
+                             const std::vector<ProbeSample>& bursts) {
   auto round3 = [](double v) { return std::round(v * 1e3) / 1e3; };
   auto round6 = [](double v) { return std::round(v * 1e6) / 1e6; };
   nlohmann::json lines = nlohmann::json::array();
@@ -182,11 +219,22 @@ nlohmann::json measured_json(const FlashFit& fit, const std::vector<ProbeSample>
   nlohmann::json cells = nlohmann::json::array();
   for (const ProbeSample& s : samples)
     cells.push_back({s.bytes, s.depth, s.requests, round6(s.ms_per_request()), round6(s.latency_ms)});
-  return {{"sequential_mb_s", round3(sequential_mb_s)},
-          {"lines", lines},
-          {"cells_columns", {"bytes", "depth", "requests", "ms_per_request", "median_latency_ms"}},
-          {"cells", cells},
-          {"model_error_pct", {{"median", round3(fit.median_error_pct)}, {"max", round3(fit.max_error_pct)}}}};
+  nlohmann::json j = {
+      {"sequential_mb_s", round3(sequential_mb_s)},
+      {"lines", lines},
+      {"cells_columns", {"bytes", "depth", "requests", "ms_per_request", "median_latency_ms"}},
+      {"cells", cells},
+      {"model_error_pct", {{"median", round3(fit.median_error_pct)}, {"max", round3(fit.max_error_pct)}}}};
+  if (!bursts.empty()) {
+    // [bytes, requests, depth, ms]: a burst from idle, as a view's read is.
+    nlohmann::json b = nlohmann::json::array();
+    for (const ProbeSample& s : bursts) b.push_back({s.bytes, s.requests, s.depth, round6(s.seconds * 1e3)});
+    j["bursts_columns"] = {"bytes", "requests", "depth", "ms"};
+    j["bursts"] = b;
+    j["model_error_pct"]["bursts_median"] = round3(fit.burst_median_error_pct);
+    j["model_error_pct"]["bursts_max"] = round3(fit.burst_max_error_pct);
+  }
+  return j;
 }
 
 }  // namespace mmfs::geom

@@ -46,6 +46,9 @@ struct FlashFit {
   // |model − measured| / measured over the samples, in percent.
   double median_error_pct = 0;
   double max_error_pct = 0;
+  // The same over the bursts (0 without bursts).
+  double burst_median_error_pct = 0;
+  double burst_max_error_pct = 0;
 };
 
 // The per-depth lines of `samples` (depths with fewer than two sizes are left out).
@@ -55,6 +58,11 @@ std::vector<DepthLine> fit_depth_lines(const std::vector<ProbeSample>& samples);
 // `bytes` at spread-out offsets served together, divided by depth.
 double modeled_ms_per_request(const FlashParams& params, std::uint32_t bytes, std::uint32_t depth);
 
+// The model's time for a burst: `requests` reads of `bytes` at spread-out
+// offsets served together by an idle device (wake_ms included), as the
+// requests of a cold view's plan are.
+double modeled_burst_ms(const FlashParams& params, std::uint32_t bytes, std::uint32_t requests);
+
 // Hockney's n½ of `p`: the request size whose transfer takes as long as its
 // latency (latency · bandwidth), in sectors, rounded to a power of two, one
 // sector to 4 MiB.
@@ -63,12 +71,21 @@ std::uint32_t half_bandwidth_track(const FlashParams& p);
 // Fits the Flash parameters to the random-read samples. `sector_size` and
 // `capacity_sectors` describe the target. The sequential stream is not a
 // bound: views read scattered pieces, and a host's cache can stream several
-// times faster than it serves them. Throws GeometryError(Invalid) when the
-// samples cannot be fitted (none, or no positive times).
+// times faster than it serves them. With `bursts` (a ProbeSample each:
+// `requests` reads of `bytes` issued together on an idle device, at most
+// `depth` in flight, `seconds` from the first submission to the last
+// completion), the parameters are fitted to the bursts alone, with
+// `wake_ms` the idle device's cost: a view's read is a burst, and on the
+// virtio disk of issue 18 a burst of 32 MiB took 1.7-2.3 times what the
+// steady random reads of the same size promised. The steady samples are
+// still recorded and give the per-depth lines. Throws GeometryError(Invalid)
+// when the samples cannot be fitted (none, or no positive times).
 FlashFit fit_flash(const std::vector<ProbeSample>& samples, std::uint32_t sector_size,
-                   std::uint64_t capacity_sectors);
+                   std::uint64_t capacity_sectors, const std::vector<ProbeSample>& bursts = {},
+                   double wake_ms = 0);
 
 // The "measured" object a measured geometry carries (docs/geometry-format.md).
-nlohmann::json measured_json(const FlashFit& fit, const std::vector<ProbeSample>& samples, double sequential_mb_s);
+nlohmann::json measured_json(const FlashFit& fit, const std::vector<ProbeSample>& samples, double sequential_mb_s,
+                             const std::vector<ProbeSample>& bursts = {});
 
 }  // namespace mmfs::geom
