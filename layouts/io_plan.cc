@@ -1,6 +1,7 @@
 #include "layouts/io_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <optional>
 
@@ -309,7 +310,11 @@ double modeled_read_ms(std::span<const IoPlan> parts, const geom::HostCost& host
   constexpr double kMiB = 1 << 20;
   double device_done = 0, cells_done = 0, handed_over = 0;
   for (const IoPlan& p : parts) {
-    const double batches = double(std::max<std::size_t>(1, p.batches.size()));
+    // Requests arrive in waves of the queue depth whatever the plan's batch
+    // groups (a basic cube's can hold 128 requests): the daemon works on a
+    // cell as soon as its requests are in.
+    const double waves = std::ceil(double(p.requests) / Layout::kPlanDepth);
+    const double batches = std::max({1.0, double(p.batches.size()), waves});
     const double first_arrives = device_done + p.modeled_ms / batches;
     device_done += p.modeled_ms;
     const double cells_ms =

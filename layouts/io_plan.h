@@ -97,9 +97,10 @@ double model_plan(IoPlan& plan, const geom::Geometry& geometry);
 // verify_ms_per_mib + bytes_useful x gather_ms_per_mib); then its result is
 // handed to the reader (bytes_useful x ms_per_mib), each stage working on
 // one part while the one before it works on the next; plus the read's fixed
-// cost. Within a part the cells of each batch (queue_depth requests) are
-// worked on once the batch has arrived (batches taken as arriving evenly
-// over the part's device time): the work starts with the first and ends no
+// cost. Within a part the cells of each batch (queue_depth requests; a batch
+// group of more, such as a basic cube's, counts as its requests / kPlanDepth
+// waves) are worked on once the batch has arrived (batches taken as arriving
+// evenly over the part's device time): the work starts with the first and ends no
 // sooner than the last batch's share after the device is done. A part of one
 // batch adds it all: on the virtio machine of issue 18 a 16-request box's
 // device time with its cells' work (3.36 ms) was the device model's (1.68)

@@ -130,6 +130,14 @@ TEST_CASE("host cost: the cells' work is a stage between the device and the hand
   // last batch's share.
   std::vector<layouts::IoPlan> many = {with(10, 8, 4, 100)};
   CHECK(layouts::modeled_read_ms(many, host) == Approx(0.5 + 10 + 4.0 / 100));
+  // One batch group of 128 requests (a basic cube's) arrives in waves of the
+  // queue depth (16): 8 of them, as 8 batches would.
+  layouts::IoPlan grouped = with(10, 8, 4, 1);
+  grouped.requests = 128;
+  layouts::IoPlan eight = with(10, 8, 4, 8);
+  CHECK(layouts::modeled_read_ms(std::vector<layouts::IoPlan>{grouped}, host) ==
+        Approx(layouts::modeled_read_ms(std::vector<layouts::IoPlan>{eight}, host)));
+  CHECK(layouts::modeled_read_ms(std::vector<layouts::IoPlan>{grouped}, host) == Approx(0.5 + 10 + 4.0 / 8));
   // Many batches, the work slower: it starts with the first batch and sets the pace.
   std::vector<layouts::IoPlan> cpu_bound = {with(1, 16, 16, 10)};
   CHECK(layouts::modeled_read_ms(cpu_bound, host) == Approx(0.5 + 0.1 + 12));
