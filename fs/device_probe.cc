@@ -334,6 +334,7 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
     geom::ProbeSample one;
     for (std::uint32_t k = 0; k < opt.burst_repeats; ++k) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt.burst_gap_ms));
+      one = geom::ProbeSample{};  // no extent holds `bytes`: run_cell leaves it so
       if (int r = run_cell(bytes, depth, 0.0, false, &one, 1000 + k, reads)) return r;
       if (one.requests == reads) seconds.push_back(one.seconds);
     }
