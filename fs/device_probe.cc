@@ -329,7 +329,8 @@ int probe_device(const std::string& path, const ProbeOptions& opt, ProbeResult* 
     }
   }
   for (const auto& [bytes, reads] : bursts) {
-    const std::uint32_t depth = std::uint32_t(std::clamp<std::uint64_t>(arena.size() / bytes, 1, opt.burst_depth));
+    const std::uint32_t depth =
+        std::uint32_t(std::clamp<std::uint64_t>(arena.size() / bytes, 1, std::max(1u, opt.burst_depth)));
     std::vector<double> seconds;
     geom::ProbeSample one;
     for (std::uint32_t k = 0; k < opt.burst_repeats; ++k) {

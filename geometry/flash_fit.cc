@@ -79,32 +79,33 @@ std::vector<DepthLine> fit_depth_lines(const std::vector<ProbeSample>& samples) 
   return lines;
 }
 
+namespace {
+
+// `count` reads of `bytes` at spread-out offsets, served together by a fresh
+// model of `params` (where they lie does not change what flash charges).
+double serve_spread(const FlashParams& params, std::uint32_t bytes, std::uint32_t count) {
+  FlashParams p = params;
+  const std::uint64_t sectors = std::max<std::uint64_t>(1, (bytes + p.sector_size - 1) / p.sector_size);
+  const std::uint64_t stride = sectors + 1;
+  p.capacity_sectors = std::max<std::uint64_t>(p.capacity_sectors, stride * (std::uint64_t(count) + 1));
+  Flash flash(p);
+  auto model = flash.make_service_model();
+  model->reset();  // an idle device: wake_ms on the batch, if the params have one
+  std::vector<Request> batch;
+  for (std::uint32_t i = 0; i < count; ++i) batch.push_back({i * stride, std::uint32_t(sectors)});
+  return model->serve(batch);
+}
+
+}  // namespace
+
 double modeled_ms_per_request(const FlashParams& params, std::uint32_t bytes, std::uint32_t depth) {
   FlashParams p = params;
   p.wake_ms = 0;  // a busy device: the probe keeps it so
-  const std::uint64_t sectors = std::max<std::uint64_t>(1, (bytes + p.sector_size - 1) / p.sector_size);
-  // Spread-out offsets, as the probe's random reads are (where they lie
-  // does not change what flash charges).
-  const std::uint64_t stride = sectors + 1;
-  p.capacity_sectors = std::max<std::uint64_t>(p.capacity_sectors, stride * (depth + 1));
-  Flash flash(p);
-  auto model = flash.make_service_model();
-  std::vector<Request> batch;
-  for (std::uint32_t i = 0; i < depth; ++i) batch.push_back({i * stride, std::uint32_t(sectors)});
-  return model->serve(batch) / depth;
+  return serve_spread(p, bytes, depth) / depth;
 }
 
 double modeled_burst_ms(const FlashParams& params, std::uint32_t bytes, std::uint32_t requests) {
-  FlashParams p = params;
-  const std::uint64_t sectors = std::max<std::uint64_t>(1, (bytes + p.sector_size - 1) / p.sector_size);
-  const std::uint64_t stride = sectors + 1;
-  p.capacity_sectors = std::max<std::uint64_t>(p.capacity_sectors, stride * (std::uint64_t(requests) + 1));
-  Flash flash(p);
-  auto model = flash.make_service_model();
-  model->reset();  // from an idle device: wake_ms, as a cold view pays it
-  std::vector<Request> batch;
-  for (std::uint32_t i = 0; i < requests; ++i) batch.push_back({i * stride, std::uint32_t(sectors)});
-  return model->serve(batch);
+  return serve_spread(params, bytes, requests);  // from idle, wake_ms included, as a cold view pays it
 }
 
 std::uint32_t half_bandwidth_track(const FlashParams& p) {

@@ -21,6 +21,16 @@ using namespace mmfs::geom;
 
 namespace {
 
+// A flash device of 16 GiB with these channels, latency and bandwidth.
+FlashParams device(std::uint32_t queues, double latency_ms, double bandwidth_mb_s) {
+  FlashParams p;
+  p.capacity_sectors = 1ull << 22;
+  p.queues = queues;
+  p.latency_ms = latency_ms;
+  p.bandwidth_mb_s = bandwidth_mb_s;
+  return p;
+}
+
 // Samples as a device that is exactly the model `truth` would give them.
 std::vector<ProbeSample> samples_of(const FlashParams& truth) {
   std::vector<ProbeSample> out;
@@ -40,12 +50,7 @@ std::vector<ProbeSample> samples_of(const FlashParams& truth) {
 }  // namespace
 
 TEST_CASE("flash fit: a device that is the model is fitted back to its parameters") {
-  FlashParams truth;
-  truth.capacity_sectors = 1ull << 22;
-  truth.track_sectors = 16;  // 64 KiB
-  truth.queues = 8;
-  truth.latency_ms = 0.15;
-  truth.bandwidth_mb_s = 900;
+  const FlashParams truth = device(8, 0.15, 900);
   const auto samples = samples_of(truth);
   const FlashFit fit = fit_flash(samples, 4096, truth.capacity_sectors);
   // The track is not the model's: it is the size that reaches half the
@@ -60,12 +65,7 @@ TEST_CASE("flash fit: a device that is the model is fitted back to its parameter
 }
 
 TEST_CASE("flash fit: a different device gives different parameters (the fit follows the samples)") {
-  FlashParams slow;
-  slow.capacity_sectors = 1ull << 22;
-  slow.track_sectors = 64;
-  slow.queues = 2;
-  slow.latency_ms = 0.5;
-  slow.bandwidth_mb_s = 200;
+  const FlashParams slow = device(2, 0.5, 200);
   const FlashFit fit = fit_flash(samples_of(slow), 4096, slow.capacity_sectors);
   CHECK(fit.params.queues == 2);
   CHECK(fit.params.track_sectors == 32);  // 0.5 ms at 200 MB/s: 100 KB, 24 sectors -> 32
@@ -76,12 +76,7 @@ TEST_CASE("flash fit: the bandwidth is not bounded by the fastest cell (a host's
   // Before issue 18's fix the bandwidth was searched only at or above the
   // fastest cell's throughput, so one cell served from a host's cache priced
   // every byte of the device that fast.
-  FlashParams truth;
-  truth.capacity_sectors = 1ull << 22;
-  truth.track_sectors = 16;
-  truth.queues = 8;
-  truth.latency_ms = 0.1;
-  truth.bandwidth_mb_s = 1800;
+  const FlashParams truth = device(8, 0.1, 1800);
   auto samples = samples_of(truth);
   double peak = 0;
   for (ProbeSample& s : samples)
@@ -117,11 +112,7 @@ TEST_CASE("flash fit: with bursts, the fit follows the bursts, not the steady re
   // A device whose steady random reads look three times as fast as its
   // bursts from idle (issue 18's virtio disk: 1.7-2.3 times): the model is
   // priced by the bursts, which are what a view's read is.
-  FlashParams truth;
-  truth.capacity_sectors = 1ull << 22;
-  truth.queues = 8;
-  truth.latency_ms = 0.08;
-  truth.bandwidth_mb_s = 1200;
+  FlashParams truth = device(8, 0.08, 1200);
   truth.wake_ms = 0.2;
   FlashParams steady = truth;
   steady.bandwidth_mb_s = 3600;
