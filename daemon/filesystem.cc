@@ -4,11 +4,14 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 
 #include "daemon/heap_trim.h"
 #include "fs/buffer_pool.h"
@@ -198,11 +201,11 @@ std::string Filesystem::child_path(Ino parent, const std::string& name) const {
 }
 
 int Filesystem::record(int error, Ino ino, const std::string& message) {
-  return errors_.record(error, path_of(ino), message);
+  return errors_.record(error, path_of(ino), message, request_owner());
 }
 
 int Filesystem::record_at(int error, Ino parent, const std::string& name, const std::string& message) {
-  return errors_.record(error, child_path(parent, name), message);
+  return errors_.record(error, child_path(parent, name), message, request_owner());
 }
 
 std::optional<ArraySchema> Filesystem::stored_schema(Ino ino) const {
@@ -256,10 +259,10 @@ int Filesystem::fill_stat(const Inode& inode, struct stat* st) {
   return 0;
 }
 
-int Filesystem::getattr(Ino ino, struct stat* st) {
+int Filesystem::getattr(Ino ino, const Caller& who, struct stat* st) {
   if (ino & kVirtualBit) {
     std::string content, msg;
-    int r = vnode_stat(ino, st, &content, &msg);
+    int r = vnode_stat(ino, who, st, &content, &msg);
     return r ? record(r, ino, msg) : 0;
   }
   auto n = volume_->metadata().inode(ino);
@@ -345,10 +348,56 @@ int Filesystem::array_for(Ino ino, std::shared_ptr<ArrayFile>* out, std::string*
   return 0;
 }
 
-int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message,
+int Filesystem::check_access(const Caller& who, Ino ino, int mask, const std::string& name, std::string* message) {
+  auto n = volume_->metadata().inode(ino);
+  if (!n) {
+    *message = fmt::format("'{}' is gone", name);
+    return ENOENT;
+  }
+  if (may_access(who, Access{n->mode, n->uid, n->gid}, mask)) return 0;
+  *message = mask & W_OK
+                 ? fmt::format("'{}' is not writable by uid {} (mode {:04o}, owner {}:{}): it would be moved", name,
+                               who.uid, n->mode & 07777, n->uid, n->gid)
+                 : fmt::format("'{}' is not readable by uid {} (mode {:04o}, owner {}:{}): a view shows only what "
+                               "reading the array itself would",
+                               name, who.uid, n->mode & 07777, n->uid, n->gid);
+  return EACCES;
+}
+
+int Filesystem::check_searchable(const Caller& who, Ino dir, std::string* message) {
+  auto n = volume_->metadata().inode(dir);
+  if (!n) {
+    *message = "the directory is gone";
+    return ENOENT;
+  }
+  if (may_access(who, Access{n->mode, n->uid, n->gid}, X_OK)) return 0;
+  *message = fmt::format("the directory is not searchable by uid {} (mode {:04o}, owner {}:{}): its arrays cannot "
+                         "be named in a condition",
+                         who.uid, n->mode & 07777, n->uid, n->gid);
+  return EACCES;
+}
+
+int Filesystem::vnode_stat(Ino vino, const Caller& who, struct stat* st, std::string* content, std::string* message,
                            QueryCall call) {
   VNode v;
   if (!vnode(vino, &v)) return ENOENT;
+  // The node's owner: A (of A@), D (of D@), or root for /.mmfs. Read before
+  // the content, so a view of an array removed meanwhile is ENOENT.
+  Access owner{S_IFREG | 0444, 0, 0};
+  if (v.table || v.array != 0) {
+    auto n = volume_->metadata().inode(v.table ? v.home : v.array);
+    if (!n) return ENOENT;
+    owner = Access{n->mode, n->uid, n->gid};
+  }
+  if (int r = vnode_content(vino, v, who, st, content, message, call)) return r;
+  st->st_mode = view_mode(owner.mode, S_ISDIR(st->st_mode));
+  st->st_uid = owner.uid;
+  st->st_gid = owner.gid;
+  return 0;
+}
+
+int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struct stat* st, std::string* content,
+                              std::string* message, QueryCall call) {
   std::memset(st, 0, sizeof *st);
   st->st_ino = vino;
   st->st_nlink = 1;
@@ -365,7 +414,7 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
     st->st_size = std::int64_t(size);
     return 0;
   };
-  if (v.table) return table_stat(vino, v, st, content, message, nullptr, call);
+  if (v.table) return table_stat(vino, v, who, st, content, message, nullptr, call);
   if (v.array == 0) {
     auto res = fs::resolve_control(v.components, volume_->geometry());
     if (auto* e = std::get_if<fs::PathError>(&res)) {
@@ -397,7 +446,8 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
         *content = j.dump(2) + "\n";
         break;
       }
-      case fs::ControlKind::Errors: *content = errors_.text(); break;
+      case fs::ControlKind::Errors: *content = errors_.text_for(who.uid); break;
+      case fs::ControlKind::Audit: *content = audit_.text_for(who.uid); break;
       default: *content = node.content; break;
     }
     return as_file(content->size());
@@ -421,7 +471,8 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
     case fs::ViewKind::Plan: {
       if (node.query) {
         std::uint64_t size = 0;
-        if (int r = query_content(vino, v.home, array, *node.query, true, call, content, &size, message)) return r;
+        if (int r = query_content(vino, v.home, array, *node.query, true, who, call, content, &size, message))
+          return r;
         return as_file(size);
       }
       nlohmann::json j;
@@ -431,7 +482,8 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
     }
     case fs::ViewKind::Query: {
       std::uint64_t size = 0;
-      if (int r = query_content(vino, v.home, array, *node.query, false, call, content, &size, message)) return r;
+      if (int r = query_content(vino, v.home, array, *node.query, false, who, call, content, &size, message))
+        return r;
       return as_file(size);
     }
     case fs::ViewKind::Rows: return ENOENT;  // a directory's view only
@@ -439,13 +491,13 @@ int Filesystem::vnode_stat(Ino vino, struct stat* st, std::string* content, std:
   return as_file(content->size());
 }
 
-int Filesystem::lookup_virtual(Ino parent, const std::string& name, struct stat* st) {
+int Filesystem::lookup_virtual(Ino parent, const std::string& name, const Caller& who, struct stat* st) {
   VNode v;
   if (!vnode(parent, &v)) return ENOENT;
   v.components.push_back(name);
   Ino vino = intern_vnode(parent, name, v);
   std::string content, msg;
-  int r = vnode_stat(vino, st, &content, &msg, QueryCall::Lookup);
+  int r = vnode_stat(vino, who, st, &content, &msg, QueryCall::Lookup);
   if (r) {
     forget(vino, 1);  // the kernel gets no entry for it
     return record_at(r, parent, name, msg);
@@ -453,14 +505,14 @@ int Filesystem::lookup_virtual(Ino parent, const std::string& name, struct stat*
   return 0;
 }
 
-int Filesystem::lookup(Ino parent, const std::string& name, struct stat* st) {
-  if (parent & kVirtualBit) return lookup_virtual(parent, name, st);
+int Filesystem::lookup(Ino parent, const std::string& name, const Caller& who, struct stat* st) {
+  if (parent & kVirtualBit) return lookup_virtual(parent, name, who, st);
   if (int r = check_name_length(parent, name, true)) return r;
   fs::Metadata& md = volume_->metadata();
   if (parent == fs::kRootIno && name == ".mmfs") {
     Ino vino = intern_vnode(parent, name, VNode{0, {}, true, false, 0, {}});
     std::string content, msg;
-    int r = vnode_stat(vino, st, &content, &msg);
+    int r = vnode_stat(vino, who, st, &content, &msg);
     if (r) forget(vino, 1);
     return r;
   }
@@ -473,7 +525,7 @@ int Filesystem::lookup(Ino parent, const std::string& name, struct stat* st) {
       if (child_inode && S_ISDIR(child_inode->mode)) {  // D@: the directory's table views
         Ino vino = intern_vnode(parent, name, VNode{0, {}, true, false, 0, {}, *child, true});
         std::string content, msg;
-        if (int r = vnode_stat(vino, st, &content, &msg)) {
+        if (int r = vnode_stat(vino, who, st, &content, &msg)) {
           forget(vino, 1);
           return record_at(r, parent, name, msg);
         }
@@ -482,7 +534,7 @@ int Filesystem::lookup(Ino parent, const std::string& name, struct stat* st) {
       if (schema && !schema->shape.empty()) {
         Ino vino = intern_vnode(parent, name, VNode{*child, {}, true, false, 0, {}, parent, false});
         std::string content, msg;
-        if (int r = vnode_stat(vino, st, &content, &msg)) {
+        if (int r = vnode_stat(vino, who, st, &content, &msg)) {
           forget(vino, 1);
           return record_at(r, parent, name, msg);
         }
@@ -498,7 +550,7 @@ int Filesystem::lookup(Ino parent, const std::string& name, struct stat* st) {
   return fill_stat(*n, st);
 }
 
-int Filesystem::readdir(Ino ino, std::vector<std::pair<std::string, struct stat>>* entries) {
+int Filesystem::readdir(Ino ino, const Caller& who, std::vector<std::pair<std::string, struct stat>>* entries) {
   struct stat st;
   if (ino & kVirtualBit) {
     VNode v;
@@ -507,7 +559,7 @@ int Filesystem::readdir(Ino ino, std::vector<std::pair<std::string, struct stat>
     if (v.table) {
       std::string content, msg;
       struct stat tst;
-      if (int r = table_stat(ino, v, &tst, &content, &msg, &listing)) return record(r, ino, msg);
+      if (int r = table_stat(ino, v, who, &tst, &content, &msg, &listing)) return record(r, ino, msg);
     } else if (v.array == 0) {
       auto res = fs::resolve_control(v.components, volume_->geometry());
       if (auto* e = std::get_if<fs::PathError>(&res)) return record(e->error, ino, e->message);
@@ -615,7 +667,7 @@ int Filesystem::commit_open_file(Ino ino, OpenFile& of) {
   return r;
 }
 
-int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
+int Filesystem::open(Ino ino, int flags, const Caller& who, std::unique_ptr<Handle>* out) {
   auto h = std::make_unique<Handle>();
   h->ino = ino;
   bool wants_write = (flags & O_ACCMODE) != O_RDONLY;
@@ -626,7 +678,7 @@ int Filesystem::open(Ino ino, int flags, std::unique_ptr<Handle>* out) {
     struct stat st;
     std::string msg;
     std::string text;
-    int stat_r = vnode_stat(ino, &st, &text, &msg, QueryCall::Open);
+    int stat_r = vnode_stat(ino, who, &st, &text, &msg, QueryCall::Open);
     if (stat_r) return record(stat_r, ino, msg);
     if (!text.empty()) h->content = std::make_shared<const std::string>(std::move(text));
     if (S_ISDIR(st.st_mode)) return EISDIR;
@@ -903,7 +955,31 @@ int Filesystem::setattr(Ino ino, const struct stat& attr, int to_set, const Call
   return fill_stat(*n, out);
 }
 
-int Filesystem::setxattr(Ino ino, const std::string& name, const std::string& value, int flags) {
+void Filesystem::audit_change(const Caller& who, Ino ino, const std::string& what) {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  audit_.append(fmt::format("{} uid {} gid {} {}: {}", stamp, who.uid, who.gid, path_of(ino), what), who.uid);
+}
+
+int Filesystem::setxattr(Ino ino, const std::string& name, const std::string& value, int flags,
+                         const Caller& who) {
+  if (!is_mmfs_attr(name)) return set_xattr_unaudited(ino, name, value, flags, who);
+  const int r = set_xattr_unaudited(ino, name, value, flags, who);
+  if (r == 0) {
+    // The value as typed, cut short: an index spec or a cell list fits, a pasted blob does not.
+    std::string shown = value.substr(0, 80);
+    for (char& c : shown)
+      if (!std::isprint(static_cast<unsigned char>(c))) c = '?';
+    audit_change(who, ino, fmt::format("set {}={}{}", name, shown, value.size() > 80 ? "..." : ""));
+  }
+  return r;
+}
+
+int Filesystem::set_xattr_unaudited(Ino ino, const std::string& name, const std::string& value, int flags,
+                                    const Caller& who) {
   if (ino & kVirtualBit) return record(EROFS, ino, "views are read-only");
   if (read_only_) return EROFS;
   fs::Metadata& md = volume_->metadata();
@@ -918,7 +994,7 @@ int Filesystem::setxattr(Ino ino, const std::string& name, const std::string& va
     return md.set_xattr(ino, name, value);
   }
   std::string attr = name.substr(fs::kSchemaPrefix.size());
-  if (S_ISDIR(n->mode)) return table_setxattr(ino, attr, value);
+  if (S_ISDIR(n->mode)) return table_setxattr(ino, attr, value, who);
   if (!S_ISREG(n->mode))
     return record(EINVAL, ino, fmt::format("{}: only regular files become arrays", name));
   const layouts::DefaultLayout rule = layouts::default_layout(volume_->geometry());
@@ -1013,7 +1089,14 @@ int Filesystem::listxattr(Ino ino, std::vector<std::string>* names) {
   return 0;
 }
 
-int Filesystem::removexattr(Ino ino, const std::string& name) {
+int Filesystem::removexattr(Ino ino, const std::string& name, const Caller& who) {
+  if (!is_mmfs_attr(name) || (ino & kVirtualBit)) return remove_xattr_unaudited(ino, name, who);
+  const int r = remove_xattr_unaudited(ino, name, who);
+  if (r == 0) audit_change(who, ino, "removed " + name);
+  return r;
+}
+
+int Filesystem::remove_xattr_unaudited(Ino ino, const std::string& name, const Caller& who) {
   if (ino & kVirtualBit) return record(EROFS, ino, "views are read-only");
   if (read_only_) return EROFS;
   if (!is_mmfs_attr(name)) return volume_->metadata().remove_xattr(ino, name);
@@ -1021,7 +1104,7 @@ int Filesystem::removexattr(Ino ino, const std::string& name) {
   if (auto n = volume_->metadata().inode(ino); n && S_ISDIR(n->mode)) {
     // A table leaves its capsules for the volume's default layout.
     if (attr != "layout" || !table_record(ino)) return ENODATA;
-    return table_setxattr(ino, attr, layouts::default_layout(volume_->geometry()).layout);
+    return table_setxattr(ino, attr, layouts::default_layout(volume_->geometry()).layout, who);
   }
   auto current = stored_schema(ino);
   if (!current) return ENODATA;

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/caller.h"
 #include "fs/array_file.h"
 #include "fs/capsule_table.h"
 #include "fs/control_path.h"
@@ -39,10 +40,6 @@ using fs::Ino;
 
 // Virtual nodes (views, /.mmfs) have the top bit set in their inode number.
 constexpr Ino kVirtualBit = 1ull << 63;
-
-struct Caller {
-  std::uint32_t uid = 0, gid = 0;
-};
 
 // One open file (a FUSE file handle).
 struct Handle {
@@ -70,6 +67,11 @@ class Filesystem {
   int shutdown();
 
   fs::ErrorLog& errors() { return errors_; }
+  // Schema changes (user.mmfs.* set or removed: relayouts, index builds,
+  // tables into or out of capsules), one line each with the uid that asked:
+  // the work runs with the daemon's rights, on that user's behalf.
+  // `/.mmfs/audit` shows it, filtered per reader as errors are.
+  fs::ErrorLog& audit() { return audit_; }
   bool read_only() const { return read_only_; }
   // Figures of the daemon process itself (daemon/code_residency.h), shown
   // under "daemon" in /.mmfs/stats. Set once, before the session loop starts.
@@ -80,11 +82,14 @@ class Filesystem {
     transport_stats_ = std::move(stats);
   }
 
-  // Namespace. `path` arguments are only for error messages.
-  int lookup(Ino parent, const std::string& name, struct stat* st);
-  int getattr(Ino ino, struct stat* st);
+  // Namespace. `path` arguments are only for error messages. `who` is the
+  // request's caller: the kernel has checked the nodes' modes already
+  // (default_permissions); the daemon checks what the kernel cannot see, the
+  // arrays a view reads besides the one in its path (daemon/caller.h).
+  int lookup(Ino parent, const std::string& name, const Caller& who, struct stat* st);
+  int getattr(Ino ino, const Caller& who, struct stat* st);
   int setattr(Ino ino, const struct stat& attr, int to_set, const Caller& who, Handle* fh, struct stat* out);
-  int readdir(Ino ino, std::vector<std::pair<std::string, struct stat>>* entries);
+  int readdir(Ino ino, const Caller& who, std::vector<std::pair<std::string, struct stat>>* entries);
   // Regular files, FIFOs, sockets, and character and block devices (kept with
   // their `rdev`; the mount is nodev, so the kernel never opens them).
   int mknod(Ino parent, const std::string& name, std::uint32_t mode, std::uint64_t rdev, const Caller& who,
@@ -102,7 +107,7 @@ class Filesystem {
   void forget(Ino ino, std::uint64_t nlookup);
 
   // Files.
-  int open(Ino ino, int flags, std::unique_ptr<Handle>* out);
+  int open(Ino ino, int flags, const Caller& who, std::unique_ptr<Handle>* out);
   int read(Handle& h, std::uint64_t offset, std::size_t size, std::byte* out, std::size_t* got);
   // Array files and data views: the bytes without a copy when they lie in one
   // decoded chunk (*data null otherwise: use read()).
@@ -118,10 +123,10 @@ class Filesystem {
   int fsyncdir();
 
   // Extended attributes (user.mmfs.* is the array schema).
-  int setxattr(Ino ino, const std::string& name, const std::string& value, int flags);
+  int setxattr(Ino ino, const std::string& name, const std::string& value, int flags, const Caller& who);
   int getxattr(Ino ino, const std::string& name, std::string* value);
   int listxattr(Ino ino, std::vector<std::string>* names);
-  int removexattr(Ino ino, const std::string& name);
+  int removexattr(Ino ino, const std::string& name, const Caller& who);
   // The arrays of directory `dir`'s table (empty when it has none): a
   // setxattr on the directory may change their sizes, and the kernel's
   // cached attributes of each must go.
@@ -157,8 +162,17 @@ class Filesystem {
   // LOOKUP that sizes it and handed to the OPEN that follows; a GETATTR of
   // an open one reuses the open's size; nothing else keeps a result).
   enum class QueryCall { Getattr, Lookup, Open };
-  int vnode_stat(Ino vino, struct stat* st, std::string* content, std::string* message,
+  // A virtual node's attributes (and content, for a text file). Every node
+  // under A@ (D@) carries A's (D's) owner, group and view_mode; /.mmfs is
+  // root's and readable by all but scrub (root's only).
+  int vnode_stat(Ino vino, const Caller& who, struct stat* st, std::string* content, std::string* message,
                  QueryCall call = QueryCall::Getattr);
+  int vnode_content(Ino vino, const VNode& v, const Caller& who, struct stat* st, std::string* content,
+                    std::string* message, QueryCall call);
+  // EACCES (with *message) unless `who` may access array `ino` (`name`, for
+  // the message) for `mask` (R_OK, W_OK), or search directory `dir`.
+  int check_access(const Caller& who, Ino ino, int mask, const std::string& name, std::string* message);
+  int check_searchable(const Caller& who, Ino dir, std::string* message);
   // Query views (daemon/query_views.cc): the content of a query's file (or
   // its plan's JSON), computed once for the lookup and the open that follows.
   // `vino` is the view's node: a GETATTR of a query file that is open is
@@ -166,19 +180,23 @@ class Filesystem {
   // *content is filled for an OPEN only (a result can be hundreds of MiB:
   // a lookup keeps it for the open, a stat needs only its size).
   int query_content(Ino vino, Ino dir, const std::shared_ptr<fs::ArrayFile>& self, const fs::QueryView& view,
-                    bool plan, QueryCall call, std::string* content, std::uint64_t* size, std::string* message);
+                    bool plan, const Caller& who, QueryCall call, std::string* content, std::uint64_t* size,
+                    std::string* message);
   // A directory's views D@ (daemon/table_ops.cc): info, rows, plan and query.
-  int table_stat(Ino vino, const VNode& v, struct stat* st, std::string* content, std::string* message,
-                 std::vector<std::string>* listing, QueryCall call = QueryCall::Getattr);
+  int table_stat(Ino vino, const VNode& v, const Caller& who, struct stat* st, std::string* content,
+                 std::string* message, std::vector<std::string>* listing, QueryCall call = QueryCall::Getattr);
   // A directory's table (fs/capsule_table.h): its 1-D arrays in readdir
   // order, its stored record, and its user.mmfs.layout / user.mmfs.shape.
   int table_attributes(Ino dir, std::vector<fs::TableAttribute>* out, std::string* message);
   std::optional<fs::TableRecord> table_record(Ino dir) const;
-  int table_setxattr(Ino dir, const std::string& attr, const std::string& value);
+  // Moves every 1-D array of `dir`: `who` must be allowed to write each.
+  int table_setxattr(Ino dir, const std::string& attr, const std::string& value, const Caller& who);
   int table_getxattr(Ino dir, const std::string& attr, std::string* value);
+  // EACCES unless `who` may write every one of `attributes`.
+  int table_writable(const Caller& who, const std::vector<fs::TableAttribute>& attributes, std::string* message);
   int table_move_apart(Ino dir, const std::string& layout, std::vector<fs::TableAttribute>& attributes);
   Ino intern_vnode(Ino parent_vino, const std::string& name, VNode node);
-  int lookup_virtual(Ino parent, const std::string& name, struct stat* st);
+  int lookup_virtual(Ino parent, const std::string& name, const Caller& who, struct stat* st);
   std::optional<fs::ArraySchema> stored_schema(Ino ino) const;
   int array_for(Ino ino, std::shared_ptr<fs::ArrayFile>* out, std::string* message);
   std::shared_ptr<fs::PlainFile> plain_for_locked(Ino ino, const fs::Inode& inode);
@@ -207,6 +225,10 @@ class Filesystem {
   int check_may_become_array(Ino ino, const std::string& attr);
   bool is_array(Ino ino) const;
   int record(int error, Ino ino, const std::string& message);
+  // A line of the audit log: `who` changed `ino`'s schema (what it did).
+  void audit_change(const Caller& who, Ino ino, const std::string& what);
+  int set_xattr_unaudited(Ino ino, const std::string& name, const std::string& value, int flags, const Caller& who);
+  int remove_xattr_unaudited(Ino ino, const std::string& name, const Caller& who);
   int record_at(int error, Ino parent, const std::string& name, const std::string& message);
   void flusher();
 
@@ -215,6 +237,7 @@ class Filesystem {
   fs::SectorIo io_;
   fs::ArrayContext array_ctx_;
   fs::ErrorLog errors_;
+  fs::ErrorLog audit_;
   std::function<std::map<std::string, std::uint64_t>()> transport_stats_;
   std::map<std::string, std::uint64_t> daemon_stats_;
   Ino orphans_ = 0;

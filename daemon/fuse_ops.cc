@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -47,7 +48,16 @@ Filesystem& fsys(fuse_req_t req) { return **static_cast<Filesystem**>(fuse_req_u
 
 Caller caller(fuse_req_t req) {
   const fuse_ctx* c = fuse_req_ctx(req);
-  return Caller{c->uid, c->gid};
+  // Supplementary groups are read from /proc only when a check needs them.
+  return Caller(c->uid, c->gid, [req] {
+    std::vector<gid_t> groups(32);
+    int n = fuse_req_getgroups(req, int(groups.size()), groups.data());
+    if (n > int(groups.size())) {
+      groups.resize(std::size_t(n));
+      n = fuse_req_getgroups(req, int(groups.size()), groups.data());
+    }
+    return std::vector<std::uint32_t>(groups.begin(), groups.begin() + std::max(0, std::min(n, int(groups.size()))));
+  });
 }
 
 void reply_entry(fuse_req_t req, const struct stat& st) {
@@ -96,7 +106,7 @@ void op_init(void*, fuse_conn_info* conn) {
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   struct stat st;
-  if (int r = fsys(req).lookup(parent, name, &st)) {
+  if (int r = fsys(req).lookup(parent, name, caller(req), &st)) {
     if (r == ENOENT && !(parent & kVirtualBit)) {
       // A negative entry the kernel may cache: every create goes through it.
       // Not for `X@`: it appears without a change to its directory, when X
@@ -127,7 +137,7 @@ void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   struct stat st;
-  if (int r = fsys(req).getattr(ino, &st)) {
+  if (int r = fsys(req).getattr(ino, caller(req), &st)) {
     fuse_reply_err(req, r);
     return;
   }
@@ -247,7 +257,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   std::unique_ptr<Handle> h;
   // /.mmfs/scrub is the one control file open for writing (its commands).
   if (int r = fsys(req).is_scrub_node(ino) ? fsys(req).open_scrub(ino, fi->flags, &h)
-                                           : fsys(req).open(ino, fi->flags, &h)) {
+                                           : fsys(req).open(ino, fi->flags, caller(req), &h)) {
     fuse_reply_err(req, r);
     return;
   }
@@ -270,7 +280,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     return;
   }
   std::unique_ptr<Handle> h;
-  if (int r = f.open(st.st_ino, fi->flags, &h)) {
+  if (int r = f.open(st.st_ino, fi->flags, caller(req), &h)) {
     fuse_reply_err(req, r);
     return;
   }
@@ -364,7 +374,7 @@ void op_fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) {
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto d = std::make_unique<DirHandle>();
-  if (int r = fsys(req).readdir(ino, &d->entries)) {
+  if (int r = fsys(req).readdir(ino, caller(req), &d->entries)) {
     fuse_reply_err(req, r);
     return;
   }
@@ -407,7 +417,7 @@ void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 void op_fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, fsys(req).fsyncdir()); }
 
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
-  int r = fsys(req).setxattr(ino, name, std::string(value, size), flags);
+  int r = fsys(req).setxattr(ino, name, std::string(value, size), flags, caller(req));
   if (r == 0) invalidate_attributes(ino, name);
   // A table directory's user.mmfs.shape grows every array in it.
   if (r == 0 && std::strcmp(name, "user.mmfs.shape") == 0)
@@ -440,7 +450,7 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 }
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  int r = fsys(req).removexattr(ino, name);
+  int r = fsys(req).removexattr(ino, name, caller(req));
   if (r == 0) invalidate_attributes(ino, name);
   fuse_reply_err(req, r);
 }
@@ -471,14 +481,16 @@ struct Guard;
 template <class... Args, void (*Op)(fuse_req_t, Args...)>
 struct Guard<Op> {
   static void call(fuse_req_t req, Args... args) {
+    // The lines the request adds to /.mmfs/errors are its caller's.
+    RequestOwnerScope owner(fuse_req_ctx(req)->uid);
     try {
       if (after_init_pending.load(std::memory_order_acquire)) take_after_init_task(fsys(req));
       Op(req, args...);
     } catch (const std::bad_alloc&) {
-      fsys(req).errors().record(ENOMEM, "<request>", "out of memory serving the request");
+      fsys(req).errors().record(ENOMEM, "<request>", "out of memory serving the request", request_owner());
       fuse_reply_err(req, ENOMEM);
     } catch (const std::exception& e) {
-      fsys(req).errors().record(EIO, "<request>", std::string("internal error: ") + e.what());
+      fsys(req).errors().record(EIO, "<request>", std::string("internal error: ") + e.what(), request_owner());
       fuse_reply_err(req, EIO);
     }
   }

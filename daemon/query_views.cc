@@ -4,6 +4,8 @@
 // names are resolved in the directory that holds A (or in D itself).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -21,8 +23,8 @@ std::int64_t steady_ns() {
 }  // namespace
 
 int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::ArrayFile>& self,
-                              const fs::QueryView& view, bool plan, QueryCall call, std::string* content,
-                              std::uint64_t* size, std::string* message) {
+                              const fs::QueryView& view, bool plan, const Caller& who, QueryCall call,
+                              std::string* content, std::uint64_t* size, std::string* message) {
   if (call == QueryCall::Getattr) {  // the file is open: its size is the open's
     std::lock_guard lock(qmu_);
     if (auto it = open_query_sizes_.find(vino); it != open_query_sizes_.end()) {
@@ -34,8 +36,18 @@ int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::Array
   arrays.self = self;
   arrays.table = self == nullptr;
   std::uint64_t generations = self ? self->generation() : 0;
+  // The kernel checked the path to this view (A's own mode, or D's); the
+  // arrays a condition names are reached here, past it. Each must be
+  // readable by the caller, and their directory searchable, before any
+  // result (a cached one included) is given: else a condition on another
+  // user's array would choose which of A's values come back.
+  bool searched = false;
   for (const std::string& name : indexes::names(view.condition)) {
     if (name.empty()) continue;
+    if (!searched) {
+      if (int r = check_searchable(who, dir, message)) return r;
+      searched = true;
+    }
     auto child = volume_->metadata().lookup(dir, name);
     if (!child) {
       *message = fmt::format("'{}' names no entry of the directory (a condition's NAME is an array beside the "
@@ -43,6 +55,7 @@ int Filesystem::query_content(Ino vino, Ino dir, const std::shared_ptr<fs::Array
                              name);
       return ENOENT;
     }
+    if (int r = check_access(who, *child, R_OK, name, message)) return r;
     auto schema = stored_schema(*child);
     if (!schema || schema->shape.empty()) {
       *message = fmt::format("'{}' is not an array file", name);

@@ -75,7 +75,7 @@ std::string Filesystem::scrub_status_text() {
 
 void Filesystem::scrub_stat(struct stat* st) {
   if (!is_scrub_node(st->st_ino)) return;
-  st->st_mode = S_IFREG | 0644;
+  st->st_mode = S_IFREG | 0600;  // root's: its commands, and a status that names damaged files
   st->st_size = std::int64_t(scrub_status_text().size());
 }
 
@@ -97,7 +97,7 @@ int Filesystem::scrub_setattr(Ino ino, int to_set, struct stat* out) {
   if (to_set & ~allowed)
     return record(EROFS, ino, "only commands can be written to the scrub file; its mode, owner and times are fixed");
   std::string content, msg;
-  if (int r = vnode_stat(ino, out, &content, &msg)) return record(r, ino, msg);
+  if (int r = vnode_stat(ino, Caller::daemon(), out, &content, &msg)) return record(r, ino, msg);
   scrub_stat(out);
   return 0;
 }

@@ -4,6 +4,8 @@
 // directory are in daemon/query_views.cc.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -64,7 +66,14 @@ std::optional<fs::TableRecord> Filesystem::table_record(Ino dir) const {
   return fs::decode_table_record(*text);
 }
 
-int Filesystem::table_setxattr(Ino dir, const std::string& attr, const std::string& value) {
+int Filesystem::table_writable(const Caller& who, const std::vector<fs::TableAttribute>& attributes,
+                               std::string* message) {
+  for (const fs::TableAttribute& a : attributes)
+    if (int r = check_access(who, a.ino, W_OK, a.name, message)) return r;
+  return 0;
+}
+
+int Filesystem::table_setxattr(Ino dir, const std::string& attr, const std::string& value, const Caller& who) {
   const std::string name = std::string(fs::kSchemaPrefix) + attr;
   std::string text = value;
   if (!text.empty() && text.back() == '\n') text.pop_back();
@@ -76,6 +85,9 @@ int Filesystem::table_setxattr(Ino dir, const std::string& attr, const std::stri
                                              "of capsules) naive zorder hilbert multimap quadrangle mloc",
                                              name, text));
     if (int r = table_attributes(dir, &attributes, &msg)) return record(r, dir, attr_message(name, msg));
+    // The kernel let the caller change D's attributes; moving the arrays in
+    // it is a change to each of them.
+    if (int r = table_writable(who, attributes, &msg)) return record(r, dir, attr_message(name, msg));
     if (text == "capsule") {
       if (int r = fs::place_table_in_capsules(array_ctx_, dir, attributes, &msg))
         return record(r, dir, attr_message(name, msg));
@@ -94,6 +106,7 @@ int Filesystem::table_setxattr(Ino dir, const std::string& attr, const std::stri
       return record(EINVAL, dir, fmt::format("{}: '{}' is not a record count (one positive decimal number)", name,
                                              text));
     if (int r = table_attributes(dir, &attributes, &msg)) return record(r, dir, attr_message(name, msg));
+    if (int r = table_writable(who, attributes, &msg)) return record(r, dir, attr_message(name, msg));
     if (int r = fs::grow_table(array_ctx_, dir, attributes, records, &msg))
       return record(r, dir, attr_message(name, msg));
     return 0;
@@ -152,14 +165,17 @@ int Filesystem::table_getxattr(Ino dir, const std::string& attr, std::string* va
   return ENODATA;
 }
 
-int Filesystem::table_stat(Ino vino, const VNode& v, struct stat* st, std::string* content, std::string* message,
-                           std::vector<std::string>* listing, QueryCall call) {
+int Filesystem::table_stat(Ino vino, const VNode& v, const Caller& who, struct stat* st, std::string* content,
+                           std::string* message, std::vector<std::string>* listing, QueryCall call) {
   // Only the record views need the table itself (a query names its arrays).
   const bool records_view = !v.components.empty() && v.components[0] != "query";
   std::vector<fs::TableAttribute> attributes;
   std::uint64_t records = 0;
   if (records_view) {
     if (int r = table_attributes(v.home, &attributes, message)) return r;
+    // D's mode let the caller this far; the records show every column.
+    for (const fs::TableAttribute& a : attributes)
+      if (int r = check_access(who, a.ino, R_OK, a.name, message)) return r;
     const bool needs_table = v.components[0] == "info" || v.components.size() >= 2;
     if (needs_table && !attributes.empty())
       if (int r = fs::check_table(attributes, &records, message)) return r;
@@ -213,7 +229,7 @@ int Filesystem::table_stat(Ino vino, const VNode& v, struct stat* st, std::strin
   }
   // A query: every array the condition names must be a 1-D array of the directory.
   std::uint64_t size = 0;
-  if (int r = query_content(vino, v.home, nullptr, *node.query, false, call, content, &size, message)) return r;
+  if (int r = query_content(vino, v.home, nullptr, *node.query, false, who, call, content, &size, message)) return r;
   return as_file(size);
 }
 

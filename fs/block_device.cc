@@ -492,7 +492,7 @@ std::unique_ptr<BlockDevice> open_device(const std::string& path, const OpenOpti
   if (options.direct) flags |= O_DIRECT;
   for (;;) {
     const bool creating = !exists;  // only when options.create (checked above)
-    guard.fd = ::open(path.c_str(), creating ? flags | O_CREAT | O_EXCL : flags, 0644);
+    guard.fd = ::open(path.c_str(), creating ? flags | O_CREAT | O_EXCL : flags, mode_t(options.create_mode & 07777));
     if (guard.fd >= 0) {
       if (creating) guard.created_path = path;
       break;

@@ -67,6 +67,10 @@ struct OpenOptions {
   std::uint32_t iodepth = 32;  // io_uring queue depth
   bool create = false;         // image files: create if missing
   std::uint64_t create_size = 0;  // image files: grow (sparse) to at least this size
+  // image files: the mode of one created (less the umask). The image holds
+  // every array of the volume whatever their modes: its owner's alone by
+  // default, as a disk's device node is root's (docs/daemon.md, "Permissions").
+  std::uint32_t create_mode = 0600;
   // flock(2) the target: exclusive for writers, shared for readers, so two
   // processes never write one volume. Only tests that open an image twice
   // on purpose (to look behind a device's back) turn it off.

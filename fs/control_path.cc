@@ -46,7 +46,8 @@ class Walker {
 
   std::variant<ControlNode, PathError> top() {
     if (c_.empty())
-      return dir({"geometry", "stats", "errors", "scrub", "boundaries", "adjacent", "equivalent", "rectangle"});
+      return dir(
+          {"geometry", "stats", "errors", "audit", "scrub", "boundaries", "adjacent", "equivalent", "rectangle"});
     const std::string& name = c_[0];
     if (name == "geometry") return file(ControlKind::Geometry, 1, [&] { return geometry_info().dump(2) + "\n"; });
     if (name == "rectangle") {
@@ -57,6 +58,7 @@ class Walker {
     }
     if (name == "stats") return file(ControlKind::Stats, 1, [] { return std::string(); });
     if (name == "errors") return file(ControlKind::Errors, 1, [] { return std::string(); });
+    if (name == "audit") return file(ControlKind::Audit, 1, [] { return std::string(); });
     if (name == "scrub") return file(ControlKind::Scrub, 1, [] { return std::string(); });
     if (name == "boundaries") {
       if (c_.size() == 1) return dir({});
@@ -78,7 +80,7 @@ class Walker {
         return out;
       });
     }
-    return error(ENOENT, fmt::format("'{}': no such control file; accepted: geometry, stats, errors, scrub, "
+    return error(ENOENT, fmt::format("'{}': no such control file; accepted: geometry, stats, errors, audit, scrub, "
                                      "boundaries, adjacent, equivalent, rectangle",
                                      joined(c_, 1)));
   }

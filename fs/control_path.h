@@ -3,9 +3,10 @@
 // as `mmfs-geom` prints them (SPEC §7); `stats` and `errors` are the
 // daemon's to fill.
 //
-//   (none)                   Dir: geometry stats errors scrub boundaries adjacent equivalent
+//   (none)                   Dir: geometry stats errors audit scrub boundaries adjacent
+//                            equivalent rectangle
 //   geometry                 File: geometry.info().dump(2) + "\n"
-//   stats, errors            File (dynamic: empty content here)
+//   stats, errors, audit     File (dynamic: empty content here)
 //   scrub                    File (dynamic: the scrub's status; the one writable
 //                            file: its commands, docs/daemon.md "Scrub")
 //   boundaries               Dir (empty)
@@ -31,12 +32,12 @@
 
 namespace mmfs::fs {
 
-enum class ControlKind { Dir, Geometry, Stats, Errors, Scrub, Boundaries, Adjacent, Equivalent, Rectangle };
+enum class ControlKind { Dir, Geometry, Stats, Errors, Audit, Scrub, Boundaries, Adjacent, Equivalent, Rectangle };
 
 struct ControlNode {
   ControlKind kind = ControlKind::Dir;
   std::vector<std::string> listing;  // Dir
-  std::string content;               // the static files' text; empty for Stats, Errors and Scrub
+  std::string content;               // the static files' text; empty for Stats, Errors, Audit and Scrub
 };
 
 // Resolves the components after "/.mmfs" (possibly none).

@@ -32,24 +32,39 @@ std::string errno_name(int error) {
   }
 }
 
-int ErrorLog::record(int error, std::string_view path, std::string_view message) {
-  std::string line = fmt::format("{} {}: {}", errno_name(error), path, message);
-  // One line per error, whatever the message holds.
+int ErrorLog::record(int error, std::string_view path, std::string_view message, Owner owner) {
+  append(fmt::format("{} {}: {}", errno_name(error), path, message), owner);
+  return error;
+}
+
+void ErrorLog::append(std::string line, Owner owner) {
+  // One line per entry, whatever the message holds.
   for (char& c : line)
     if (c == '\n') c = ' ';
   std::lock_guard lock(mu_);
-  lines_.push_back(std::move(line));
+  lines_.push_back(Line{std::move(line), owner});
   while (lines_.size() > capacity_) lines_.pop_front();
-  return error;
 }
 
 std::string ErrorLog::text() const {
   std::lock_guard lock(mu_);
   std::string out;
   for (const auto& l : lines_) {
-    out += l;
+    out += l.text;
     out += '\n';
   }
+  return out;
+}
+
+std::string ErrorLog::text_for(std::uint32_t viewer) const {
+  if (viewer == 0) return text();
+  std::lock_guard lock(mu_);
+  std::string out;
+  for (const auto& l : lines_)
+    if (l.owner == viewer) {
+      out += l.text;
+      out += '\n';
+    }
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -30,6 +31,11 @@ int main(int argc, char** argv) {
   app.add_option("--measure-seconds", measure_seconds, "Time budget of -g measure")->default_val(60)
       ->check(CLI::Range(1.0, 3600.0));
   app.add_option("-L,--label", label, "Volume label (at most 63 bytes)");
+  std::string image_mode = "0600";
+  app.add_option("--image-mode", image_mode,
+                 "Mode (octal) of an image file that -s creates, less the umask: the image holds every array "
+                 "whatever their modes, so it is its owner's alone unless told otherwise")
+      ->default_val("0600");
   app.add_flag("-f,--force", force, "Overwrite an existing filesystem signature");
   app.add_flag("-q,--quiet", quiet, "Print nothing on success");
   app.add_option("--raid", raid,
@@ -64,6 +70,13 @@ int main(int argc, char** argv) {
     }
   }
   mmfs::fs::OpenOptions opt;
+  {
+    char* end = nullptr;
+    const unsigned long mode = std::strtoul(image_mode.c_str(), &end, 8);
+    if (image_mode.empty() || *end != '\0' || mode > 07777)
+      return die(fmt::format("--image-mode '{}' is not an octal mode (e.g. 0600, 0640)", image_mode));
+    opt.create_mode = std::uint32_t(mode);
+  }
   if (!size_text.empty()) {
     opt.create = true;
     opt.create_size = mmfs::fs::parse_size(size_text);

@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# Installs what building and testing mmfs needs on Debian 12 (bookworm).
-# Idempotent: installs only what is missing, so it is fast on a ready machine.
-# Run as root (or with sudo available) when something has to be installed.
+# Installs what building and running mmfs needs on Debian 12 (bookworm); with
+# --tests also what only the test suite needs (the user `tests`, pjdfstest and
+# fsx built by cargo: minutes on a fresh machine). Idempotent: installs only
+# what is missing, so it is fast on a ready machine. Run as root (or with sudo
+# available) when something has to be installed.
+#
+#   scripts/install-deps.sh           build, mount, read (scripts/demo.sh)
+#   scripts/install-deps.sh --tests   and the test suite's tools (scripts/test.sh)
 set -euo pipefail
+
+for_tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) for_tests=1 ;;
+    -h|--help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "install-deps.sh: unknown argument '$arg' (accepted: --tests)" >&2; exit 2 ;;
+  esac
+done
 
 APT_PACKAGES=(
   meson ninja-build pkg-config g++
@@ -67,6 +81,10 @@ if ! python3 -c 'import numpy, h5py, hdf5plugin, pytest, matplotlib, zarr' >/dev
   }
 fi
 
+if [[ $for_tests == 0 ]]; then
+  exit 0
+fi
+
 # --- pjdfstest (tests/integration/test_pjdfstest.py) ---------------------------------
 # The POSIX conformance suite's Rust rewrite, from crates.io, built by cargo
 # into /opt/pjdfstest-VERSION (it needs libacl1-dev, above, and Rust 1.85 or
@@ -78,7 +96,7 @@ PJDFSTEST_VERSION=0.2.2
 PJDFSTEST_ROOT=/opt/pjdfstest-$PJDFSTEST_VERSION
 
 if ! id -u tests >/dev/null 2>&1; then
-  log "creating the user 'tests' (pjdfstest switches to it)"
+  log "creating the user 'tests' (pjdfstest and the permission tests switch to it)"
   as_root useradd --system --user-group --no-create-home --home-dir / --shell /usr/sbin/nologin tests ||
     log "could not create the user 'tests': test_pjdfstest.py will fail" >&2
 fi

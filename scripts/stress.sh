@@ -36,7 +36,7 @@ export MMFS_SOAK_SECONDS=${MMFS_SOAK_SECONDS:-600}
 export MMFS_CRASH_POINTS=${MMFS_CRASH_POINTS:-10000}
 export MMFS_BUILD=${MMFS_BUILD:-$PWD/build}
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --tests
 if [[ $MMFS_BUILD == "$PWD/build" ]]; then
   bash scripts/build.sh
 fi

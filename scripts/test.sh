@@ -26,7 +26,7 @@ else
   build_args=()
 fi
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --tests
 bash scripts/build.sh "${build_args[@]}"
 
 logs=$(mktemp -d)

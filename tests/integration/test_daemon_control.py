@@ -29,8 +29,8 @@ def test_control_dir_is_hidden_but_resolvable(vol):
     ctl = vol.mnt / ".mmfs"
     assert ".mmfs" not in os.listdir(vol.mnt)
     assert os.path.isdir(ctl)
-    assert set(os.listdir(ctl)) == {"geometry", "stats", "errors", "scrub", "boundaries", "adjacent", "equivalent",
-                                    "rectangle"}
+    assert set(os.listdir(ctl)) == {"geometry", "stats", "errors", "audit", "scrub", "boundaries", "adjacent",
+                                    "equivalent", "rectangle"}
     # Only at the root.
     (vol.mnt / "sub").mkdir(exist_ok=True)
     assert not os.path.exists(vol.mnt / "sub" / ".mmfs")

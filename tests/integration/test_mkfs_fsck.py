@@ -42,6 +42,32 @@ def test_mkfs_creates_an_image_and_prints_the_summary(image):
     assert "clean" in out
 
 
+def test_mkfs_creates_images_only_their_owner_may_read(tmp_path):
+    """The image holds every array whatever their modes: 0600 unless told
+    (docs/daemon.md, "Permissions"); an existing target keeps its mode."""
+    old = os.umask(0o022)
+    try:
+        private, shared, kept = tmp_path / "private.img", tmp_path / "shared.img", tmp_path / "kept.img"
+        rc, _, err = mkfs("-q", "-s", "256M", "-g", "ssd", private)
+        assert rc == 0, err
+        assert private.stat().st_mode & 0o7777 == 0o600
+        rc, _, err = mkfs("-q", "-s", "256M", "-g", "ssd", "--image-mode", "0640", shared)
+        assert rc == 0, err
+        assert shared.stat().st_mode & 0o7777 == 0o640
+        kept.write_bytes(b"")
+        os.chmod(kept, 0o644)
+        rc, _, err = mkfs("-q", "-s", "256M", "-g", "ssd", kept)
+        assert rc == 0, err
+        assert kept.stat().st_mode & 0o7777 == 0o644
+        for bad in ("rw", "0999", "", "77777"):
+            target = tmp_path / f"bad{len(bad)}.img"
+            rc, _, err = mkfs("-q", "-s", "256M", "-g", "ssd", "--image-mode", bad, target)
+            assert rc != 0 and "--image-mode" in err, (bad, err)
+            assert not target.exists()
+    finally:
+        os.umask(old)
+
+
 def test_mkfs_refuses_an_existing_filesystem_without_force(image):
     assert mkfs("-q", "-s", "64M", image)[0] == 0
     before = image.read_bytes()[:16384]

@@ -65,7 +65,7 @@ TEST_CASE("/.mmfs lists its files; geometry, stats and errors are files", "[cont
   auto top = resolve(*g, "");
   CHECK(top.kind == ControlKind::Dir);
   CHECK(top.listing ==
-        L({"geometry", "stats", "errors", "scrub", "boundaries", "adjacent", "equivalent", "rectangle"}));
+        L({"geometry", "stats", "errors", "audit", "scrub", "boundaries", "adjacent", "equivalent", "rectangle"}));
 
   auto geo = resolve(*g, "geometry");
   CHECK(geo.kind == ControlKind::Geometry);
@@ -81,6 +81,7 @@ TEST_CASE("/.mmfs lists its files; geometry, stats and errors are files", "[cont
   CHECK(resolve(*g, "stats").content.empty());
   CHECK(resolve(*g, "errors").kind == ControlKind::Errors);
   CHECK(resolve(*g, "errors").content.empty());
+  CHECK(resolve(*g, "audit").kind == ControlKind::Audit);
 
   CHECK(errno_of(*g, "geometry/x") == ENOTDIR);
   CHECK(errno_of(*g, "stats/x") == ENOTDIR);
