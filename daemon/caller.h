@@ -56,7 +56,7 @@ bool may_access(const Caller& who, const Access& node, int mask);
 std::uint32_t view_mode(std::uint32_t array_mode, bool directory);
 
 // The user whose FUSE request the calling thread is serving, for attributing
-// lines of /.mmfs/errors (fs/error_log.h): set for the length of a request by
+// lines of /.mmfs/errors (fs/util/error_log.h): set for the length of a request by
 // fuse_ops' guard; nullopt on the daemon's own threads (the flusher, the
 // scrub), whose lines only root reads. Attribution only: no permission
 // decision reads it (those take a Caller explicitly).

@@ -14,7 +14,7 @@
 #include <ctime>
 
 #include "daemon/heap_trim.h"
-#include "fs/buffer_pool.h"
+#include "fs/util/buffer_pool.h"
 #include "layouts/default_layout.h"
 
 namespace mmfs::daemon {

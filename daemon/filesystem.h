@@ -21,17 +21,17 @@
 #include <vector>
 
 #include "daemon/caller.h"
-#include "fs/array_file.h"
-#include "fs/capsule_table.h"
-#include "fs/control_path.h"
-#include "fs/error_log.h"
-#include "fs/plain_file.h"
-#include "fs/sector_io.h"
-#include "fs/view_path.h"
-#include "fs/volume.h"
+#include "fs/array/array_file.h"
+#include "fs/table/capsule_table.h"
+#include "fs/paths/control_path.h"
+#include "fs/util/error_log.h"
+#include "fs/file/plain_file.h"
+#include "fs/device/sector_io.h"
+#include "fs/paths/view_path.h"
+#include "fs/volume/volume.h"
 
 namespace mmfs::fs {
-class ScrubRunner;  // the scrub (fs/scrub_runner.h; daemon/scrub_control.cc)
+class ScrubRunner;  // the scrub (fs/scrub/scrub_runner.h; daemon/scrub_control.cc)
 }  // namespace mmfs::fs
 
 namespace mmfs::daemon {
@@ -185,7 +185,7 @@ class Filesystem {
   // A directory's views D@ (daemon/table_ops.cc): info, rows, plan and query.
   int table_stat(Ino vino, const VNode& v, const Caller& who, struct stat* st, std::string* content,
                  std::string* message, std::vector<std::string>* listing, QueryCall call = QueryCall::Getattr);
-  // A directory's table (fs/capsule_table.h): its 1-D arrays in readdir
+  // A directory's table (fs/table/capsule_table.h): its 1-D arrays in readdir
   // order, its stored record, and its user.mmfs.layout / user.mmfs.shape.
   int table_attributes(Ino dir, std::vector<fs::TableAttribute>* out, std::string* message);
   std::optional<fs::TableRecord> table_record(Ino dir) const;

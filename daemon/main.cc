@@ -30,11 +30,11 @@
 #include "daemon/read_path_settings.h"
 #include "daemon/request_poller.h"
 #include "daemon/session_loop.h"
-#include "fs/buffer_pool.h"
-#include "fs/nbd_device.h"
-#include "fs/simulated_device.h"
-#include "fs/size_text.h"
-#include "fs/striped_device.h"
+#include "fs/util/buffer_pool.h"
+#include "fs/device/nbd_device.h"
+#include "fs/device/simulated_device.h"
+#include "fs/util/size_text.h"
+#include "fs/device/striped_device.h"
 #include "geometry/load.h"
 
 namespace {
@@ -51,7 +51,7 @@ struct Options {
   std::chrono::microseconds busy_poll{200};  // see daemon/request_poller.h
   unsigned read_ahead_kb = 1024;             // see daemon/mount_readahead.h; 0 = the kernel's
   bool lock_code = true;                     // see daemon/code_residency.h
-  std::uint64_t io_buffers = mmfs::fs::BufferPool::kDefaultLimit;  // see fs/buffer_pool.h
+  std::uint64_t io_buffers = mmfs::fs::BufferPool::kDefaultLimit;  // see fs/util/buffer_pool.h
   std::vector<std::string> fuse_opts;       // passed to libfuse
 };
 
@@ -196,7 +196,7 @@ std::unique_ptr<mmfs::fs::Volume> open_volume(const std::vector<std::string>& ta
 
 int main(int argc, char** argv) {
   // Buffers of 2 MiB and more come from the pool of I/O buffers
-  // (fs/buffer_pool.h). Below that, memory of every size comes and goes with
+  // (fs/util/buffer_pool.h). Below that, memory of every size comes and goes with
   // every view read: keep freed memory in the heap for reuse instead of
   // returning it (and faulting it back in); the flusher trims what stays free.
   mallopt(M_MMAP_THRESHOLD, 512 << 20);
@@ -313,7 +313,7 @@ int main(int argc, char** argv) {
   for (auto& a : args) cargs.push_back(a.data());
   fuse_args fargs = FUSE_ARGS_INIT(int(cargs.size()), cargs.data());
 
-  // The pool of I/O buffers (fs/buffer_pool.h) is filled before the mount
+  // The pool of I/O buffers (fs/util/buffer_pool.h) is filled before the mount
   // appears, so that its first read finds resident memory: touching 128 MiB
   // makes the mount 20-300 ms slower (the more, the more of the pages the
   // host must back again). Filled beside the loop instead, the pool lost the

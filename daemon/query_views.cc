@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "daemon/filesystem.h"
-#include "fs/query.h"
+#include "fs/array/query.h"
 
 namespace mmfs::daemon {
 

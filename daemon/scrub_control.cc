@@ -1,6 +1,6 @@
 // /.mmfs/scrub (issue 17; docs/daemon.md, "Scrub"): the Filesystem's side
 // of the scrub. Reading the file gives the status (JSON); writing it takes
-// commands. The scrub itself is fs/scrub_runner.h over fs/scrub.h.
+// commands. The scrub itself is fs/scrub/scrub_runner.h over fs/scrub/scrub.h.
 #include <fmt/format.h>
 #include <fcntl.h>
 
@@ -11,8 +11,8 @@
 #include <shared_mutex>
 
 #include "daemon/filesystem.h"
-#include "fs/scrub.h"
-#include "fs/scrub_runner.h"
+#include "fs/scrub/scrub.h"
+#include "fs/scrub/scrub_runner.h"
 
 namespace mmfs::daemon {
 

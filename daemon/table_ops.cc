@@ -1,4 +1,4 @@
-// A directory's table (fs/capsule_table.h) in the mounted filesystem: the
+// A directory's table (fs/table/capsule_table.h) in the mounted filesystem: the
 // directory's user.mmfs.layout and user.mmfs.shape, and its record views
 // `D@/info`, `D@/rows/SEL` and `D@/plan/rows/SEL`. Query views of a
 // directory are in daemon/query_views.cc.
@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "daemon/filesystem.h"
-#include "fs/capsule_table.h"
+#include "fs/table/capsule_table.h"
 #include "layouts/default_layout.h"
 
 namespace mmfs::daemon {

@@ -1,5 +1,5 @@
 // Fitting a flash geometry to measurements of a real device (issue 18,
-// `mmfs-geom measure`). Pure: the samples come from fs/device_probe.h.
+// `mmfs-geom measure`). Pure: the samples come from fs/device/device_probe.h.
 //
 // Two fits are made from the same samples:
 //  * per queue depth, the bitmap paper's Figure 7 line t = β·requests + γ·bytes

@@ -32,7 +32,7 @@
 // * skew, depth, adjacency_angle: the member's (skew of the member sector
 //   v maps to; every member has the same physical layout).
 // * parallelism() = the MEMBER's parallelism, not p times it. It is used
-//   (layouts/capsule, fs/capsule_table) as the size of one parallel access
+//   (layouts/capsule, fs/table/capsule_table) as the size of one parallel access
 //   within one equivalence class, and an equivalence class lives on one
 //   member; the volume as a whole moves members() · parallelism() LBNs at
 //   once, but only when they sit on different members (the service model

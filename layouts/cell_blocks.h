@@ -1,6 +1,6 @@
 // Which blocks of a cell hold a selection's elements (issue 18, partial-cell
 // reads). A cell's brick (C order) is checksummed in blocks of whole sectors
-// (fs/cell_checksums.h); a view that needs only some of them can read just
+// (fs/meta/cell_checksums.h); a view that needs only some of them can read just
 // those, and the planner asks the volume's model whether that is faster.
 // Pure index math, tested against brute force.
 #pragma once

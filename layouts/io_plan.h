@@ -54,7 +54,7 @@ struct PlanOptions {
   // cheaper to read than to skip (Layout::merge_gap_sectors); false: only
   // contiguous sectors are joined.
   bool merge_gaps = true;
-  // A cell's checksum blocks, in sectors (fs/cell_checksums.h; they tile its
+  // A cell's checksum blocks, in sectors (fs/meta/cell_checksums.h; they tile its
   // sectors). When the selection holds only some blocks of some cells, a plan
   // reading just those blocks is built beside the whole cells' and the one
   // the volume's model serves faster from an idle device is returned (both
@@ -77,7 +77,7 @@ IoPlan combine_plans(std::span<const IoPlan> plans, std::uint32_t sector_size,
                      std::uint32_t queue_depth = Layout::kPlanDepth);
 
 // The plans of the pieces of one read issued one after another (the chunks a
-// long view is read in, fs/array_file.h): batches in order, counts and
+// long view is read in, fs/array/array_file.h): batches in order, counts and
 // modeled times added. Each part must be modeled already. The result cuts
 // cells if any part did; whole_cells_ms is then the parts' whole-cell times
 // (their modeled time where a part had no choice).

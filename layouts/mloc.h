@@ -16,7 +16,7 @@
 // This file is the pure geometry of that structure: chunks and their curve
 // ranks, byte groups, and the unit numbering of a priority. The unit bytes
 // are in layouts/mloc_codec.h, their directory in layouts/mloc_directory.h;
-// where they go on the device is fs/mloc_image.h.
+// where they go on the device is fs/mloc/mloc_image.h.
 #pragma once
 
 #include <array>

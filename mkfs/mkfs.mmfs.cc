@@ -8,12 +8,12 @@
 #include <utility>
 
 #include "daemon/host_probe.h"
-#include "fs/block_device.h"
-#include "fs/device_probe.h"
-#include "fs/nbd_device.h"
-#include "fs/size_text.h"
-#include "fs/striped_device.h"
-#include "fs/volume.h"
+#include "fs/device/block_device.h"
+#include "fs/device/device_probe.h"
+#include "fs/device/nbd_device.h"
+#include "fs/util/size_text.h"
+#include "fs/device/striped_device.h"
+#include "fs/volume/volume.h"
 #include "geometry/load.h"
 
 int main(int argc, char** argv) {

@@ -25,7 +25,7 @@ APT_PACKAGES=(
   attr fio
   python3 python3-pip
   libacl1-dev curl ca-certificates
-  libnbd-dev nbdkit   # NBD targets (fs/nbd_device.*) and their tests' servers (memory, file plugins)
+  libnbd-dev nbdkit   # NBD targets (fs/device/nbd_device.*) and their tests' servers (memory, file plugins)
 )
 PIP_PACKAGES=(numpy h5py hdf5plugin pytest matplotlib zarr duckdb pyroaring)
 

@@ -6,7 +6,7 @@
 //                               equivalent LBN | quadrangle [B] | time [FILE|-]
 //   mmfs-geom measure TARGET [-t SECONDS] [-o FILE.json]
 //
-// `measure` times a real device (fs/device_probe.h) and prints a flash
+// `measure` times a real device (fs/device/device_probe.h) and prints a flash
 // geometry fitted to it, which mkfs.mmfs -g FILE.json then uses.
 //
 // Every error (unknown profile, a malformed geometry naming its field, an LBN
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "daemon/host_probe.h"
-#include "fs/device_probe.h"
+#include "fs/device/device_probe.h"
 #include "geometry/geometry.h"
 #include "geometry/load.h"
 #include "geometry/service_time.h"

@@ -7,10 +7,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "fs/block_device.h"
-#include "fs/fsck.h"
-#include "fs/striped_device.h"
-#include "fs/volume.h"
+#include "fs/device/block_device.h"
+#include "fs/volume/fsck.h"
+#include "fs/device/striped_device.h"
+#include "fs/volume/volume.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"mmfsck: check an unmounted mmfs volume; -n reports only, -y repairs what can be repaired"};

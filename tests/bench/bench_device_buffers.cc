@@ -1,6 +1,6 @@
 // Device reads into heap pages against pool buffers (transparent huge pages):
 // why every short-lived I/O buffer is an AlignedBuffer(n, ForIo)
-// (fs/block_device.h). A batch of 16 random O_DIRECT reads of one size through
+// (fs/device/block_device.h). A batch of 16 random O_DIRECT reads of one size through
 // FileDevice, each into its own buffer, the same offsets for both kinds.
 //
 // Run (alone: it times the disk): build/tests/mmfs-read-path-bench "[dma]" --benchmark-samples 30
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "fs/block_device.h"
+#include "fs/device/block_device.h"
 
 namespace {
 

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <random>
 
-#include "fs/block_device.h"
-#include "fs/cell_checksums.h"
+#include "fs/device/block_device.h"
+#include "fs/meta/cell_checksums.h"
 #include "layouts/cell_copy.h"
 #include "layouts/curve_order.h"
 #include "layouts/selection_chunks.h"

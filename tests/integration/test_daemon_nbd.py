@@ -1,4 +1,4 @@
-"""Volumes on NBD exports (fs/nbd_device.h): mkfs.mmfs, the daemon and mmfsck
+"""Volumes on NBD exports (fs/device/nbd_device.h): mkfs.mmfs, the daemon and mmfsck
 take an NBD URI as they take an image path. The servers are nbdkit's memory
 plugin on a unix socket and on 127.0.0.1 (a free port), started by the tests
 and always stopped by them (the `nbd_server` fixture's finally); every mount

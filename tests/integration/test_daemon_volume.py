@@ -1,5 +1,5 @@
 """Volumes of several devices through the daemon (mkfs.mmfs --raid 0|1 T1 T2 ...;
-fs/striped_device.h, fs/volume_members.cc, docs/on-disk-format.md "Volumes of
+fs/device/striped_device.h, fs/volume/volume_members.cc, docs/on-disk-format.md "Volumes of
 several devices").
 
 * Image files: RAID 0 and RAID 1 volumes of 4 sparse atlas10k3 images hold
@@ -22,7 +22,7 @@ several devices").
 These tests found three product bugs, fixed since and kept as regressions:
 MULTIMAP_OVERLAP and MULTIMAP_ONE_MEMBER (MultiMap on a striped volume,
 layouts/multimap.cc) and NBD_ACQUIRE_DEADLOCK (test_nbd_dead_member_
-concurrent_readers, fs/nbd_device.cc). A hang after a kill fails the test
+concurrent_readers, fs/device/nbd_device.cc). A hang after a kill fails the test
 (hang_is_known_bug) instead of hanging the run.
 
 Every mount is unmounted and every nbdkit stopped, even on failure; sockets
@@ -123,7 +123,7 @@ class DaemonHang(Exception):
     """Reads through the daemon did not end in time (see NBD_ACQUIRE_DEADLOCK)."""
 
 
-# fs/nbd_device.cc (committed code): NbdDevice::acquire() loses a wakeup when
+# fs/device/nbd_device.cc (committed code): NbdDevice::acquire() loses a wakeup when
 # the server is gone. Two callers find no free connection and both reserve a
 # slot and try to connect (alive_ 0 -> 2); the first fails, decrements alive_
 # to 1, sees another connection "in use" and waits on cv_; the second fails,
@@ -506,7 +506,7 @@ READ_TIMEOUT = 30  # seconds for reads after a kill (they take milliseconds)
 
 def hang_is_known_bug(test):
     """A DaemonHang fails the test with its story (NBD_ACQUIRE_DEADLOCK was
-    such a hang, fixed in fs/nbd_device.cc) instead of hanging the run."""
+    such a hang, fixed in fs/device/nbd_device.cc) instead of hanging the run."""
     @functools.wraps(test)
     def run(*args, **kwargs):
         try:

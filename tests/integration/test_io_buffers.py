@@ -1,4 +1,4 @@
-"""The daemon's pool of large I/O buffers (fs/buffer_pool.h, `-o io_buffers`):
+"""The daemon's pool of large I/O buffers (fs/util/buffer_pool.h, `-o io_buffers`):
 filled as the daemon starts, reused by view reads instead of fresh mappings,
 bounded by its limit, and off with io_buffers=0."""
 import time

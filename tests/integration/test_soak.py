@@ -21,7 +21,7 @@ find the volume clean.
 Memory. The parent samples the daemon's VmRSS every SAMPLE_S seconds and
 reads its VmHWM (/proc/PID/status) at the end. What the daemon may hold
 beyond its size before the arrays exist (`base`, sampled after the mount)
-follows from its caches (docs/daemon.md, fs/array_index.h):
+follows from its caches (docs/daemon.md, fs/array/array_index.h):
 
 * per array, 6 decoded chunks of at most min(32 MiB, its size) (a view is
   never larger than its array), and the dirty cells of a write (at most its

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "fs/array_file.h"
-#include "fs/array_schema.h"
-#include "fs/block_device.h"
-#include "fs/fault_device.h"
-#include "fs/sector_io.h"
-#include "fs/volume.h"
+#include "fs/array/array_file.h"
+#include "fs/array/array_schema.h"
+#include "fs/device/block_device.h"
+#include "fs/device/fault_device.h"
+#include "fs/device/sector_io.h"
+#include "fs/volume/volume.h"
 
 namespace mmfs::fs::testing::arrays {
 
@@ -69,7 +69,7 @@ inline ArraySchema make_schema(std::vector<std::uint64_t> shape, const std::stri
   REQUIRE(d);
   s.dtype = *d;
   s.layout = layout;
-  // What the volume records when it places the array (fs/array_file.h
+  // What the volume records when it places the array (fs/array/array_file.h
   // placed_schema, for the 512 B and 4 KiB sectors of the tests' volumes), so
   // a stored schema compares equal to the one asked for.
   s.checksum_block = checksum_block_bytes(512);

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "fs/array_file.h"
-#include "fs/array_schema.h"
-#include "fs/view_path.h"
+#include "fs/array/array_file.h"
+#include "fs/array/array_schema.h"
+#include "fs/paths/view_path.h"
 #include "array_test_support.h"
 #include "fs_test_support.h"
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "fs/block_device.h"
-#include "fs/fault_device.h"
+#include "fs/device/block_device.h"
+#include "fs/device/fault_device.h"
 #include "geometry/geometry.h"
 #include "geometry/load.h"
 

@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "fs/block_device.h"
-#include "fs/fault_device.h"
-#include "fs/meta_codec.h"
-#include "fs/meta_store.h"
+#include "fs/device/block_device.h"
+#include "fs/device/fault_device.h"
+#include "fs/meta/meta_codec.h"
+#include "fs/meta/meta_store.h"
 
 namespace mmfs_test_meta {
 

@@ -1,9 +1,9 @@
-// The data-area allocator (fs/allocator.h).
+// The data-area allocator (fs/meta/allocator.h).
 #include <catch2/catch.hpp>
 #include <random>
 #include <set>
 
-#include "fs/allocator.h"
+#include "fs/meta/allocator.h"
 #include "geometry/load.h"
 #include "geometry/zoned_disk.h"
 #include "layouts/layout.h"

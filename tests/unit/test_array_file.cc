@@ -1,4 +1,4 @@
-// Array files (fs/array_file.h, fs/array_state.h, SPEC §4-5): the write path
+// Array files (fs/array/array_file.h, fs/array/array_state.h, SPEC §4-5): the write path
 // with its dirty-cell cache against a byte model for every implemented
 // layout, views (slice, box, plod) against a brute-force extraction, zeroing,
 // EFBIG, durability across a remount, schema changes with relayout, crash
@@ -19,16 +19,16 @@
 #include <string>
 #include <vector>
 
-#include "fs/array_file.h"
-#include "fs/array_schema.h"
-#include "fs/fault_device.h"
-#include "fs/fsck.h"
-#include "fs/plain_file.h"
-#include "fs/sector_io.h"
-#include "fs/view_path.h"
+#include "fs/array/array_file.h"
+#include "fs/array/array_schema.h"
+#include "fs/device/fault_device.h"
+#include "fs/volume/fsck.h"
+#include "fs/file/plain_file.h"
+#include "fs/device/sector_io.h"
+#include "fs/paths/view_path.h"
 #include "layouts/cell_copy.h"
 #include "layouts/selection_chunks.h"
-#include "fs/volume.h"
+#include "fs/volume/volume.h"
 #include "geometry/load.h"
 #include "array_test_support.h"
 #include "array_view_support.h"
@@ -717,7 +717,7 @@ TEST_CASE("array file on atlas10k3: multimap array, views and a relayout", "[arr
 }
 
 TEST_CASE("array file: gathering scattered rows, in several batches, returns each row's element", "[array_file]") {
-  // Few enough rows for the cell-by-cell path (fs/array_file_query.cc), more
+  // Few enough rows for the cell-by-cell path (fs/array/array_file_query.cc), more
   // than one batch of them (the next batch's cells are read while the last
   // is copied), and a damaged cell still gives EIO, never wrong bytes.
   auto g = geom::load_geometry("atlas10k3");

@@ -1,5 +1,5 @@
-// An array's bitmap index on the volume (fs/array_index.h,
-// fs/array_file_index.cc): built from the data, answering exactly, kept
+// An array's bitmap index on the volume (fs/array/array_index.h,
+// fs/array/array_file_index.cc): built from the data, answering exactly, kept
 // current by writes, durable across a remount, dropped with `none`, and
 // consistent with the data beside it after a power cut at any device event
 // of a flush (the fault-injecting device).
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "array_test_support.h"
-#include "fs/fault_device.h"
-#include "fs/fsck.h"
+#include "fs/device/fault_device.h"
+#include "fs/volume/fsck.h"
 #include "fs_test_support.h"
 #include "indexes/values.h"
 

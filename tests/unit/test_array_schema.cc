@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "fs/array_schema.h"
+#include "fs/array/array_schema.h"
 
 using namespace mmfs::fs;
 

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "fs/allocator.h"
-#include "fs/array_file.h"
-#include "fs/array_schema.h"
-#include "fs/fault_device.h"
-#include "fs/sector_io.h"
-#include "fs/volume.h"
+#include "fs/meta/allocator.h"
+#include "fs/array/array_file.h"
+#include "fs/array/array_schema.h"
+#include "fs/device/fault_device.h"
+#include "fs/device/sector_io.h"
+#include "fs/volume/volume.h"
 #include "geometry/load.h"
 #include "layouts/io_plan.h"
 #include "tools/bench/baselines.h"

@@ -24,9 +24,9 @@
 #include <set>
 #include <thread>
 
-#include "fs/block_device.h"
-#include "fs/fault_device.h"
-#include "fs/file_device.h"
+#include "fs/device/block_device.h"
+#include "fs/device/fault_device.h"
+#include "fs/device/file_device.h"
 
 using namespace mmfs::fs;
 namespace stdfs = std::filesystem;

@@ -1,4 +1,4 @@
-// The pool of large I/O buffers (fs/buffer_pool.h) and AlignedBuffer's use of it.
+// The pool of large I/O buffers (fs/util/buffer_pool.h) and AlignedBuffer's use of it.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,10 +14,10 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-#include "fs/array_state.h"
-#include "fs/block_device.h"
-#include "fs/buffer_pool.h"
-#include "fs/size_text.h"
+#include "fs/array/array_state.h"
+#include "fs/device/block_device.h"
+#include "fs/util/buffer_pool.h"
+#include "fs/util/size_text.h"
 
 using mmfs::fs::AlignedBuffer;
 using mmfs::fs::BufferPool;

@@ -1,6 +1,6 @@
 // The daemon's own permission checks and the view nodes' modes
 // (daemon/caller.h), and the per-reader filter of /.mmfs/errors
-// (fs/error_log.h).
+// (fs/util/error_log.h).
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "daemon/caller.h"
-#include "fs/error_log.h"
+#include "fs/util/error_log.h"
 
 using mmfs::daemon::Access;
 using mmfs::daemon::Caller;

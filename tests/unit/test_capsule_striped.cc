@@ -208,7 +208,7 @@ TEST_CASE("Striped capsules: a table's attributes own one run of their blocks' t
   CapsuleFormat f = capsule_resolve(sizes, 512, v.parallelism());
   REQUIRE(f.total == 9);
   const std::uint64_t records = f.records * (p * T + 300);  // two band groups, the second partial
-  // The table's bands as fs/capsule_table.cc allocates them: one request for
+  // The table's bands as fs/table/capsule_table.cc allocates them: one request for
   // every attribute (the first's probe), cut into whole groups.
   CellGrid g0({records}, sizes[0], {f.records_per_block(0)}, {0});
   CapsuleLayout probe(v, g0, CapsulePart{f.total, f.first[0], f.blocks[0]});

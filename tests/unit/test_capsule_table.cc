@@ -1,4 +1,4 @@
-// A directory's table in the MEMS paper's capsules (fs/capsule_table.h):
+// A directory's table in the MEMS paper's capsules (fs/table/capsule_table.h):
 // placing its attributes, growing it in place, moving it out again, reading
 // records; every step against a model of the bytes, the capsule format and
 // the device's equivalence classes, across remounts and power cuts.
@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "fs/array_file.h"
-#include "fs/array_schema.h"
-#include "fs/capsule_table.h"
-#include "fs/fault_device.h"
-#include "fs/fsck.h"
-#include "fs/volume.h"
+#include "fs/array/array_file.h"
+#include "fs/array/array_schema.h"
+#include "fs/table/capsule_table.h"
+#include "fs/device/fault_device.h"
+#include "fs/volume/fsck.h"
+#include "fs/volume/volume.h"
 #include "geometry/memstore.h"
 #include "layouts/capsule.h"
 #include "array_test_support.h"

@@ -1,4 +1,4 @@
-// Array data checksums (fs/cell_checksums.h) through a volume: data written
+// Array data checksums (fs/meta/cell_checksums.h) through a volume: data written
 // at the allocated sectors, checksums committed with the metadata, a flipped
 // bit caught on read.
 #include <catch2/catch.hpp>
@@ -8,10 +8,10 @@
 #include <random>
 #include <thread>
 
-#include "fs/cell_checksums.h"
-#include "fs/fault_device.h"
-#include "fs/fsck.h"
-#include "fs/volume.h"
+#include "fs/meta/cell_checksums.h"
+#include "fs/device/fault_device.h"
+#include "fs/volume/fsck.h"
+#include "fs/volume/volume.h"
 #include "geometry/load.h"
 
 using namespace mmfs;

@@ -1,5 +1,5 @@
 // Fitting a flash geometry to measurements (geometry/flash_fit.h) and the
-// device probe that takes them (fs/device_probe.h).
+// device probe that takes them (fs/device/device_probe.h).
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "fs/device_probe.h"
-#include "fs/superblock.h"
+#include "fs/device/device_probe.h"
+#include "fs/meta/superblock.h"
 #include "geometry/flash_fit.h"
 #include "geometry/load.h"
 #include "tests/unit/geometry_errors.h"

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "fs/array_file.h"
+#include "fs/array/array_file.h"
 #include "geometry/flash.h"
 #include "geometry/load.h"
 #include "layouts/io_plan.h"

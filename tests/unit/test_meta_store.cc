@@ -1,5 +1,5 @@
-// The metadata store (fs/meta_store.h): basics, group commit, checkpoints,
-// crash consistency at random cut points (fs/fault_device.h), corruption,
+// The metadata store (fs/meta/meta_store.h): basics, group commit, checkpoints,
+// crash consistency at random cut points (fs/device/fault_device.h), corruption,
 // decoder robustness, speed.
 #include <catch2/catch.hpp>
 #include <xxhash.h>
@@ -17,10 +17,10 @@
 #include <unistd.h>
 #include <vector>
 
-#include "fs/block_device.h"
-#include "fs/fault_device.h"
-#include "fs/meta_codec.h"
-#include "fs/meta_store.h"
+#include "fs/device/block_device.h"
+#include "fs/device/fault_device.h"
+#include "fs/meta/meta_codec.h"
+#include "fs/meta/meta_store.h"
 
 using namespace mmfs::fs;
 

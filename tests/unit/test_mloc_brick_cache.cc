@@ -1,9 +1,9 @@
-// The process-wide cache of decoded mloc chunks (fs/mloc_brick_cache.h).
+// The process-wide cache of decoded mloc chunks (fs/mloc/mloc_brick_cache.h).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 
-#include "fs/mloc_brick_cache.h"
+#include "fs/mloc/mloc_brick_cache.h"
 
 using mmfs::fs::AlignedBuffer;
 using mmfs::fs::MlocBrickCache;

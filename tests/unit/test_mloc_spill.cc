@@ -1,4 +1,4 @@
-// The mloc encoder's temporary runs (fs/mloc_spill.h): pieces come back in
+// The mloc encoder's temporary runs (fs/mloc/mloc_spill.h): pieces come back in
 // key order across runs, byte for byte, through windows smaller and larger
 // than a piece; runs with no room stay in memory; hold_all frees the
 // temporary sectors; every temporary sector is free again afterwards.
@@ -11,11 +11,11 @@
 #include <random>
 #include <vector>
 
-#include "fs/allocator.h"
-#include "fs/fault_device.h"
-#include "fs/mloc_image.h"
-#include "fs/mloc_spill.h"
-#include "fs/sector_io.h"
+#include "fs/meta/allocator.h"
+#include "fs/device/fault_device.h"
+#include "fs/mloc/mloc_image.h"
+#include "fs/mloc/mloc_spill.h"
+#include "fs/device/sector_io.h"
 #include "fs_test_support.h"
 
 using namespace mmfs;

@@ -1,4 +1,4 @@
-// NbdDevice (fs/nbd_device.h) against real NBD servers: nbdkit's memory and
+// NbdDevice (fs/device/nbd_device.h) against real NBD servers: nbdkit's memory and
 // file plugins on unix sockets in a scratch directory, started as children
 // and always stopped (NbdServer's destructor), whatever the test's outcome.
 #include <catch2/catch.hpp>
@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "fs/block_device.h"
-#include "fs/nbd_device.h"
+#include "fs/device/block_device.h"
+#include "fs/device/nbd_device.h"
 
 extern char** environ;
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "fs/array_file.h"
-#include "fs/cell_checksums.h"
+#include "fs/array/array_file.h"
+#include "fs/meta/cell_checksums.h"
 #include "geometry/load.h"
 #include "layouts/cell_blocks.h"
 #include "layouts/io_plan.h"

@@ -1,4 +1,4 @@
-// Plain files (fs/plain_file.h): random writes, sparse holes, truncate and
+// Plain files (fs/file/plain_file.h): random writes, sparse holes, truncate and
 // fallocate against a byte model; commit and reopen; whole-track growth;
 // block checksums; space accounting with the allocator.
 #include <catch2/catch.hpp>
@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "fs/fault_device.h"
-#include "fs/fsck.h"
-#include "fs/plain_file.h"
-#include "fs/sector_io.h"
-#include "fs/volume.h"
+#include "fs/device/fault_device.h"
+#include "fs/volume/fsck.h"
+#include "fs/file/plain_file.h"
+#include "fs/device/sector_io.h"
+#include "fs/volume/volume.h"
 #include "geometry/load.h"
 #include "fs_test_support.h"
 

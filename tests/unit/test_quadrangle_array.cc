@@ -7,8 +7,8 @@
 #include <map>
 #include <set>
 
-#include "fs/allocator.h"
-#include "fs/array_layout.h"
+#include "fs/meta/allocator.h"
+#include "fs/array/array_layout.h"
 #include "layouts/io_plan.h"
 #include "layouts/layout.h"
 #include "layouts/quadrangle_array.h"

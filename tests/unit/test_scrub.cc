@@ -1,4 +1,4 @@
-// The scrub (fs/scrub_map.h, fs/scrub.h, fs/scrub_runner.h; issue 17),
+// The scrub (fs/scrub/scrub_map.h, fs/scrub/scrub.h, fs/scrub/scrub_runner.h; issue 17),
 // without a mount: coverage counting, the owner of each sector, gathering a
 // multi-sector cell from sectors arriving in any order, a flipped byte found
 // and named (and a rewrite's race not reported), the whole engine over real
@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "array_test_support.h"
-#include "fs/cell_checksums.h"
-#include "fs/plain_file.h"
-#include "fs/scrub.h"
-#include "fs/scrub_map.h"
-#include "fs/scrub_runner.h"
+#include "fs/meta/cell_checksums.h"
+#include "fs/file/plain_file.h"
+#include "fs/scrub/scrub.h"
+#include "fs/scrub/scrub_map.h"
+#include "fs/scrub/scrub_runner.h"
 #include "fs_test_support.h"
 #include "geometry/memstore.h"
 #include "mems_test_support.h"

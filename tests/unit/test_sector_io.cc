@@ -6,9 +6,9 @@
 #include <random>
 #include <vector>
 
-#include "fs/block_device.h"
-#include "fs/fault_device.h"
-#include "fs/sector_io.h"
+#include "fs/device/block_device.h"
+#include "fs/device/fault_device.h"
+#include "fs/device/sector_io.h"
 #include "geometry/flash.h"
 
 using namespace mmfs;

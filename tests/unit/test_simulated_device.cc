@@ -5,8 +5,8 @@
 #include <cstring>
 #include <random>
 
-#include "fs/fault_device.h"
-#include "fs/simulated_device.h"
+#include "fs/device/fault_device.h"
+#include "fs/device/simulated_device.h"
 #include "geometry/load.h"
 
 using namespace mmfs;

@@ -3,7 +3,7 @@
 #include <random>
 #include <vector>
 
-#include "fs/superblock.h"
+#include "fs/meta/superblock.h"
 
 using namespace mmfs::fs;
 

@@ -1,4 +1,4 @@
-// View path resolution below A@ (fs/view_path.h, SPEC §5): every grammar
+// View path resolution below A@ (fs/paths/view_path.h, SPEC §5): every grammar
 // row, listings, errnos, box selectors against numpy's semantics, and PLoD's
 // byte fill.
 #include <catch2/catch.hpp>
@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include "fs/view_path.h"
+#include "fs/paths/view_path.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;

@@ -1,5 +1,5 @@
 // Volumes: format, open, fsck, and crash consistency of the whole metadata
-// path (fs/volume.h, fs/metadata.h, fs/fsck.h) on the fault-injecting device.
+// path (fs/volume/volume.h, fs/meta/metadata.h, fs/volume/fsck.h) on the fault-injecting device.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -11,9 +11,9 @@
 #include <map>
 #include <random>
 
-#include "fs/fault_device.h"
-#include "fs/fsck.h"
-#include "fs/volume.h"
+#include "fs/device/fault_device.h"
+#include "fs/volume/fsck.h"
+#include "fs/volume/volume.h"
 #include "geometry/load.h"
 
 using namespace mmfs;

@@ -1,4 +1,4 @@
-// Volumes of several devices (fs/volume_members.cc, fs/striped_device.h):
+// Volumes of several devices (fs/volume/volume_members.cc, fs/device/striped_device.h):
 // format, identity checks, where bytes land on the members, RAID 1 failover,
 // recording and rebuild, RAID 0 errors. Members are in-memory devices.
 #include <catch2/catch.hpp>
@@ -10,9 +10,9 @@
 #include <random>
 #include <set>
 
-#include "fs/fault_device.h"
-#include "fs/simulated_device.h"
-#include "fs/volume.h"
+#include "fs/device/fault_device.h"
+#include "fs/device/simulated_device.h"
+#include "fs/volume/volume.h"
 #include "geometry/load.h"
 #include "geometry/striped.h"
 #include "layouts/layout.h"

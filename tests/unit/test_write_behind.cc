@@ -1,4 +1,4 @@
-// Write-behind (fs/write_behind.h): queued writes are applied in order by one
+// Write-behind (fs/array/write_behind.h): queued writes are applied in order by one
 // worker; whatever locks the array first waits for the writes queued before
 // it; a failed queued write is reported once, by the next write, FLUSH or
 // fsync; the array file's daemon path (ArrayFile::write_behind) against a
@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "array_test_support.h"
-#include "fs/array_file.h"
-#include "fs/fault_device.h"
-#include "fs/write_behind.h"
+#include "fs/array/array_file.h"
+#include "fs/device/fault_device.h"
+#include "fs/array/write_behind.h"
 #include "fs_test_support.h"
 
 using namespace mmfs;

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "fs/allocator.h"
+#include "fs/meta/allocator.h"
 
 namespace mmfs::bench {
 

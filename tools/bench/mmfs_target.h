@@ -1,4 +1,4 @@
-// An mmfs array as the daemon places it (fs/array_file.cc ArrayFile::build):
+// An mmfs array as the daemon places it (fs/array/array_file.cc ArrayFile::build):
 // the schema's cell or the daemon's default brick, the default dimension
 // order, the layout from layouts::make_layout and whole-track extents from the
 // daemon's allocator (fs::Allocator) on an otherwise empty data area. Plans

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "fs/volume.h"
+#include "fs/volume/volume.h"
 #include "geometry/load.h"
 #include "layouts/multimap.h"
 

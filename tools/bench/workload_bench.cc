@@ -6,7 +6,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "fs/array_schema.h"
+#include "fs/array/array_schema.h"
 #include "geometry/load.h"
 #include "tools/bench/baselines.h"
 #include "tools/bench/mmfs_target.h"

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <variant>
 
-#include "fs/view_path.h"
+#include "fs/paths/view_path.h"
 
 namespace mmfs::bench {
 namespace {

@@ -8,11 +8,11 @@
 #include <span>
 #include <vector>
 
-#include "fs/fault_device.h"
-#include "fs/meta_codec.h"
-#include "fs/meta_store.h"
-#include "fs/metadata.h"
-#include "fs/superblock.h"
+#include "fs/device/fault_device.h"
+#include "fs/meta/meta_codec.h"
+#include "fs/meta/meta_store.h"
+#include "fs/meta/metadata.h"
+#include "fs/meta/superblock.h"
 
 using namespace mmfs::fs;
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <variant>
 
-#include "fs/array_schema.h"
-#include "fs/view_path.h"
+#include "fs/array/array_schema.h"
+#include "fs/paths/view_path.h"
 #include "tools/h5/dataset_info.h"
 #include "tools/h5/file_io.h"
 #include "tools/h5/tool_error.h"

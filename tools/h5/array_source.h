@@ -1,5 +1,5 @@
 // mmfs-export's SRC: an array file, or a data view of one (SPEC §5,
-// fs/view_path.h), found and checked through the mount only.
+// fs/paths/view_path.h), found and checked through the mount only.
 //
 // The array is the first path component `X@` whose prefix X is a file with
 // user.mmfs.shape (so `a@/plod/3@/box/1:4,:` finds `a`, not `a@/plod/3`);
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "fs/array_schema.h"
+#include "fs/array/array_schema.h"
 #include "layouts/selection.h"
 
 namespace mmfs::h5 {

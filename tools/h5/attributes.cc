@@ -11,7 +11,7 @@
 #include <optional>
 #include <variant>
 
-#include "fs/array_schema.h"
+#include "fs/array/array_schema.h"
 #include "tools/h5/dtype_map.h"
 #include "tools/h5/hdf5_handle.h"
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "fs/view_path.h"
+#include "fs/paths/view_path.h"
 #include "tools/h5/tool_error.h"
 
 namespace mmfs::h5 {

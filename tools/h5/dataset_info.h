@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "fs/array_schema.h"
+#include "fs/array/array_schema.h"
 
 namespace mmfs::h5 {
 

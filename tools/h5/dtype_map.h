@@ -13,7 +13,7 @@
 #include <string_view>
 #include <variant>
 
-#include "fs/array_schema.h"
+#include "fs/array/array_schema.h"
 
 namespace mmfs::h5 {
 

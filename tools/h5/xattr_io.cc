@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "fs/error_log.h"
+#include "fs/util/error_log.h"
 
 namespace mmfs::h5 {
 

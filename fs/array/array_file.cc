@@ -1,0 +1,1281 @@
+#include "fs/array/array_file.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include "fs/array/array_layout.h"
+#include "layouts/capsule.h"
+#include "layouts/default_layout.h"
+#include "layouts/multimap.h"
+#include "layouts/quadrangle_array.h"
+#include "layouts/selection_chunks.h"
+
+namespace mmfs::fs {
+
+using layouts::CellGrid;
+using layouts::DimRange;
+using layouts::Selection;
+
+namespace {
+
+// Room for the chunk a reader is in, the one before it (requests still in
+// flight) and the prefetched ones ahead: at most this many, and this many
+// bytes unless three chunks need more.
+constexpr std::size_t kCachedChunks = 6;
+constexpr std::uint64_t kCacheBytes = 192ull << 20;
+// A larger chunk is chosen when the model reads it at least this much
+// cheaper per byte: it costs memory and the first bytes' latency.
+constexpr double kChunkGain = 0.9;
+// Relayout and conversion copy in slabs of about this size.
+constexpr std::uint64_t kCopyBudget = 64ull << 20;
+
+// The layouts this release places; the others of SPEC §4 are accepted names.
+bool layout_implemented(const std::string& name) {
+  return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap" || name == "quadrangle" ||
+         name == "capsule" || name == "mloc";
+}
+
+bool is_mloc(const ArraySchema& s) { return s.layout == "mloc"; }
+
+// On a geometry that knows the machine's costs (a measured one), a view's
+// plan predicts the read, not only its device time: modeled_ms becomes the
+// whole read (layouts::modeled_read_ms), device_ms the device's part and
+// host_ms what the machine adds to it.
+void add_host_time(const geom::HostCost& host, double device_ms, double read_ms, nlohmann::json* plan) {
+  if (host.empty()) return;
+  (*plan)["device_ms"] = device_ms;
+  (*plan)["host_ms"] = read_ms - device_ms;
+  (*plan)["modeled_ms"] = read_ms;
+}
+
+// Incomplete cells are kept up to this much memory per array, whatever its cells.
+constexpr std::uint64_t kIncompleteCap = 512ull << 20;
+
+// Cells a writer has only partly written stay in memory (writing them now
+// means reading them back when the rest arrives), so a sequential writer
+// writes each cell once. A sequential writer's incomplete cells are the slab
+// of cells (cell[0] rows of the first dimension) it is in, and the next one
+// as it crosses into it: two slabs are kept, at least half the dirty limit,
+// at most kIncompleteCap. (Half the limit alone was exactly one slab of
+// 16x16x4 float64 cells across a (1024, 1024, 256) array, so every slab was
+// written unfinished and read back: ingest ran at 115 MB/s.)
+std::uint64_t incomplete_allowance(const ArrayState& state) {
+  const layouts::CellGrid& g = state.grid();
+  const std::uint64_t slab = g.cells() / g.grid()[0] * state.cell_storage();
+  return std::min(kIncompleteCap, std::max(ArrayFile::kDirtyLimit / 2, 2 * slab));
+}
+
+bool keep_incomplete(const ArrayState& state) {
+  return state.incomplete_dirty_bytes() < incomplete_allowance(state);
+}
+
+// What a placement's dirty cells call for after a write.
+enum class DirtyAction { none, complete_cells, all_cells };
+// Complete cells go out once they fill the dirty limit, in one batch (not a
+// few at a time beside a large set of kept incomplete ones: each write-back
+// costs a device flush and a commit); incomplete ones stay while they fit
+// their allowance and `may_keep` (no index delta needs them on the device);
+// otherwise every dirty cell goes.
+DirtyAction at_dirty_limit(const ArrayState& state, bool may_keep) {
+  if (state.dirty_bytes() < ArrayFile::kDirtyLimit) return DirtyAction::none;
+  if (!may_keep || !keep_incomplete(state)) return DirtyAction::all_cells;
+  return state.dirty_bytes() - state.incomplete_dirty_bytes() >= ArrayFile::kDirtyLimit ? DirtyAction::complete_cells
+                                                                                          : DirtyAction::none;
+}
+
+}  // namespace
+
+
+ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state)
+    : ctx_(ctx), ino_(ino), schema_(std::move(schema)), state_(std::move(state)),
+      bytes_(state_ ? state_->bytes() : array_bytes(schema_)),
+      write_behind_(std::make_unique<WriteBehind>(
+          [this](std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message) {
+            return write(offset, data, length, message);
+          })) {
+  mu_.set_write_behind(write_behind_.get());
+}
+
+int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
+                     std::unique_ptr<ArrayState>* out, std::string* message, const std::vector<Extent>* given) {
+  if (!layout_implemented(schema.layout)) {
+    *message = fmt::format("user.mmfs.layout: '{}' is not implemented in this release (use naive, zorder, hilbert, "
+                           "multimap, quadrangle, capsule or mloc)", schema.layout);
+    return ENOTSUP;
+  }
+  if (schema.layout == "capsule" && ctx.geometry.kind() != geom::DeviceKind::Mems) {
+    *message = fmt::format("user.mmfs.layout: 'capsule' needs a MEMS volume (equivalence classes); this volume's "
+                           "geometry '{}' has none", ctx.geometry.name());
+    return ENOTSUP;
+  }
+  if (schema.layout == "quadrangle" && ctx.geometry.kind() != geom::DeviceKind::Disk) {
+    *message = fmt::format("user.mmfs.layout: 'quadrangle' needs a disk volume (Atropos quadrangles are built from "
+                           "tracks and head switches); this volume's geometry '{}' is a {} device",
+                           ctx.geometry.name(), ctx.geometry.kind() == geom::DeviceKind::Mems ? "MEMS" : "flash");
+    return ENOTSUP;
+  }
+  if (schema.compress != "none" && !is_mloc(schema)) {
+    *message = "user.mmfs.compress: compression comes with the mloc layout, not implemented in this release";
+    return ENOTSUP;
+  }
+  std::unique_ptr<layouts::Layout> layout;
+  try {
+    layout = make_array_layout(ctx.geometry, schema);
+  } catch (const std::exception& e) {
+    *message = e.what();
+    return EINVAL;
+  }
+  std::vector<Extent> extents;
+  if (given) {
+    extents = *given;
+  } else if (allocate) {
+    layouts::SpaceRequest req = layout->space();
+    if (int r = ctx.allocator.allocate(req, &extents)) {
+      *message = fmt::format("the array needs {} MiB of {} on the device; {} MiB are free",
+                             req.sectors * ctx.geometry.sector_size() >> 20,
+                             req.shape == layouts::SpaceShape::TrackGroups ? "track groups" : "whole tracks",
+                             ctx.allocator.free_sectors() * ctx.geometry.sector_size() >> 20);
+      return r;
+    }
+  } else {
+    extents = ctx.metadata.extents(ino);
+  }
+  try {
+    layout->place(extents);
+  } catch (const std::exception& e) {
+    if (allocate && !given)
+      for (const Extent& x : extents) ctx.allocator.free(x);
+    *message = fmt::format("the stored placement does not fit the layout: {}", e.what());
+    return EUCLEAN;
+  }
+  std::uint64_t cells = layout->grid().cells();
+  const ChecksumBlocks blocks = checksum_blocks(layout->grid().cell_bytes(), layout->sectors_per_cell(),
+                                                ctx.geometry.sector_size(), schema.checksum_block);
+  try {
+    const bool fresh = allocate || given;
+    CellChecksums sums = fresh ? CellChecksums::fresh(ino, cells, 'c', blocks)
+                               : CellChecksums(ctx.metadata.store(), ino, cells, 'c', blocks);
+    CellChecksums alt = fresh ? CellChecksums::fresh(ino, cells, 'a', blocks)
+                              : CellChecksums(ctx.metadata.store(), ino, cells, 'a', blocks);
+    *out = std::make_unique<ArrayState>(std::move(layout), std::move(sums), std::move(alt), ctx.io);
+  } catch (const std::bad_alloc&) {
+    // The checksum tables (8 bytes per cell in memory) do not fit: give the space back.
+    if (allocate && !given)
+      for (const Extent& x : extents) ctx.allocator.free(x);
+    *message = fmt::format("the array's {} cells need {} MiB of checksum tables in memory, more than is available",
+                           cells, cells * blocks.per_cell * 8 >> 20);
+    return ENOMEM;
+  }
+  return 0;
+}
+
+int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, std::shared_ptr<ArrayFile>* out,
+                    std::string* message) {
+  std::unique_ptr<ArrayState> state;
+  std::unique_ptr<MlocImage> image;
+  // A sealed mloc array has an image and no cells; one being written has
+  // its staging cells (and no image).
+  if (is_mloc(schema) && ctx.metadata.extents(ino).empty()) {
+    MlocParams params;
+    if (int r = mloc_params(schema.shape, schema.dtype.name, schema.chunk, schema.priority, schema.compress,
+                            schema.bins, &params, message))
+      return r;
+    if (int r = MlocImage::load(ctx.metadata, ctx.io, ino, params, &image, message)) return r;
+    if (!image)
+      if (int r = MlocImage::empty(params, ctx.io, &image, message)) return r;
+  } else {
+    if (int r = build(ctx, ino, schema, false, &state, message)) return r;
+    std::uint64_t settled = 0;
+    if (int r = state->settle_torn_rewrites(&settled)) {
+      *message = "reading the cells a crash interrupted the rewrite of failed";
+      return r;
+    }
+  }
+  std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, ino, schema, std::move(state)));
+  a->mloc_ = std::move(image);
+  {
+    std::unique_lock lock(a->mu_);
+    if (int r = a->load_index_locked(message)) return r;
+  }
+  *out = std::move(a);
+  return 0;
+}
+
+int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, std::vector<Extent> dropped,
+                                bool drop_old_sums, const Inode* inode, std::string* message) {
+  // The new cells must be on stable storage before the record that points at them.
+  if (int r = ctx_.io.flush()) {
+    *message = "device flush failed";
+    return r;
+  }
+  WriteBatch batch;
+  batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(schema));
+  batch.put(keys::extents(ino_), encode_extents(state.layout().extents()));
+  MlocImage::stage_removal(ctx_.metadata, ino_, batch, &dropped);  // cells replace an mloc image
+  if (drop_old_sums) {
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
+  }
+  state.sums().stage(batch);
+  int r = inode ? ctx_.metadata.apply_with_inode(
+                      ino_, [&](Inode& n) { n.size = inode->size; }, std::move(batch), std::move(dropped))
+                : ctx_.metadata.apply(batch, std::move(dropped));
+  if (r) {
+    *message = "metadata commit failed";
+    return r;
+  }
+  // From here the store points at the new placement: a failing sync is
+  // reported, but the switch stands (the caller must not free the new extents).
+  if (int r = ctx_.metadata.sync()) {
+    *message = "metadata sync failed";
+    return -r;
+  }
+  return 0;
+}
+
+ArraySchema placed_schema(const ArrayContext& ctx, const ArraySchema& schema) {
+  ArraySchema placed = schema;
+  if (!is_mloc(schema)) placed.checksum_block = checksum_block_bytes(ctx.geometry.sector_size());
+  return placed;
+}
+
+int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySchema& requested, PlainFile* source,
+                      std::shared_ptr<ArrayFile>* out, std::string* message) {
+  const ArraySchema schema = placed_schema(ctx, requested);
+  if (is_mloc(schema) && (source == nullptr || source->size() == 0)) {
+    // Nothing to place: an empty image (no space) until the first write.
+    std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, inode.ino, schema, nullptr));
+    MlocParams params;
+    if (int r = a->mloc_params_of(schema, &params, message)) return r;
+    if (int r = MlocImage::empty(params, ctx.io, &a->mloc_, message)) return r;
+    WriteBatch batch;
+    batch.put(keys::xattr(inode.ino, kSchemaXattr), encode_schema(schema));
+    std::vector<Extent> dropped = ctx.metadata.extents(inode.ino);
+    if (!dropped.empty()) batch.del(keys::extents(inode.ino));
+    CellChecksums::stage_removal(ctx.metadata.store(), inode.ino, batch);
+    CellChecksums::stage_removal(ctx.metadata.store(), inode.ino, batch, 'a');
+    const std::uint64_t size = a->bytes_;
+    if (int r = ctx.metadata.apply_with_inode(
+            inode.ino, [&](Inode& n) { n.size = size; }, std::move(batch), std::move(dropped))) {
+      *message = "metadata commit failed";
+      return r;
+    }
+    if (int r = ctx.metadata.sync()) {
+      *message = "metadata sync failed";
+      return r;
+    }
+    if (schema.index != "none") {
+      std::unique_lock lock(a->mu_);
+      if (int e = a->load_index_locked(message)) return e;
+    }
+    *out = std::move(a);
+    return 0;
+  }
+  std::unique_ptr<ArrayState> state;
+  if (int r = build(ctx, inode.ino, schema, true, &state, message)) return r;
+  std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, inode.ino, schema, nullptr));
+  a->bytes_ = state->bytes();
+  auto release = [&] {
+    for (const Extent& e : state->layout().extents()) ctx.allocator.free(e);
+  };
+  if (source != nullptr && source->size() > 0) {
+    AlignedBuffer buf(kCopyBudget);
+    for (std::uint64_t off = 0; off < a->bytes_; off += kCopyBudget) {
+      std::size_t n = std::size_t(std::min<std::uint64_t>(kCopyBudget, a->bytes_ - off)), got = 0;
+      if (int r = source->read(off, n, buf.data(), &got); r || got != n) {
+        release();
+        *message = "reading the file's bytes failed";
+        return r ? r : EIO;
+      }
+      state->write_bytes(off, buf.data(), n);
+      if (const DirtyAction act = at_dirty_limit(*state, true); act != DirtyAction::none) {
+        std::uint64_t bad = 0;
+        if (int r = state->write_back(&bad, nullptr, act == DirtyAction::complete_cells)) {
+          release();
+          *message = "writing the array's cells failed";
+          return r;
+        }
+      }
+    }
+    std::uint64_t bad = 0;
+    if (int r = state->write_back(&bad, nullptr)) {
+      release();
+      *message = "writing the array's cells failed";
+      return r;
+    }
+  }
+  // The plain file's blocks and their checksums go with the same commit.
+  std::vector<Extent> dropped = ctx.metadata.extents(inode.ino);
+  Inode n = inode;
+  n.size = a->bytes_;
+  a->schema_ = schema;
+  a->state_ = std::move(state);
+  int r = a->commit_placement(schema, *a->state_, std::move(dropped), true, &n, message);
+  if (r > 0) {  // not applied: the new extents are nobody's
+    a->release_placement_on_failure();
+    return r;
+  }
+  if (r == 0 && is_mloc(schema)) {
+    // The bytes are placed (staging cells): encode them now, as a close would.
+    std::unique_lock lock(a->mu_);
+    if (int e = a->seal_locked(schema, message)) return e;
+  }
+  if (r == 0 && schema.index != "none") {
+    // The index goes with its own commit: a crash before it leaves an array
+    // whose index is built when it is next loaded.
+    std::unique_lock lock(a->mu_);
+    if (int e = a->load_index_locked(message)) return e;
+  }
+  *out = std::move(a);
+  return -r;  // applied; a failed sync is still an error for the caller
+}
+
+void ArrayFile::release_placement_on_failure() {
+  if (!state_) return;
+  for (const Extent& e : state_->layout().extents()) ctx_.allocator.free(e);
+  state_.reset();
+  ++placement_epoch_;
+}
+
+ArraySchema ArrayFile::schema() const {
+  std::shared_lock lock(mu_);
+  return schema_;
+}
+
+std::uint64_t ArrayFile::device_bytes() const {
+  std::shared_lock lock(mu_);
+  if (!state_) return mloc_->device_bytes();
+  std::uint64_t s = 0;
+  for (const Extent& e : state_->layout().extents()) s += e.sectors;
+  return s * ctx_.geometry.sector_size();
+}
+
+bool ArrayFile::holds_data() const {
+  std::shared_lock lock(mu_);
+  return holds_data_locked();
+}
+
+std::string ArrayFile::bad_cell_message(std::uint64_t cell) const {
+  return fmt::format("cell {} failed its checksum (the device returned other bytes than were written)", cell);
+}
+
+int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_only) {
+  if (retired_) return 0;
+  if (has_dirty_locked()) {
+    if (int r = index_before_write_back_locked(message)) return r;
+    std::uint64_t bad = 0;
+    auto make_durable = [&](WriteBatch& alternatives) {
+      if (int r = ctx_.metadata.apply(alternatives, {})) return r;
+      return ctx_.metadata.sync();
+    };
+    if (int r = state_->write_back(&bad, make_durable, complete_only)) {
+      *message = r == EIO ? bad_cell_message(bad) : "writing cells failed";
+      return r;
+    }
+    // Data before the checksums that describe it.
+    if (int r = ctx_.io.flush()) {
+      *message = "device flush failed";
+      return r;
+    }
+    WriteBatch batch;
+    state_->sums().stage(batch);
+    state_->alternatives().stage(batch);
+    // The index's delta commits with the checksums of the cells it describes.
+    std::vector<Extent> dropped;
+    if (int r = index_after_write_back_locked(batch, &dropped, message)) return r;
+    if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+      *message = "metadata commit failed";
+      return r;
+    }
+  }
+  if (durable)
+    if (int r = ctx_.metadata.sync()) {
+      *message = "metadata sync failed";
+      return r;
+    }
+  return 0;
+}
+
+int ArrayFile::flush(bool durable, std::string* message) {
+  if (int r = write_behind_->take_error(message)) return r;
+  std::unique_lock lock(mu_);
+  return flush_locked(durable, message);
+}
+
+int ArrayFile::flush_periodic(std::string* message) {
+  std::unique_lock lock(mu_);
+  const std::uint64_t now = generation_.load();
+  const bool writing = now != periodic_generation_;
+  periodic_generation_ = now;
+  return flush_locked(false, message, writing && state_ && !index_ && keep_incomplete(*state_));
+}
+
+int ArrayFile::settle(std::string* message) {
+  if (int r = write_behind_->take_error(message)) return r;
+  std::unique_lock lock(mu_);
+  if (retired_) return 0;
+  if (is_mloc(schema_) && state_) return seal_locked(schema_, message);
+  return flush_locked(true, message);
+}
+
+int ArrayFile::mloc_params_of(const ArraySchema& schema, MlocParams* out, std::string* message) const {
+  return mloc_params(schema.shape, schema.dtype.name, schema.chunk, schema.priority, schema.compress, schema.bins,
+                     out, message);
+}
+
+int ArrayFile::read_selection_locked(const Selection& selection, std::uint32_t keep, std::byte* out,
+                                     std::uint64_t* bytes_read, std::string* message,
+                                     const std::function<void()>& device_done, AlignedBuffer* scratch, bool once) {
+  std::uint64_t ignored = 0;
+  if (!bytes_read) bytes_read = &ignored;
+  if (!state_) {
+    int r = mloc_->read_selection(selection, keep, out, bytes_read, message, once);
+    if (device_done) device_done();
+    return r;
+  }
+  constexpr std::uint64_t kNoBadCell = ~std::uint64_t{0};  // the device failed, not a checksum
+  std::uint64_t bad = kNoBadCell;
+  if (int r = state_->read_selection(selection, out, &bad, device_done, bytes_read, scratch)) {
+    *message = r == EIO && bad != kNoBadCell ? bad_cell_message(bad)
+               : r == ENOMEM                 ? "out of memory while verifying the cells read"
+                                             : "device read failed";
+    return r;
+  }
+  return 0;
+}
+
+int ArrayFile::read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message,
+                                AlignedBuffer* scratch) {
+  const CellGrid& g = grid_locked();
+  std::vector<DimRange> dims;
+  for (std::size_t d = 0; d < g.dims(); ++d) dims.push_back(DimRange{0, g.shape()[d], 1, false});
+  dims[0] = DimRange{row, row + rows, 1, false};
+  return read_selection_locked(Selection(dims), 0, out, nullptr, message, {}, scratch);
+}
+
+int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<MlocImage> image, std::string* message,
+                                   std::unique_ptr<ArrayIndex> fresh_index) {
+  // The image is on stable storage (encode flushed it) before the record.
+  WriteBatch batch;
+  std::vector<Extent> dropped;
+  batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(next));
+  if (mloc_ && mloc_->holds_data()) dropped = mloc_->extents();
+  if (image->holds_data()) {
+    image->stage(ino_, batch);
+  } else if (mloc_ && mloc_->holds_data()) {
+    batch.del(keys::mloc_record(ino_));
+    batch.del(keys::mloc_extents(ino_));
+  }
+  if (state_) {
+    batch.del(keys::extents(ino_));
+    for (const Extent& e : state_->layout().extents()) dropped.push_back(e);
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
+  }
+  if (fresh_index) {
+    fresh_index->stage(batch);
+    if (index_) {
+      const std::vector<Extent> old = index_->extents();
+      dropped.insert(dropped.end(), old.begin(), old.end());
+    }
+  }
+  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+    image->release(ctx_.allocator);
+    if (fresh_index) fresh_index->release();
+    *message = "metadata commit failed";
+    return r;
+  }
+  // The switch stands from here; a failing sync is still reported.
+  state_.reset();
+  ++placement_epoch_;
+  mloc_ = std::move(image);
+  if (fresh_index) {
+    index_ = std::move(fresh_index);
+    partial_rows_.clear();
+  }
+  schema_ = next;
+  ++generation_;
+  if (int r = ctx_.metadata.sync()) {
+    *message = "metadata sync failed";
+    return r;
+  }
+  return 0;
+}
+
+int ArrayFile::seal_locked(const ArraySchema& next, std::string* message) {
+  if (state_)
+    if (int r = flush_locked(false, message)) return r;
+  MlocParams params;
+  if (int r = mloc_params_of(next, &params, message)) return r;
+  std::unique_ptr<MlocImage> image;
+  if (holds_data_locked()) {
+    AlignedBuffer scratch;  // the staging placement's sectors, one slab after another
+    auto read = [&](std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* msg) {
+      return read_rows_locked(row, rows, out, msg, &scratch);
+    };
+    if (int r = MlocImage::encode(params, read, ctx_.allocator, ctx_.io, &image, message)) return r;
+  } else {
+    if (int r = MlocImage::empty(params, ctx_.io, &image, message)) return r;
+  }
+  return commit_image_locked(next, std::move(image), message);
+}
+
+int ArrayFile::unseal_locked(bool copy, std::string* message) {
+  std::unique_ptr<ArrayState> staging;
+  if (int r = build(ctx_, ino_, schema_, true, &staging, message)) return r;
+  auto release = [&] {
+    for (const Extent& e : staging->layout().extents()) ctx_.allocator.free(e);
+  };
+  if (copy && mloc_->holds_data()) {
+    const auto& shape = schema_.shape;
+    const std::uint64_t row = array_bytes(schema_) / shape[0];
+    const std::uint64_t rows = std::max<std::uint64_t>(1, kCopyBudget / std::max<std::uint64_t>(1, row));
+    AlignedBuffer buf(std::min(rows, shape[0]) * row), scratch;
+    for (std::uint64_t r0 = 0; r0 < shape[0]; r0 += rows) {
+      const std::uint64_t n = std::min(rows, shape[0] - r0);
+      if (int r = read_rows_locked(r0, n, buf.data(), message, &scratch)) {
+        release();
+        return r;
+      }
+      staging->write_bytes(r0 * row, buf.data(), n * row);
+      const DirtyAction act = r0 + n == shape[0] ? DirtyAction::all_cells : at_dirty_limit(*staging, true);
+      if (act != DirtyAction::none) {
+        std::uint64_t bad = 0;
+        if (int r = staging->write_back(&bad, nullptr, act == DirtyAction::complete_cells)) {
+          release();
+          *message = "writing the staging placement failed";
+          return r;
+        }
+      }
+    }
+  }
+  // commit_placement drops the image's records; its extents go with them.
+  int r = commit_placement(schema_, *staging, {}, true, nullptr, message);
+  if (r > 0) {
+    release();
+    return r;
+  }
+  state_ = std::move(staging);
+  ++placement_epoch_;
+  mloc_.reset();
+  return -r;
+}
+
+namespace {
+int past_the_end(std::uint64_t offset, std::size_t length, std::uint64_t bytes, std::string* message) {
+  if (offset <= bytes && length <= bytes - offset) return 0;
+  *message = fmt::format("write of {} bytes at offset {} passes the array's end ({} bytes: the shape fixes the size)",
+                         length, offset, bytes);
+  return EFBIG;
+}
+}  // namespace
+
+int ArrayFile::write_behind(std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message) {
+  if (int r = past_the_end(offset, length, bytes_, message)) return r;
+  if (length == 0) return 0;
+  return write_behind_->submit(offset, data, length, message);
+}
+
+int ArrayFile::take_write_error(std::string* message) { return write_behind_->take_error(message); }
+
+int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message) {
+  std::unique_lock lock(mu_);  // on the worker: no drain (write_behind.h)
+  if (int r = past_the_end(offset, length, bytes_, message)) return r;
+  if (retired_) {
+    *message = "the array file was removed";
+    return ESTALE;
+  }
+  if (length == 0) return 0;
+  if (!state_)
+    if (int r = unseal_locked(true, message)) return r;
+  state_->write_bytes(offset, data, length);
+  note_write_locked(offset, data, length);
+  ++generation_;
+  // Without an index (whose delta reads the rows it notes back from the
+  // device), the cells a writer has not finished stay dirty.
+  const DirtyAction act = at_dirty_limit(*state_, !index_);
+  if (act != DirtyAction::none) return flush_locked(false, message, act == DirtyAction::complete_cells);
+  return 0;
+}
+
+int ArrayFile::zero(std::string* message) {
+  std::unique_lock lock(mu_);
+  if (!state_) {  // a sealed mloc array: an empty image and an index of zeros, in one commit
+    if (!mloc_->holds_data() && !index_) return 0;
+    MlocParams params;
+    std::unique_ptr<MlocImage> none;
+    if (int r = mloc_params_of(schema_, &params, message)) return r;
+    if (int r = MlocImage::empty(params, ctx_.io, &none, message)) return r;
+    std::unique_ptr<ArrayIndex> fresh;
+    if (index_) {
+      // Built while the empty image stands in: the index of all zeros.
+      std::swap(mloc_, none);
+      const int r = build_index_locked(schema_, &fresh, message);
+      std::swap(mloc_, none);
+      if (r) return r;
+    }
+    if (mloc_->holds_data()) return commit_image_locked(schema_, std::move(none), message, std::move(fresh));
+    WriteBatch batch;
+    fresh->stage(batch);
+    if (int r = ctx_.metadata.apply(batch, index_->extents())) {
+      fresh->release();
+      *message = "metadata commit failed";
+      return r;
+    }
+    index_ = std::move(fresh);
+    partial_rows_.clear();
+    return 0;
+  }
+  state_->clear();
+  ++generation_;
+  WriteBatch batch;
+  state_->sums().stage(batch);
+  state_->alternatives().stage(batch);
+  std::vector<Extent> dropped;
+  std::unique_ptr<ArrayIndex> fresh;
+  if (index_) {  // every element is zero again: so is the index
+    if (int r = build_index_locked(schema_, &fresh, message)) return r;
+    fresh->stage(batch);
+    dropped = index_->extents();
+  }
+  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+    if (fresh) fresh->release();
+    *message = "metadata commit failed";
+    return r;
+  }
+  if (fresh) index_ = std::move(fresh);
+  partial_rows_.clear();
+  return 0;
+}
+
+int ArrayFile::copy_into_locked(ArrayState& fresh, std::string* message) {
+  // Copy in slabs along dimension 0 aligned to both placements' cells, so
+  // every new cell is written whole (no read-back) exactly once.
+  const CellGrid& og = grid_locked();
+  const CellGrid& ng = fresh.grid();
+  std::uint64_t row = og.elements() / og.shape()[0] * og.itemsize();
+  std::uint64_t unit = std::lcm(og.cell()[0], ng.cell()[0]);
+  std::uint64_t rows = std::max<std::uint64_t>(1, kCopyBudget / std::max<std::uint64_t>(1, unit * row)) * unit;
+  std::uint64_t S0 = og.shape()[0];
+  AlignedBuffer buf(std::min(rows, S0) * row);
+  AlignedBuffer scratch;  // the old placement's sectors, one slab after another
+  for (std::uint64_t r0 = 0; r0 < S0; r0 += rows) {
+    std::uint64_t r1 = std::min(S0, r0 + rows);
+    std::vector<DimRange> dims;
+    for (std::size_t d = 0; d < og.dims(); ++d) dims.push_back(DimRange{0, og.shape()[d], 1, false});
+    dims[0] = DimRange{r0, r1, 1, false};
+    std::uint64_t bad = 0;
+    if (int r = read_selection_locked(Selection(dims), 0, buf.data(), nullptr, message, {}, &scratch)) return r;
+    fresh.write_bytes(r0 * row, buf.data(), (r1 - r0) * row);
+    const DirtyAction act = r1 == S0 ? DirtyAction::all_cells : at_dirty_limit(fresh, true);
+    if (act != DirtyAction::none) {
+      if (int r = fresh.write_back(&bad, nullptr, act == DirtyAction::complete_cells)) {
+        *message = "writing the new placement failed";
+        return r;
+      }
+    }
+  }
+  return 0;
+}
+
+int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
+  std::unique_lock lock(mu_);
+  if (retired_) {
+    *message = "the array file was removed";
+    return ESTALE;
+  }
+  bool data = holds_data_locked();
+  if (data && (next.shape != schema_.shape || next.dtype != schema_.dtype)) {
+    *message = "shape and dtype are frozen once the array holds data (truncate it to 0 first, or make a new file)";
+    return EBUSY;
+  }
+  bool placement = next.shape != schema_.shape || next.dtype != schema_.dtype || next.layout != schema_.layout ||
+                   next.order != schema_.order || next.cell != schema_.cell || next.basic_cube != schema_.basic_cube;
+  if (placement && schema_.table_part) {
+    *message = "the array is an attribute of a table in capsules: its placement follows the table directory's "
+               "user.mmfs.layout (and its length the directory's user.mmfs.shape)";
+    return EBUSY;
+  }
+  // An mloc image also depends on its priority, chunk, compression and bins.
+  if (is_mloc(next) && (next.priority != schema_.priority || next.chunk != schema_.chunk ||
+                        next.compress != schema_.compress || next.bins != schema_.bins))
+    placement = true;
+  if (is_mloc(next)) {
+    MlocParams params;
+    if (int r = mloc_params_of(next, &params, message)) return r;
+  }
+  if (!placement) {
+    if (next.compress != "none" && !is_mloc(next)) {
+      std::unique_ptr<ArrayState> probe;
+      // build() explains what is not implemented; nothing is allocated.
+      if (int r = build(ctx_, ino_, next, false, &probe, message); r == ENOTSUP) return r;
+    }
+    WriteBatch batch;
+    batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(next));
+    // A damaged index is replaced by any setting of user.mmfs.index, the same value included.
+    if (next.index != schema_.index || (next.bins != schema_.bins && next.index != "none") ||
+        !index_damage_.empty()) {
+      if (int r = change_index_locked(next, std::move(batch), message)) return r;
+      schema_ = next;
+      return 0;
+    }
+    if (int r = ctx_.metadata.apply(batch, {})) {
+      *message = "metadata commit failed";
+      return r;
+    }
+    if (int r = ctx_.metadata.sync()) {
+      *message = "metadata sync failed";
+      return r;
+    }
+    schema_ = next;
+    return 0;
+  }
+  if (int r = flush_locked(false, message)) return r;
+  if (is_mloc(next)) {
+    // Encoded straight from the current placement; a new shape or dtype
+    // (only before any data) changes st_size with it.
+    if (next.shape != schema_.shape || next.dtype != schema_.dtype) {
+      std::optional<Inode> inode = ctx_.metadata.inode(ino_);
+      if (inode) {
+        inode->size = array_bytes(next);
+        WriteBatch b;
+        b.put(keys::inode(ino_), encode_inode(*inode));
+        if (int r = ctx_.metadata.apply(b, {})) {
+          *message = "metadata commit failed";
+          return r;
+        }
+      }
+    }
+    const ArraySchema before = schema_;
+    if (int r = seal_locked(next, message)) return r;
+    bytes_ = array_bytes(next);
+    if (next.index != before.index || (next.bins != before.bins && next.index != "none"))
+      return change_index_locked(next, WriteBatch{}, message);
+    return 0;
+  }
+  return relayout_locked(placed_schema(ctx_, next), data, message);
+}
+
+int ArrayFile::relayout_locked(const ArraySchema& next, bool data, std::string* message) {
+  std::unique_ptr<ArrayState> fresh;
+  if (int r = build(ctx_, ino_, next, true, &fresh, message)) return r;
+  auto release = [&] {
+    for (const Extent& e : fresh->layout().extents()) ctx_.allocator.free(e);
+  };
+  if (data)
+    if (int r = copy_into_locked(*fresh, message)) {
+      release();
+      return r;
+    }
+  std::vector<Extent> dropped = state_ ? state_->layout().extents() : std::vector<Extent>{};
+  // A new shape or dtype (before any data) changes st_size with the placement.
+  std::optional<Inode> inode = ctx_.metadata.inode(ino_);
+  if (inode) inode->size = fresh->bytes();
+  int r = commit_placement(next, *fresh, std::move(dropped), true, inode ? &*inode : nullptr, message);
+  if (r > 0) {  // not applied: the old placement stands
+    release();
+    return r;
+  }
+  schema_ = next;
+  state_ = std::move(fresh);
+  ++placement_epoch_;
+  mloc_.reset();
+  bytes_ = state_->bytes();
+  ++generation_;
+  return -r;
+}
+
+std::string ArrayFile::attr_text(std::string_view name) const {
+  std::shared_lock lock(mu_);
+  // mloc bins equal-frequency by default, whatever the dtype (mloc_params).
+  if (name == "bins" && is_mloc(schema_) && schema_.bins.empty()) return "100";
+  std::string text = schema_attr_text(schema_, name);
+  if (!text.empty()) return text;
+  if (name == "cell") return layouts::join(grid_locked().cell());
+  if (name == "basic_cube") {
+    if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
+      return layouts::join(mm->basic_cube());
+    if (const auto* quad = dynamic_cast<const layouts::QuadrangleArrayLayout*>(&state_->layout()))
+      return layouts::join(quad->quadrangles().cube());  // the depth split; the primary's entry is the row
+    return "none";
+  }
+  if (name == "chunk") return mloc_ ? layouts::join(mloc_->grid().chunk()) : "none";
+  return text;
+}
+
+nlohmann::json ArrayFile::info() const {
+  std::shared_lock lock(mu_);
+  const CellGrid& g = grid_locked();
+  nlohmann::json j;
+  j["shape"] = g.shape();
+  j["dtype"] = schema_.dtype.name;
+  j["itemsize"] = g.itemsize();
+  j["layout"] = schema_.layout;
+  {
+    const layouts::DefaultLayout rule = layouts::default_layout(ctx_.geometry);
+    j["layout_rule"] = schema_.layout == rule.layout
+                           ? rule.rule
+                           : "user.mmfs.layout (the volume's default is " + rule.layout + ")";
+  }
+  // An mloc image orders its chunks along the Hilbert curve whatever the
+  // order says; its chunk grid has the default order. Show the attribute.
+  j["order"] = is_mloc(schema_) && !schema_.order.empty() ? schema_.order : g.order();
+  j["cell"] = g.cell();
+  if (state_)
+    if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
+      j["basic_cube"] = mm->basic_cube();
+  if (state_)
+    if (const auto* cap = dynamic_cast<const layouts::CapsuleLayout*>(&state_->layout())) {
+      nlohmann::json d = cap->describe();
+      j["capsule"] = {{"sectors", d["capsule_sectors"]},     {"records", d["records_per_capsule"]},
+                      {"attributes", d["attributes"]},       {"capsules", d["capsules"]},
+                      {"bands", d["bands"]},                 {"split_capsules", d["split_capsules"]},
+                      {"parallelism", d["parallelism"]}};
+    }
+  if (state_)
+    if (const auto* quad = dynamic_cast<const layouts::QuadrangleArrayLayout*>(&state_->layout())) {
+      nlohmann::json d = quad->describe();
+      for (const char* key : {"layout", "cell", "order", "sectors_per_cell", "extents"}) d.erase(key);
+      j["quadrangle"] = std::move(d);
+    }
+  j["priority"] = schema_.priority;
+  j["chunk"] = mloc_ ? nlohmann::json(mloc_->grid().chunk())
+                    : schema_.chunk.empty() ? nlohmann::json(nullptr) : nlohmann::json(schema_.chunk);
+  j["compress"] = schema_.compress;
+  j["index"] = schema_.index;
+  j["bins"] = is_mloc(schema_) && schema_.bins.empty() ? "100" : schema_attr_text(schema_, "bins");
+  j["bytes"] = bytes_.load();
+  std::uint64_t sectors = 0;
+  for (const Extent& e : state_ ? state_->layout().extents() : mloc_->extents()) sectors += e.sectors;
+  j["device_bytes"] = {{"data", sectors * ctx_.geometry.sector_size()},
+                       {"index", index_ ? index_->device_bytes() : 0}};
+  if (!index_damage_.empty()) j["index_detail"] = {{"damaged", index_damage_}};
+  if (index_) {
+    const auto& h = index_->header();
+    j["index_detail"] = {{"bins", h.binning().bins()},
+                         {"coarse_bins", h.coarse_bins()},
+                         {"bitmaps", h.directory().size()},
+                         {"object_bytes", index_->object_bytes()},
+                         {"provisional", index_->provisional()}};
+    // The edges between the value bins (bin i+1 starts at edges[i]; the
+    // first bin starts at the dtype's smallest value), when few enough to show.
+    const indexes::Binning& b = h.binning();
+    if (b.value_bins() <= 1024) {
+      nlohmann::json edges = nlohmann::json::array();
+      for (std::size_t i = 1; i < b.lower().size(); ++i) edges.push_back(indexes::key_value(b.type(), b.lower()[i]));
+      j["index_detail"]["edges"] = edges;
+    }
+  }
+  j["extents"] = state_ ? state_->layout().extents().size() : mloc_->extents().size();
+  j["geometry"] = ctx_.geometry_name;
+  if (state_) {
+    j["sectors_per_cell"] = state_->layout().sectors_per_cell();
+    j["cells"] = g.cells();
+  }
+  if (is_mloc(schema_)) {
+    // Sealed: the image's levels; being written: the staging cells.
+    j["mloc"] = mloc_ ? mloc_->describe() : nlohmann::json{{"sealed", false}, {"staging", "naive"}};
+  }
+  return j;
+}
+
+int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* message) const {
+  std::shared_lock lock(mu_);
+  try {
+    if (!state_) {
+      const layouts::IoPlan p = mloc_->plan(view.selection, view.plod_bytes, ctx_.geometry);
+      const geom::HostCost host = ctx_.geometry.host_cost();
+      *out = p.to_json();
+      add_host_time(host, p.modeled_ms, layouts::modeled_read_ms({&p, 1}, host), out);
+      return 0;
+    }
+    // The plan of the reads this view's read makes: one per chunk it is read
+    // in (load_chunk plans ch.selection(c), a single chunk included), issued
+    // one after another; one plan of the whole selection would join requests
+    // no read ever joins.
+    const std::uint64_t budget = chunk_bytes_locked(view.selection, view.spelling);
+    const layouts::SelectionChunks ch(view.selection, grid_locked(), budget);
+    std::vector<layouts::IoPlan> parts;
+    parts.reserve(ch.count());
+    for (std::uint64_t c = 0; c < ch.count(); ++c) {
+      layouts::IoPlan p = state_->plan(ch.selection(c));
+      if (p.whole_cells_ms < 0) layouts::model_plan(p, ctx_.geometry);  // else modeled when it was chosen
+      parts.push_back(std::move(p));
+    }
+    const double read_ms = layouts::modeled_read_ms(parts, ctx_.geometry.host_cost());
+    const layouts::IoPlan all = layouts::concatenate_plans(std::move(parts));
+    *out = all.to_json();
+    add_host_time(ctx_.geometry.host_cost(), all.modeled_ms, read_ms, out);
+    (*out)["chunks"] = ch.count();
+    (*out)["chunk_bytes"] = budget;
+  } catch (const std::exception& e) {
+    *message = fmt::format("planning {} failed: {}", view.spelling, e.what());
+    return EINVAL;
+  }
+  return 0;
+}
+
+int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out, std::string* message) const {
+  std::shared_lock lock(mu_);
+  if (!state_) {
+    geom::Lbn lbn = 0;
+    std::uint32_t offset = 0;
+    if (int r = mloc_->element_location(coords, &lbn, &offset, message)) return r;
+    *out = fmt::format("{} {}\n", lbn, offset);
+    return 0;
+  }
+  geom::Lbn lbn = 0;
+  std::uint32_t offset = 0;
+  state_->element_location(coords, &lbn, &offset);
+  *out = fmt::format("{} {}\n", lbn, offset);
+  return 0;
+}
+
+std::uint64_t ArrayFile::view_chunking(DataView* view, std::unique_ptr<layouts::SelectionChunks>* out) const {
+  std::shared_lock lock(mu_);
+  if (view->chunk_bytes == 0) view->chunk_bytes = chunk_bytes_locked(view->selection, view->spelling);
+  *out = std::make_unique<layouts::SelectionChunks>(view->selection, grid_locked(), view->chunk_bytes);
+  return view->bytes(grid_locked().itemsize());
+}
+
+std::uint64_t ArrayFile::chunk_bytes_locked(const Selection& selection, const std::string& spelling) const {
+  const std::uint64_t base = ctx_.chunk_bytes;
+  const std::uint64_t total = selection.elements() * grid_locked().itemsize();
+  if (!state_ || total <= base) return base;
+  const std::uint64_t epoch = placement_epoch_.load();
+  {
+    std::lock_guard lock(budget_mu_);
+    auto it = chunk_budgets_.find(spelling);
+    if (it != chunk_budgets_.end() && it->second.first == epoch) return it->second.second;
+  }
+  // The model's time per byte of a chunk from the middle of the view.
+  auto cost = [&](std::uint64_t budget) {
+    const layouts::SelectionChunks ch(selection, grid_locked(), budget);
+    const Selection part = ch.selection(ch.count() / 2);
+    layouts::IoPlan p = state_->plan(part);
+    if (p.whole_cells_ms < 0) layouts::model_plan(p, ctx_.geometry);
+    return p.modeled_ms / double(std::max<std::uint64_t>(1, part.elements()));
+  };
+  const std::uint64_t best = layouts::choose_chunk_budget(base, ctx_.max_chunk_scale, total, kChunkGain, cost);
+  std::lock_guard lock(budget_mu_);
+  if (chunk_budgets_.size() >= 256) chunk_budgets_.clear();  // views come and go; choosing again is cheap
+  chunk_budgets_[spelling] = {epoch, best};
+  return best;
+}
+
+std::uint64_t ArrayFile::prefetch_depth(std::uint64_t chunk_bytes) const {
+  return std::clamp<std::uint64_t>(kPrefetchChunks * ctx_.chunk_bytes / std::max<std::uint64_t>(1, chunk_bytes),
+                                    kMinPrefetchDepth, kPrefetchDepth);
+}
+
+DataView ArrayFile::whole() const {
+  DataView all;
+  std::shared_lock lock(mu_);
+  all.selection = Selection::all(grid_locked().shape());
+  all.spelling = "";
+  return all;
+}
+
+int ArrayFile::read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got,
+                    std::string* message) {
+  return read_view(whole(), offset, length, out, got, message);
+}
+
+int ArrayFile::view_span(const DataView& view, std::uint64_t offset, std::size_t length,
+                         std::shared_ptr<const AlignedBuffer>* keep, const std::byte** data, std::size_t* got,
+                         std::string* message) {
+  *data = nullptr;
+  *got = 0;
+  if (retired()) {
+    *message = "the array file was removed";
+    return ESTALE;
+  }
+  DataView v = view;
+  std::unique_ptr<layouts::SelectionChunks> ch;
+  std::uint64_t total = view_chunking(&v, &ch);
+  std::uint64_t chunks = ch->count();
+  if (offset >= total) return 0;
+  length = std::size_t(std::min<std::uint64_t>(length, total - offset));
+  std::uint64_t c = ch->index_at(offset);
+  if (ch->index_at(offset + length - 1) != c) return 0;
+  Chunk chunk_data;
+  if (int r = reader_chunk(v, c, chunks, &chunk_data, message)) return r;
+  std::uint64_t base = ch->offset(c);
+  if (offset < base || offset + length > base + chunk_data->size()) return 0;
+  *data = chunk_data->data() + (offset - base);
+  *got = length;
+  *keep = std::move(chunk_data);
+  return 0;
+}
+
+int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message,
+                          const std::function<void()>& device_done) {
+  // Dirty cells first: a read sees every write before it.
+  {
+    std::shared_lock lock(mu_);
+    if (has_dirty_locked()) {
+      lock.unlock();
+      std::unique_lock ex(mu_);
+      if (int r = flush_locked(false, message)) return r;
+    }
+  }
+  std::shared_lock lock(mu_);
+  const std::uint64_t budget = view.chunk_bytes ? view.chunk_bytes : chunk_bytes_locked(view.selection, view.spelling);
+  layouts::SelectionChunks ch(view.selection, grid_locked(), budget);
+  Selection part = ch.selection(index);
+  std::uint64_t bytes = part.elements() * grid_locked().itemsize();
+  *out = AlignedBuffer(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
+  const bool once = ch.count() == 1;  // no later piece of this view wants the same chunks
+  if (int r = read_selection_locked(part, view.plod_bytes, out->data(), nullptr, message, device_done, nullptr, once))
+    return r;
+  if (view.plod_bytes != 0)
+    apply_plod({out->data(), bytes}, grid_locked().itemsize(), schema_.dtype.name == "float64", view.plod_bytes);
+  return 0;
+}
+
+std::string ArrayFile::chunk_key(const DataView& view, std::uint64_t index, std::uint64_t* generation) const {
+  // No lock: prefetches start from inside a load, which holds mu_ already.
+  // A key of a generation a write is just leaving is only dropped sooner.
+  *generation = generation_.load();
+  return fmt::format("{}#{}#{}#{}", view.spelling, *generation, view.chunk_bytes, index);
+}
+
+std::shared_ptr<std::promise<ArrayFile::Chunk>> ArrayFile::find_or_reserve(const std::string& key,
+                                                                          std::uint64_t generation,
+                                                                          std::uint64_t bytes, bool reader,
+                                                                          std::shared_future<Chunk>* future) {
+  auto it = std::find_if(cache_.begin(), cache_.end(), [&](const CacheEntry& e) { return e.key == key; });
+  if (it != cache_.end()) {
+    *future = it->chunk;
+    if (reader) it->unread = false;
+    cache_.splice(cache_.begin(), cache_, it);
+    return nullptr;
+  }
+  auto promise = std::make_shared<std::promise<Chunk>>();
+  *future = promise->get_future().share();
+  cache_.push_front({key, *future, generation, !reader, bytes});
+  // Chunks of older contents go first; then the least recently used one a
+  // reader has taken; prefetched chunks wait for theirs unless nothing else
+  // is left. An entry evicted while loading still serves its waiters.
+  cache_.remove_if([&](const CacheEntry& e) { return e.generation < generation; });
+  const std::uint64_t byte_limit = std::max(kCacheBytes, 3 * bytes);
+  auto over = [&] {
+    std::uint64_t held = 0;
+    for (const CacheEntry& e : cache_) held += e.bytes;
+    return cache_.size() > 1 && (cache_.size() > kCachedChunks || held > byte_limit);
+  };
+  while (over()) {
+    auto victim = std::find_if(cache_.rbegin(), cache_.rend(), [](const CacheEntry& e) { return !e.unread; });
+    if (victim == cache_.rend()) {
+      ++chunk_stats_.evicted_unread;
+      cache_.pop_back();
+    } else {
+      cache_.erase(std::next(victim).base());
+    }
+  }
+  ++chunk_stats_.loads;
+  if (!reader) ++chunk_stats_.prefetched;
+  return promise;
+}
+
+int ArrayFile::fill(const DataView& view, std::uint64_t index, const std::string& key, std::promise<Chunk>& promise,
+                    const std::function<void()>& device_done, std::string* message) {
+  auto buf = std::make_shared<AlignedBuffer>();
+  int r;
+  try {
+    r = load_chunk(view, index, buf.get(), message, device_done);
+  } catch (const std::bad_alloc&) {
+    *message = "out of memory loading a chunk";
+    r = ENOMEM;
+  } catch (const std::exception& e) {
+    *message = fmt::format("loading a chunk failed: {}", e.what());
+    r = EIO;
+  }
+  if (r != 0) {
+    {
+      std::lock_guard lock(cache_mu_);
+      cache_.remove_if([&](const CacheEntry& e) { return e.key == key; });
+    }
+    promise.set_value(nullptr);  // its waiters answer EIO; the next reader tries again
+    return r;
+  }
+  promise.set_value(std::move(buf));
+  return 0;
+}
+
+int ArrayFile::chunk(const DataView& view, std::uint64_t index, Chunk* out, std::string* message,
+                     const std::function<void()>& device_done) {
+  // A load by another request that failed (or a prefetch that could not
+  // start) leaves nothing: load it here once more, to report this load's own error.
+  for (int attempt = 0;; ++attempt) {
+    std::uint64_t generation;
+    const std::string key = chunk_key(view, index, &generation);
+    std::shared_future<Chunk> future;
+    std::shared_ptr<std::promise<Chunk>> promise;
+    {
+      std::lock_guard lock(cache_mu_);
+      promise = find_or_reserve(key, generation, view.chunk_bytes, true, &future);
+    }
+    if (promise)
+      if (int r = fill(view, index, key, *promise, device_done, message)) return r;
+    *out = future.get();
+    if (*out) return 0;
+    if (attempt == 1) {
+      if (message->empty()) *message = "reading the chunk failed in another request";
+      return EIO;
+    }
+  }
+}
+
+ChunkStats ArrayFile::chunk_stats() const {
+  std::lock_guard lock(cache_mu_);
+  return chunk_stats_;
+}
+
+int ArrayFile::reader_chunk(const DataView& view, std::uint64_t index, std::uint64_t chunks, Chunk* out,
+                           std::string* message) {
+  bool sequential;
+  {
+    std::lock_guard lock(cache_mu_);
+    // The kernel's read-ahead may send neighbouring requests out of order.
+    sequential = index + 1 >= reader_at_ && index <= reader_at_ + 1;
+    reader_at_ = index;
+  }
+  // On a miss the reader loads the chunk itself; the next ones' device reads
+  // start as soon as this one's are done.
+  auto next = [&] {
+    if (sequential) fill_pipeline(view, chunks);
+  };
+  if (int r = chunk(view, index, out, message, next)) return r;
+  if (sequential) fill_pipeline(view, chunks);
+  return 0;
+}
+
+void ArrayFile::fill_pipeline(const DataView& view, std::uint64_t chunks) {
+  std::uint64_t at;
+  {
+    std::lock_guard lock(cache_mu_);
+    at = reader_at_;
+  }
+  for (std::uint64_t k = 1; k <= prefetch_depth(view.chunk_bytes); ++k) prefetch(view, at + k, chunks);
+}
+
+void ArrayFile::prefetch(const DataView& view, std::uint64_t index, std::uint64_t chunks) {
+  if (index >= chunks) return;
+  std::uint64_t generation;
+  std::string key = chunk_key(view, index, &generation);
+  std::shared_ptr<std::promise<Chunk>> promise;
+  {
+    std::lock_guard lock(cache_mu_);
+    const std::uint64_t depth = prefetch_depth(view.chunk_bytes);
+    if (quiesced_ || std::uint64_t(prefetching_) >= depth || prefetch_on_device_ >= kDeviceLoads) return;
+    if (index > reader_at_ + depth) return;  // too far ahead: its cache slot would evict what is read
+    std::shared_future<Chunk> future;
+    // Reserved now, so a reader arriving before the thread waits for it.
+    promise = find_or_reserve(key, generation, view.chunk_bytes, false, &future);
+    if (!promise) return;  // cached or being loaded
+    ++prefetching_;
+    ++prefetch_on_device_;
+  }
+  std::weak_ptr<ArrayFile> weak = weak_from_this();
+  auto task = [weak, view, index, chunks, key, promise] {
+    auto self = weak.lock();
+    if (!self) {
+      promise->set_value(nullptr);
+      return;
+    }
+    bool on_device = true;
+    // Leaves the device to the next load and starts it.
+    auto device_done = [&] {
+      {
+        std::lock_guard lock(self->cache_mu_);
+        --self->prefetch_on_device_;
+        on_device = false;
+      }
+      self->fill_pipeline(view, chunks);
+    };
+    std::string ignored;  // the reader that needs the chunk reports the error
+    self->fill(view, index, key, *promise, device_done, &ignored);
+    std::lock_guard lock(self->cache_mu_);
+    if (on_device) --self->prefetch_on_device_;
+    --self->prefetching_;
+    self->prefetch_done_.notify_all();
+  };
+  try {
+    std::thread(std::move(task)).detach();
+  } catch (const std::system_error&) {
+    // No thread to spare: give the slot back; a reader loads the chunk.
+    std::lock_guard lock(cache_mu_);
+    cache_.remove_if([&](const CacheEntry& e) { return e.key == key; });
+    promise->set_value(nullptr);
+    --prefetch_on_device_;
+    --prefetching_;
+    prefetch_done_.notify_all();
+  }
+}
+
+void ArrayFile::retire_if(const std::function<bool()>& remove) {
+  std::unique_lock lock(mu_);
+  if (retired_ || !remove()) return;
+  retired_ = true;
+  if (state_) state_->clear();
+  ++generation_;
+  std::lock_guard cache_lock(cache_mu_);
+  cache_.clear();
+}
+
+bool ArrayFile::retired() const {
+  std::shared_lock lock(mu_);
+  return retired_;
+}
+
+void ArrayFile::quiesce() {
+  std::unique_lock lock(cache_mu_);
+  quiesced_ = true;
+  prefetch_done_.wait(lock, [&] { return prefetching_ == 0; });
+}
+
+void ArrayFile::wait_for_prefetches() {
+  std::unique_lock lock(cache_mu_);
+  prefetch_done_.wait(lock, [&] { return prefetching_ == 0; });
+}
+
+int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,
+                         std::size_t* got, std::string* message) {
+  *got = 0;
+  if (retired()) {
+    *message = "the array file was removed";
+    return ESTALE;
+  }
+  DataView v = view;
+  std::unique_ptr<layouts::SelectionChunks> ch;
+  std::uint64_t total = view_chunking(&v, &ch);
+  std::uint64_t chunks = ch->count();
+  if (offset >= total) return 0;
+  length = std::size_t(std::min<std::uint64_t>(length, total - offset));
+  std::uint64_t pos = offset, end = offset + length;
+  while (pos < end) {
+    std::uint64_t c = ch->index_at(pos);
+    Chunk data;
+    if (int r = reader_chunk(v, c, chunks, &data, message)) return r;
+    std::uint64_t base = ch->offset(c);
+    std::uint64_t n = std::min<std::uint64_t>(end - pos, base + data->size() - pos);
+    if (data->size() == 0 || pos < base || n == 0) {
+      *message = "internal error: chunk does not cover the requested bytes";
+      return EIO;
+    }
+    std::memcpy(out + (pos - offset), data->data() + (pos - base), n);
+    pos += n;
+  }
+  *got = length;
+  return 0;
+}
+
+}  // namespace mmfs::fs

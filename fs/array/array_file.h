@@ -1,0 +1,397 @@
+// An array file (SPEC §4): its schema, its current placement (ArrayState), the
+// write path with its dirty-cell cache, the chunked read path behind the file
+// and every data view, schema changes with relayout, and the views' metadata
+// (info, lbn, plan). Thread-safe: reads share the placement, writes and schema
+// changes take it exclusively.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <shared_mutex>
+#include <string>
+
+#include "fs/array/array_index.h"
+#include "fs/array/array_schema.h"
+#include "fs/array/array_state.h"
+#include "fs/meta/metadata.h"
+#include "fs/mloc/mloc_image.h"
+#include "fs/file/plain_file.h"
+#include "fs/device/sector_io.h"
+#include "fs/paths/view_path.h"
+#include "fs/array/write_behind.h"
+#include "layouts/io_plan.h"
+
+namespace mmfs::layouts {
+class SelectionChunks;
+}
+
+namespace mmfs::fs {
+
+// What an array needs of the mounted volume.
+struct ArrayContext {
+  Metadata& metadata;
+  Allocator& allocator;
+  SectorIo& io;
+  const geom::Geometry& geometry;
+  std::string geometry_name;
+  // Reads of the file and of views are served from chunks of about this many
+  // bytes: large enough that a chunk's requests stream, small enough to
+  // cache a few (tests use small ones to exercise many chunks).
+  std::uint64_t chunk_bytes = 32ull << 20;
+  // A view may be read in chunks of up to this many times chunk_bytes, when
+  // the model reads them cheaper per byte (ArrayFile::chunk_bytes_locked).
+  std::uint64_t max_chunk_scale = 4;
+};
+
+// The rows (C-order linear indices) of a box of an array of `shape`.
+indexes::Bitmap selection_rows(const layouts::Selection& box, std::span<const std::uint64_t> shape);
+
+// What a query spent on one array.
+struct QueryCost {
+  std::uint64_t index_bytes = 0;   // bitmaps the query needs (the plan's bytes)
+  std::uint64_t index_read_bytes = 0;  // of which read from the device (not cached)
+  std::uint64_t data_bytes = 0;    // cells read from the device
+  std::uint64_t requests = 0;      // device requests for the index
+  bool scanned = false;            // answered by a scan of the data (no index)
+  std::vector<geom::Request> index_trace;  // the index's device requests
+};
+
+// How a file's reads went through its chunk cache.
+struct ChunkStats {
+  std::uint64_t loads = 0;           // chunks read from the device
+  std::uint64_t prefetched = 0;      // of which loaded ahead of their reader
+  std::uint64_t evicted_unread = 0;  // prefetched chunks dropped before a reader took them
+};
+
+// `schema` as the volume places it: with the volume's checksum block
+// (fs/meta/cell_checksums.h). mloc images keep checksums of their own pieces.
+ArraySchema placed_schema(const ArrayContext& ctx, const ArraySchema& schema);
+
+class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
+ public:
+  // The xattr record holding the schema (outside the user namespace, so no
+  // client can name it).
+  static constexpr std::string_view kSchemaXattr = "mmfs.schema";
+  // Dirty cells beyond this are written back at once.
+  static constexpr std::uint64_t kDirtyLimit = 64ull << 20;
+
+  // An existing array: its schema's placement over its stored extents.
+  static int open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, std::shared_ptr<ArrayFile>* out,
+                  std::string* message);
+  // Makes `ino` an array file of `schema`: allocates its placement, lays out
+  // `source` (the plain file's bytes, or nullptr for an empty file) and
+  // commits schema, extents and checksums in one batch (dropping the plain
+  // file's extents), then syncs.
+  static int create(const ArrayContext& ctx, const Inode& inode, const ArraySchema& schema, PlainFile* source,
+                    std::shared_ptr<ArrayFile>* out, std::string* message);
+
+  Ino ino() const { return ino_; }
+  ArraySchema schema() const;
+  std::uint64_t size() const { return bytes_; }
+  std::uint64_t device_bytes() const;
+
+  // The array file's bytes (C order).
+  int read(std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got, std::string* message);
+  // EFBIG past the end (nothing written).
+  int write(std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message);
+  // The daemon's write (fs/array/write_behind.h): EFBIG past the end at once;
+  // otherwise the bytes are queued and written by the array's worker, in
+  // order, before anything else reads or changes the array. Returns the
+  // error of an earlier queued write that failed, if any (and queues
+  // nothing then).
+  int write_behind(std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message);
+  // Waits for the queued writes; the error of one that failed, if any (once).
+  int take_write_error(std::string* message);
+  // truncate to 0: every element reads as zero again.
+  int zero(std::string* message);
+  // Writes dirty cells back and commits their checksums; `durable` syncs the
+  // metadata store too (fsync).
+  int flush(bool durable, std::string* message);
+  // The daemon's periodic flush (the caller syncs the metadata): an array written since the last
+  // one keeps the cells its writer has not finished in memory (they would be
+  // read back when the rest arrives); an idle array is flushed whole.
+  int flush_periodic(std::string* message);
+  // flush(true), and an mloc array written since its last seal is encoded
+  // into a new image (re-binned) and the staging placement dropped: fsync,
+  // the last close and unmount call this.
+  int settle(std::string* message);
+  bool holds_data() const;
+
+  // A schema change (SPEC §4): EBUSY for shape/dtype once the array holds
+  // data; a new placement (copying the data) when the placement changes;
+  // otherwise just the record. Returns when durable.
+  int change_schema(const ArraySchema& next, std::string* message);
+  // Moving several arrays in one commit (a table's capsules,
+  // fs/table/capsule_table.h), in three steps under placement_mutex() held
+  // exclusively: stage a placement on extents the caller allocated, put it
+  // into the caller's batch, and adopt it once the batch has applied.
+  struct Staged {
+    ArraySchema schema;
+    std::unique_ptr<ArrayState> state;
+    std::vector<Extent> dropped;  // extents of the replaced placement: the commit frees them
+    std::uint64_t bytes = 0;      // st_size of `schema`
+  };
+  DrainingSharedMutex& placement_mutex() const { return mu_; }
+  // Writes dirty cells back, builds `next` on `extents` and fills it: with
+  // `copy`, the array's bytes are copied in (a new placement, the old one
+  // dropped at the commit); without, `extents` must begin with the current
+  // ones and the current cells keep their sectors and checksums (a table
+  // growing: new cells read as zeros). EINVAL for a sealed mloc array.
+  // `extents` null: the placement allocates its own (freed here on failure;
+  // the caller frees staged ones it does not commit).
+  int stage_placement_locked(const ArraySchema& next, const std::vector<Extent>* extents, bool copy, Staged* out,
+                             std::string* message);
+  const ArraySchema& schema_locked() const { return schema_; }
+  // Schema, extents, checksum tables and size of the staged placement into `batch`.
+  void stage_commit_locked(Staged& staged, WriteBatch& batch);
+  // After the batch applied: the staged placement is the array's.
+  void adopt_locked(Staged staged);
+  // Under placement_mutex() (shared at least): the current placement, null
+  // for a sealed mloc array.
+  const ArrayState* placement_locked() const { return state_.get(); }
+  bool has_dirty_cells() const;
+
+  // Effective value of a schema attribute (getfattr), layout choices filled in.
+  std::string attr_text(std::string_view name) const;
+
+  // The inode is being removed. `remove` performs the metadata change that
+  // may free the array (the last unlink, a rename over it, the last close of
+  // an orphan) and says whether the inode is gone; it runs with every write
+  // and flush of this array excluded, so no write-back can land in extents
+  // the removal frees, nor checksums outlive their inode. When it reports the
+  // inode gone, the dirty cells and cached chunks are dropped and the file is
+  // retired: flushes do nothing, reads and writes answer ESTALE.
+  void retire_if(const std::function<bool()>& remove);
+  bool retired() const;
+
+  // Stops prefetching and waits for the loads in flight (before the volume
+  // goes away at unmount: they use its device).
+  void quiesce();
+  // Waits for the background loads in flight, without stopping new ones.
+  void wait_for_prefetches();
+
+  // Views.
+  int read_view(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got,
+                std::string* message);
+  // The same bytes without a copy when they lie inside one chunk: *data
+  // points into *keep, which must outlive the use. Returns 0 with *data null
+  // when the range crosses chunks (use read_view).
+  int view_span(const DataView& view, std::uint64_t offset, std::size_t length,
+                std::shared_ptr<const AlignedBuffer>* keep, const std::byte** data, std::size_t* got,
+                std::string* message);
+  // The DataView of the whole array (what read() serves).
+  DataView whole() const;
+  nlohmann::json info() const;
+  ChunkStats chunk_stats() const;
+  int plan(const DataView& view, nlohmann::json* out, std::string* message) const;
+  // ENOTSUP on a compressed mloc array (its elements have no sector).
+  int lbn_text(std::span<const std::uint64_t> coords, std::string* out, std::string* message) const;
+
+  // Bitmap index and queries (fs/array/array_file_index.cc, fs/array/array_file_query.cc).
+  indexes::ValueType value_type() const;
+  std::uint64_t generation() const { return generation_.load(); }
+  std::vector<std::uint64_t> shape() const;
+  bool has_index() const;
+  std::uint64_t index_device_bytes() const;
+  // The rows of each atom (keys of this array's dtype), inside `box` when
+  // given: from the index (sure and candidate rows), or, without one, from
+  // one scan of the data for all atoms together (exact: no candidates). The
+  // sure rows may be lent by the index's cache (Estimate::sure_rows).
+  int atom_estimates(const std::vector<indexes::KeySet>& atoms, const std::optional<layouts::Selection>& box,
+                     std::vector<indexes::Estimate>* out, QueryCost* cost, std::string* message);
+  // The count of an atom when the index header alone answers it (no read).
+  std::optional<std::uint64_t> exact_count(const indexes::KeySet& keys) const;
+  // The elements at `rows` (ascending linear indices), in that order.
+  int gather_rows(const indexes::Bitmap& rows, std::string* out, QueryCost* cost, std::string* message);
+  // The values (or coords) of the elements that have `keys`, in row order,
+  // in one pass over the bins they touch, when a sealed mloc image with no
+  // bitmap index answers the query (MlocImage::match_output); ENOTSUP
+  // otherwise, and the caller takes atom_estimates (and gather_rows).
+  int mloc_query_output(const indexes::KeySet& keys, bool values, std::string* out, QueryCost* cost,
+                        std::string* message);
+  // The device requests that read the cells holding `rows`, or (without
+  // rows) the whole array or `box` (plan views; nothing is read).
+  layouts::IoPlan rows_plan(const indexes::Bitmap& rows) const;
+  layouts::IoPlan scan_plan(const std::optional<layouts::Selection>& box) const;
+  const geom::Geometry& geometry() const { return ctx_.geometry; }
+
+ private:
+  // Index lifecycle, under the exclusive lock.
+  int read_all_locked(const ArrayIndex::Visitor& visit, std::string* message);
+  int build_index_locked(const ArraySchema& schema, std::unique_ptr<ArrayIndex>* out, std::string* message);
+  // Loads the stored index (rebuilding one a crash left behind its data).
+  int load_index_locked(std::string* message);
+  // Makes `next`'s index/bins current: builds, commits with `batch`, drops the old.
+  int change_index_locked(const ArraySchema& next, WriteBatch batch, std::string* message);
+  // Folds the write [offset, offset+length) into the index's delta.
+  void note_write_locked(std::uint64_t offset, const std::byte* data, std::size_t length);
+  // Before write-back: the pending marker, durable. After: partial rows, the
+  // delta (or a rebuild), staged into `batch` with the dropped extents.
+  int index_before_write_back_locked(std::string* message);
+  int index_after_write_back_locked(WriteBatch& batch, std::vector<Extent>* dropped, std::string* message);
+  int rows_from_cells(const indexes::Bitmap& rows, std::byte* out, std::uint64_t* data_bytes, std::string* message);
+  ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state);
+  // The placement of `schema`: on the stored extents, on newly allocated
+  // ones (`allocate`), or on `given` ones the caller allocated and still owns
+  // (fresh checksums, as for allocate).
+  static int build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
+                   std::unique_ptr<ArrayState>* out, std::string* message,
+                   const std::vector<Extent>* given = nullptr);
+  // Copies the array's bytes (from whichever placement holds them) into `fresh`, written back.
+  int copy_into_locked(ArrayState& fresh, std::string* message);
+  // The non-mloc part of change_schema: `next` on fresh extents, the data copied when `data`.
+  int relayout_locked(const ArraySchema& next, bool data, std::string* message);
+  // complete_only: write back only the complete dirty cells (ArrayState::write_back).
+  int flush_locked(bool durable, std::string* message, bool complete_only = false);
+
+  // The placement behind reads. Every array but a sealed mloc one has cells
+  // (state_); a sealed mloc array has only its image (mloc_), and its first
+  // write unpacks the image into a staging placement of cells (naive), which
+  // settle() encodes into a new image.
+  const layouts::CellGrid& grid_locked() const { return state_ ? state_->grid() : mloc_->chunk_cells(); }
+  bool holds_data_locked() const { return state_ ? state_->holds_data() : mloc_->holds_data(); }
+  bool has_dirty_locked() const { return state_ && state_->has_dirty(); }
+  // The selection's C-order elements (`keep` most significant bytes of
+  // each at least; 0 = all) from whichever placement holds them. `once`:
+  // the whole of a view that is read in one piece (an mloc image then
+  // decodes only the selected elements and keeps no chunk).
+  int read_selection_locked(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
+                            std::uint64_t* bytes_read, std::string* message,
+                            const std::function<void()>& device_done = {}, AlignedBuffer* scratch = nullptr,
+                            bool once = false);
+  // Reads rows [row, row+rows) of dimension 0 into out (for re-encoding);
+  // `scratch` as SectorBuffer's (a loop of reads reuses one buffer).
+  int read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message,
+                       AlignedBuffer* scratch = nullptr);
+  // The staging placement of a sealed mloc array (its image's elements
+  // copied in when `copy`), committed; the image is dropped with it.
+  int unseal_locked(bool copy, std::string* message);
+  // Encodes the array as it reads now into a new image for `next` and makes
+  // it current in one commit (dropping the cells or the older image).
+  int seal_locked(const ArraySchema& next, std::string* message);
+  // `fresh_index`, when given, replaces the index in the same commit (so a
+  // crash never pairs the new image with the old index).
+  int commit_image_locked(const ArraySchema& next, std::unique_ptr<MlocImage> image, std::string* message,
+                          std::unique_ptr<ArrayIndex> fresh_index = nullptr);
+  int mloc_params_of(const ArraySchema& schema, MlocParams* out, std::string* message) const;
+  int commit_placement(const ArraySchema& schema, ArrayState& state, std::vector<Extent> dropped, bool drop_old_sums,
+                       const Inode* inode, std::string* message);
+  void release_placement_on_failure();
+  std::string bad_cell_message(std::uint64_t cell) const;
+
+  // The view's size, and its chunking, under the placement lock; sets
+  // view->chunk_bytes when it is 0.
+  std::uint64_t view_chunking(DataView* view, std::unique_ptr<layouts::SelectionChunks>* out) const;
+  // The size of the chunks a view of `selection` is read in
+  // (layouts::choose_chunk_budget, priced by the volume's model on a chunk
+  // from the middle of the view): a layout's runs grow with the cell layers
+  // a chunk spans, as a 2^k-aligned block of a Hilbert or Z-order grid is
+  // one run. Remembered per view spelling and placement.
+  std::uint64_t chunk_bytes_locked(const layouts::Selection& selection, const std::string& spelling) const;
+  // Chunks a sequential reader has prefetched ahead of it: the bytes of
+  // kPrefetchChunks chunks of the context's size (96 MiB), in chunks of this
+  // view's, and never fewer than two, or the pipeline stalls: with one load
+  // at a time the device waits while that load verifies and gathers its
+  // chunk (a full read in 128 MiB chunks ran at the sum of the two, 1.4 s
+  // for 2 GiB, instead of the larger, 1.0 s).
+  std::uint64_t prefetch_depth(std::uint64_t chunk_bytes) const;
+  using Chunk = std::shared_ptr<const AlignedBuffer>;
+  // The chunk from the cache, else loaded here. `device_done` runs when this
+  // call's load has read the device (not on a cache hit).
+  int chunk(const DataView& view, std::uint64_t index, Chunk* out, std::string* message,
+            const std::function<void()>& device_done = {});
+  std::string chunk_key(const DataView& view, std::uint64_t index, std::uint64_t* generation) const;
+  // Under cache_mu_: the cached (or loading) chunk's future, or a new entry
+  // whose promise the caller must fulfil (with fill()). A reader's lookup
+  // marks the chunk taken; a prefetch's leaves it waiting for its reader.
+  std::shared_ptr<std::promise<Chunk>> find_or_reserve(const std::string& key, std::uint64_t generation,
+                                                       std::uint64_t bytes, bool reader,
+                                                       std::shared_future<Chunk>* future);
+  // Loads a reserved chunk into its promise (null on failure, the entry dropped).
+  int fill(const DataView& view, std::uint64_t index, const std::string& key, std::promise<Chunk>& promise,
+           const std::function<void()>& device_done, std::string* message);
+  int load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message,
+                 const std::function<void()>& device_done);
+  // Loads chunk `index` (of the view's `chunks`) in the background unless it
+  // is cached, too far ahead of the reader, or the pipeline is full.
+  void prefetch(const DataView& view, std::uint64_t index, std::uint64_t chunks);
+  // Prefetches the chunks after the reader's, as far as the pipeline allows.
+  void fill_pipeline(const DataView& view, std::uint64_t chunks);
+  // chunk() for a reader of chunk `index` of `chunks`; a reader that moved
+  // to it from the one before (or stayed) gets the chunks after it prefetched.
+  int reader_chunk(const DataView& view, std::uint64_t index, std::uint64_t chunks, Chunk* out,
+                   std::string* message);
+
+  ArrayContext ctx_;
+  Ino ino_;
+  // Guards schema_, state_ and the rest; lock() and lock_shared() first wait
+  // for the queued writes (write_behind_'s worker takes mu_.raw()).
+  mutable DrainingSharedMutex mu_;
+  ArraySchema schema_;
+  std::unique_ptr<ArrayState> state_;  // null for a sealed mloc array
+  std::unique_ptr<MlocImage> mloc_;    // a sealed mloc array's image (maybe empty)
+  // The bins the last query's atoms touched on this mloc array: where
+  // gather_rows looks first for the values of its result (only a hint).
+  mutable std::mutex hint_mu_;
+  std::vector<bool> mloc_hint_;
+  // A query's start: ESTALE for a removed file, then dirty cells flushed.
+  int ready_for_query(std::string* message);
+  // An mloc array's atoms from its level structure (fs/mloc/mloc_query.cc).
+  int mloc_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<layouts::Selection>& box,
+                            std::vector<indexes::Estimate>* out, QueryCost* cost, std::string* message);
+  std::atomic<std::uint64_t> bytes_;  // changed under mu_; read without it by write_behind
+  bool retired_ = false;  // guarded by mu_; see retire_if
+  std::unique_ptr<ArrayIndex> index_;      // guarded by mu_; null without an index
+  // Why the stored index could not be loaded (guarded by mu_; empty when it
+  // could). The array stays usable: queries answer EIO with this reason
+  // until user.mmfs.index is set again, which drops the damaged index.
+  std::string index_damage_;
+  std::vector<std::uint64_t> partial_rows_;  // rows a write cut: their values are read at flush
+  std::atomic<std::uint64_t> generation_{0};  // bumped by every change of the contents
+  std::uint64_t periodic_generation_ = 0;     // generation_ at the last flush_periodic (under mu_)
+
+  // Decoded chunks of recent reads (the file and its views), most recent first.
+  struct CacheEntry {
+    std::string key;
+    std::shared_future<Chunk> chunk;
+    std::uint64_t generation = 0;  // of the contents it holds: older ones are never read again
+    bool unread = false;           // prefetched, not yet taken by a reader: evicted last
+    std::uint64_t bytes = 0;       // the chunk's size (its view's chunk_bytes)
+  };
+  mutable std::mutex cache_mu_;
+  std::list<CacheEntry> cache_;
+  ChunkStats chunk_stats_;  // guarded by cache_mu_
+  // The prefetch pipeline of sequential readers (guarded by cache_mu_): up to
+  // kPrefetchDepth chunks ahead of the reader, of which at most
+  // kDeviceLoads wait for the device at once. A load starts the next one as
+  // soon as its device reads are done, so the device streams while earlier
+  // chunks are verified and gathered.
+  int prefetching_ = 0;      // background loads running
+  int prefetch_on_device_ = 0;  // of which still reading the device
+  std::uint64_t reader_at_ = 0;  // the chunk a reader last took
+  bool quiesced_ = false;
+  std::condition_variable prefetch_done_;
+  static constexpr int kPrefetchDepth = 3;
+  static constexpr int kMinPrefetchDepth = 2;
+  static constexpr std::uint64_t kPrefetchChunks = 3;
+  static constexpr int kDeviceLoads = 2;
+  // The chosen chunk size per view spelling (guarded by budget_mu_), for the
+  // placement it was chosen on (placement_epoch_, bumped whenever state_ is
+  // replaced).
+  mutable std::mutex budget_mu_;
+  mutable std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> chunk_budgets_;
+  std::atomic<std::uint64_t> placement_epoch_{0};
+
+  // Last: destroyed first, its worker done with the members above.
+  std::unique_ptr<WriteBehind> write_behind_;
+};
+
+}  // namespace mmfs::fs

@@ -1,0 +1,208 @@
+// An array file's bitmap index over its lifetime: built when user.mmfs.index
+// or user.mmfs.bins is set, loaded with the array, kept current by writes
+// (a delta per flush, committed with the cells' checksums), rebuilt when the
+// delta outgrows what it saves or a crash left a flush half done, dropped
+// with `none`. See fs/array/array_index.h for the records and their order.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "fs/array/array_file.h"
+
+namespace mmfs::fs {
+
+using layouts::DimRange;
+using layouts::Selection;
+
+namespace {
+// The data is read for an index in slabs of about this size.
+constexpr std::uint64_t kIndexSlabBytes = 32ull << 20;
+}  // namespace
+
+indexes::ValueType ArrayFile::value_type() const {
+  std::shared_lock lock(mu_);
+  return *indexes::value_type(schema_.dtype.name);  // schemas hold canonical names
+}
+
+std::vector<std::uint64_t> ArrayFile::shape() const {
+  std::shared_lock lock(mu_);
+  return grid_locked().shape();
+}
+
+bool ArrayFile::has_index() const {
+  std::shared_lock lock(mu_);
+  return index_ != nullptr;
+}
+
+std::uint64_t ArrayFile::index_device_bytes() const {
+  std::shared_lock lock(mu_);
+  return index_ ? index_->device_bytes() : 0;
+}
+
+int ArrayFile::read_all_locked(const ArrayIndex::Visitor& visit, std::string* message) {
+  const layouts::CellGrid& g = grid_locked();
+  const std::uint64_t S0 = g.shape()[0];
+  const std::uint64_t row_bytes = g.elements() / S0 * g.itemsize();
+  const std::uint64_t row_elements = g.elements() / S0;
+  const std::uint64_t rows = std::max<std::uint64_t>(1, kIndexSlabBytes / std::max<std::uint64_t>(1, row_bytes));
+  AlignedBuffer buf(std::min(rows, S0) * row_bytes);  // zeros: an array without data reads as zeros
+  const bool data = holds_data_locked();
+  for (std::uint64_t r0 = 0; r0 < S0; r0 += rows) {
+    const std::uint64_t r1 = std::min(S0, r0 + rows);
+    if (data) {
+      std::vector<DimRange> dims;
+      for (std::size_t d = 0; d < g.dims(); ++d) dims.push_back(DimRange{0, g.shape()[d], 1, false});
+      dims[0] = DimRange{r0, r1, 1, false};
+      if (int r = read_selection_locked(Selection(dims), 0, buf.data(), nullptr, message)) return r;
+    }
+    visit(r0 * row_elements, buf.data(), std::size_t((r1 - r0) * row_elements));
+  }
+  return 0;
+}
+
+int ArrayFile::build_index_locked(const ArraySchema& schema, std::unique_ptr<ArrayIndex>* out,
+                                  std::string* message) {
+  ArrayIndex::Env env{ctx_.metadata, ctx_.allocator, ctx_.io};
+  auto type = indexes::value_type(schema.dtype.name);
+  if (!type) {
+    *message = fmt::format("dtype '{}' cannot be indexed", schema.dtype.name);
+    return EINVAL;
+  }
+  auto reader = [&](const ArrayIndex::Visitor& visit, std::string* msg) { return read_all_locked(visit, msg); };
+  // An mloc array's index bins as its layout does (100 by default).
+  const std::string bins = schema.layout == "mloc" && schema.bins.empty() ? "100" : schema.bins;
+  return ArrayIndex::build(env, ino_, *type, schema.index, bins, grid_locked().elements(), reader,
+                           !holds_data_locked(), out, message);
+}
+
+int ArrayFile::load_index_locked(std::string* message) {
+  index_.reset();
+  index_damage_.clear();
+  if (schema_.index == "none") return 0;
+  ArrayIndex::Env env{ctx_.metadata, ctx_.allocator, ctx_.io};
+  bool stale = false;
+  std::unique_ptr<ArrayIndex> stored;
+  if (int r = ArrayIndex::load(env, ino_, &stored, &stale, message)) {
+    if (r != EIO) return r;
+    // A damaged index must not take the array with it: its data reads as
+    // ever, and setting user.mmfs.index again replaces the index.
+    index_damage_ = *message;
+    message->clear();
+    return 0;
+  }
+  if (stored && !stale) {
+    index_ = std::move(stored);
+    return 0;
+  }
+  // No index yet (a crash between the array's creation and its index), or
+  // one a crash left behind its data: build it from the data as it is now.
+  std::unique_ptr<ArrayIndex> fresh;
+  if (int r = build_index_locked(schema_, &fresh, message)) return r;
+  WriteBatch batch;
+  fresh->stage(batch);
+  std::vector<Extent> dropped = stored ? stored->extents() : std::vector<Extent>{};
+  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+    fresh->release();
+    *message = "metadata commit failed";
+    return r;
+  }
+  if (int r = ctx_.metadata.sync()) {
+    *message = "metadata sync failed";
+    return r;
+  }
+  index_ = std::move(fresh);
+  return 0;
+}
+
+int ArrayFile::change_index_locked(const ArraySchema& next, WriteBatch batch, std::string* message) {
+  // The index is built from the data on the device.
+  if (int r = flush_locked(false, message)) return r;
+  std::unique_ptr<ArrayIndex> fresh;
+  if (next.index != "none") {
+    ArraySchema effective = next;
+    if (int r = build_index_locked(effective, &fresh, message)) return r;
+    fresh->stage(batch);
+  } else {
+    ArrayIndex::stage_drop(ctx_.metadata, ino_, batch);
+  }
+  std::vector<Extent> dropped = index_ ? index_->extents() : std::vector<Extent>{};
+  if (!index_ && !index_damage_.empty()) {
+    // The damaged index's extents, if its extent record still reads (else
+    // they return to the allocator at the next mount, which rebuilds it).
+    dropped = ArrayIndex::stored_extents(ctx_.metadata, ino_);
+  }
+  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+    if (fresh) fresh->release();
+    *message = "metadata commit failed";
+    return r;
+  }
+  index_ = std::move(fresh);
+  index_damage_.clear();
+  partial_rows_.clear();
+  if (int r = ctx_.metadata.sync()) {
+    *message = "metadata sync failed";
+    return r;
+  }
+  return 0;
+}
+
+void ArrayFile::note_write_locked(std::uint64_t offset, const std::byte* data, std::size_t length) {
+  if (!index_ || length == 0) return;
+  const std::uint64_t is = grid_locked().itemsize();
+  const std::uint64_t end = offset + length;
+  std::uint64_t first = (offset + is - 1) / is;  // first element wholly written
+  const std::uint64_t last = end / is;           // one past the last wholly written
+  if (offset % is) partial_rows_.push_back(offset / is);
+  if (end % is && (end / is != offset / is || offset % is == 0)) partial_rows_.push_back(end / is);
+  if (last > first) index_->note(first, data + (first * is - offset), std::size_t(last - first));
+}
+
+int ArrayFile::index_before_write_back_locked(std::string* message) {
+  if (!index_ || (!index_->delta_changed() && partial_rows_.empty())) return 0;
+  // From the first cell written until the delta commits, the stored index
+  // may lag the data: a crash in between must rebuild it.
+  WriteBatch batch;
+  ArrayIndex::stage_pending(ino_, batch);
+  if (int r = ctx_.metadata.apply(batch, {})) {
+    *message = "metadata commit failed";
+    return r;
+  }
+  if (int r = ctx_.metadata.sync()) {
+    *message = "metadata sync failed";
+    return r;
+  }
+  return 0;
+}
+
+int ArrayFile::index_after_write_back_locked(WriteBatch& batch, std::vector<Extent>* dropped,
+                                             std::string* message) {
+  if (!index_ || (!index_->delta_changed() && partial_rows_.empty())) return 0;
+  if (!partial_rows_.empty()) {
+    std::sort(partial_rows_.begin(), partial_rows_.end());
+    partial_rows_.erase(std::unique(partial_rows_.begin(), partial_rows_.end()), partial_rows_.end());
+    indexes::Bitmap rows;
+    rows.addMany(partial_rows_.size(), partial_rows_.data());
+    const std::uint64_t is = grid_locked().itemsize();
+    std::vector<std::byte> values(partial_rows_.size() * is);
+    std::uint64_t read = 0;
+    if (int r = rows_from_cells(rows, values.data(), &read, message)) return r;
+    for (std::size_t i = 0; i < partial_rows_.size(); ++i) index_->note(partial_rows_[i], values.data() + i * is, 1);
+    partial_rows_.clear();
+  }
+  if (index_->wants_rebuild()) {
+    std::unique_ptr<ArrayIndex> fresh;
+    if (int r = build_index_locked(schema_, &fresh, message)) return r;
+    fresh->stage(batch);
+    std::vector<Extent> old = index_->extents();
+    dropped->insert(dropped->end(), old.begin(), old.end());
+    index_ = std::move(fresh);
+    return 0;
+  }
+  if (int r = index_->persist_delta(dropped, message)) return r;
+  index_->stage(batch);
+  return 0;
+}
+
+}  // namespace mmfs::fs

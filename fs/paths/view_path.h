@@ -1,0 +1,157 @@
+// Path resolution below an array's virtual directory `A@` (SPEC §5). Pure:
+// no FUSE, no I/O — the daemon's FUSE adapter asks what a path names and
+// gets a directory listing, a file kind with its selection, or an errno with
+// a one-line explanation for `.mmfs/errors`.
+//
+// A kernel path walk needs every component to be either a directory or a
+// file, so SPEC's `A@/plod/K` (the whole array, a file) and
+// `A@/plod/K/slice/...` (a directory) cannot both hold. `A@/plod/K` stays the
+// file; the composed views are spelled `A@/plod/K@/slice/D/I` and
+// `A@/plod/K@/box/SEL` (the `X@` convention: "the views of X").
+//
+// Grammar of the components after `A@`:
+//
+//   (none)              Dir: info slice box plod query lbn plan
+//   info                File (Info)
+//   slice               Dir: 0 .. n-1
+//   slice/D             Dir: 0 .. S_D-1
+//   slice/D/I           File (Data): the hyperplane x_D = I
+//   box                 Dir (empty: selectors are free-form)
+//   box/SEL             File (Data): see parse_box
+//   plod                Dir: 1 .. itemsize, 1@ .. itemsize@
+//   plod/K              File (Data): the whole array, K most significant bytes kept
+//   plod/K@             Dir: slice box
+//   plod/K@/slice/...   as slice/..., with K bytes kept
+//   plod/K@/box/SEL     as box/SEL, with K bytes kept
+//   lbn                 Dir (empty)
+//   lbn/I0,I1,...       File (Lbn)
+//   plan                Dir: slice box plod query
+//   plan/VIEW           the Dir/File structure of the data views; files are Plan
+//   query               Dir (empty: conditions are free-form)
+//   query/COND          Dir: count coords values mask (COND: indexes/condition.h)
+//   query/COND/OUT      File (Query)
+//   box/SEL@            Dir: query — the views of box/SEL
+//   box/SEL@/query/...  as query/..., restricted to the box
+//   plod/K@/query/...   as query/...; `values` with K bytes kept
+//   plod/K@/box/SEL@/query/...
+//   plan/query/..., plan/box/SEL@/query/..., plan/plod/K@/...query/...: Plan of the query
+//
+// Errors: an unknown name ENOENT; a malformed number, selector or condition
+// EINVAL (a condition's message names the position of the problem); an
+// index, dimension or K out of range (or a number too large for 64 bits)
+// ERANGE; a component after a file ENOTDIR.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "indexes/condition.h"
+#include "layouts/selection.h"
+
+namespace mmfs::fs {
+
+// Why a path does not resolve: an errno and a one-line explanation naming the
+// component, what was wrong with it and what is accepted.
+struct PathError {
+  int error = 0;
+  std::string message;
+};
+
+enum class ViewKind { Dir, Info, Data, Lbn, Plan, Query, Rows };
+
+// The elements a data view returns.
+struct DataView {
+  layouts::Selection selection{{}};
+  std::uint32_t plod_bytes = 0;  // bytes kept per element (apply_plod); 0 = whole elements
+  // Canonical path below A@ that resolves to this view: numbers without
+  // leading zeros, box selectors normalized (see parse_box), e.g.
+  // "slice/1/42", "plod/3", "plod/3@/box/0:4,2".
+  std::string spelling;
+  // The bytes of the result each chunk it is read in holds (chosen by
+  // ArrayFile::view_chunking from the volume's model); 0 until chosen.
+  std::uint64_t chunk_bytes = 0;
+  // Size of the view's bytes: selection.elements() * itemsize (PLoD views
+  // keep whole elements, with the dropped bytes filled).
+  std::uint64_t bytes(std::uint32_t itemsize) const { return selection.elements() * itemsize; }
+};
+
+// A query's result (SPEC §5): which rows match `condition`, inside `box`
+// when one is given, and what the file holds about them.
+struct QueryView {
+  enum class Output { Count, Coords, Values, Mask };
+  indexes::Condition condition;
+  std::string condition_text;         // as written in the path
+  std::optional<layouts::Selection> box;
+  std::uint32_t plod_bytes = 0;       // values: bytes kept per element (0 = whole)
+  Output output = Output::Count;
+  std::string spelling;               // the path below A@ (without plan/)
+};
+
+struct ViewNode {
+  ViewKind kind = ViewKind::Dir;
+  std::vector<std::string> listing;    // Dir: the names that can follow
+  std::optional<DataView> data;        // Data, and Plan (the view whose plan is shown)
+  std::optional<QueryView> query;      // Query, and Plan of a query
+  std::vector<std::uint64_t> coords;   // Lbn: the element's coordinates
+  // Rows (and Plan of rows): records [row_first, row_first + row_count) of a table.
+  std::uint64_t row_first = 0, row_count = 0;
+};
+
+// Resolves the components after `A@` (possibly none) for an array of `shape`
+// and `itemsize`. With `with_listing` false, Dir nodes come back with an
+// empty listing (lookup/getattr need no listing; `slice/D` lists S_D names).
+// A directory's views (`D@`, SPEC §5) over the table of D's 1-D arrays,
+// `records` long (fs/table/capsule_table.h):
+//
+//   (none)              Dir: info rows plan query
+//   info                File (Info): the table's attributes and placement
+//   rows                Dir (empty: ranges are free-form)
+//   rows/SEL            File (Rows): records SEL (`A:B`, `A:`, `:B`, `:` or
+//                       one index `I`; no step): per record every attribute's
+//                       element, attributes in readdir order, packed
+//   plan                Dir: rows
+//   plan/rows/SEL       File (Plan) of rows/SEL
+//   query/COND/{count,coords,mask}   File (Query)
+std::variant<ViewNode, PathError> resolve_table_view(std::span<const std::string> components,
+                                                     std::uint64_t records, bool with_listing = true);
+
+std::variant<ViewNode, PathError> resolve_view(std::span<const std::string> components,
+                                               std::span<const std::uint64_t> shape, std::uint32_t itemsize,
+                                               bool with_listing = true);
+
+// A box selector (one path component): comma-separated items, exactly one
+// per dimension, numpy basic indexing without negative indices:
+//   I          fixed index (the dimension is dropped)
+//   A:B        half-open range; A defaults to 0, B to S_d (`:`, `A:`, `:B`)
+//   A:B:STEP   with a step; an empty STEP is 1 (`::2`, `A::STEP`, `A:B:`)
+// I >= S_d, A >= S_d or B > S_d: ERANGE. An empty range (A >= B), STEP 0, a
+// negative or malformed number, or the wrong number of items: EINVAL.
+// The Selection is normalized: stop is one past the last selected element
+// and a range selecting one element has step 1 (same elements, same shape).
+std::variant<layouts::Selection, PathError> parse_box(std::string_view sel, std::span<const std::uint64_t> shape);
+
+// The canonical selector of a selection, as parse_box reads it back:
+// "I" for a fixed dimension, "A:B" or "A:B:STEP" otherwise.
+std::string box_spelling(const layouts::Selection& selection);
+
+// PLoD (SPEC §5): keeps the `keep_bytes` most significant bytes of each
+// little-endian element of `elements` (whole elements of `itemsize` bytes)
+// and fills the dropped ones: for float64 0x7F in the most significant
+// dropped byte and 0xFF below it (MLOC's fill, the midpoint of the dropped
+// mantissa range), for every other dtype zeros. keep_bytes 0 or == itemsize
+// leaves the elements unchanged. Throws std::invalid_argument for itemsize 0,
+// keep_bytes > itemsize, or a size that is not a multiple of itemsize.
+void apply_plod(std::span<std::byte> elements, std::uint32_t itemsize, bool is_float64, std::uint32_t keep_bytes);
+
+// Strict unsigned decimal as paths spell numbers: digits only (no sign, no
+// blanks, not empty, no trailing junk), fitting in 64 bits.
+enum class NumberStatus { Ok, Malformed, TooLarge };
+NumberStatus parse_number(std::string_view text, std::uint64_t& out);
+
+}  // namespace mmfs::fs

@@ -1,0 +1,476 @@
+// Volumes of several devices (issue 16; docs/on-disk-format.md, "Volumes of
+// several devices"): mkfs of p targets, opening them as one volume with
+// their identity checked, recording failed RAID 1 members, and rebuilding one.
+//
+// Where things lie. Each device keeps its own two superblock copies at its
+// start and end (device bytes, outside the volume's address space). The
+// volume's address space is the StripedGeometry's: volume track t is member
+// track t / p of stripe member t mod p. The member tracks that hold a
+// device's primary superblock (the first 16 KiB) are left out on every
+// member, and so are the tracks that reach its backup copy, so the volume's
+// byte space is [p·L(first), p·L(end)) with L(m) the first member LBN of
+// member track m: the metadata region starts at p·L(first) and the data area
+// follows it on the next volume track. Every member track the volume uses
+// thus lies wholly inside every member, and each device's sectors are the
+// member LBNs the geometry models (no offset), so the tracks the layouts
+// compute are the device's real tracks.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include "fs/meta/meta_codec.h"
+#include "fs/device/simulated_device.h"
+#include "fs/volume/volume.h"
+#include "fs/volume/volume_internal.h"
+#include "geometry/load.h"
+
+namespace mmfs::fs {
+namespace {
+
+std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+
+// A member the volume knows failed and that is not there: every request
+// fails (the striped device never sends it any).
+class AbsentDevice final : public BlockDevice {
+ public:
+  AbsentDevice(std::uint64_t size, std::uint32_t block) : size_(size), block_(block) {}
+  std::uint64_t size_bytes() const override { return size_; }
+  std::uint32_t block_size() const override { return block_; }
+  int submit(std::span<IoRequest> batch) override {
+    for (auto& r : batch) r.result = ENODEV;
+    return batch.empty() ? 0 : ENODEV;
+  }
+  int flush() override { return ENODEV; }
+
+ private:
+  std::uint64_t size_;
+  std::uint32_t block_;
+};
+
+struct MemberPlan {
+  std::uint64_t volume_space = 0;  // bytes of the volume's address space
+  std::uint64_t meta_offset = 0, meta_length = 0;
+  geom::Lbn data_first = 0, data_end = 0;
+};
+
+// The volume's areas over members of `member_bytes` each (see the top).
+bool plan_members(const geom::StripedGeometry& g, std::uint64_t member_bytes, std::uint32_t block,
+                  std::uint64_t meta_bytes, MemberPlan* plan, std::string* why) {
+  const geom::Geometry& m = g.member();
+  const std::uint64_t ss = m.sector_size(), p = g.members();
+  const std::uint64_t backup = backup_superblock_offset(member_bytes);
+  const geom::Lbn usable = std::min<geom::Lbn>(m.capacity_sectors(), backup / ss);
+  const geom::Lbn sb_end = (kSuperblockBytes + ss - 1) / ss;
+  if (backup < 2 * std::uint64_t(kSuperblockBytes) || usable <= sb_end) {
+    *why = fmt::format("a member of {} bytes is too small", member_bytes);
+    return false;
+  }
+  const geom::Lbn first = m.track_boundaries(sb_end - 1).high + 1;
+  const geom::TrackBounds last = m.track_boundaries(usable - 1);
+  const geom::Lbn end = last.high + 1 == usable ? usable : last.low;
+  if (end <= first) {
+    *why = fmt::format("a member of {} bytes holds no whole track besides its superblocks", member_bytes);
+    return false;
+  }
+  plan->volume_space = p * end * ss;
+  plan->meta_offset = align_up(p * first * ss, std::max<std::uint64_t>(block, 4096));
+  const std::uint64_t data_bytes = p * (end - first) * ss;
+  std::uint64_t meta = meta_bytes ? meta_bytes : detail::default_meta_bytes(data_bytes);
+  plan->meta_length = align_up(std::max<std::uint64_t>(meta, meta::kMinRegionBytes), std::max<std::uint64_t>(block, 4096));
+  const geom::Lbn meta_end = (plan->meta_offset + plan->meta_length + ss - 1) / ss;
+  if (meta_end >= p * end) {
+    *why = "the members are too small for the metadata region";
+    return false;
+  }
+  const geom::TrackBounds t = g.track_boundaries(meta_end);
+  plan->data_first = t.low == meta_end ? meta_end : t.high + 1;
+  plan->data_end = p * end;
+  if (plan->data_first >= plan->data_end || plan->data_end - plan->data_first < 4 * g.track_length(plan->data_first)) {
+    *why = "the members are too small: fewer than 4 tracks of data after the metadata region";
+    return false;
+  }
+  return true;
+}
+
+int write_member_superblocks(BlockDevice& dev, const Superblock& sb) {
+  AlignedBuffer buf(kSuperblockBytes);
+  encode_superblock(sb, buf.span());
+  if (int r = dev.write(sb.backup_offset, buf.data(), kSuperblockBytes)) return r;
+  if (int r = dev.write(0, buf.data(), kSuperblockBytes)) return r;
+  return dev.flush();
+}
+
+std::unique_ptr<geom::StripedGeometry> striped_geometry(const Superblock& sb, std::string* why) {
+  try {
+    auto g = geom::load_geometry(nlohmann::json::parse(sb.geometry_json));
+    auto* s = dynamic_cast<geom::StripedGeometry*>(g.get());
+    if (!s || s->members() * (sb.raid == 1 ? 2 : 1) != sb.devices) {
+      *why = "the stored geometry does not match the volume's members";
+      return nullptr;
+    }
+    g.release();
+    return std::unique_ptr<geom::StripedGeometry>(s);
+  } catch (const std::exception& e) {
+    *why = fmt::format("the stored geometry does not load: {}", e.what());
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+int format_members(std::vector<MemberTarget> targets, const geom::Geometry& member, std::uint32_t raid,
+                   const FormatOptions& opt, FormatSummary* summary, std::string* message) {
+  const std::size_t n = targets.size();
+  if (raid > 1) return *message = fmt::format("RAID {} is not supported (0 or 1)", raid), EINVAL;
+  if (n < 2) return *message = "a volume of several devices needs at least 2 targets", EINVAL;
+  if (raid == 1 && n % 2)
+    return *message = fmt::format("RAID 1 mirrors devices in pairs: {} targets is an odd number", n), EINVAL;
+  if (n > 256) return *message = "at most 256 targets", EINVAL;
+  if (opt.label.size() > 63) return *message = "the label is longer than 63 bytes", EINVAL;
+  if (dynamic_cast<const geom::StripedGeometry*>(&member))
+    return *message = "the member geometry is itself striped", EINVAL;
+  std::uint64_t member_bytes = UINT64_MAX;
+  std::uint32_t block = 512;
+  std::set<std::string> names;
+  for (auto& t : targets) {
+    if (!names.insert(t.target).second) return *message = fmt::format("target {} is given twice", t.target), EINVAL;
+    if (member.sector_size() < t.device->block_size() || member.sector_size() % 512)
+      return *message = fmt::format("{}: the geometry's {}-byte sectors are smaller than the target's {}-byte "
+                                    "logical blocks", t.target, member.sector_size(), t.device->block_size()),
+             EINVAL;
+    member_bytes = std::min(member_bytes, t.device->size_bytes() / 4096 * 4096);
+    block = std::max(block, t.device->block_size());
+    if (!opt.force) {
+      std::string sig = detect_signature(*t.device);
+      if (!sig.empty())
+        return *message = fmt::format("{} already holds a filesystem ({} signature); use -f to overwrite it", t.target,
+                                      sig),
+               EEXIST;
+    }
+  }
+  auto copy = geom::load_geometry(member.definition());
+  copy->set_name(member.name());
+  const std::uint32_t p = std::uint32_t(raid == 1 ? n / 2 : n);
+  auto g = std::make_unique<geom::StripedGeometry>(std::move(copy), p);
+  g->set_name(member.name());
+  MemberPlan plan;
+  std::string why;
+  if (!plan_members(*g, member_bytes, block, opt.meta_bytes, &plan, &why)) {
+    *message = fmt::format("cannot format {} devices of geometry '{}': {} (the smallest target holds {} bytes)", n,
+                           member.name(), why, member_bytes);
+    return ENOSPC;
+  }
+  Superblock sb;
+  sb.uuid = detail::random_uuid();
+  sb.label = opt.label;
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  sb.created_ns = std::uint64_t(ts.tv_sec) * 1000000000 + std::uint64_t(ts.tv_nsec);
+  sb.volume_bytes = std::uint64_t(p) * member_bytes;
+  sb.meta_offset = plan.meta_offset;
+  sb.meta_length = plan.meta_length;
+  sb.data_first_lbn = plan.data_first;
+  sb.data_end_lbn = plan.data_end;
+  nlohmann::json def = g->definition();
+  def["name"] = g->name();
+  sb.geometry_json = def.dump();
+  sb.devices = std::uint32_t(n);
+  sb.raid = raid;
+  sb.member_bytes = member_bytes;
+
+  std::vector<std::string> target_names;
+  std::vector<std::uint64_t> backups;
+  for (auto& t : targets) {
+    target_names.push_back(t.target);
+    backups.push_back(backup_superblock_offset(t.device->size_bytes()));
+  }
+  {
+    // The metadata store and root through the striped device, superblocks
+    // last: an interrupted format leaves no mountable volume.
+    StripedDevice dev(std::move(targets), *g, raid, plan.volume_space);
+    if (int r = MetaStore::format(dev, {sb.meta_offset, sb.meta_length}))
+      return *message = fmt::format("writing the metadata region failed: {}", std::strerror(r)), r;
+    int err = 0;
+    std::string msg;
+    auto store = MetaStore::open(dev, {sb.meta_offset, sb.meta_length}, &err, &msg);
+    if (!store) return *message = "reopening the new metadata region failed: " + msg, err ? err : EIO;
+    if (int r = Metadata::format(*store, 0755, 0, 0))
+      return *message = fmt::format("creating the root directory failed: {}", std::strerror(r)), r;
+    store.reset();
+    for (std::uint32_t i = 0; i < n; ++i) {
+      Superblock mine = sb;
+      mine.member_index = i;
+      mine.backup_offset = backups[i];
+      try {
+        if (int r = write_member_superblocks(dev.device(i), mine))
+          return *message = fmt::format("{}: writing the superblocks failed: {}", target_names[i], std::strerror(r)), r;
+      } catch (const std::exception& e) {
+        return *message = e.what(), EINVAL;
+      }
+    }
+  }
+  if (summary) {
+    summary->superblock = sb;
+    summary->device_bytes = member_bytes;
+    const std::uint64_t data = (sb.data_end_lbn - sb.data_first_lbn) * g->sector_size();
+    std::string members;
+    for (std::uint32_t i = 0; i < n; ++i)
+      members += fmt::format("  member {}: {}{}\n", i, target_names[i],
+                             raid == 1 ? fmt::format(" (mirror of {})", i ^ 1u) : std::string());
+    summary->text = fmt::format(
+        "mmfs volume {} label '{}'\n"
+        "geometry:     {} ({}) x {} devices, RAID {}{}\n"
+        "capacity:     {} bytes of data ({:.2f} GiB) in {} sectors of {} bytes\n"
+        "stripe unit:  one member track ({} sectors at LBN 0), rotating over {} stripe members\n"
+        "data area:    volume LBN {}..{}\n"
+        "metadata:     {} KiB at volume byte {}\n"
+        "members:\n{}",
+        uuid_string(sb.uuid), sb.label, member.name(), to_string(member.kind()), n, raid,
+        raid == 1 ? " (devices 2k and 2k+1 mirror each other)" : " (striped)", data, double(data) / (1 << 30),
+        sb.data_end_lbn - sb.data_first_lbn, g->sector_size(), member.track_length(0), p, sb.data_first_lbn,
+        sb.data_end_lbn - 1, sb.meta_length >> 10, sb.meta_offset, members);
+  }
+  return 0;
+}
+
+std::unique_ptr<Volume> Volume::open(std::vector<MemberTarget> targets, int* error, std::string* message,
+                                     const MembersOptions& o) {
+  auto fail = [&](int e, std::string m) {
+    *error = e;
+    *message = std::move(m);
+    return std::unique_ptr<Volume>();
+  };
+  if (targets.empty()) return fail(EINVAL, "no target given");
+  // Every target's superblock: the primary, else the backup copy.
+  struct Found {
+    std::optional<Superblock> sb;
+    std::string why;
+    bool primary_ok = false, backup_ok = false;
+  };
+  std::vector<Found> found(targets.size());
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    BlockDevice& dev = *targets[i].device;
+    std::optional<Superblock> a, b;
+    SuperblockStatus sa = SuperblockStatus::Malformed, sbs = SuperblockStatus::Malformed;
+    if (int r = detail::read_superblock_at(dev, 0, &a, &sa))
+      return fail(r, fmt::format("{}: cannot read the superblock: {}", targets[i].target, std::strerror(r)));
+    if (int r = detail::read_superblock_at(dev, backup_superblock_offset(dev.size_bytes()), &b, &sbs))
+      return fail(r, fmt::format("{}: cannot read the backup superblock: {}", targets[i].target, std::strerror(r)));
+    found[i].primary_ok = a.has_value();
+    found[i].backup_ok = b.has_value() && (!a || *a == *b);
+    found[i].sb = a ? a : b;
+    if (!found[i].sb)
+      found[i].why = sa == SuperblockStatus::NotMmfs && sbs == SuperblockStatus::NotMmfs
+                         ? "not an mmfs volume member (no mmfs signature)"
+                         : fmt::format("damaged superblocks (primary: {}; backup: {})", to_string(sa), to_string(sbs));
+  }
+  if (targets.size() == 1 && found[0].sb && found[0].sb->devices == 1) {
+    MetaOpenOptions meta = o.metadata;
+    if (o.simulate) {
+      // The single-device path: the simulated device wraps the geometry the volume stores.
+      return fail(EINVAL, "simulate: open a single device with Volume::open(device)");
+    }
+    return open(std::move(targets[0].device), error, message, o.for_check, meta);
+  }
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    if (!found[i].sb) return fail(EINVAL, fmt::format("{}: {}", targets[i].target, found[i].why));
+  // The volume is the one most targets belong to; the others are foreign.
+  std::map<std::array<std::uint8_t, 16>, std::size_t> votes;
+  for (const auto& f : found) ++votes[f.sb->uuid];
+  const auto uuid = std::max_element(votes.begin(), votes.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+  const Superblock* ref = nullptr;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const Superblock& sb = *found[i].sb;
+    if (sb.uuid != uuid || sb.devices == 1)
+      return fail(EINVAL, fmt::format("{} is not a member of volume {}: it belongs to {} {}", targets[i].target,
+                                      uuid_string(uuid), sb.devices == 1 ? "the single-device volume" : "volume",
+                                      uuid_string(sb.uuid)));
+    if (!ref) ref = &sb;
+  }
+  const std::uint32_t n = ref->devices;
+  std::vector<int> slot(n, -1);
+  std::set<std::uint32_t> failed;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const Superblock& sb = *found[i].sb;
+    if (sb.devices != n || sb.raid != ref->raid || sb.geometry_json != ref->geometry_json)
+      return fail(EUCLEAN, fmt::format("{}: its superblock disagrees with the other members' on the volume's shape "
+                                       "(run mmfsck)", targets[i].target));
+    if (slot[sb.member_index] >= 0)
+      return fail(EINVAL, fmt::format("{} and {} are both member {} of volume {} (a copy of a member?)",
+                                      targets[std::size_t(slot[sb.member_index])].target, targets[i].target,
+                                      sb.member_index, uuid_string(uuid)));
+    slot[sb.member_index] = int(i);
+    failed.insert(sb.failed.begin(), sb.failed.end());
+  }
+  std::string missing;
+  for (std::uint32_t m = 0; m < n; ++m) {
+    if (slot[m] >= 0) continue;
+    const bool may_be_absent = ref->raid == 1 && (failed.count(m) || o.degraded) && slot[m ^ 1u] >= 0 &&
+                               !failed.count(m ^ 1u);
+    if (!may_be_absent) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", m);
+    failed.insert(m);
+  }
+  if (!missing.empty())
+    return fail(ENODEV, fmt::format("member{} {} of the {}-device volume {} {} missing (targets given: {}){}",
+                                    missing.find(',') == std::string::npos ? "" : "s", missing, n, uuid_string(uuid),
+                                    missing.find(',') == std::string::npos ? "is" : "are", targets.size(),
+                                    ref->raid == 1 ? "; a failed RAID 1 member is replaced with mmfsck --rebuild" : ""));
+  for (std::uint32_t m = 0; m + 1 < n; m += 2)
+    if (ref->raid == 1 && failed.count(m) && failed.count(m + 1))
+      return fail(EIO, fmt::format("both copies of stripe member {} (members {} and {}) have failed: the volume has "
+                                   "lost data", m / 2, m, m + 1));
+  std::unique_ptr<Volume> v(new Volume());
+  std::string why;
+  auto g = striped_geometry(*ref, &why);
+  if (!g) return fail(EUCLEAN, "damaged volume: " + why);
+  MemberPlan plan;
+  if (!plan_members(*g, ref->member_bytes, 512, ref->meta_length, &plan, &why))
+    return fail(EUCLEAN, "damaged volume: " + why);
+  std::vector<MemberTarget> ordered(n);
+  v->member_backup_.assign(n, 0);
+  v->primary_ok_ = v->backup_ok_ = true;
+  for (std::uint32_t m = 0; m < n; ++m) {
+    if (slot[m] < 0) {
+      ordered[m] = {fmt::format("(member {}, absent)", m),
+                    std::make_unique<AbsentDevice>(ref->member_bytes, 512)};
+      continue;
+    }
+    auto& t = targets[std::size_t(slot[m])];
+    if (t.device->size_bytes() < ref->member_bytes)
+      return fail(EINVAL, fmt::format("{}: holds {} bytes, less than the volume's members ({} bytes)", t.target,
+                                      t.device->size_bytes(), ref->member_bytes));
+    v->member_backup_[m] = found[std::size_t(slot[m])].sb->backup_offset;
+    if (!failed.count(m)) {
+      v->primary_ok_ = v->primary_ok_ && found[std::size_t(slot[m])].primary_ok;
+      v->backup_ok_ = v->backup_ok_ && found[std::size_t(slot[m])].backup_ok;
+    }
+    ordered[m] = std::move(t);
+  }
+  v->sb_ = *ref;
+  v->sb_.failed.assign(failed.begin(), failed.end());
+  const std::uint64_t space = std::min<std::uint64_t>(plan.volume_space, g->capacity_sectors() * g->sector_size());
+  auto striped = std::make_unique<StripedDevice>(std::move(ordered), *g, ref->raid, space, v->sb_.failed);
+  v->striped_ = striped.get();
+  striped->set_failure_listener([vol = v.get()](std::uint32_t d, const std::string& reason) { vol->device_failed(d, reason); });
+  std::unique_ptr<BlockDevice> device = std::move(striped);
+  v->geometry_ = std::move(g);
+  if (o.simulate) device = std::make_unique<SimulatedDevice>(std::move(device), *v->geometry_);
+  // A failure recorded by one member but not yet by the others is written to all now.
+  if (!o.for_check && v->sb_.failed != ref->failed) (void)v->rewrite_member_superblocks();
+  return finish_open(std::move(v), std::move(device), error, message, o.for_check, o.metadata);
+}
+
+void Volume::set_failure_hook(std::function<void(const std::string&, const std::string&)> hook) {
+  std::lock_guard lock(members_mu_);
+  failure_hook_ = std::move(hook);
+}
+
+void Volume::device_failed(std::uint32_t d, const std::string& reason) {
+  std::function<void(const std::string&, const std::string&)> hook;
+  {
+    std::lock_guard lock(members_mu_);
+    if (std::find(sb_.failed.begin(), sb_.failed.end(), d) == sb_.failed.end()) {
+      sb_.failed.push_back(d);
+      std::sort(sb_.failed.begin(), sb_.failed.end());
+    }
+    hook = failure_hook_;
+  }
+  // The survivors remember the failure, so a later mount never reads the
+  // stale copy even if the device comes back.
+  int r = rewrite_member_superblocks();
+  if (hook)
+    hook(striped_->target(d),
+         fmt::format("device {} failed ({}); the volume runs on its mirror{}", d, reason,
+                     r ? fmt::format(" (recording the failure in the superblocks failed: {})", std::strerror(r)) : ""));
+}
+
+int Volume::rewrite_member_superblocks() {
+  // One rewrite at a time: two failures recorded at once must not leave the
+  // older list written last.
+  std::lock_guard rewriting(rewrite_mu_);
+  Superblock sb;
+  {
+    std::lock_guard lock(members_mu_);
+    sb = sb_;
+  }
+  int first = 0;
+  for (std::uint32_t m = 0; m < striped_->devices(); ++m) {
+    if (striped_->failed(m)) continue;
+    Superblock mine = sb;
+    mine.member_index = m;
+    mine.backup_offset = member_backup_[m];
+    if (int r = write_member_superblocks(striped_->device(m), mine); r && !first) first = r;
+  }
+  if (!first) primary_ok_ = backup_ok_ = true;
+  return first;
+}
+
+int rebuild_member(std::vector<MemberTarget> targets, MemberTarget replacement, std::string* report,
+                   std::string* message) {
+  Volume::MembersOptions o;
+  o.degraded = true;
+  int err = 0;
+  auto vol = Volume::open(std::move(targets), &err, message, o);
+  if (!vol) return err;
+  StripedDevice* s = vol->striped();
+  if (!s || s->raid() != 1)
+    return *message = "only a RAID 1 volume can be rebuilt (a RAID 0 volume has no second copy)", EINVAL;
+  std::uint32_t lost = UINT32_MAX;
+  for (std::uint32_t d : s->failed_devices())
+    if (!s->failed(d ^ 1u)) {
+      lost = d;
+      break;
+    }
+  if (lost == UINT32_MAX) return *message = "no member of the volume is failed or missing: nothing to rebuild", EINVAL;
+  const Superblock& sb = vol->superblock();
+  if (replacement.device->size_bytes() < sb.member_bytes)
+    return *message = fmt::format("{} holds {} bytes; a member of this volume needs {}", replacement.target,
+                                  replacement.device->size_bytes(), sb.member_bytes),
+           ENOSPC;
+  const auto& g = dynamic_cast<const geom::StripedGeometry&>(vol->geometry());
+  // The twin's whole share of the volume's address space (member tracks
+  // [0, data_end / p)), sector for sector: a full resync, as md does, so the
+  // copy never depends on the allocator's view of what is in use.
+  const std::uint64_t member_end = sb.data_end_lbn / g.members() * g.sector_size();
+  BlockDevice& twin = s->device(lost ^ 1u);
+  BlockDevice& fresh = *replacement.device;
+  constexpr std::uint32_t kChunk = 4u << 20;
+  AlignedBuffer buf(kChunk);
+  std::uint64_t copied = 0;
+  for (std::uint64_t off = 0; off < member_end; off += kChunk) {
+    const auto n = std::uint32_t(std::min<std::uint64_t>(member_end - off, kChunk));
+    if (int r = twin.read(off, buf.data(), n))
+      return *message = fmt::format("{}: reading byte {} failed: {}", s->target(lost ^ 1u), off, std::strerror(r)), r;
+    if (int r = fresh.write(off, buf.data(), n))
+      return *message = fmt::format("{}: writing byte {} failed: {}", replacement.target, off, std::strerror(r)), r;
+    copied += n;
+  }
+  if (int r = fresh.flush()) return *message = fmt::format("{}: flush failed: {}", replacement.target, std::strerror(r)), r;
+  // The replacement becomes the member; then every member forgets the failure.
+  Superblock mine = sb;
+  mine.failed.erase(std::remove(mine.failed.begin(), mine.failed.end(), lost), mine.failed.end());
+  mine.member_index = lost;
+  mine.backup_offset = backup_superblock_offset(fresh.size_bytes());
+  if (int r = write_member_superblocks(fresh, mine))
+    return *message = fmt::format("{}: writing the superblocks failed: {}", replacement.target, std::strerror(r)), r;
+  for (std::uint32_t d = 0; d < s->devices(); ++d) {
+    if (s->failed(d)) continue;
+    Superblock theirs = mine;
+    theirs.member_index = d;
+    theirs.backup_offset = backup_superblock_offset(s->device(d).size_bytes());
+    if (int r = write_member_superblocks(s->device(d), theirs))
+      return *message = fmt::format("{}: updating the superblocks failed: {}", s->target(d), std::strerror(r)), r;
+  }
+  *report = fmt::format("rebuilt member {} of volume {} onto {}: copied {} bytes ({:.1f} MiB) from its mirror, "
+                        "member {} ({}); the volume is redundant again\n",
+                        lost, uuid_string(sb.uuid), replacement.target, copied, double(copied) / (1 << 20),
+                        lost ^ 1u, s->target(lost ^ 1u));
+  return 0;
+}
+
+}  // namespace mmfs::fs
