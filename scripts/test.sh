@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: installs dependencies, builds, runs the Catch2
+# Runs the whole test suite: installs dependencies, builds, checks the layer
+# order of the sources (scripts/check-layers.py), runs the Catch2
 # unit tests and the pytest integration tests (pjdfstest among them), and ends
 # with one line "N passed, M failed" (totals over both). Exits non-zero if
 # anything failed.
@@ -14,7 +15,7 @@ sanitize=${MMFS_SANITIZE:-0}
 for arg in "$@"; do
   case "$arg" in
     --sanitize) sanitize=1 ;;
-    -h|--help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument '$arg' (accepted: --sanitize)" >&2; exit 2 ;;
   esac
 done
@@ -35,6 +36,15 @@ strip_colour() { sed 's/\x1b\[[0-9;]*m//g' "$1"; }
 
 passed=0
 failed=0
+
+# --- the layer order of the sources (scripts/check-layers.py) ---------------
+echo
+echo "=== layers: scripts/check-layers.py"
+if python3 scripts/check-layers.py; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+fi
 
 # --- Catch2 unit tests -----------------------------------------------------
 echo

@@ -14,6 +14,7 @@
 #include "layouts/capsule.h"
 #include "layouts/default_layout.h"
 #include "layouts/multimap.h"
+#include "layouts/plod.h"
 #include "layouts/quadrangle_array.h"
 #include "layouts/selection_chunks.h"
 
@@ -1036,7 +1037,7 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
   if (int r = read_selection_locked(part, view.plod_bytes, out->data(), nullptr, message, device_done, nullptr, once))
     return r;
   if (view.plod_bytes != 0)
-    apply_plod({out->data(), bytes}, grid_locked().itemsize(), schema_.dtype.name == "float64", view.plod_bytes);
+    layouts::apply_plod({out->data(), bytes}, grid_locked().itemsize(), schema_.dtype.name == "float64", view.plod_bytes);
   return 0;
 }
 

@@ -25,7 +25,7 @@
 #include "fs/mloc/mloc_image.h"
 #include "fs/file/plain_file.h"
 #include "fs/device/sector_io.h"
-#include "fs/paths/view_path.h"
+#include "fs/array/view_types.h"
 #include "fs/array/write_behind.h"
 #include "layouts/io_plan.h"
 

@@ -10,6 +10,7 @@
 #include "indexes/disjunctions.h"
 #include "indexes/evaluate.h"
 #include "indexes/scan.h"
+#include "layouts/plod.h"
 
 namespace mmfs::fs {
 
@@ -56,7 +57,7 @@ std::string render(const QueryView& view, const Bitmap& rows, ArrayFile* self, s
       }
       if (view.plod_bytes) {
         const ArraySchema s = self->schema();
-        apply_plod({reinterpret_cast<std::byte*>(out.data()), out.size()}, s.dtype.itemsize,
+        layouts::apply_plod({reinterpret_cast<std::byte*>(out.data()), out.size()}, s.dtype.itemsize,
                    s.dtype.name == "float64", view.plod_bytes);
       }
       return out;
@@ -161,7 +162,7 @@ int run_query(const QueryView& view_in, const QueryArrays& arrays, bool model, Q
       if (r) return r;
       const ArraySchema s = arrays.self->schema();
       if (values_out && view.plod_bytes)
-        apply_plod({reinterpret_cast<std::byte*>(answer.data()), answer.size()}, s.dtype.itemsize,
+        layouts::apply_plod({reinterpret_cast<std::byte*>(answer.data()), answer.size()}, s.dtype.itemsize,
                    s.dtype.name == "float64", view.plod_bytes);
       const std::uint64_t matches = answer.size() / (values_out ? s.dtype.itemsize : 8);
       out->plan = {{"index_bytes", 0},  {"index_bytes_from_device", 0}, {"data_bytes", cost.data_bytes},

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "fs/array/array_file.h"
-#include "fs/paths/view_path.h"
+#include "fs/array/view_types.h"
 
 namespace mmfs::fs {
 

@@ -51,6 +51,7 @@
 #include <variant>
 #include <vector>
 
+#include "fs/array/view_types.h"
 #include "indexes/condition.h"
 #include "layouts/selection.h"
 
@@ -64,34 +65,6 @@ struct PathError {
 };
 
 enum class ViewKind { Dir, Info, Data, Lbn, Plan, Query, Rows };
-
-// The elements a data view returns.
-struct DataView {
-  layouts::Selection selection{{}};
-  std::uint32_t plod_bytes = 0;  // bytes kept per element (apply_plod); 0 = whole elements
-  // Canonical path below A@ that resolves to this view: numbers without
-  // leading zeros, box selectors normalized (see parse_box), e.g.
-  // "slice/1/42", "plod/3", "plod/3@/box/0:4,2".
-  std::string spelling;
-  // The bytes of the result each chunk it is read in holds (chosen by
-  // ArrayFile::view_chunking from the volume's model); 0 until chosen.
-  std::uint64_t chunk_bytes = 0;
-  // Size of the view's bytes: selection.elements() * itemsize (PLoD views
-  // keep whole elements, with the dropped bytes filled).
-  std::uint64_t bytes(std::uint32_t itemsize) const { return selection.elements() * itemsize; }
-};
-
-// A query's result (SPEC §5): which rows match `condition`, inside `box`
-// when one is given, and what the file holds about them.
-struct QueryView {
-  enum class Output { Count, Coords, Values, Mask };
-  indexes::Condition condition;
-  std::string condition_text;         // as written in the path
-  std::optional<layouts::Selection> box;
-  std::uint32_t plod_bytes = 0;       // values: bytes kept per element (0 = whole)
-  Output output = Output::Count;
-  std::string spelling;               // the path below A@ (without plan/)
-};
 
 struct ViewNode {
   ViewKind kind = ViewKind::Dir;
@@ -139,15 +112,6 @@ std::variant<layouts::Selection, PathError> parse_box(std::string_view sel, std:
 // The canonical selector of a selection, as parse_box reads it back:
 // "I" for a fixed dimension, "A:B" or "A:B:STEP" otherwise.
 std::string box_spelling(const layouts::Selection& selection);
-
-// PLoD (SPEC §5): keeps the `keep_bytes` most significant bytes of each
-// little-endian element of `elements` (whole elements of `itemsize` bytes)
-// and fills the dropped ones: for float64 0x7F in the most significant
-// dropped byte and 0xFF below it (MLOC's fill, the midpoint of the dropped
-// mantissa range), for every other dtype zeros. keep_bytes 0 or == itemsize
-// leaves the elements unchanged. Throws std::invalid_argument for itemsize 0,
-// keep_bytes > itemsize, or a size that is not a multiple of itemsize.
-void apply_plod(std::span<std::byte> elements, std::uint32_t itemsize, bool is_float64, std::uint32_t keep_bytes);
 
 // Strict unsigned decimal as paths spell numbers: digits only (no sign, no
 // blanks, not empty, no trailing junk), fitting in 64 bits.

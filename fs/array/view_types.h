@@ -1,0 +1,44 @@
+// What a view of an array selects, as the array layer reads it: the elements
+// of a data view (slice, box, PLoD) and the condition, box and output of a
+// query. The path grammar that produces them is fs/paths/view_path.h; the
+// array layer serves them without knowing how they were spelled.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "indexes/condition.h"
+#include "layouts/selection.h"
+
+namespace mmfs::fs {
+
+// The elements a data view returns.
+struct DataView {
+  layouts::Selection selection{{}};
+  std::uint32_t plod_bytes = 0;  // bytes kept per element (layouts::apply_plod); 0 = whole elements
+  // Canonical path below A@ that resolves to this view: numbers without
+  // leading zeros, box selectors normalized (see parse_box), e.g.
+  // "slice/1/42", "plod/3", "plod/3@/box/0:4,2".
+  std::string spelling;
+  // The bytes of the result each chunk it is read in holds (chosen by
+  // ArrayFile::view_chunking from the volume's model); 0 until chosen.
+  std::uint64_t chunk_bytes = 0;
+  // Size of the view's bytes: selection.elements() * itemsize (PLoD views
+  // keep whole elements, with the dropped bytes filled).
+  std::uint64_t bytes(std::uint32_t itemsize) const { return selection.elements() * itemsize; }
+};
+
+// A query's result (docs/reference.md §5): which rows match `condition`,
+// inside `box` when one is given, and what the file holds about them.
+struct QueryView {
+  enum class Output { Count, Coords, Values, Mask };
+  indexes::Condition condition;
+  std::string condition_text;         // as written in the path
+  std::optional<layouts::Selection> box;
+  std::uint32_t plod_bytes = 0;       // values: bytes kept per element (0 = whole)
+  Output output = Output::Count;
+  std::string spelling;               // the path below A@ (without plan/)
+};
+
+}  // namespace mmfs::fs

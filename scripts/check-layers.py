@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Checks that every #include "X/..." of the project's own code points down the
+layer order (docs/architecture.md): a library may include itself and the
+libraries below it, never one above. Exits 1 and names each upward include.
+
+    scripts/check-layers.py            check the tree
+    scripts/check-layers.py --list     print the order and what each may use
+"""
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Each library (a folder) and the libraries it may include besides itself.
+# Listed bottom-up; the pure libraries use nothing of ours (layouts only
+# geometry), the fs/ layers build on them and on each other in this order.
+ORDER = [
+    ("geometry", []),
+    ("indexes", []),
+    ("layouts", ["geometry"]),
+    ("fs/util", []),
+    ("fs/device", ["fs/util", "geometry"]),
+    ("fs/meta", ["fs/device", "fs/util", "geometry", "layouts"]),
+    ("fs/volume", ["fs/meta", "fs/device", "fs/util", "geometry", "layouts"]),
+    ("fs/file", ["fs/meta", "fs/device", "fs/util", "geometry", "layouts"]),
+    ("fs/mloc", ["fs/meta", "fs/device", "fs/util", "geometry", "layouts", "indexes"]),
+    ("fs/array", ["fs/file", "fs/mloc", "fs/meta", "fs/device", "fs/util", "geometry", "layouts", "indexes"]),
+    ("fs/table", ["fs/array", "fs/file", "fs/mloc", "fs/meta", "fs/device", "fs/util", "geometry", "layouts",
+                  "indexes"]),
+    ("fs/paths", ["fs/array", "fs/util", "geometry", "layouts", "indexes"]),
+    ("fs/scrub", ["fs/volume", "fs/array", "fs/file", "fs/mloc", "fs/meta", "fs/device", "fs/util", "geometry",
+                  "layouts", "indexes"]),
+]
+FS_ALL = [name for name, _ in ORDER]
+# Above fs/: the FUSE glue, the measurement probes, the programs. The probes
+# may use the daemon's core (they serve a volume through it); nothing below
+# them may use either.
+ORDER += [
+    ("daemon", FS_ALL),
+    ("probes", FS_ALL + ["daemon"]),
+    ("mkfs", FS_ALL + ["probes", "daemon"]),
+    ("tools", FS_ALL + ["probes", "daemon", "tools"]),
+]
+SOURCES = (".h", ".cc", ".cpp")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def library_of(path: str):
+    """The most specific library a repository path belongs to (or None)."""
+    best = None
+    for name, _ in ORDER:
+        if path == name or path.startswith(name + "/"):
+            if best is None or len(name) > len(best):
+                best = name
+    return best
+
+
+def main(argv):
+    allowed = {name: set(uses) | {name} for name, uses in ORDER}
+    if "--list" in argv:
+        for name, uses in ORDER:
+            print(f"{name}: {' '.join(uses) or '(nothing of ours)'}")
+        return 0
+    problems = []
+    checked = 0
+    for name, _ in ORDER:
+        folder = ROOT / name
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.rglob("*")):
+            if path.suffix not in SOURCES:
+                continue
+            rel = path.relative_to(ROOT).as_posix()
+            own = library_of(rel)
+            if own != name:
+                continue  # a deeper library's file: checked under it
+            checked += 1
+            for included in INCLUDE.findall(path.read_text(errors="replace")):
+                target = library_of(included)
+                if target is None or target in allowed[own]:
+                    continue
+                problems.append(f"{rel}: includes {included} ({target} is not below {own})")
+    # fs/ holds only layer folders (and its meson.build).
+    strays = [p.name for p in (ROOT / "fs").iterdir() if p.is_file() and p.suffix in SOURCES]
+    problems += [f"fs/{s}: a source file outside the layer folders" for s in strays]
+    for p in problems:
+        print(p)
+    print(f"check-layers: {checked} files, {len(problems)} upward includes" if problems
+          else f"check-layers: {checked} files, every include points down the layer order")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
