@@ -1,7 +1,13 @@
 // The mounted filesystem without FUSE types: inode-number operations that
 // return errnos, the open-file registry (plain files and arrays), the virtual
 // view and control nodes, the error log and the periodic flusher.
-// daemon/fuse_ops.cc translates FUSE requests into these calls.
+// daemon/fuse_ops.cc translates FUSE requests into these calls. The
+// implementation is split by concern: filesystem.cc (start, flush, names,
+// attributes, lookup, readdir), view_nodes.cc (A@, D@ and /.mmfs nodes and
+// their permission checks), file_ops.cc (open to release), xattr_ops.cc,
+// namespace_ops.cc, name_rules.cc, query_views.cc, table_ops.cc,
+// scrub_control.cc; the virtual node table and the name cache are classes
+// of their own (virtual_nodes.h, name_cache.h).
 #pragma once
 
 #include <sys/stat.h>
@@ -21,6 +27,8 @@
 #include <vector>
 
 #include "daemon/caller.h"
+#include "daemon/name_cache.h"
+#include "daemon/virtual_nodes.h"
 #include "fs/array/array_file.h"
 #include "fs/table/capsule_table.h"
 #include "fs/paths/control_path.h"
@@ -37,9 +45,6 @@ class ScrubRunner;  // the scrub (fs/scrub/scrub_runner.h; daemon/scrub_control.
 namespace mmfs::daemon {
 
 using fs::Ino;
-
-// Virtual nodes (views, /.mmfs) have the top bit set in their inode number.
-constexpr Ino kVirtualBit = 1ull << 63;
 
 // One open file (a FUSE file handle).
 struct Handle {
@@ -141,17 +146,7 @@ class Filesystem {
     std::int64_t mtime_ns = 0;
     bool times_dirty = false;
   };
-  struct VNode {
-    Ino array = 0;                        // 0 for the control directory
-    std::vector<std::string> components;  // after A@ or /.mmfs
-    bool dir = true;
-    bool live = false;                    // a free slot when false
-    std::uint64_t lookups = 0;            // entries given to the kernel, not yet forgotten
-    std::pair<Ino, std::string> key;      // (parent, name) in vindex_
-    Ino home = 0;                         // the directory holding A (of A@) or D itself (of D@)
-    bool table = false;                   // D@: a directory's views
-  };
-  bool vnode(Ino vino, VNode* out) const;
+  using VNode = VirtualNode;
 
   std::string path_of(Ino ino) const;
   void remember(Ino ino, Ino parent, const std::string& name);
@@ -195,7 +190,6 @@ class Filesystem {
   // EACCES unless `who` may write every one of `attributes`.
   int table_writable(const Caller& who, const std::vector<fs::TableAttribute>& attributes, std::string* message);
   int table_move_apart(Ino dir, const std::string& layout, std::vector<fs::TableAttribute>& attributes);
-  Ino intern_vnode(Ino parent_vino, const std::string& name, VNode node);
   int lookup_virtual(Ino parent, const std::string& name, const Caller& who, struct stat* st);
   std::optional<fs::ArraySchema> stored_schema(Ino ino) const;
   int array_for(Ino ino, std::shared_ptr<fs::ArrayFile>* out, std::string* message);
@@ -242,6 +236,16 @@ class Filesystem {
   std::map<std::string, std::uint64_t> daemon_stats_;
   Ino orphans_ = 0;
 
+  // Locks, in the order they are taken: a thread holding one takes only
+  // locks below it in this list, never one above.
+  //   scrub_mu_       the scrub's slot (start and stop of the runner)
+  //   mu_             the registry below (open files, loaded arrays) and
+  //                   namespace changes that must not race an open or a release
+  //   fs/ locks       an ArrayFile's placement and cache locks, the metadata
+  //                   store's, the devices': fs/ never calls back into the daemon
+  //   leaves          qmu_, flusher_mu_ (released before the flusher works),
+  //                   and the internal locks of vnodes_, names_, errors_ and
+  //                   audit_: nothing is locked under them
   std::mutex mu_;  // the registry and namespace changes
   std::unordered_map<Ino, OpenFile> open_;
   std::unordered_map<Ino, std::weak_ptr<fs::ArrayFile>> arrays_;  // loaded arrays (views keep them alive)
@@ -255,8 +259,7 @@ class Filesystem {
   // mu_ held; when the inode is gone, its loaded array is retired and forgotten.
   int remove_locked(Ino ino, const std::function<int()>& op);
 
-  mutable std::mutex names_mu_;
-  std::unordered_map<Ino, std::pair<Ino, std::string>> names_;  // ino -> (parent, name), for messages
+  NameCache names_;  // for messages only
 
   // Query results between the stat that sizes a view and the open that reads
   // it (keyed by directory, path and the arrays' generations); an entry is
@@ -270,10 +273,7 @@ class Filesystem {
   std::map<Ino, std::uint64_t> open_query_sizes_;  // query files open now: the size their open computed
   static constexpr std::int64_t kQueryResultMs = 250;
 
-  mutable std::mutex vmu_;
-  std::vector<VNode> vnodes_;
-  std::map<std::pair<Ino, std::string>, Ino> vindex_;
-  std::vector<std::uint64_t> free_vnodes_;
+  VirtualNodes vnodes_;
 
   std::mutex flusher_mu_;
   std::condition_variable flusher_cv_;

@@ -76,10 +76,7 @@ int Filesystem::check_may_become_array(Ino ino, const std::string& attr) {
   // Every name of the file: the one it was reached by when that is all
   // (the common case), otherwise a scan of the directories.
   std::vector<std::pair<Ino, std::string>> names;
-  {
-    std::lock_guard lock(names_mu_);
-    if (auto it = names_.find(ino); it != names_.end()) names.push_back(it->second);
-  }
+  if (auto known = names_.name_of(ino)) names.push_back(*known);
   auto n = md.inode(ino);
   if (!n) return ENOENT;
   if (names.empty() || n->nlink != 1 || md.lookup(names[0].first, names[0].second) != ino) names = md.names_of(ino);

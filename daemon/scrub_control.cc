@@ -11,6 +11,7 @@
 #include <shared_mutex>
 
 #include "daemon/filesystem.h"
+#include "daemon/filesystem_detail.h"
 #include "fs/scrub/scrub.h"
 #include "fs/scrub/scrub_runner.h"
 
@@ -19,10 +20,6 @@ namespace mmfs::daemon {
 namespace {
 
 constexpr const char* kCommands = "start, start idle-time, start free-bandwidth, stop";
-
-// FUSE_SET_ATTR_* (fuse_lowlevel.h), numeric so this file stays FUSE-free.
-constexpr int kSetSize = 1 << 3, kSetAtime = 1 << 4, kSetMtime = 1 << 5, kSetAtimeNow = 1 << 7,
-              kSetMtimeNow = 1 << 8, kSetCtime = 1 << 10;
 
 // A command as the error line shows it: printable, at most 40 characters.
 std::string shown(std::string_view text) {
@@ -46,7 +43,7 @@ Filesystem::ScrubSlot::~ScrubSlot() {
 bool Filesystem::is_scrub_node(Ino ino) const {
   if (!(ino & kVirtualBit)) return false;
   VNode v;
-  return vnode(ino, &v) && !v.table && v.array == 0 && v.components.size() == 1 && v.components[0] == "scrub";
+  return vnodes_.get(ino, &v) && !v.table && v.array == 0 && v.components.size() == 1 && v.components[0] == "scrub";
 }
 
 std::string Filesystem::scrub_status_text() {
@@ -93,6 +90,7 @@ int Filesystem::open_scrub(Ino ino, int flags, std::unique_ptr<Handle>* out) {
 int Filesystem::scrub_setattr(Ino ino, int to_set, struct stat* out) {
   // `echo start > .mmfs/scrub` truncates the file on open (a size of 0) and
   // may stamp its times; nothing else of it can change.
+  using namespace detail;
   const int allowed = kSetSize | kSetAtime | kSetMtime | kSetAtimeNow | kSetMtimeNow | kSetCtime;
   if (to_set & ~allowed)
     return record(EROFS, ino, "only commands can be written to the scrub file; its mode, owner and times are fixed");

@@ -10,23 +10,20 @@
 #include <cstring>
 
 #include "daemon/filesystem.h"
+#include "daemon/filesystem_detail.h"
 #include "fs/table/capsule_table.h"
 #include "layouts/default_layout.h"
 
 namespace mmfs::daemon {
 
 using fs::ArraySchema;
+using detail::attr_message;
 
 namespace {
 
 constexpr std::string_view kDirectoryAttrs =
     "a directory takes user.mmfs.layout (capsule: its 1-D arrays become a table in capsules; another layout "
     "moves them out again) and, once in capsules, user.mmfs.shape (the table's record count, to grow it)";
-
-std::string attr_message(const std::string& name, const std::string& msg) {
-  if (msg.starts_with(name + ":")) return msg;
-  return fmt::format("{}: {}", name, msg);
-}
 
 }  // namespace
 
