@@ -6,11 +6,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <future>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +18,7 @@
 #include "fs/array/array_index.h"
 #include "fs/array/array_schema.h"
 #include "fs/array/array_state.h"
+#include "fs/array/chunk_reader.h"
 #include "fs/meta/metadata.h"
 #include "fs/mloc/mloc_image.h"
 #include "fs/file/plain_file.h"
@@ -64,18 +62,11 @@ struct QueryCost {
   std::vector<geom::Request> index_trace;  // the index's device requests
 };
 
-// How a file's reads went through its chunk cache.
-struct ChunkStats {
-  std::uint64_t loads = 0;           // chunks read from the device
-  std::uint64_t prefetched = 0;      // of which loaded ahead of their reader
-  std::uint64_t evicted_unread = 0;  // prefetched chunks dropped before a reader took them
-};
-
 // `schema` as the volume places it: with the volume's checksum block
 // (fs/meta/cell_checksums.h). mloc images keep checksums of their own pieces.
 ArraySchema placed_schema(const ArrayContext& ctx, const ArraySchema& schema);
 
-class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
+class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayFile> {
  public:
   // The xattr record holding the schema (outside the user namespace, so no
   // client can name it).
@@ -197,7 +188,7 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
 
   // Bitmap index and queries (fs/array/array_file_index.cc, fs/array/array_file_query.cc).
   indexes::ValueType value_type() const;
-  std::uint64_t generation() const { return generation_.load(); }
+  std::uint64_t generation() const override { return generation_.load(); }
   std::vector<std::uint64_t> shape() const;
   bool has_index() const;
   std::uint64_t index_device_bytes() const;
@@ -296,39 +287,10 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   // a chunk spans, as a 2^k-aligned block of a Hilbert or Z-order grid is
   // one run. Remembered per view spelling and placement.
   std::uint64_t chunk_bytes_locked(const layouts::Selection& selection, const std::string& spelling) const;
-  // Chunks a sequential reader has prefetched ahead of it: the bytes of
-  // kPrefetchChunks chunks of the context's size (96 MiB), in chunks of this
-  // view's, and never fewer than two, or the pipeline stalls: with one load
-  // at a time the device waits while that load verifies and gathers its
-  // chunk (a full read in 128 MiB chunks ran at the sum of the two, 1.4 s
-  // for 2 GiB, instead of the larger, 1.0 s).
-  std::uint64_t prefetch_depth(std::uint64_t chunk_bytes) const;
-  using Chunk = std::shared_ptr<const AlignedBuffer>;
-  // The chunk from the cache, else loaded here. `device_done` runs when this
-  // call's load has read the device (not on a cache hit).
-  int chunk(const DataView& view, std::uint64_t index, Chunk* out, std::string* message,
-            const std::function<void()>& device_done = {});
-  std::string chunk_key(const DataView& view, std::uint64_t index, std::uint64_t* generation) const;
-  // Under cache_mu_: the cached (or loading) chunk's future, or a new entry
-  // whose promise the caller must fulfil (with fill()). A reader's lookup
-  // marks the chunk taken; a prefetch's leaves it waiting for its reader.
-  std::shared_ptr<std::promise<Chunk>> find_or_reserve(const std::string& key, std::uint64_t generation,
-                                                       std::uint64_t bytes, bool reader,
-                                                       std::shared_future<Chunk>* future);
-  // Loads a reserved chunk into its promise (null on failure, the entry dropped).
-  int fill(const DataView& view, std::uint64_t index, const std::string& key, std::promise<Chunk>& promise,
-           const std::function<void()>& device_done, std::string* message);
+  // ChunkSource: chunk `index` of `view` from whichever placement holds it
+  // (dirty cells written back first), PLoD applied.
   int load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message,
-                 const std::function<void()>& device_done);
-  // Loads chunk `index` (of the view's `chunks`) in the background unless it
-  // is cached, too far ahead of the reader, or the pipeline is full.
-  void prefetch(const DataView& view, std::uint64_t index, std::uint64_t chunks);
-  // Prefetches the chunks after the reader's, as far as the pipeline allows.
-  void fill_pipeline(const DataView& view, std::uint64_t chunks);
-  // chunk() for a reader of chunk `index` of `chunks`; a reader that moved
-  // to it from the one before (or stayed) gets the chunks after it prefetched.
-  int reader_chunk(const DataView& view, std::uint64_t index, std::uint64_t chunks, Chunk* out,
-                   std::string* message);
+                 const std::function<void()>& device_done) override;
 
   ArrayContext ctx_;
   Ino ino_;
@@ -358,31 +320,9 @@ class ArrayFile : public std::enable_shared_from_this<ArrayFile> {
   std::atomic<std::uint64_t> generation_{0};  // bumped by every change of the contents
   std::uint64_t periodic_generation_ = 0;     // generation_ at the last flush_periodic (under mu_)
 
-  // Decoded chunks of recent reads (the file and its views), most recent first.
-  struct CacheEntry {
-    std::string key;
-    std::shared_future<Chunk> chunk;
-    std::uint64_t generation = 0;  // of the contents it holds: older ones are never read again
-    bool unread = false;           // prefetched, not yet taken by a reader: evicted last
-    std::uint64_t bytes = 0;       // the chunk's size (its view's chunk_bytes)
-  };
-  mutable std::mutex cache_mu_;
-  std::list<CacheEntry> cache_;
-  ChunkStats chunk_stats_;  // guarded by cache_mu_
-  // The prefetch pipeline of sequential readers (guarded by cache_mu_): up to
-  // kPrefetchDepth chunks ahead of the reader, of which at most
-  // kDeviceLoads wait for the device at once. A load starts the next one as
-  // soon as its device reads are done, so the device streams while earlier
-  // chunks are verified and gathered.
-  int prefetching_ = 0;      // background loads running
-  int prefetch_on_device_ = 0;  // of which still reading the device
-  std::uint64_t reader_at_ = 0;  // the chunk a reader last took
-  bool quiesced_ = false;
-  std::condition_variable prefetch_done_;
-  static constexpr int kPrefetchDepth = 3;
-  static constexpr int kMinPrefetchDepth = 2;
-  static constexpr std::uint64_t kPrefetchChunks = 3;
-  static constexpr int kDeviceLoads = 2;
+  // Decoded chunks of recent reads (the file and its views) and the
+  // sequential readers' prefetch pipeline (fs/array/chunk_reader.h).
+  ChunkReader reader_;
   // The chosen chunk size per view spelling (guarded by budget_mu_), for the
   // placement it was chosen on (placement_epoch_, bumped whenever state_ is
   // replaced).
