@@ -33,12 +33,12 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/host_probe.h"
 #include "fs/device/device_probe.h"
 #include "geometry/geometry.h"
 #include "geometry/load.h"
 #include "geometry/service_time.h"
 #include "geometry/types.h"
+#include "probes/host_probe.h"
 
 #ifndef MMFS_VERSION
 #define MMFS_VERSION "unknown"

@@ -1,4 +1,4 @@
-#include "daemon/read_path_probe.h"
+#include "probes/read_path_probe.h"
 
 #define FUSE_USE_VERSION 35
 #include <fmt/format.h>
@@ -15,7 +15,6 @@
 
 #include "daemon/filesystem.h"
 #include "daemon/fuse_ops.h"
-#include "daemon/host_probe.h"
 #include "daemon/read_path_settings.h"
 #include "fs/array/array_file.h"
 #include "fs/array/array_schema.h"
@@ -25,6 +24,7 @@
 #include "fs/volume/volume.h"
 #include "geometry/load.h"
 #include "layouts/default_layout.h"
+#include "probes/host_probe.h"
 
 namespace mmfs::daemon {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/host_probe.h"
+#include "probes/host_probe.h"
 
 #define FUSE_USE_VERSION 35
 #include <fcntl.h>
@@ -17,8 +17,8 @@
 #include <memory>
 #include <thread>
 
-#include "daemon/read_path_probe.h"
 #include "daemon/read_path_settings.h"
+#include "probes/read_path_probe.h"
 
 namespace mmfs::daemon {
 namespace {
