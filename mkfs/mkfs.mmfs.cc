@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
     std::string summary;
     try {
       nlohmann::json measured = mmfs::fs::measured_geometry(probe, &summary);
-      mmfs::daemon::measure_host_into(&measured, &summary, !quiet);
+      mmfs::probes::measure_host_into(&measured, &summary, !quiet);
       g = mmfs::geom::load_geometry(measured);
     } catch (const std::exception& e) {
       return die(e.what());
