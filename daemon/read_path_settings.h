@@ -1,15 +1,15 @@
 // How the daemon's FUSE connection carries reads: 1 MiB requests, 4 MiB of
 // read-ahead, asynchronous reads, replies copied by writev (no splicing).
-// The daemon's init sets these, and so does the host probe's throwaway mount
-// (daemon/host_probe.h), so what the probe times is what the daemon's
-// readers get. Include after <fuse_lowlevel.h>.
+// The daemon's init sets these, and so does the host probe's throwaway
+// filesystem (probes/host_probe.cc), so what the probe times is what the
+// daemon's readers get. Include after <fuse_lowlevel.h>.
 #pragma once
 
 #include <algorithm>
 
 namespace mmfs::daemon {
 
-// The mount's max_read option (main.cc, host_probe.cc) must say the same.
+// The mount's max_read option (main.cc, probes/throwaway_mount.cc) must say the same.
 constexpr unsigned kMaxRead = 1u << 20;
 
 inline void set_read_path(fuse_conn_info* conn) {

@@ -30,7 +30,7 @@ const char* to_string(DeviceKind kind);
 // the reader through the kernel into fresh memory. On the virtio machine of
 // issue 18 the last is 0.74-0.96 ms per MiB, slower than the device's
 // 0.25: a full read is bound by it, not by the device. `mmfs-geom measure`
-// times them (daemon/host_probe.h, daemon/read_path_probe.h): the hand-over
+// times them (probes/host_probe.h, probes/read_path_probe.h): the hand-over
 // through a throwaway FUSE mount, the rest by the daemon's own code on a
 // volume in memory; a modeled device has none (the papers' clock).
 struct HostCost {

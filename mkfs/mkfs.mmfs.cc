@@ -7,7 +7,6 @@
 #include <cstring>
 #include <utility>
 
-#include "daemon/host_probe.h"
 #include "fs/device/block_device.h"
 #include "fs/device/device_probe.h"
 #include "fs/device/nbd_device.h"
@@ -15,6 +14,7 @@
 #include "fs/device/striped_device.h"
 #include "fs/volume/volume.h"
 #include "geometry/load.h"
+#include "probes/host_probe.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"mkfs.mmfs: format a block device or an image file as an mmfs volume (SPEC §2)"};
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
     std::string summary;
     try {
       nlohmann::json measured = mmfs::fs::measured_geometry(probe, &summary);
-      mmfs::daemon::measure_host_into(&measured, &summary, !quiet);
+      mmfs::probes::measure_host_into(&measured, &summary, !quiet);
       g = mmfs::geom::load_geometry(measured);
     } catch (const std::exception& e) {
       return die(e.what());

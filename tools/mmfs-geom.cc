@@ -33,12 +33,12 @@
 #include <string_view>
 #include <vector>
 
-#include "daemon/host_probe.h"
 #include "fs/device/device_probe.h"
 #include "geometry/geometry.h"
 #include "geometry/load.h"
 #include "geometry/service_time.h"
 #include "geometry/types.h"
+#include "probes/host_probe.h"
 
 #ifndef MMFS_VERSION
 #define MMFS_VERSION "unknown"
@@ -212,7 +212,7 @@ int run_measure(int argc, char** argv) {
   if (!quiet) fmt::print(stderr, "measuring {} for at most {:.0f} s (reads only)\n", target, seconds);
   if (mmfs::fs::probe_device(target, opt, &probe, &message) != 0) throw UsageError(message);
   nlohmann::json geometry = mmfs::fs::measured_geometry(probe, &summary);
-  mmfs::daemon::measure_host_into(&geometry, &summary, !quiet);
+  mmfs::probes::measure_host_into(&geometry, &summary, !quiet);
   (void)mmfs::geom::load_geometry(geometry);  // what mkfs would refuse, refuse now
   if (!quiet) fmt::print(stderr, "{}", summary);
   const std::string text = geometry.dump(2) + "\n";

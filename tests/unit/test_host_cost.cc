@@ -62,7 +62,7 @@ TEST_CASE("host cost: a flash geometry's host is read, printed only when set, an
   CHECK(sg->host_cost().request_ms == 0.2);
   CHECK(sg->host_cost().ms_per_mib == 0.42);
 
-  // The daemon's work on cells (daemon/read_path_probe.h): read back, printed
+  // The daemon's work on cells (probes/read_path_probe.h): read back, printed
   // only when measured.
   CHECK_FALSE(g->definition()["host"].contains("verify_ms_per_mib"));
   j["host"]["verify_ms_per_mib"] = 0.36;

@@ -1,12 +1,9 @@
-#include "daemon/host_probe.h"
+#include "probes/host_probe.h"
 
 #define FUSE_USE_VERSION 35
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fuse_lowlevel.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,10 +14,11 @@
 #include <memory>
 #include <thread>
 
-#include "daemon/read_path_probe.h"
 #include "daemon/read_path_settings.h"
+#include "probes/read_path_probe.h"
+#include "probes/throwaway_mount.h"
 
-namespace mmfs::daemon {
+namespace mmfs::probes {
 namespace {
 
 // The throwaway filesystem: under the root, for every k, a directory `d<k>`
@@ -62,7 +60,7 @@ bool fill_stat(const ProbeFs& fs, fuse_ino_t ino, struct stat* st) {
 
 ProbeFs& fs_of(fuse_req_t req) { return *static_cast<ProbeFs*>(fuse_req_userdata(req)); }
 
-void probe_init(void*, fuse_conn_info* conn) { set_read_path(conn); }
+void probe_init(void*, fuse_conn_info* conn) { daemon::set_read_path(conn); }
 
 bool number_after(const char* name, char prefix, std::uint64_t* k) {
   if (name[0] != prefix || name[1] == '\0') return false;
@@ -149,100 +147,24 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-// The mount and its request threads; unmounted and removed on destruction.
-class ThrowawayMount {
- public:
-  ~ThrowawayMount() {
-    if (se_) {
-      fuse_session_exit(se_);
-      if (mounted_) fuse_session_unmount(se_);  // the threads' reads fail: they return
-      if (loop_.joinable()) loop_.join();
-      fuse_session_destroy(se_);
-    }
-    if (!dir_.empty()) ::rmdir(dir_.c_str());
-  }
-
-  int start(ProbeFs* fs, std::string* message) {
-    char tmpl[] = "/tmp/mmfs-host-probe.XXXXXX";
-    if (!::mkdtemp(tmpl)) {
-      const int e = errno;
-      *message = fmt::format("cannot make a directory for the host probe's mount: {}", std::strerror(e));
-      return e;
-    }
-    dir_ = tmpl;
-    const std::string options = fmt::format("fsname=mmfs-host-probe,subtype=mmfs,max_read={}", kMaxRead);
-    const char* argv[] = {"mmfs-host-probe", "-o", options.c_str()};
-    fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
-    fuse_lowlevel_ops ops;
-    std::memset(&ops, 0, sizeof ops);
-    ops.init = probe_init;
-    ops.lookup = probe_lookup;
-    ops.getattr = probe_getattr;
-    ops.open = probe_open;
-    ops.read = probe_read;
-    ops.release = probe_release;
-    se_ = fuse_session_new(&args, &ops, sizeof ops, fs);
-    fuse_opt_free_args(&args);  // parsing copied the arguments
-    if (!se_) {
-      *message = "the host probe could not start a FUSE session";
-      return EIO;
-    }
-    if (fuse_session_mount(se_, dir_.c_str()) != 0) {
-      *message = fmt::format("the host probe could not mount FUSE at {} (is /dev/fuse there, and are we root?)", dir_);
-      return EPERM;
-    }
-    mounted_ = true;
-    loop_ = serve_in_background(se_);
-    return 0;
-  }
-
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
-  fuse_session* se_ = nullptr;
-  bool mounted_ = false;
-  std::thread loop_;
-};
+// The throwaway filesystem's operations: those a reader's lookups, open,
+// read and close need.
+const fuse_lowlevel_ops& probe_operations() {
+  static const fuse_lowlevel_ops ops = [] {
+    fuse_lowlevel_ops o;
+    std::memset(&o, 0, sizeof o);
+    o.init = probe_init;
+    o.lookup = probe_lookup;
+    o.getattr = probe_getattr;
+    o.open = probe_open;
+    o.read = probe_read;
+    o.release = probe_release;
+    return o;
+  }();
+  return ops;
+}
 
 }  // namespace
-
-std::thread serve_in_background(fuse_session* session) {
-  return std::thread([session] {
-    fuse_loop_config config;
-    std::memset(&config, 0, sizeof config);
-    config.clone_fd = 0;
-    config.max_idle_threads = 16;
-    fuse_session_loop_mt(session, &config);
-  });
-}
-
-double timed_fresh_read(const std::string& path, std::uint64_t expect) {
-  constexpr std::size_t kReadCall = 8 << 20;
-  const auto t = std::chrono::steady_clock::now();
-  const std::size_t length = std::size_t(std::max<std::uint64_t>(expect, 1));
-  void* map = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED) return -1;
-  std::byte* buffer = static_cast<std::byte*>(map);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  std::uint64_t got = 0;
-  int error = fd < 0 ? errno : 0;
-  while (error == 0) {
-    const std::size_t call = std::min<std::size_t>(kReadCall, length - std::size_t(got));  // got <= length
-    const ssize_t n = call ? ::read(fd, buffer + got, call) : 0;
-    if (n < 0) error = errno;
-    if (n <= 0) break;
-    got += std::uint64_t(n);
-  }
-  if (fd >= 0) ::close(fd);
-  const double ms = ms_since(t);
-  ::munmap(map, length);
-  if (error || got != expect) {
-    errno = error ? error : EIO;
-    return -1;
-  }
-  return ms;
-}
 
 int probe_host(const HostProbeOptions& opt, HostProbeResult* out, std::string* message) {
   *out = HostProbeResult{};
@@ -260,7 +182,8 @@ int probe_host(const HostProbeOptions& opt, HostProbeResult* out, std::string* m
   // mount: a mount's first requests cost more than its later ones.
   for (int k = 0; k < opt.cold_reads; ++k) {
     ThrowawayMount mount;
-    if (int r = mount.start(&fs, message)) return r;
+    if (int r = mount.mount("mmfs-host-probe", "the host probe", probe_operations(), &fs, message)) return r;
+    mount.serve();
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt.idle_gap_ms));
     const std::string path = fmt::format("{}/d{}/v/f", mount.dir(), k);
     const double ms = timed_fresh_read(path, kTinyBytes);
@@ -269,7 +192,8 @@ int probe_host(const HostProbeOptions& opt, HostProbeResult* out, std::string* m
   }
   {
     ThrowawayMount mount;
-    if (int r = mount.start(&fs, message)) return r;
+    if (int r = mount.mount("mmfs-host-probe", "the host probe", probe_operations(), &fs, message)) return r;
+    mount.serve();
     for (int k = 0; k < opt.streams; ++k) {
       const std::string path = fmt::format("{}/s{}", mount.dir(), k);
       const double ms = timed_fresh_read(path, fs.stream_bytes);
@@ -355,4 +279,4 @@ void measure_host_into(nlohmann::json* geometry, std::string* summary, bool verb
   add_host_cost(result, timed ? &read_path : nullptr, geometry, summary);
 }
 
-}  // namespace mmfs::daemon
+}  // namespace mmfs::probes

@@ -20,19 +20,11 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "geometry/geometry.h"
 
-struct fuse_session;
-
-namespace mmfs::daemon {
-
-// Serves a mounted `session` on libfuse's multi-threaded loop (as `mmfs -o
-// busy_poll=0` does) in a thread of its own, until the session exits and is
-// unmounted; the probes' mounts run on it.
-std::thread serve_in_background(fuse_session* session);
+namespace mmfs::probes {
 
 struct HostProbeOptions {
   int cold_reads = 9;      // of the tiny file, each on a fresh mount after idle_gap_ms
@@ -63,18 +55,10 @@ struct ReadPathProbeResult;
 void add_host_cost(const HostProbeResult& result, const ReadPathProbeResult* read_path, nlohmann::json* geometry,
                    std::string* summary);
 
-// Opens `path` and reads its `expect` bytes into a buffer of their size
-// mapped for this read, in calls of 8 MiB, then closes it: the milliseconds,
-// or -1 with errno set. A fresh buffer, as a reader that makes an array of
-// the result (numpy) has: its pages are first touched by the kernel's copy,
-// which costs as much again as the copy (a 2 MiB view on the virtio machine
-// of issue 18: 1 ms more than into touched memory).
-double timed_fresh_read(const std::string& path, std::uint64_t expect);
-
 // probe_host with the default options and probe_read_path on the geometry,
 // then add_host_cost; when the machine cannot mount FUSE, the geometry is
 // left without a host (a line says why); when the read path cannot be timed,
 // the host has the FUSE part only.
 void measure_host_into(nlohmann::json* geometry, std::string* summary, bool verbose);
 
-}  // namespace mmfs::daemon
+}  // namespace mmfs::probes

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-namespace mmfs::daemon {
+namespace mmfs::probes {
 
 struct ReadPathProbeOptions {
   int samples = 7;  // fresh mounts, each reading every view once
@@ -50,4 +50,4 @@ struct ReadPathProbeResult {
 int probe_read_path(const nlohmann::json& geometry, const ReadPathProbeOptions& options, ReadPathProbeResult* out,
                     std::string* message);
 
-}  // namespace mmfs::daemon
+}  // namespace mmfs::probes

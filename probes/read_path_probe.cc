@@ -1,22 +1,18 @@
-#include "daemon/read_path_probe.h"
+#include "probes/read_path_probe.h"
 
 #define FUSE_USE_VERSION 35
 #include <fmt/format.h>
 #include <fuse_lowlevel.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <thread>
 
 #include "daemon/filesystem.h"
 #include "daemon/fuse_ops.h"
-#include "daemon/host_probe.h"
-#include "daemon/read_path_settings.h"
 #include "fs/array/array_file.h"
 #include "fs/array/array_schema.h"
 #include "fs/device/fault_device.h"
@@ -25,8 +21,9 @@
 #include "fs/volume/volume.h"
 #include "geometry/load.h"
 #include "layouts/default_layout.h"
+#include "probes/throwaway_mount.h"
 
-namespace mmfs::daemon {
+namespace mmfs::probes {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -110,61 +107,32 @@ int mount(fs::MemoryDevice& memory, Mounted* m, std::string* message) {
 class DaemonMount {
  public:
   ~DaemonMount() {
-    if (se_) {
-      fuse_session_exit(se_);
-      if (mounted_) fuse_session_unmount(se_);  // the loop's reads fail: it returns
-      if (loop_.joinable()) loop_.join();
-    }
+    mount_.stop();  // no request after it
     if (filesystem_) {
-      release_open_handles(*filesystem_);
+      daemon::release_open_handles(*filesystem_);
       filesystem_->shutdown();
     }
-    if (se_) fuse_session_destroy(se_);
-    filesystem_.reset();
-    if (!dir_.empty()) ::rmdir(dir_.c_str());
   }
 
   int start(fs::MemoryDevice& memory, std::string* message) {
-    char tmpl[] = "/tmp/mmfs-read-path-probe.XXXXXX";
-    if (!::mkdtemp(tmpl)) {
-      const int e = errno;
-      *message = fmt::format("cannot make a directory for the read-path probe's mount: {}", std::strerror(e));
-      return e;
-    }
-    dir_ = tmpl;
     int err = 0;
     auto volume = fs::Volume::open(std::make_unique<TimedDevice>(memory), &err, message);
     if (!volume) return err ? err : EIO;
-    filesystem_ = std::make_unique<Filesystem>(std::move(volume), false);
+    filesystem_ = std::make_unique<daemon::Filesystem>(std::move(volume), false);
     slot_ = filesystem_.get();
-    const std::string options = fmt::format("fsname=mmfs-read-path-probe,subtype=mmfs,max_read={}", kMaxRead);
-    const char* argv[] = {"mmfs-read-path-probe", "-o", options.c_str()};
-    fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
-    se_ = fuse_session_new(&args, &fuse_operations(), sizeof(fuse_lowlevel_ops), &slot_);
-    fuse_opt_free_args(&args);
-    if (!se_) {
-      *message = "the read-path probe could not start a FUSE session";
-      return EIO;
-    }
-    if (fuse_session_mount(se_, dir_.c_str()) != 0) {
-      *message = fmt::format("the read-path probe could not mount FUSE at {}", dir_);
-      return EPERM;
-    }
-    mounted_ = true;
+    if (int r = mount_.mount("mmfs-read-path-probe", "the read-path probe", daemon::fuse_operations(), &slot_, message))
+      return r;
     filesystem_->start();
-    loop_ = serve_in_background(se_);
+    mount_.serve();
     return 0;
   }
 
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return mount_.dir(); }
 
  private:
-  std::string dir_;
-  std::unique_ptr<Filesystem> filesystem_;
-  Filesystem* slot_ = nullptr;  // the session's userdata, as the daemon's
-  fuse_session* se_ = nullptr;
-  bool mounted_ = false;
-  std::thread loop_;
+  std::unique_ptr<daemon::Filesystem> filesystem_;
+  daemon::Filesystem* slot_ = nullptr;  // the session's userdata, as the daemon's
+  ThrowawayMount mount_;                // gone before the Filesystem
 };
 
 // Formats the volume and writes the array; its inode.
@@ -331,4 +299,4 @@ int probe_read_path(const nlohmann::json& geometry, const ReadPathProbeOptions& 
   return 0;
 }
 
-}  // namespace mmfs::daemon
+}  // namespace mmfs::probes
