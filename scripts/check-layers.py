@@ -13,9 +13,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # Each library (a folder) and the libraries it may include besides itself.
-# Listed bottom-up; the pure libraries use nothing of ours (layouts only
-# geometry), the fs/ layers build on them and on each other in this order.
+# Listed bottom-up: util (byte encodings, rounding, stats; headers only)
+# uses nothing and every other library may use it; the pure libraries use
+# nothing else of ours (layouts only geometry), the fs/ layers build on them
+# and on each other in this order.
+BOTTOM = ["util"]
 ORDER = [
+    ("util", []),
     ("geometry", []),
     ("indexes", []),
     ("layouts", ["geometry"]),
@@ -32,6 +36,7 @@ ORDER = [
     ("fs/scrub", ["fs/volume", "fs/array", "fs/file", "fs/mloc", "fs/meta", "fs/device", "fs/util", "geometry",
                   "layouts", "indexes"]),
 ]
+ORDER = ORDER[:1] + [(name, uses + BOTTOM) for name, uses in ORDER[1:]]
 FS_ALL = [name for name, _ in ORDER]
 # Above fs/: the FUSE glue, the measurement probes, the programs. The probes
 # may use the daemon's core (they serve a volume through it); nothing below
