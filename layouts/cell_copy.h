@@ -103,7 +103,7 @@ class SelectionGather {
   // the line from memory; a line of cells writes each row of the result once,
   // whole, around the cache. A 128 MiB chunk of 16x16x4 float64 cells,
   // verified and gathered as they arrive in Hilbert order: 39 ms cell by
-  // cell, 23 ms by lines (tests/bench/bench_read_path.cc).
+  // cell, 23 ms by lines (bench/micro/bench_read_path.cc).
   bool gathers_lines() const { return lines_; }
   // Copies the line of cells through `coords` (its last coordinate is
   // ignored): cells[j] holds the brick of the cell whose last coordinate is

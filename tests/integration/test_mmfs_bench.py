@@ -11,7 +11,7 @@ from conftest import REPO_ROOT, build_dir, run_tool
 
 @pytest.fixture(scope="module")
 def bench():
-    path = build_dir() / "tools" / "mmfs-bench"
+    path = build_dir() / "bench" / "mmfs-bench"
     if not os.access(path, os.X_OK):
         pytest.fail(f"{path} is not built", pytrace=False)
     return lambda *args: run_tool(path, *args, timeout=600)
@@ -214,9 +214,9 @@ def test_modeled_and_real_command_lines(bench):
     assert rc == 1 and "--cell" in err
     rc, out, _ = bench("--help")
     assert rc == 0 and "modeled" in out and "real" in out
-    script = REPO_ROOT / "tools" / "bench" / "mmfs_bench_real.py"
+    script = REPO_ROOT / "bench" / "mmfs_bench_real.py"
     if not script.exists():
-        pytest.skip("tools/bench/mmfs_bench_real.py is not there yet")
+        pytest.skip("bench/mmfs_bench_real.py is not there yet")
     # Everything after `real`, --help included, goes to the script.
     rc, out, err = bench("real", "--help")
     assert rc == 0, err

@@ -11,7 +11,7 @@ from conftest import build_dir, run_tool
 
 @pytest.fixture(scope="module")
 def bench():
-    path = build_dir() / "tools" / "mmfs-bench"
+    path = build_dir() / "bench" / "mmfs-bench"
     if not os.access(path, os.X_OK):
         pytest.fail(f"{path} is not built", pytrace=False)
     return lambda *args: run_tool(path, *args, timeout=600)

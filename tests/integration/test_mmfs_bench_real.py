@@ -1,4 +1,4 @@
-"""tools/bench/mmfs_bench_real.py (`mmfs-bench real`): the real-clock, cold-cache
+"""bench/mmfs_bench_real.py (`mmfs-bench real`): the real-clock, cold-cache
 benchmark of the workloads on every mmfs layout and on the h5py, zarr and
 numpy.memmap baselines. One --quick run (64x64x32, 1 run) checks that every
 workload x target is measured and verified, that mmfs targets carry their
@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO_ROOT, build_dir
 from mmfs_mount import SCRATCH, plod
 
-SCRIPT = REPO_ROOT / "tools" / "bench" / "mmfs_bench_real.py"
+SCRIPT = REPO_ROOT / "bench" / "mmfs_bench_real.py"
 LAYOUTS = ["naive", "zorder", "hilbert", "multimap"]
 BASELINES = ["h5py-contig", "h5py-chunked", "zarr", "memmap"]
 
@@ -156,7 +156,7 @@ def test_markdown_table_and_plots(quick):
     names = [Path(p).name for p in plots]
     for k in ("beams", "slices", "cubes", "scans"):
         assert f"real-{k}.png" in names
-    if (REPO_ROOT / "tools" / "bench" / "plot_workloads.py").exists():  # the shared figure, per geometry
+    if (REPO_ROOT / "bench" / "plot_workloads.py").exists():  # the shared figure, per geometry
         assert "real-atlas10k3-real.png" in names, quick["res"].get("plot_error")
     for p in plots:
         data = Path(p).read_bytes()

@@ -1,4 +1,4 @@
-"""`mmfs-bench query` (tools/bench/query_bench.py): the Set Query Benchmark and
+"""`mmfs-bench query` (bench/query_bench.py): the Set Query Benchmark and
 the 3-D array queries on a mounted mmfs beside DuckDB, pyroaring and numpy.
 
 One --quick run end to end (100,000 rows, 64x64x32, the e1 encoding and the
@@ -21,7 +21,7 @@ import pytest
 from conftest import REPO_ROOT, build_dir
 from mmfs_mount import SCRATCH
 
-sys.path.insert(0, str(REPO_ROOT / "tools" / "bench"))
+sys.path.insert(0, str(REPO_ROOT / "bench"))
 import setquery as sq  # noqa: E402
 
 ENCODINGS = ["e1", "none"]
@@ -50,7 +50,7 @@ def processes_naming(path):
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    bench = build_dir() / "tools" / "mmfs-bench"
+    bench = build_dir() / "bench" / "mmfs-bench"
     for prog in (bench, build_dir() / "daemon" / "mmfs", build_dir() / "mkfs" / "mkfs.mmfs"):
         if not os.access(prog, os.X_OK):
             pytest.fail(f"{prog} is not built: run scripts/build.sh (or set MMFS_BUILD)", pytrace=False)

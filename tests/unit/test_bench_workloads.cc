@@ -1,4 +1,4 @@
-// mmfs-bench modeled (tools/bench/): the workloads' selections (p%-length
+// mmfs-bench modeled (bench/): the workloads' selections (p%-length
 // cubes, beams, slices, PLoD views), the library baselines' placement models
 // (contiguous: page runs in file order; chunked: whole chunks), and the mmfs
 // targets, whose plans and modeled times must equal what the daemon's
@@ -13,18 +13,18 @@
 #include <string>
 #include <vector>
 
-#include "fs/meta/allocator.h"
+#include "bench/baselines.h"
+#include "bench/mmfs_target.h"
+#include "bench/workload_bench.h"
+#include "bench/workloads.h"
 #include "fs/array/array_file.h"
 #include "fs/array/array_schema.h"
 #include "fs/device/fault_device.h"
 #include "fs/device/sector_io.h"
+#include "fs/meta/allocator.h"
 #include "fs/volume/volume.h"
 #include "geometry/load.h"
 #include "layouts/io_plan.h"
-#include "tools/bench/baselines.h"
-#include "tools/bench/mmfs_target.h"
-#include "tools/bench/workload_bench.h"
-#include "tools/bench/workloads.h"
 
 using namespace mmfs;
 using namespace mmfs::bench;
