@@ -40,12 +40,14 @@ ORDER = ORDER[:1] + [(name, uses + BOTTOM) for name, uses in ORDER[1:]]
 FS_ALL = [name for name, _ in ORDER]
 # Above fs/: the FUSE glue, the measurement probes, the programs. The probes
 # may use the daemon's core (they serve a volume through it); nothing below
-# them may use either.
+# them may use either. The benchmarks (bench/) may use everything below them;
+# nothing includes them.
 ORDER += [
     ("daemon", FS_ALL),
     ("probes", FS_ALL + ["daemon"]),
     ("mkfs", FS_ALL + ["probes", "daemon"]),
     ("tools", FS_ALL + ["probes", "daemon", "tools"]),
+    ("bench", FS_ALL + ["probes", "daemon"]),
 ]
 SOURCES = (".h", ".cc", ".cpp")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

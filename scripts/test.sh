@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs dependencies, builds, checks the layer
-# order of the sources (scripts/check-layers.py), runs the Catch2
-# unit tests and the pytest integration tests (pjdfstest among them), and ends
-# with one line "N passed, M failed" (totals over both). Exits non-zero if
-# anything failed.
+# order of the sources (scripts/check-layers.py), runs the Catch2 tests
+# (tests/'s mmfs-unit-tests, bench/'s mmfs-bench-tests) and the pytest
+# integration tests (pjdfstest among them), and ends with one line
+# "N passed, M failed" (totals over all). Exits non-zero if anything failed.
 #
 #   scripts/test.sh               against build/
 #   scripts/test.sh --sanitize    against build-asan/ (ASan + UBSan)
@@ -46,40 +46,46 @@ else
   failed=$((failed + 1))
 fi
 
-# --- Catch2 unit tests -----------------------------------------------------
-echo
-echo "=== unit tests: ${build_dir#"$root"/}/tests/mmfs-unit-tests"
-unit=$build_dir/tests/mmfs-unit-tests
-unit_rc=0
-"$unit" 2>&1 | tee "$logs/unit.txt" || unit_rc=${PIPESTATUS[0]}
-unit_out=$(strip_colour "$logs/unit.txt")
-u_pass=0
-u_fail=0
-if summary=$(grep -E '^All tests passed \(' <<<"$unit_out" | tail -n1) && [[ -n $summary ]]; then
-  # "All tests passed (12 assertions in 3 test cases)"
-  u_pass=$(sed -E 's/.* in ([0-9]+) test cases?\).*/\1/' <<<"$summary")
-elif summary=$(grep -E '^test cases:' <<<"$unit_out" | tail -n1) && [[ -n $summary ]]; then
-  # "test cases: 5 | 3 passed | 1 failed | 1 failed as expected" (zero columns omitted)
-  u_pass=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
-  u_fail=$(grep -oE '[0-9]+ failed( \||$)' <<<"$summary" | grep -oE '[0-9]+' | head -n1 || echo 0)
-  u_xfail=$(grep -oE '[0-9]+ failed as expected' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
-  u_pass=$((u_pass + u_xfail))
-elif grep -qE '^No tests ran' <<<"$unit_out"; then
-  :
-else
-  # No summary: the binary crashed, was missing, or was killed. Count every
-  # test case it holds as failed.
-  u_fail=$("$unit" --list-test-names-only 2>/dev/null | grep -c . || true)
-  [[ $u_fail -gt 0 ]] || u_fail=1
-  echo "test.sh: the unit-test binary exited with status $unit_rc without a summary" >&2
-fi
-if [[ $unit_rc -ne 0 && $u_fail -eq 0 ]]; then
-  # E.g. a sanitizer report at exit after every test case passed.
-  echo "test.sh: the unit-test binary exited with status $unit_rc" >&2
-  u_fail=1
-fi
-passed=$((passed + u_pass))
-failed=$((failed + u_fail))
+# --- Catch2 tests ----------------------------------------------------------
+# catch2_suite LABEL BINARY: runs one Catch2 binary and adds its test cases to
+# the totals (a crash or a missing binary counts every test case as failed).
+catch2_suite() {
+  local label=$1 bin=$2
+  local log out summary rc=0 pass=0 fail=0 xfail=0
+  log=$logs/$(basename "$bin").txt
+  echo
+  echo "=== $label: ${bin#"$root"/}"
+  "$bin" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+  out=$(strip_colour "$log")
+  if summary=$(grep -E '^All tests passed \(' <<<"$out" | tail -n1) && [[ -n $summary ]]; then
+    # "All tests passed (12 assertions in 3 test cases)"
+    pass=$(sed -E 's/.* in ([0-9]+) test cases?\).*/\1/' <<<"$summary")
+  elif summary=$(grep -E '^test cases:' <<<"$out" | tail -n1) && [[ -n $summary ]]; then
+    # "test cases: 5 | 3 passed | 1 failed | 1 failed as expected" (zero columns omitted)
+    pass=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
+    fail=$(grep -oE '[0-9]+ failed( \||$)' <<<"$summary" | grep -oE '[0-9]+' | head -n1 || echo 0)
+    xfail=$(grep -oE '[0-9]+ failed as expected' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
+    pass=$((pass + xfail))
+  elif grep -qE '^No tests ran' <<<"$out"; then
+    :
+  else
+    # No summary: the binary crashed, was missing, or was killed. Count every
+    # test case it holds as failed.
+    fail=$("$bin" --list-test-names-only 2>/dev/null | grep -c . || true)
+    [[ $fail -gt 0 ]] || fail=1
+    echo "test.sh: ${bin##*/} exited with status $rc without a summary" >&2
+  fi
+  if [[ $rc -ne 0 && $fail -eq 0 ]]; then
+    # E.g. a sanitizer report at exit after every test case passed.
+    echo "test.sh: ${bin##*/} exited with status $rc" >&2
+    fail=1
+  fi
+  passed=$((passed + pass))
+  failed=$((failed + fail))
+}
+
+catch2_suite "unit tests" "$build_dir/tests/mmfs-unit-tests"
+catch2_suite "bench tests" "$build_dir/bench/mmfs-bench-tests"
 
 # --- pytest integration tests ----------------------------------------------
 echo
