@@ -19,6 +19,7 @@
 #include "fs/volume/volume.h"
 #include "layouts/capsule.h"
 #include "layouts/cell_grid.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 
@@ -26,8 +27,6 @@ namespace {
 
 constexpr std::string_view kSchemaRecord = "mmfs.schema";  // ArrayFile::kSchemaXattr
 constexpr std::size_t kMaxNamedEntries = 1u << 20;         // the path walk's bound
-
-std::uint64_t div_up(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
 
 std::uint64_t be64(std::string_view s) {
   std::uint64_t v = 0;
@@ -317,7 +316,7 @@ struct Builder {
     o.ino = ino;
     o.path = path_of(ino);
     o.unit_sectors = std::uint32_t(block / ss);
-    o.units = div_up(inode.size, block);
+    o.units = util::div_up(inode.size, block);
     o.checked_bytes = block;
     o.extents_record = extents_record;
     const std::uint64_t in_blocks = o.units * o.unit_sectors;
@@ -336,7 +335,7 @@ struct Builder {
   void superblock(const std::string& name, std::uint64_t offset) {
     const std::uint32_t ss = map.sector_size();
     if (offset % ss != 0 || kSuperblockBytes % ss != 0) {  // not whole sectors: read, not verified
-      map.add_region(OwnerKind::Metadata, offset / ss, div_up(offset % ss + kSuperblockBytes, ss));
+      map.add_region(OwnerKind::Metadata, offset / ss, util::div_up(offset % ss + kSuperblockBytes, ss));
       return;
     }
     ScrubObject o;
@@ -357,7 +356,7 @@ std::unique_ptr<OwnerMap> OwnerMap::from_volume(Volume& volume, const PlacementS
   const Superblock& sb = volume.superblock();
   const std::uint32_t ss = volume.geometry().sector_size();
   auto map = std::make_unique<OwnerMap>(sb.volume_bytes / ss, ss);
-  map->add_region(OwnerKind::Metadata, sb.meta_offset / ss, div_up(sb.meta_length, ss));
+  map->add_region(OwnerKind::Metadata, sb.meta_offset / ss, util::div_up(sb.meta_length, ss));
   map->add_region(OwnerKind::Free, sb.data_first_lbn, sb.data_end_lbn - sb.data_first_lbn);
   Metadata& md = volume.metadata();
   Builder b(volume, *map, placements, budget_bytes);
