@@ -48,13 +48,6 @@ bool all_zero(std::span<const std::byte> bytes) {
 }
 }  // namespace
 
-std::string CellChecksums::key(Ino ino, std::uint64_t record, char tag) {
-  std::string k{tag, '/'};
-  for (int i = 7; i >= 0; --i) k.push_back(char((ino >> (8 * i)) & 0xff));
-  for (int i = 7; i >= 0; --i) k.push_back(char((record >> (8 * i)) & 0xff));
-  return k;
-}
-
 CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells, char tag, ChecksumBlocks blocks)
     : ino_(ino), tag_(tag), blocks_(blocks), store_(&store) {
   entries_ = cells * blocks.per_cell;
@@ -62,11 +55,10 @@ CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cell
   // Which records exist, without reading them: copying a 2 GiB array's
   // 2 MiB table into fresh memory was most of its first open (about 1 ms of
   // page faults on this VM) and a beam reads a handful of its records.
-  const std::string prefix = key(ino, 0, tag).substr(0, 10);
-  store.scan(prefix, [&](std::string_view k, std::string_view) {
-    if (k.size() != 18) return true;
-    std::uint64_t r = 0;
-    for (std::size_t i = 10; i < 18; ++i) r = r << 8 | std::uint8_t(k[i]);
+  store.scan(keys::checksum_prefix(ino, tag), [&](std::string_view k, std::string_view) {
+    const auto parsed = keys::parse(k);
+    if (!parsed || (parsed->kind != keys::Kind::Checksums && parsed->kind != keys::Kind::AltChecksums)) return true;
+    const std::uint64_t r = parsed->record;
     if (r >= dirty_.size()) return true;  // past the table (records of a longer one are not ours to read)
     records_[r].store(unloaded(), std::memory_order_relaxed);
     recorded_ = true;
@@ -100,7 +92,7 @@ const std::uint32_t* CellChecksums::load(std::uint64_t r) const {
   std::lock_guard lock(*load_mu_);
   if (const std::uint32_t* p = records_[r].load(std::memory_order_acquire); p != unloaded()) return p;  // another reader's
   const std::uint32_t* p = zeros();
-  if (auto v = store_->get(key(ino_, r, tag_))) {
+  if (auto v = store_->get(keys::checksum_record(ino_, r, tag_))) {
     const std::uint64_t first = r * kCellsPerRecord;
     const std::uint64_t n = std::min<std::uint64_t>(v->size() / 4, entries_ - first);
     auto page = std::make_unique<std::uint32_t[]>(kCellsPerRecord);
@@ -194,18 +186,17 @@ void CellChecksums::stage(WriteBatch& batch) {
       // A record of zeros reads as its absence: none is kept (a new array's
       // tables and an alternatives' table between rewrites cost nothing to
       // store or to load).
-      batch.del(key(ino_, r, tag_));
+      batch.del(keys::checksum_record(ino_, r, tag_));
       continue;
     }
     std::string v(4 * n, '\0');
     for (std::uint64_t i = 0; i < n; ++i) util::put_le32(v.data() + 4 * i, entry(first + i));
-    batch.put(key(ino_, r, tag_), std::move(v));
+    batch.put(keys::checksum_record(ino_, r, tag_), std::move(v));
   }
 }
 
 void CellChecksums::stage_removal(const MetaStore& store, Ino ino, WriteBatch& batch, char tag) {
-  std::string prefix = key(ino, 0, tag).substr(0, 10);
-  store.scan(prefix, [&](std::string_view k, std::string_view) {
+  store.scan(keys::checksum_prefix(ino, tag), [&](std::string_view k, std::string_view) {
     batch.del(std::string(k));
     return true;
   });
@@ -241,8 +232,8 @@ void CellChecksums::resize(std::uint64_t cells) {
 
 void CellChecksums::stage_removal_from(const MetaStore& store, Ino ino, std::uint64_t first_record,
                                        WriteBatch& batch, char tag) {
-  std::string from = key(ino, first_record, tag);
-  store.scan(from.substr(0, 10), [&](std::string_view k, std::string_view) {
+  const std::string from = keys::checksum_record(ino, first_record, tag);
+  store.scan(keys::checksum_prefix(ino, tag), [&](std::string_view k, std::string_view) {
     if (k >= from) batch.del(std::string(k));
     return true;
   });

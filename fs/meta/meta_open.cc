@@ -11,6 +11,7 @@
 #include <cstring>
 #include <set>
 
+#include "fs/meta/keys.h"
 #include "fs/meta/meta_store_impl.h"
 #include "util/align.h"
 
@@ -352,12 +353,7 @@ std::string MetaOpener::describe_lost(const std::vector<meta::Chunk>& later) con
     for (const meta::LogBatch& b : c.batches)
       for (const auto& op : b.batch.ops()) {
         ++keys;
-        // Keys of inode records: one letter, '/', the inode number (8 bytes big-endian).
-        if (op.key.size() >= 10 && op.key[1] == '/') {
-          std::uint64_t ino = 0;
-          for (int i = 2; i < 10; ++i) ino = (ino << 8) | static_cast<std::uint8_t>(op.key[i]);
-          inodes.insert(ino);
-        }
+        if (const auto ino = keys::owner(op.key)) inodes.insert(*ino);  // keys filed under an inode
       }
   }
   std::string text = newest > last_ ? fmt::format("batches {}..{} (at least)", last_ + 1, newest)

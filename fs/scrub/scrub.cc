@@ -30,8 +30,8 @@ class StoreMetadata final : public ScrubMetadata {
   StoredChecksums checksums(Ino ino, std::uint64_t unit) const override {
     const std::uint64_t record = unit / CellChecksums::kCellsPerRecord, i = unit % CellChecksums::kCellsPerRecord;
     StoredChecksums s;
-    if (auto v = store_.get(CellChecksums::key(ino, record, 'c'))) s.sum = le32(*v, i);
-    if (auto v = store_.get(CellChecksums::key(ino, record, 'a'))) s.alt = le32(*v, i);
+    if (auto v = store_.get(keys::checksum_record(ino, record, keys::kChecksumTable))) s.sum = le32(*v, i);
+    if (auto v = store_.get(keys::checksum_record(ino, record, keys::kAltChecksumTable))) s.alt = le32(*v, i);
     return s;
   }
 

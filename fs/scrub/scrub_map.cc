@@ -11,10 +11,12 @@
 #include <deque>
 #include <exception>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "fs/array/array_schema.h"
+#include "fs/meta/keys.h"
 #include "fs/meta/superblock.h"
 #include "fs/volume/volume.h"
 #include "layouts/capsule.h"
@@ -27,12 +29,6 @@ namespace {
 
 constexpr std::string_view kSchemaRecord = "mmfs.schema";  // ArrayFile::kSchemaXattr
 constexpr std::size_t kMaxNamedEntries = 1u << 20;         // the path walk's bound
-
-std::uint64_t be64(std::string_view s) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < 8 && i < s.size(); ++i) v = (v << 8) | std::uint8_t(s[i]);
-  return v;
-}
 
 // The array's placement as ArrayFile::build makes it (fs/array/array_layout.h):
 // the layout of its schema over its stored extents. Null when the scrub
@@ -364,30 +360,32 @@ std::unique_ptr<OwnerMap> OwnerMap::from_volume(Volume& volume, const PlacementS
   b.superblock("superblock A", 0);
   b.superblock("superblock B", sb.backup_offset);
 
-  // Every extent map: "e/" + 8-byte inode (data), + 'i' (index), + 'm' (mloc image).
+  // Every extent map (fs/meta/keys.h): a file's, an index's, an mloc image's.
   struct Found {
     Ino ino;
-    char tag;
+    std::optional<keys::Kind> kind;  // none: a kind of extent map this scrub does not know
     std::string record;
   };
   std::vector<Found> found;
-  md.store().scan("e/", [&](std::string_view key, std::string_view value) {
-    if (key.size() < 10) return true;
-    found.push_back({be64(key.substr(2, 8)), key.size() > 10 ? key[10] : '\0', std::string(value)});
+  md.store().scan(keys::scan_prefix(keys::Kind::Extents), [&](std::string_view key, std::string_view value) {
+    const auto owner = keys::owner(key);
+    if (!owner) return true;
+    const auto parsed = keys::parse(key);
+    found.push_back({*owner, parsed ? std::optional(parsed->kind) : std::nullopt, std::string(value)});
     return true;
   });
   for (const Found& f : found) {
     auto extents = decode_extents(f.record);
     if (!extents || extents->empty()) continue;
-    if (f.tag == 'i') {
+    if (f.kind == keys::Kind::IndexExtents) {
       b.readable(OwnerKind::IndexObject, f.ino, *extents, f.record);
       continue;
     }
-    if (f.tag == 'm') {
+    if (f.kind == keys::Kind::MlocExtents) {
       b.readable(OwnerKind::MlocImage, f.ino, *extents, f.record);
       continue;
     }
-    if (f.tag != '\0') {  // a kind of extent map this scrub does not know: read it
+    if (f.kind != keys::Kind::Extents) {  // a kind of extent map this scrub does not know: read it
       b.readable(OwnerKind::ArrayData, f.ino, *extents, f.record);
       continue;
     }

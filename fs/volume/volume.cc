@@ -333,9 +333,9 @@ std::unique_ptr<Volume> Volume::finish_open(std::unique_ptr<Volume> v, std::uniq
                               &v->metadata_report_);
   if (!v->store_) return fail(err ? err : EUCLEAN, "damaged metadata: " + msg);
   v->allocator_ = std::make_unique<Allocator>(g, v->sb_.data_first_lbn, v->sb_.data_end_lbn);
-  // The free map is the complement of every extent map.
+  // The free map is the complement of every extent map (the files', the indexes', the mloc images').
   std::string bad;
-  v->store_->scan("e/", [&](std::string_view key, std::string_view value) {
+  v->store_->scan(keys::scan_prefix(keys::Kind::Extents), [&](std::string_view key, std::string_view value) {
     auto extents = decode_extents(value);
     if (!extents) {
       bad = "an extent map does not decode";
