@@ -9,6 +9,7 @@
 #include <map>
 
 #include "geometry/service_time.h"
+#include "util/stats.h"
 
 namespace mmfs::geom {
 
@@ -16,13 +17,6 @@ namespace {
 
 [[noreturn]] void invalid(const std::string& why) {
   throw GeometryError(ErrorKind::Invalid, fmt::format("measured geometry: {}", why));
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Sum of squared log errors of the model against the samples: a fit that is
@@ -192,14 +186,14 @@ FlashFit fit_flash(const std::vector<ProbeSample>& all, std::uint32_t sector_siz
   std::vector<double> errors;
   for (const ProbeSample& s : samples)
     errors.push_back(std::abs(modeled_ms_per_request(p, s.bytes, s.depth) / s.ms_per_request() - 1.0) * 100.0);
-  fit.median_error_pct = median(errors);
+  fit.median_error_pct = util::median(errors);
   fit.max_error_pct = *std::max_element(errors.begin(), errors.end());
   errors.clear();
   for (const ProbeSample& s : bursts)
     errors.push_back(
         std::abs(modeled_burst_ms(p, s.bytes, std::uint32_t(s.requests)) / (s.seconds * 1e3) - 1.0) * 100.0);
   if (!errors.empty()) {
-    fit.burst_median_error_pct = median(errors);
+    fit.burst_median_error_pct = util::median(errors);
     fit.burst_max_error_pct = *std::max_element(errors.begin(), errors.end());
   }
   return fit;

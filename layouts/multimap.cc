@@ -9,12 +9,9 @@
 #include <functional>
 #include <stdexcept>
 
+#include "util/align.h"
+
 namespace mmfs::layouts {
-namespace {
-
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
-
-}  // namespace
 
 std::vector<std::uint64_t> MultiMapLayout::choose_basic_cube(const CellGrid& grid, std::uint32_t spc,
                                                              std::uint64_t track_sectors, std::uint32_t depth,
@@ -26,7 +23,7 @@ std::vector<std::uint64_t> MultiMapLayout::choose_basic_cube(const CellGrid& gri
   std::uint64_t units = std::max<std::uint64_t>(1, track_sectors / spc);
   // Eq. 1: K_0 <= T, with the primary extent split evenly into track-sized pieces.
   std::uint64_t s0 = S[order[0]];
-  std::uint64_t k0 = s0 <= units ? s0 : ceil_div(s0, ceil_div(s0, units));
+  std::uint64_t k0 = s0 <= units ? s0 : util::div_up(s0, util::div_up(s0, units));
   k[order[0]] = k0;
   if (n == 1) return k;
   const std::uint64_t pack = std::max<std::uint64_t>(1, units / k0);
@@ -34,7 +31,7 @@ std::vector<std::uint64_t> MultiMapLayout::choose_basic_cube(const CellGrid& gri
   // Eq. 2 and 6: the whole last dimension, unless a cube would not fit in a zone.
   auto last_for = [&](std::uint64_t prod) {
     std::uint64_t max_last = std::max<std::uint64_t>(1, max_group_tracks / prod);
-    return sl <= max_last ? sl : ceil_div(sl, ceil_div(sl, max_last));
+    return sl <= max_last ? sl : util::div_up(sl, util::div_up(sl, max_last));
   };
 
   // Eq. 3 for the middle dimensions: search the Pareto-optimal sizes
@@ -51,7 +48,7 @@ std::vector<std::uint64_t> MultiMapLayout::choose_basic_cube(const CellGrid& gri
                                                                       double middle_cubes) {
     if (i == middle.size()) {
       std::uint64_t kl = last_for(prod);
-      double cubes = middle_cubes * double(ceil_div(s0, k0)) * double(ceil_div(sl, kl));
+      double cubes = middle_cubes * double(util::div_up(s0, k0)) * double(util::div_up(sl, kl));
       double slots = std::ceil(cubes / double(pack)) * double(pack);
       double cube_cells = double(k0) * double(prod) * double(kl);
       double cells = 1;
@@ -71,12 +68,12 @@ std::vector<std::uint64_t> MultiMapLayout::choose_basic_cube(const CellGrid& gri
     std::uint64_t Si = S[middle[i]];
     std::uint64_t last = 0;
     for (std::uint64_t m = 1; m <= Si; ++m) {
-      std::uint64_t K = ceil_div(Si, m);
+      std::uint64_t K = util::div_up(Si, m);
       if (K == last) continue;
       last = K;
       if (prod * K > depth) continue;
       cur[i] = K;
-      search(i + 1, prod * K, middle_cubes * double(ceil_div(Si, K)));
+      search(i + 1, prod * K, middle_cubes * double(util::div_up(Si, K)));
     }
   };
   search(0, 1, 1.0);
@@ -139,10 +136,10 @@ MultiMapLayout::MultiMapLayout(const geom::Geometry& geometry, CellGrid grid, st
   if (const auto* striped = dynamic_cast<const geom::StripedGeometry*>(&geometry_);
       striped && striped->members() > 1 && chosen && n >= 2) {
     std::uint64_t others = 1;
-    for (std::size_t i = 0; i + 1 < n; ++i) others *= ceil_div(grid_.grid()[order[i]], k_[order[i]]);
-    const std::uint64_t want = ceil_div(pack_ * striped->members(), others);
+    for (std::size_t i = 0; i + 1 < n; ++i) others *= util::div_up(grid_.grid()[order[i]], k_[order[i]]);
+    const std::uint64_t want = util::div_up(pack_ * striped->members(), others);
     const std::uint32_t last = order[n - 1];
-    if (want > 1) k_[last] = std::max<std::uint64_t>(1, ceil_div(grid_.grid()[last], want));
+    if (want > 1) k_[last] = std::max<std::uint64_t>(1, util::div_up(grid_.grid()[last], want));
   }
   group_tracks_ = 1;
   hop_step_.assign(n, 0);
@@ -155,7 +152,7 @@ MultiMapLayout::MultiMapLayout(const geom::Geometry& geometry, CellGrid grid, st
   cubes_ = 1;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t d = order[i];
-    cube_grid_[d] = ceil_div(grid_.grid()[d], k_[d]);
+    cube_grid_[d] = util::div_up(grid_.grid()[d], k_[d]);
     cube_stride_[d] = cubes_;
     cubes_ *= cube_grid_[d];
   }
@@ -166,7 +163,7 @@ MultiMapLayout::MultiMapLayout(const geom::Geometry& geometry, CellGrid grid, st
   // cubes, successive cubes on successive members (MultiMap §4.5: each basic
   // cube on one disk, the cubes declustered over the disks).
   if (const auto* striped = dynamic_cast<const geom::StripedGeometry*>(&geometry_)) members_ = striped->members();
-  groups_ = ceil_div(cubes_, pack_ * members_);
+  groups_ = util::div_up(cubes_, pack_ * members_);
 }
 
 SpaceRequest MultiMapLayout::space() const {

@@ -6,11 +6,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "util/align.h"
+
 namespace mmfs::fs {
 
 namespace {
 constexpr std::uint64_t kMaxGrowBytes = 64ull << 20;
-std::uint64_t div_up(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 PlainFile::PlainFile(Metadata& metadata, Allocator& allocator, SectorIo& io, const geom::Geometry& geometry,
@@ -21,8 +22,8 @@ PlainFile::PlainFile(Metadata& metadata, Allocator& allocator, SectorIo& io, con
       small_limit_sectors_(geometry.track_length(allocator.first())),
       size_(size),
       extents_(metadata.extents(ino)),
-      sums_(metadata.store(), ino, div_up(size, block_)),
-      alt_(metadata.store(), ino, div_up(size, block_), 'a') {
+      sums_(metadata.store(), ino, util::div_up(size, block_)),
+      alt_(metadata.store(), ino, util::div_up(size, block_), 'a') {
   // Read now, as the extents are: an unlink may remove the records while an
   // object of the file lives, and it must still know its stored blocks.
   sums_.load_all();
@@ -70,11 +71,11 @@ void PlainFile::map_locked(std::uint64_t first, std::uint64_t sectors, std::byte
 }
 
 int PlainFile::ensure_capacity_locked(std::uint64_t bytes) {
-  std::uint64_t need = div_up(div_up(bytes, block_) * block_, io_.sector_size());
+  std::uint64_t need = util::div_up(util::align_up(bytes, block_), io_.sector_size());
   if (need <= capacity_sectors_) return 0;
   std::uint64_t grow = std::max(need - capacity_sectors_,
                                 std::min(capacity_sectors_, kMaxGrowBytes / io_.sector_size()));
-  grow = div_up(grow, sectors_per_block_) * sectors_per_block_;
+  grow = util::align_up(grow, sectors_per_block_);
   std::vector<Extent> got;
   int r = ENOSPC;
   if (capacity_sectors_ + grow > small_limit_sectors_) r = allocator_.allocate({layouts::SpaceShape::Runs, grow}, &got);
@@ -189,7 +190,7 @@ int PlainFile::read(std::uint64_t offset, std::size_t length, std::byte* out, st
   *got = 0;
   if (offset >= size_ || length == 0) return 0;
   length = std::size_t(std::min<std::uint64_t>(length, size_ - offset));
-  std::uint64_t b0 = offset / block_, b1 = div_up(offset + length, block_);
+  std::uint64_t b0 = offset / block_, b1 = util::div_up(offset + length, block_);
   AlignedBuffer buf((b1 - b0) * block_, AlignedBuffer::ForIo{});  // read_blocks_locked clears what it skips
   if (int r = read_blocks_locked(b0, b1 - b0, buf.data(), true, why)) return r;
   std::memcpy(out, buf.data() + (offset - b0 * block_), length);
@@ -206,7 +207,7 @@ int PlainFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
   // A hole between the end and the write reads as zeros.
   if (offset > size_)
     if (int r = zero_tail_locked()) return r;
-  std::uint64_t b0 = offset / block_, b1 = div_up(end, block_);
+  std::uint64_t b0 = offset / block_, b1 = util::div_up(end, block_);
   // Every byte is set below: the partial blocks at either end are read whole
   // (as zeros where nothing is stored), the rest is the caller's data.
   AlignedBuffer buf((b1 - b0) * block_, AlignedBuffer::ForIo{});
@@ -234,14 +235,14 @@ int PlainFile::truncate(std::uint64_t size) {
   }
   // Shrinking: the size, the checksums past it and the extents freed, one
   // batch. The last block keeps its bytes past the new end (see the header).
-  std::uint64_t keep_blocks = div_up(size, block_);
+  std::uint64_t keep_blocks = util::div_up(size, block_);
   WriteBatch batch;
   if (sums_.cells() > keep_blocks) {
     sums_.resize(keep_blocks);
     alt_.resize(keep_blocks);
     for (char tag : {'c', 'a'})
       CellChecksums::stage_removal_from(metadata_.store(), ino_,
-                                        div_up(keep_blocks, CellChecksums::kCellsPerRecord), batch, tag);
+                                        util::div_up(keep_blocks, CellChecksums::kCellsPerRecord), batch, tag);
   }
   // Whole extents past the kept blocks go back to the allocator (after the sync).
   std::vector<Extent> dropped;

@@ -9,6 +9,9 @@
 #include <bit>
 #include <cstring>
 
+#include "util/align.h"
+#include "util/coding.h"
+
 namespace mmfs::fs {
 
 std::uint32_t cell_checksum(std::span<const std::byte> cell) {
@@ -26,13 +29,13 @@ std::uint32_t cell_checksum(std::span<const std::byte> cell) {
 
 std::uint32_t checksum_block_bytes(std::uint32_t sector_size) {
   const std::uint32_t ss = std::max<std::uint32_t>(sector_size, 1);
-  return (std::max<std::uint32_t>(4096, ss) + ss - 1) / ss * ss;
+  return util::align_up(std::max<std::uint32_t>(4096, ss), ss);
 }
 
 ChecksumBlocks checksum_blocks(std::uint64_t brick, std::uint32_t cell_sectors, std::uint32_t sector_size,
                                std::uint32_t block) {
   if (block == 0 || sector_size == 0 || block % sector_size != 0 || block >= brick) return {};
-  const std::uint64_t per_cell = (brick + block - 1) / block;
+  const std::uint64_t per_cell = util::div_up(brick, block);
   // Blocks of block/sector_size sectors each must end exactly at the cell's
   // last sector; otherwise the last block would be read in part.
   if (per_cell * (block / sector_size) != cell_sectors || per_cell > UINT32_MAX) return {};
@@ -45,25 +48,17 @@ bool all_zero(std::span<const std::byte> bytes) {
 }
 }  // namespace
 
-std::string CellChecksums::key(Ino ino, std::uint64_t record, char tag) {
-  std::string k{tag, '/'};
-  for (int i = 7; i >= 0; --i) k.push_back(char((ino >> (8 * i)) & 0xff));
-  for (int i = 7; i >= 0; --i) k.push_back(char((record >> (8 * i)) & 0xff));
-  return k;
-}
-
 CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells, char tag, ChecksumBlocks blocks)
     : ino_(ino), tag_(tag), blocks_(blocks), store_(&store) {
   entries_ = cells * blocks.per_cell;
-  reset((entries_ + kCellsPerRecord - 1) / kCellsPerRecord, false);
+  reset(util::div_up(entries_, kCellsPerRecord), false);
   // Which records exist, without reading them: copying a 2 GiB array's
   // 2 MiB table into fresh memory was most of its first open (about 1 ms of
   // page faults on this VM) and a beam reads a handful of its records.
-  const std::string prefix = key(ino, 0, tag).substr(0, 10);
-  store.scan(prefix, [&](std::string_view k, std::string_view) {
-    if (k.size() != 18) return true;
-    std::uint64_t r = 0;
-    for (std::size_t i = 10; i < 18; ++i) r = r << 8 | std::uint8_t(k[i]);
+  store.scan(keys::checksum_prefix(ino, tag), [&](std::string_view k, std::string_view) {
+    const auto parsed = keys::parse(k);
+    if (!parsed || (parsed->kind != keys::Kind::Checksums && parsed->kind != keys::Kind::AltChecksums)) return true;
+    const std::uint64_t r = parsed->record;
     if (r >= dirty_.size()) return true;  // past the table (records of a longer one are not ours to read)
     records_[r].store(unloaded(), std::memory_order_relaxed);
     recorded_ = true;
@@ -97,18 +92,14 @@ const std::uint32_t* CellChecksums::load(std::uint64_t r) const {
   std::lock_guard lock(*load_mu_);
   if (const std::uint32_t* p = records_[r].load(std::memory_order_acquire); p != unloaded()) return p;  // another reader's
   const std::uint32_t* p = zeros();
-  if (auto v = store_->get(key(ino_, r, tag_))) {
+  if (auto v = store_->get(keys::checksum_record(ino_, r, tag_))) {
     const std::uint64_t first = r * kCellsPerRecord;
     const std::uint64_t n = std::min<std::uint64_t>(v->size() / 4, entries_ - first);
     auto page = std::make_unique<std::uint32_t[]>(kCellsPerRecord);
     if constexpr (std::endian::native == std::endian::little) {
       std::memcpy(page.get(), v->data(), n * 4);
     } else {
-      for (std::uint64_t i = 0; i < n; ++i) {
-        const auto* b = reinterpret_cast<const std::uint8_t*>(v->data() + 4 * i);
-        page[i] = std::uint32_t(b[0]) | std::uint32_t(b[1]) << 8 | std::uint32_t(b[2]) << 16 |
-                  std::uint32_t(b[3]) << 24;
-      }
+      for (std::uint64_t i = 0; i < n; ++i) page[i] = util::get_le32(v->data() + 4 * i);
     }
     // owned_ changes only here (under load_mu_) and in writers, which no
     // reader runs beside.
@@ -195,19 +186,17 @@ void CellChecksums::stage(WriteBatch& batch) {
       // A record of zeros reads as its absence: none is kept (a new array's
       // tables and an alternatives' table between rewrites cost nothing to
       // store or to load).
-      batch.del(key(ino_, r, tag_));
+      batch.del(keys::checksum_record(ino_, r, tag_));
       continue;
     }
     std::string v(4 * n, '\0');
-    for (std::uint64_t i = 0; i < n; ++i)
-      for (int b = 0; b < 4; ++b) v[4 * i + b] = char((entry(first + i) >> (8 * b)) & 0xff);
-    batch.put(key(ino_, r, tag_), std::move(v));
+    for (std::uint64_t i = 0; i < n; ++i) util::put_le32(v.data() + 4 * i, entry(first + i));
+    batch.put(keys::checksum_record(ino_, r, tag_), std::move(v));
   }
 }
 
 void CellChecksums::stage_removal(const MetaStore& store, Ino ino, WriteBatch& batch, char tag) {
-  std::string prefix = key(ino, 0, tag).substr(0, 10);
-  store.scan(prefix, [&](std::string_view k, std::string_view) {
+  store.scan(keys::checksum_prefix(ino, tag), [&](std::string_view k, std::string_view) {
     batch.del(std::string(k));
     return true;
   });
@@ -216,14 +205,14 @@ void CellChecksums::stage_removal(const MetaStore& store, Ino ino, WriteBatch& b
 CellChecksums CellChecksums::fresh(Ino ino, std::uint64_t cells, char tag, ChecksumBlocks blocks) {
   CellChecksums t(ino, tag, blocks);
   t.entries_ = cells * blocks.per_cell;
-  t.reset((t.entries_ + kCellsPerRecord - 1) / kCellsPerRecord, true);
+  t.reset(util::div_up(t.entries_, kCellsPerRecord), true);
   return t;
 }
 
 void CellChecksums::resize(std::uint64_t cells) {
   const std::uint64_t old = entries_;
   if (cells == old) return;
-  const std::uint64_t old_records = dirty_.size(), records = (cells + kCellsPerRecord - 1) / kCellsPerRecord;
+  const std::uint64_t old_records = dirty_.size(), records = util::div_up(cells, kCellsPerRecord);
   // The record holding the old or new end changes length; a shrink clears
   // the entries it drops from it (a later growth brings them back as 0).
   const std::uint64_t edge = std::min(old, cells) / kCellsPerRecord;
@@ -243,8 +232,8 @@ void CellChecksums::resize(std::uint64_t cells) {
 
 void CellChecksums::stage_removal_from(const MetaStore& store, Ino ino, std::uint64_t first_record,
                                        WriteBatch& batch, char tag) {
-  std::string from = key(ino, first_record, tag);
-  store.scan(from.substr(0, 10), [&](std::string_view k, std::string_view) {
+  const std::string from = keys::checksum_record(ino, first_record, tag);
+  store.scan(keys::checksum_prefix(ino, tag), [&](std::string_view k, std::string_view) {
     if (k >= from) batch.del(std::string(k));
     return true;
   });

@@ -60,8 +60,9 @@ class CellChecksums {
   static constexpr std::uint64_t kCellsPerRecord = 1024;
 
   // The table of array `ino` with `cells` cells in the store. `tag` names
-  // the table: 'c' the checksums of the committed contents, 'a' the
-  // alternatives of cells being rewritten in place (see ArrayState).
+  // the table (the letter of its keys, fs/meta/keys.h): 'c' the checksums of
+  // the committed contents, 'a' the alternatives of cells being rewritten in
+  // place (see ArrayState).
   // `blocks`: how each cell is checksummed (one entry per block). A record
   // is read from the store when an entry of it is first used, so an array's
   // first open reads none (a beam needs a few of the 512 records of a 2 GiB
@@ -121,8 +122,6 @@ class CellChecksums {
   void stage(WriteBatch& batch);
   // Deletes every record of the array (with the array's removal).
   static void stage_removal(const MetaStore& store, Ino ino, WriteBatch& batch, char tag = 'c');
-
-  static std::string key(Ino ino, std::uint64_t record, char tag = 'c');
 
  private:
   CellChecksums(Ino ino, char tag, ChecksumBlocks blocks) : ino_(ino), tag_(tag), blocks_(blocks) {}

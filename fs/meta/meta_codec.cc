@@ -129,6 +129,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "util/align.h"
+#include "util/coding.h"
+
 namespace mmfs::fs {
 
 // ---------------------------------------------------------------------------
@@ -142,34 +145,7 @@ constexpr char kChunkMagic[8] = {'M', 'M', 'F', 'S', 'L', 'O', 'G', 'C'};
 constexpr char kCheckpointMagic[8] = {'M', 'M', 'F', 'S', 'C', 'K', 'P', 'T'};
 constexpr std::size_t kHeaderHashOffset = 72;  // all three headers: XXH3 of [0, 72) at 72
 
-void put_u32(std::byte* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-void put_u64(std::byte* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-std::uint32_t get_u32(const std::byte* p) {
-  std::uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(p[i]);
-  return v;
-}
-std::uint64_t get_u64(const std::byte* p) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(p[i]);
-  return v;
-}
 std::uint64_t hash(const void* p, std::size_t n) { return XXH3_64bits(p, n); }
-
-void append_u32(std::string& s, std::uint32_t v) {
-  char b[4];
-  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>(v >> (8 * i));
-  s.append(b, 4);
-}
-void append_u64(std::string& s, std::uint64_t v) {
-  char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
-  s.append(b, 8);
-}
 
 bool has_magic(std::span<const std::byte> bytes, const char (&magic)[8]) {
   return bytes.size() >= 8 && std::memcmp(bytes.data(), magic, 8) == 0;
@@ -178,12 +154,12 @@ bool has_magic(std::span<const std::byte> bytes, const char (&magic)[8]) {
 // Magic and header checksum of an 80-byte header at the start of `bytes`.
 bool header_ok(std::span<const std::byte> bytes, const char (&magic)[8]) {
   return bytes.size() >= 80 && has_magic(bytes, magic) &&
-         get_u64(bytes.data() + kHeaderHashOffset) == hash(bytes.data(), kHeaderHashOffset);
+         util::get_le64(bytes.data() + kHeaderHashOffset) == hash(bytes.data(), kHeaderHashOffset);
 }
 
 void seal_header(std::byte* p, const char (&magic)[8]) {
   std::memcpy(p, magic, 8);
-  put_u64(p + kHeaderHashOffset, hash(p, kHeaderHashOffset));
+  util::put_le64(p + kHeaderHashOffset, hash(p, kHeaderHashOffset));
 }
 
 // A bounds-checked reader over untrusted bytes.
@@ -199,13 +175,13 @@ class Cursor {
   }
   bool u32(std::uint32_t* v) {
     if (left() < 4) return false;
-    *v = get_u32(b_.data() + off_);
+    *v = util::get_le32(b_.data() + off_);
     off_ += 4;
     return true;
   }
   bool u64(std::uint64_t* v) {
     if (left() < 8) return false;
-    *v = get_u64(b_.data() + off_);
+    *v = util::get_le64(b_.data() + off_);
     off_ += 8;
     return true;
   }
@@ -230,15 +206,15 @@ class Cursor {
 void encode_region_header(const RegionHeader& h, std::span<std::byte> out) {
   std::byte* p = out.data();
   std::memset(p, 0, kRegionHeaderSize);
-  put_u32(p + 8, h.version);
-  put_u32(p + 12, h.block_size);
-  put_u64(p + 16, h.nonce);
-  put_u64(p + 24, h.region_length);
-  put_u64(p + 32, h.slot_offset[0]);
-  put_u64(p + 40, h.slot_offset[1]);
-  put_u64(p + 48, h.slot_length);
-  put_u64(p + 56, h.log_offset);
-  put_u64(p + 64, h.log_length);
+  util::put_le32(p + 8, h.version);
+  util::put_le32(p + 12, h.block_size);
+  util::put_le64(p + 16, h.nonce);
+  util::put_le64(p + 24, h.region_length);
+  util::put_le64(p + 32, h.slot_offset[0]);
+  util::put_le64(p + 40, h.slot_offset[1]);
+  util::put_le64(p + 48, h.slot_length);
+  util::put_le64(p + 56, h.log_offset);
+  util::put_le64(p + 64, h.log_length);
   seal_header(p, kRegionMagic);
 }
 
@@ -246,15 +222,15 @@ std::optional<RegionHeader> decode_region_header(std::span<const std::byte> byte
   if (!header_ok(bytes, kRegionMagic)) return std::nullopt;
   const std::byte* p = bytes.data();
   RegionHeader h;
-  h.version = get_u32(p + 8);
-  h.block_size = get_u32(p + 12);
-  h.nonce = get_u64(p + 16);
-  h.region_length = get_u64(p + 24);
-  h.slot_offset[0] = get_u64(p + 32);
-  h.slot_offset[1] = get_u64(p + 40);
-  h.slot_length = get_u64(p + 48);
-  h.log_offset = get_u64(p + 56);
-  h.log_length = get_u64(p + 64);
+  h.version = util::get_le32(p + 8);
+  h.block_size = util::get_le32(p + 12);
+  h.nonce = util::get_le64(p + 16);
+  h.region_length = util::get_le64(p + 24);
+  h.slot_offset[0] = util::get_le64(p + 32);
+  h.slot_offset[1] = util::get_le64(p + 40);
+  h.slot_length = util::get_le64(p + 48);
+  h.log_offset = util::get_le64(p + 56);
+  h.log_length = util::get_le64(p + 64);
   return h;
 }
 
@@ -288,7 +264,7 @@ std::string check_region_geometry(const RegionHeader& h, std::uint32_t device_bl
 std::uint64_t log_window(const RegionHeader& h, std::uint64_t checkpoint_bytes) {
   if (h.version < 2 || h.block_size == 0) return h.log_length;
   const std::uint64_t bs = h.block_size;
-  const std::uint64_t twice = (checkpoint_bytes + bs - 1) / bs * bs * 2;
+  const std::uint64_t twice = util::align_up(checkpoint_bytes, bs) * 2;
   return std::min(h.log_length, std::max(kMinLogWindow, twice));
 }
 
@@ -299,14 +275,14 @@ std::uint64_t log_batch_bytes(const WriteBatch& batch) {
 }
 
 void append_log_batch(std::string& payload, std::uint64_t sequence, const WriteBatch& batch) {
-  append_u64(payload, sequence);
-  append_u32(payload, static_cast<std::uint32_t>(batch.size()));
+  util::append_le64(payload, sequence);
+  util::append_le32(payload, static_cast<std::uint32_t>(batch.size()));
   for (const auto& op : batch.ops()) {
     payload.push_back(op.is_put ? 1 : 0);
-    append_u32(payload, static_cast<std::uint32_t>(op.key.size()));
+    util::append_le32(payload, static_cast<std::uint32_t>(op.key.size()));
     payload.append(op.key);
     if (op.is_put) {
-      append_u32(payload, static_cast<std::uint32_t>(op.value.size()));
+      util::append_le32(payload, static_cast<std::uint32_t>(op.value.size()));
       payload.append(op.value);
     }
   }
@@ -315,14 +291,14 @@ void append_log_batch(std::string& payload, std::uint64_t sequence, const WriteB
 void encode_chunk_header(const ChunkHeader& h, std::span<std::byte> out) {
   std::byte* p = out.data();
   std::memset(p, 0, kChunkHeaderSize);
-  put_u64(p + 8, h.nonce);
-  put_u64(p + 16, h.epoch);
-  put_u64(p + 24, h.chunk_seq);
-  put_u64(p + 32, h.position);
-  put_u64(p + 40, h.first_batch);
-  put_u64(p + 48, h.last_batch);
-  put_u64(p + 56, h.payload_length);
-  put_u64(p + 64, h.payload_hash);
+  util::put_le64(p + 8, h.nonce);
+  util::put_le64(p + 16, h.epoch);
+  util::put_le64(p + 24, h.chunk_seq);
+  util::put_le64(p + 32, h.position);
+  util::put_le64(p + 40, h.first_batch);
+  util::put_le64(p + 48, h.last_batch);
+  util::put_le64(p + 56, h.payload_length);
+  util::put_le64(p + 64, h.payload_hash);
   seal_header(p, kChunkMagic);
 }
 
@@ -330,14 +306,14 @@ std::optional<ChunkHeader> decode_chunk_header(std::span<const std::byte> bytes)
   if (!header_ok(bytes, kChunkMagic)) return std::nullopt;
   const std::byte* p = bytes.data();
   ChunkHeader h;
-  h.nonce = get_u64(p + 8);
-  h.epoch = get_u64(p + 16);
-  h.chunk_seq = get_u64(p + 24);
-  h.position = get_u64(p + 32);
-  h.first_batch = get_u64(p + 40);
-  h.last_batch = get_u64(p + 48);
-  h.payload_length = get_u64(p + 56);
-  h.payload_hash = get_u64(p + 64);
+  h.nonce = util::get_le64(p + 8);
+  h.epoch = util::get_le64(p + 16);
+  h.chunk_seq = util::get_le64(p + 24);
+  h.position = util::get_le64(p + 32);
+  h.first_batch = util::get_le64(p + 40);
+  h.last_batch = util::get_le64(p + 48);
+  h.payload_length = util::get_le64(p + 56);
+  h.payload_hash = util::get_le64(p + 64);
   return h;
 }
 
@@ -389,10 +365,10 @@ void encode_checkpoint(CheckpointHeader h, const StateMap& state, std::span<std:
   std::byte* p = out.data();
   std::byte* q = p + kCheckpointHeaderSize;
   for (const auto& [k, v] : state) {
-    put_u32(q, static_cast<std::uint32_t>(k.size()));
+    util::put_le32(q, static_cast<std::uint32_t>(k.size()));
     std::memcpy(q + 4, k.data(), k.size());
     q += 4 + k.size();
-    put_u32(q, static_cast<std::uint32_t>(v.size()));
+    util::put_le32(q, static_cast<std::uint32_t>(v.size()));
     std::memcpy(q + 4, v.data(), v.size());
     q += 4 + v.size();
   }
@@ -400,14 +376,14 @@ void encode_checkpoint(CheckpointHeader h, const StateMap& state, std::span<std:
   h.payload_length = static_cast<std::uint64_t>(q - p) - kCheckpointHeaderSize;
   h.payload_hash = hash(p + kCheckpointHeaderSize, h.payload_length);
   std::memset(p, 0, kCheckpointHeaderSize);
-  put_u64(p + 8, h.nonce);
-  put_u64(p + 16, h.sequence);
-  put_u64(p + 24, h.log_position);
-  put_u64(p + 32, h.next_chunk_seq);
-  put_u64(p + 40, h.last_batch);
-  put_u64(p + 48, h.entry_count);
-  put_u64(p + 56, h.payload_length);
-  put_u64(p + 64, h.payload_hash);
+  util::put_le64(p + 8, h.nonce);
+  util::put_le64(p + 16, h.sequence);
+  util::put_le64(p + 24, h.log_position);
+  util::put_le64(p + 32, h.next_chunk_seq);
+  util::put_le64(p + 40, h.last_batch);
+  util::put_le64(p + 48, h.entry_count);
+  util::put_le64(p + 56, h.payload_length);
+  util::put_le64(p + 64, h.payload_hash);
   seal_header(p, kCheckpointMagic);
 }
 
@@ -415,14 +391,14 @@ std::optional<CheckpointHeader> decode_checkpoint_header(std::span<const std::by
   if (!header_ok(bytes, kCheckpointMagic)) return std::nullopt;
   const std::byte* p = bytes.data();
   CheckpointHeader h;
-  h.nonce = get_u64(p + 8);
-  h.sequence = get_u64(p + 16);
-  h.log_position = get_u64(p + 24);
-  h.next_chunk_seq = get_u64(p + 32);
-  h.last_batch = get_u64(p + 40);
-  h.entry_count = get_u64(p + 48);
-  h.payload_length = get_u64(p + 56);
-  h.payload_hash = get_u64(p + 64);
+  h.nonce = util::get_le64(p + 8);
+  h.sequence = util::get_le64(p + 16);
+  h.log_position = util::get_le64(p + 24);
+  h.next_chunk_seq = util::get_le64(p + 32);
+  h.last_batch = util::get_le64(p + 40);
+  h.entry_count = util::get_le64(p + 48);
+  h.payload_length = util::get_le64(p + 56);
+  h.payload_hash = util::get_le64(p + 64);
   return h;
 }
 

@@ -11,7 +11,9 @@
 #include <cstring>
 #include <set>
 
+#include "fs/meta/keys.h"
 #include "fs/meta/meta_store_impl.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 
@@ -157,7 +159,7 @@ int MetaOpener::choose_checkpoint() {
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const Slot& a, const Slot& b) { return a.header.sequence > b.header.sequence; });
   for (const Slot& cand : candidates) {
-    const std::uint64_t len = round_up(meta::kCheckpointHeaderSize + cand.header.payload_length, bs_);
+    const std::uint64_t len = util::align_up(meta::kCheckpointHeaderSize + cand.header.payload_length, bs_);
     AlignedBuffer all(len);
     if (int err = device_io(dev_, IoRequest::Op::Read, at(cand.copy, geo_.slot_offset[cand.slot]), all.data(), len))
       return fail(err, "cannot read checkpoint slot " + std::to_string(cand.slot));
@@ -231,7 +233,7 @@ int MetaOpener::replay() {
         if (!h || h->nonce != geo_.nonce || h->epoch != epoch || h->chunk_seq != seq_ || h->position != cand ||
             h->first_batch != last_ + 1 || h->payload_length > L)
           continue;
-        const std::uint64_t len = round_up(meta::kChunkHeaderSize + h->payload_length, bs_);
+        const std::uint64_t len = util::align_up(meta::kChunkHeaderSize + h->payload_length, bs_);
         if (len > L - cand) continue;
         if (cand != pos_ && len <= L - pos_) continue;  // the writer would have put it at pos
         const std::uint64_t need = cand == pos_ ? len : (L - pos_) + len;
@@ -322,7 +324,7 @@ int MetaOpener::find_lost_metadata() {
       }
       newest_batch = std::max(newest_batch, h->last_batch);
       if (opt_.salvage) {
-        const std::uint64_t len = round_up(meta::kChunkHeaderSize + h->payload_length, bs_);
+        const std::uint64_t len = util::align_up(meta::kChunkHeaderSize + h->payload_length, bs_);
         std::span<const std::byte> all;
         if (len <= L - b * bs_ && log.get(b * bs_, len, &all) == 0)
           if (auto chunk = meta::decode_chunk(all)) later.push_back(std::move(*chunk));
@@ -351,12 +353,7 @@ std::string MetaOpener::describe_lost(const std::vector<meta::Chunk>& later) con
     for (const meta::LogBatch& b : c.batches)
       for (const auto& op : b.batch.ops()) {
         ++keys;
-        // Keys of inode records: one letter, '/', the inode number (8 bytes big-endian).
-        if (op.key.size() >= 10 && op.key[1] == '/') {
-          std::uint64_t ino = 0;
-          for (int i = 2; i < 10; ++i) ino = (ino << 8) | static_cast<std::uint8_t>(op.key[i]);
-          inodes.insert(ino);
-        }
+        if (const auto ino = keys::owner(op.key)) inodes.insert(*ino);  // keys filed under an inode
       }
   }
   std::string text = newest > last_ ? fmt::format("batches {}..{} (at least)", last_ + 1, newest)
@@ -380,7 +377,7 @@ int MetaOpener::rewrite_copies() {
     if (r.problem) rep_.problems.push_back(fmt::format("{} is corrupt; its twin is intact", r.what));
     if (!opt_.repair) continue;
     // The bytes are whole blocks; write them through an aligned buffer.
-    AlignedBuffer b(round_up(r.bytes.size(), bs_));
+    AlignedBuffer b(util::align_up(r.bytes.size(), bs_));
     std::memset(b.data(), 0, b.size());
     std::memcpy(b.data(), r.bytes.data(), r.bytes.size());
     if (int err = device_io(dev_, IoRequest::Op::Write, at(r.copy, r.off), b.data(), b.size()))

@@ -15,6 +15,8 @@
 #include <unordered_map>
 
 #include "fs/meta/meta_store_impl.h"
+#include "util/align.h"
+#include "util/coding.h"
 
 namespace mmfs::fs {
 
@@ -37,7 +39,7 @@ int MetaStore::Impl::lead(std::unique_lock<std::mutex>& lk, bool force_checkpoin
   pending_bytes = 0;
   const std::uint64_t first = durable + 1, last = last_applied;
   const std::uint64_t L = geo.log_length;
-  const std::uint64_t chunk_len = round_up(meta::kChunkHeaderSize + payload_bytes, bs);
+  const std::uint64_t chunk_len = util::align_up(meta::kChunkHeaderSize + payload_bytes, bs);
   const std::uint64_t pos = (chunk_len <= L - tail) ? tail : 0;
   const std::uint64_t consume = pos == tail ? chunk_len : (L - tail) + chunk_len;
   const bool use_log = !force_checkpoint && chunk_len <= L && consume <= window - used;
@@ -83,7 +85,7 @@ int MetaStore::Impl::lead(std::unique_lock<std::mutex>& lk, bool force_checkpoin
     h.log_position = tail;
     h.next_chunk_seq = next_chunk;
     h.last_batch = last;
-    const std::uint64_t len = round_up(state_bytes, bs);
+    const std::uint64_t len = util::align_up(state_bytes, bs);
     reserve_io(len);
     meta::encode_checkpoint(h, state, io_buf.span());
     std::memset(io_buf.data() + state_bytes, 0, len - state_bytes);
@@ -233,7 +235,7 @@ int MetaStore::apply(const WriteBatch& batch, std::uint64_t* sequence) {
     apply_to(I.state, batch);
   }
   const std::uint64_t seq = ++I.last_applied;
-  for (int i = 0; i < 8; ++i) enc[i] = static_cast<char>(seq >> (8 * i));
+  util::put_le64(enc.data(), seq);
   I.pending_bytes += enc.size();
   I.pending.push_back(std::move(enc));
   I.state_bytes = new_bytes;

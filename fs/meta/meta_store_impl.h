@@ -12,6 +12,7 @@
 #include "fs/device/block_device.h"
 #include "fs/meta/meta_codec.h"
 #include "fs/meta/meta_store.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 namespace meta_internal {
@@ -24,8 +25,6 @@ using meta::StateMap;
 
 inline constexpr std::uint64_t kMaxRequestBytes = std::uint64_t{1} << 30;
 inline constexpr std::uint64_t kReadWindowBytes = std::uint64_t{1} << 20;
-
-inline std::uint64_t round_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 
 // One submit() of [offset, offset+length), split into requests of <= 1 GiB.
 inline int device_io(BlockDevice& dev, IoRequest::Op op, std::uint64_t offset, std::byte* buffer, std::uint64_t length) {
@@ -52,7 +51,7 @@ class AreaReader {
   // REQUIRES: off a multiple of the block size, off + len <= length.
   int get(std::uint64_t off, std::uint64_t len, std::span<const std::byte>* out) {
     if (!(off >= win_off_ && off + len <= win_off_ + win_len_)) {
-      const std::uint64_t want = std::min(std::max(round_up(len, bs_), kReadWindowBytes), length_ - off);
+      const std::uint64_t want = std::min(std::max(util::align_up(len, bs_), kReadWindowBytes), length_ - off);
       if (buf_.size() < want) buf_ = AlignedBuffer(want);
       win_off_ = off;
       win_len_ = 0;

@@ -6,27 +6,10 @@
 #include <cstring>
 #include <ctime>
 
+#include "util/coding.h"
+
 namespace mmfs::fs {
 namespace {
-
-void put_u64(std::string& s, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) s.push_back(char((v >> (8 * i)) & 0xff));
-}
-void put_be64(std::string& s, std::uint64_t v) {
-  for (int i = 7; i >= 0; --i) s.push_back(char((v >> (8 * i)) & 0xff));
-}
-bool get_u64(std::string_view& s, std::uint64_t* v) {
-  if (s.size() < 8) return false;
-  *v = 0;
-  for (int i = 0; i < 8; ++i) *v |= std::uint64_t(std::uint8_t(s[i])) << (8 * i);
-  s.remove_prefix(8);
-  return true;
-}
-std::uint64_t get_be64(std::string_view s) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | std::uint8_t(s[i]);
-  return v;
-}
 
 std::int64_t now_ns() {
   timespec ts;
@@ -45,7 +28,7 @@ std::string encode_inode(const Inode& n) {
                           std::uint64_t(n.nlink), n.size, std::uint64_t(n.atime_ns), std::uint64_t(n.mtime_ns),
                           std::uint64_t(n.ctime_ns), n.rdev, n.generation, n.parent,
                           std::uint64_t(n.symlink.size())})
-    put_u64(s, v);
+    util::append_le64(s, v);
   s += n.symlink;
   return s;
 }
@@ -55,7 +38,7 @@ std::optional<Inode> decode_inode(std::string_view s) {
   s.remove_prefix(1);
   std::uint64_t f[13];
   for (auto& v : f)
-    if (!get_u64(s, &v)) return std::nullopt;
+    if (!util::take_le64(s, &v)) return std::nullopt;
   if (f[12] != s.size() || f[1] > 0xffffffffu || f[2] > 0xffffffffu || f[3] > 0xffffffffu || f[4] > 0xffffffffu)
     return std::nullopt;
   Inode n;
@@ -78,8 +61,8 @@ std::optional<Inode> decode_inode(std::string_view s) {
 std::string encode_extents(const std::vector<Extent>& extents) {
   std::string s;
   for (const Extent& e : extents) {
-    put_u64(s, e.start);
-    put_u64(s, e.sectors);
+    util::append_le64(s, e.start);
+    util::append_le64(s, e.sectors);
   }
   return s;
 }
@@ -89,62 +72,28 @@ std::optional<std::vector<Extent>> decode_extents(std::string_view s) {
   std::vector<Extent> v;
   while (!s.empty()) {
     Extent e;
-    get_u64(s, &e.start);
-    get_u64(s, &e.sectors);
+    util::take_le64(s, &e.start);
+    util::take_le64(s, &e.sectors);
     if (e.sectors == 0 || e.start + e.sectors < e.start) return std::nullopt;
     v.push_back(e);
   }
   return v;
 }
 
-namespace keys {
-std::string inode(Ino ino) {
-  std::string k = "i/";
-  put_be64(k, ino);
-  return k;
+std::string encode_ino(Ino ino) {
+  std::string s;
+  util::append_be64(s, ino);
+  return s;
 }
-std::string dirent_prefix(Ino parent) {
-  std::string k = "d/";
-  put_be64(k, parent);
-  return k;
+
+std::optional<Ino> decode_ino(std::string_view s) {
+  if (s.size() != 8) return std::nullopt;
+  return util::get_be64(s.data());
 }
-std::string dirent(Ino parent, std::string_view name) { return dirent_prefix(parent) + std::string(name); }
-std::string xattr_prefix(Ino ino) {
-  std::string k = "x/";
-  put_be64(k, ino);
-  return k;
-}
-std::string xattr(Ino ino, std::string_view name) { return xattr_prefix(ino) + std::string(name); }
-std::string extents(Ino ino) {
-  std::string k = "e/";
-  put_be64(k, ino);
-  return k;
-}
-std::string checksum_prefix(Ino ino) {
-  std::string k = "c/";
-  put_be64(k, ino);
-  return k;
-}
-std::string alt_checksum_prefix(Ino ino) {
-  std::string k = "a/";
-  put_be64(k, ino);
-  return k;
-}
-std::string next_ino() { return "n"; }
-std::string index_prefix(Ino ino) {
-  std::string k = "q/";
-  put_be64(k, ino);
-  return k;
-}
-std::string index_record(Ino ino) { return index_prefix(ino); }
-std::string index_pending(Ino ino) { return index_prefix(ino) + "p"; }
-std::string index_extents(Ino ino) { return extents(ino) + "i"; }
-std::string mloc_extents(Ino ino) { return extents(ino) + "m"; }
-std::string mloc_record(Ino ino) { return xattr(ino, "mmfs.mloc"); }
-}  // namespace keys
 
 Metadata::Metadata(MetaStore& store, Allocator& allocator) : store_(store), allocator_(allocator) {
-  if (auto v = store_.get(keys::next_ino()); v && v->size() == 8) next_ino_ = get_be64(*v);
+  if (auto v = store_.get(keys::next_ino()))
+    if (auto n = decode_ino(*v)) next_ino_ = *n;
 }
 
 int Metadata::format(MetaStore& store, std::uint32_t root_mode, std::uint32_t uid, std::uint32_t gid) {
@@ -158,9 +107,7 @@ int Metadata::format(MetaStore& store, std::uint32_t root_mode, std::uint32_t ui
   root.atime_ns = root.mtime_ns = root.ctime_ns = now_ns();
   WriteBatch b;
   b.put(keys::inode(kRootIno), encode_inode(root));
-  std::string n;
-  put_be64(n, kRootIno + 1);
-  b.put(keys::next_ino(), n);
+  b.put(keys::next_ino(), encode_ino(kRootIno + 1));
   if (int r = store.apply(b)) return r;
   return store.sync();
 }
@@ -181,24 +128,25 @@ std::optional<Inode> Metadata::inode(Ino ino) const {
 
 std::optional<Ino> Metadata::lookup(Ino parent, std::string_view name) const {
   auto v = store_.get(keys::dirent(parent, name));
-  if (!v || v->size() != 8) return std::nullopt;
-  return get_be64(*v);
+  if (!v) return std::nullopt;
+  return decode_ino(*v);
 }
 
 void Metadata::readdir(Ino parent, const std::function<bool(std::string_view, Ino)>& visit) const {
   std::string prefix = keys::dirent_prefix(parent);
   store_.scan(prefix, [&](std::string_view k, std::string_view v) {
-    if (v.size() != 8) return true;
-    return visit(k.substr(prefix.size()), get_be64(v));
+    const auto child = decode_ino(v);
+    if (!child) return true;
+    return visit(k.substr(prefix.size()), *child);
   });
 }
 
 std::vector<std::pair<Ino, std::string>> Metadata::names_of(Ino ino) const {
   std::vector<std::pair<Ino, std::string>> names;
-  const std::size_t prefix = keys::dirent_prefix(0).size();
-  store_.scan("d/", [&](std::string_view k, std::string_view v) {
-    if (v.size() == 8 && k.size() >= prefix && get_be64(v) == ino)
-      names.emplace_back(get_be64(k.substr(2, 8)), std::string(k.substr(prefix)));
+  store_.scan(keys::scan_prefix(keys::Kind::Dirent), [&](std::string_view k, std::string_view v) {
+    const auto key = keys::parse(k);
+    if (key && key->kind == keys::Kind::Dirent && decode_ino(v) == ino)
+      names.emplace_back(key->ino, std::string(key->name));
     return true;
   });
   return names;
@@ -206,9 +154,7 @@ std::vector<std::pair<Ino, std::string>> Metadata::names_of(Ino ino) const {
 
 Ino Metadata::allocate_ino(WriteBatch& batch) {
   Ino ino = next_ino_++;
-  std::string n;
-  put_be64(n, next_ino_);
-  batch.put(keys::next_ino(), n);
+  batch.put(keys::next_ino(), encode_ino(next_ino_));
   return ino;
 }
 
@@ -257,9 +203,7 @@ int Metadata::create(Ino parent, std::string_view name, std::uint32_t mode, std:
     n.size = n.symlink.size();
   }
   b.put(keys::inode(n.ino), encode_inode(n));
-  std::string child;
-  put_be64(child, n.ino);
-  b.put(keys::dirent(parent, name), child);
+  b.put(keys::dirent(parent, name), encode_ino(n.ino));
   dir->mtime_ns = dir->ctime_ns = n.ctime_ns;
   if (S_ISDIR(mode)) ++dir->nlink;
   b.put(keys::inode(parent), encode_inode(*dir));
@@ -286,9 +230,7 @@ int Metadata::link(Ino ino, Ino new_parent, std::string_view new_name, Inode* ou
   dir->mtime_ns = dir->ctime_ns = n->ctime_ns;
   b.put(keys::inode(ino), encode_inode(*n));
   b.put(keys::inode(new_parent), encode_inode(*dir));
-  std::string child;
-  put_be64(child, ino);
-  b.put(keys::dirent(new_parent, new_name), child);
+  b.put(keys::dirent(new_parent, new_name), encode_ino(ino));
   if (int r = commit(b, {})) return r;
   if (out) *out = *n;
   return 0;
@@ -401,12 +343,10 @@ int Metadata::rename(Ino parent, std::string_view name, Ino new_parent, std::str
   if ((flags & kExchange) && inside(parent, *dst)) return EINVAL;
   WriteBatch b;
   std::vector<Extent> dropped;
-  std::string src_val, dst_val;
-  put_be64(src_val, *src);
+  const std::string src_val = encode_ino(*src);
   std::int64_t t = now_ns();
   if (flags & kExchange) {
-    put_be64(dst_val, *dst);
-    b.put(keys::dirent(parent, name), dst_val);
+    b.put(keys::dirent(parent, name), encode_ino(*dst));
     b.put(keys::dirent(new_parent, new_name), src_val);
     auto dst_inode = inode(*dst);
     if (!dst_inode) return EIO;

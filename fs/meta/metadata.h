@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "fs/meta/allocator.h"
+#include "fs/meta/keys.h"  // the keys of every record (keys::inode, ...)
 #include "fs/meta/meta_store.h"
 
 namespace mmfs::fs {
 
-using Ino = std::uint64_t;
-constexpr Ino kRootIno = 1;
+constexpr Ino kRootIno = 1;  // Ino: fs/meta/keys.h
 
 struct Inode {
   Ino ino = 0;
@@ -40,30 +40,10 @@ std::string encode_inode(const Inode& inode);
 std::optional<Inode> decode_inode(std::string_view bytes);
 std::string encode_extents(const std::vector<Extent>& extents);
 std::optional<std::vector<Extent>> decode_extents(std::string_view bytes);
-
-// Key schema (big-endian inode numbers so scans are ordered).
-namespace keys {
-std::string inode(Ino ino);
-std::string dirent(Ino parent, std::string_view name);
-std::string dirent_prefix(Ino parent);
-std::string xattr(Ino ino, std::string_view name);
-std::string xattr_prefix(Ino ino);
-std::string extents(Ino ino);
-std::string checksum_prefix(Ino ino);  // cell checksum records (fs/meta/cell_checksums.h)
-std::string alt_checksum_prefix(Ino ino);  // checksums of cells being rewritten in place
-std::string next_ino();
-// An array's bitmap index (fs/array/array_index.h): its record, the marker of an
-// index that may lag its data, and its extents (an extent map, "e/" + 'i').
-std::string index_prefix(Ino ino);
-std::string index_record(Ino ino);
-std::string index_pending(Ino ino);
-std::string index_extents(Ino ino);
-// An mloc array's sealed image (fs/mloc/mloc_image.h): its extents (an extent map,
-// "e/" + 'm') and its record (directory length and checksum), an xattr
-// record outside the user namespace.
-std::string mloc_extents(Ino ino);
-std::string mloc_record(Ino ino);
-}  // namespace keys
+// An inode number as a value (a directory entry's child, the inode counter):
+// 8 bytes, big-endian; nullopt unless exactly 8 bytes.
+std::string encode_ino(Ino ino);
+std::optional<Ino> decode_ino(std::string_view bytes);
 
 class Metadata {
  public:

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "util/coding.h"
+
 namespace mmfs::fs {
 namespace {
 
@@ -15,16 +17,18 @@ namespace {
 constexpr std::size_t kHeaderBytes = 8 + 4 + 4 + 16 + 64 + 8 * 8 + 4;
 constexpr std::size_t kChecksumOffset = kSuperblockBytes - 8;
 
+// The fields in order: each moves p past its bytes.
 template <typename T>
 void put(std::byte*& p, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) *p++ = std::byte((std::uint64_t(v) >> (8 * i)) & 0xff);
+  util::put_le(p, v);
+  p += sizeof(T);
 }
 
 template <typename T>
 T get(const std::byte*& p) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) v |= std::uint64_t(std::to_integer<std::uint8_t>(*p++)) << (8 * i);
-  return T(v);
+  const T v = util::get_le<T>(p);
+  p += sizeof(T);
+  return v;
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include "layouts/cell_copy.h"
 #include "layouts/layout.h"
 #include "layouts/merge_gap.h"
+#include "util/align.h"
+#include "util/coding.h"
 
 namespace mmfs::fs {
 
@@ -36,19 +38,19 @@ struct Record {
 };
 
 std::string encode_record(const Record& r) {
-  std::string s(24, '\0');
-  std::memcpy(s.data(), &r.header_bytes, 8);
-  std::memcpy(s.data() + 8, &r.header_hash, 8);
-  std::memcpy(s.data() + 16, &r.image_bytes, 8);
+  std::string s;
+  util::append_le64(s, r.header_bytes);
+  util::append_le64(s, r.header_hash);
+  util::append_le64(s, r.image_bytes);
   return s;
 }
 
 std::optional<Record> decode_record(std::string_view s) {
   if (s.size() != 24) return std::nullopt;
   Record r;
-  std::memcpy(&r.header_bytes, s.data(), 8);
-  std::memcpy(&r.header_hash, s.data() + 8, 8);
-  std::memcpy(&r.image_bytes, s.data() + 16, 8);
+  r.header_bytes = util::get_le64(s.data());
+  r.header_hash = util::get_le64(s.data() + 8);
+  r.image_bytes = util::get_le64(s.data() + 16);
   return r;
 }
 
@@ -190,7 +192,7 @@ void MlocImage::choose_merge_gap() {
   const std::uint64_t pieces = dir_->lists() * (1 + g.groups().size());
   const std::uint64_t bytes = dir_->image_bytes() - dir_->positions_start();
   const std::uint64_t ss = io_.sector_size();
-  const std::uint64_t mean_sectors = pieces ? (bytes / pieces + ss - 1) / ss : 1;
+  const std::uint64_t mean_sectors = pieces ? util::div_up(bytes / pieces, ss) : 1;
   merge_gap_sectors_ = layouts::merge_gap_sectors(io_.geometry(), std::uint32_t(std::max<std::uint64_t>(1, mean_sectors)),
                                                   layouts::Layout::kPlanDepth);
 }
@@ -208,7 +210,7 @@ void MlocImage::sector_runs(const std::vector<Piece>& pieces, std::vector<std::p
   spans->clear();
   for (const Piece& p : pieces) {
     if (p.bytes == 0) continue;
-    std::uint64_t lo = p.offset / ss, hi = (p.offset + p.bytes + ss - 1) / ss;
+    std::uint64_t lo = p.offset / ss, hi = util::div_up(p.offset + p.bytes, ss);
     if (!spans->empty() && lo <= spans->back().second + merge_gap_sectors_) {
       spans->back().second = std::max(spans->back().second, hi);
     } else {
@@ -474,7 +476,7 @@ int MlocImage::read_selection(const layouts::Selection& selection, std::uint32_t
     }
     return 0;
   };
-  return pipelined((chunks.size() + per_batch - 1) / per_batch, pieces_of, consume, bytes_read, message);
+  return pipelined(util::div_up(chunks.size(), per_batch), pieces_of, consume, bytes_read, message);
 }
 
 int MlocImage::element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset,
@@ -730,7 +732,7 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   // The image, written whole to fresh extents.
   std::vector<Extent> extents;
   layouts::SpaceRequest req;
-  req.sectors = (dir.image_bytes + ss - 1) / ss;
+  req.sectors = util::div_up(dir.image_bytes, ss);
   int allocated = allocator.allocate(req, &extents);
   if (allocated == ENOSPC && spill.runs() != spill.runs_in_memory()) {
     // No room beside the pieces' temporary sectors: the pieces come into
@@ -749,7 +751,7 @@ int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator
   std::uint64_t window_start = 0, filled = 0;
   auto flush_window = [&]() -> int {
     if (filled == 0) return 0;
-    std::uint64_t bytes = (filled + ss - 1) / ss * ss;
+    std::uint64_t bytes = util::align_up(filled, ss);
     std::memset(window.data() + filled, 0, bytes - filled);
     std::vector<Piece> span{{window_start, bytes, 0}};
     std::vector<std::pair<geom::Lbn, std::uint64_t>> runs;

@@ -11,6 +11,8 @@
 #include "fs/meta/cell_checksums.h"
 #include "fs/util/error_log.h"
 #include "fs/meta/superblock.h"
+#include "util/align.h"
+#include "util/coding.h"
 
 namespace mmfs::fs {
 
@@ -18,8 +20,7 @@ namespace {
 
 std::uint32_t le32(const std::string& record, std::uint64_t index) {
   if (record.size() < (index + 1) * 4) return 0;
-  const auto* p = reinterpret_cast<const std::uint8_t*>(record.data() + index * 4);
-  return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 | std::uint32_t(p[3]) << 24;
+  return util::get_le32(record.data() + index * 4);
 }
 
 class StoreMetadata final : public ScrubMetadata {
@@ -29,8 +30,8 @@ class StoreMetadata final : public ScrubMetadata {
   StoredChecksums checksums(Ino ino, std::uint64_t unit) const override {
     const std::uint64_t record = unit / CellChecksums::kCellsPerRecord, i = unit % CellChecksums::kCellsPerRecord;
     StoredChecksums s;
-    if (auto v = store_.get(CellChecksums::key(ino, record, 'c'))) s.sum = le32(*v, i);
-    if (auto v = store_.get(CellChecksums::key(ino, record, 'a'))) s.alt = le32(*v, i);
+    if (auto v = store_.get(keys::checksum_record(ino, record, keys::kChecksumTable))) s.sum = le32(*v, i);
+    if (auto v = store_.get(keys::checksum_record(ino, record, keys::kAltChecksumTable))) s.alt = le32(*v, i);
     return s;
   }
 
@@ -68,7 +69,7 @@ const char* to_string(ReadPath path) {
 // --- CoverageMap -------------------------------------------------------------
 
 CoverageMap::CoverageMap(std::uint64_t sectors)
-    : sectors_(sectors), chunks_((sectors + kChunkSectors - 1) / kChunkSectors) {}
+    : sectors_(sectors), chunks_(util::div_up(sectors, kChunkSectors)) {}
 
 std::uint64_t CoverageMap::chunk_sectors(std::size_t c) const {
   return std::min<std::uint64_t>(kChunkSectors, sectors_ - std::uint64_t(c) * kChunkSectors);

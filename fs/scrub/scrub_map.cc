@@ -11,14 +11,17 @@
 #include <deque>
 #include <exception>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "fs/array/array_schema.h"
+#include "fs/meta/keys.h"
 #include "fs/meta/superblock.h"
 #include "fs/volume/volume.h"
 #include "layouts/capsule.h"
 #include "layouts/cell_grid.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 
@@ -26,14 +29,6 @@ namespace {
 
 constexpr std::string_view kSchemaRecord = "mmfs.schema";  // ArrayFile::kSchemaXattr
 constexpr std::size_t kMaxNamedEntries = 1u << 20;         // the path walk's bound
-
-std::uint64_t div_up(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
-
-std::uint64_t be64(std::string_view s) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < 8 && i < s.size(); ++i) v = (v << 8) | std::uint8_t(s[i]);
-  return v;
-}
 
 // The array's placement as ArrayFile::build makes it (fs/array/array_layout.h):
 // the layout of its schema over its stored extents. Null when the scrub
@@ -317,7 +312,7 @@ struct Builder {
     o.ino = ino;
     o.path = path_of(ino);
     o.unit_sectors = std::uint32_t(block / ss);
-    o.units = div_up(inode.size, block);
+    o.units = util::div_up(inode.size, block);
     o.checked_bytes = block;
     o.extents_record = extents_record;
     const std::uint64_t in_blocks = o.units * o.unit_sectors;
@@ -336,7 +331,7 @@ struct Builder {
   void superblock(const std::string& name, std::uint64_t offset) {
     const std::uint32_t ss = map.sector_size();
     if (offset % ss != 0 || kSuperblockBytes % ss != 0) {  // not whole sectors: read, not verified
-      map.add_region(OwnerKind::Metadata, offset / ss, div_up(offset % ss + kSuperblockBytes, ss));
+      map.add_region(OwnerKind::Metadata, offset / ss, util::div_up(offset % ss + kSuperblockBytes, ss));
       return;
     }
     ScrubObject o;
@@ -357,7 +352,7 @@ std::unique_ptr<OwnerMap> OwnerMap::from_volume(Volume& volume, const PlacementS
   const Superblock& sb = volume.superblock();
   const std::uint32_t ss = volume.geometry().sector_size();
   auto map = std::make_unique<OwnerMap>(sb.volume_bytes / ss, ss);
-  map->add_region(OwnerKind::Metadata, sb.meta_offset / ss, div_up(sb.meta_length, ss));
+  map->add_region(OwnerKind::Metadata, sb.meta_offset / ss, util::div_up(sb.meta_length, ss));
   map->add_region(OwnerKind::Free, sb.data_first_lbn, sb.data_end_lbn - sb.data_first_lbn);
   Metadata& md = volume.metadata();
   Builder b(volume, *map, placements, budget_bytes);
@@ -365,30 +360,32 @@ std::unique_ptr<OwnerMap> OwnerMap::from_volume(Volume& volume, const PlacementS
   b.superblock("superblock A", 0);
   b.superblock("superblock B", sb.backup_offset);
 
-  // Every extent map: "e/" + 8-byte inode (data), + 'i' (index), + 'm' (mloc image).
+  // Every extent map (fs/meta/keys.h): a file's, an index's, an mloc image's.
   struct Found {
     Ino ino;
-    char tag;
+    std::optional<keys::Kind> kind;  // none: a kind of extent map this scrub does not know
     std::string record;
   };
   std::vector<Found> found;
-  md.store().scan("e/", [&](std::string_view key, std::string_view value) {
-    if (key.size() < 10) return true;
-    found.push_back({be64(key.substr(2, 8)), key.size() > 10 ? key[10] : '\0', std::string(value)});
+  md.store().scan(keys::scan_prefix(keys::Kind::Extents), [&](std::string_view key, std::string_view value) {
+    const auto owner = keys::owner(key);
+    if (!owner) return true;
+    const auto parsed = keys::parse(key);
+    found.push_back({*owner, parsed ? std::optional(parsed->kind) : std::nullopt, std::string(value)});
     return true;
   });
   for (const Found& f : found) {
     auto extents = decode_extents(f.record);
     if (!extents || extents->empty()) continue;
-    if (f.tag == 'i') {
+    if (f.kind == keys::Kind::IndexExtents) {
       b.readable(OwnerKind::IndexObject, f.ino, *extents, f.record);
       continue;
     }
-    if (f.tag == 'm') {
+    if (f.kind == keys::Kind::MlocExtents) {
       b.readable(OwnerKind::MlocImage, f.ino, *extents, f.record);
       continue;
     }
-    if (f.tag != '\0') {  // a kind of extent map this scrub does not know: read it
+    if (f.kind != keys::Kind::Extents) {  // a kind of extent map this scrub does not know: read it
       b.readable(OwnerKind::ArrayData, f.ino, *extents, f.record);
       continue;
     }

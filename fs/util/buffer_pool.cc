@@ -7,6 +7,8 @@
 #include <cstring>
 #include <new>
 
+#include "util/align.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 // An idle buffer is poisoned: a use after give() is still reported, as it
@@ -21,8 +23,9 @@
 namespace mmfs::fs {
 
 namespace {
-std::size_t round_up(std::size_t bytes) {
-  return std::max(BufferPool::kGranule, (bytes + BufferPool::kGranule - 1) / BufferPool::kGranule * BufferPool::kGranule);
+// Whole granules, at least one.
+std::size_t whole_granules(std::size_t bytes) {
+  return std::max(BufferPool::kGranule, util::align_up(bytes, BufferPool::kGranule));
 }
 }  // namespace
 
@@ -43,7 +46,7 @@ std::byte* BufferPool::map(std::size_t bytes) {
   void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
   const auto base = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t aligned = (base + kGranule - 1) / kGranule * kGranule;
+  const std::uintptr_t aligned = util::align_up(base, kGranule);
   if (aligned > base) ::munmap(raw, aligned - base);
   if (const std::size_t tail = base + span - (aligned + bytes); tail > 0)
     ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
@@ -59,7 +62,7 @@ void BufferPool::unmap(std::byte* data, std::size_t bytes) {
 
 std::byte* BufferPool::take(std::size_t bytes, std::size_t* mapped) {
   if (bytes > (std::size_t(1) << 48)) throw std::bad_alloc();  // no address space holds it
-  const std::size_t want = round_up(bytes);
+  const std::size_t want = whole_granules(bytes);
   {
     std::lock_guard lock(mu_);
     ++stats_.takes;
@@ -120,7 +123,7 @@ void BufferPool::evict_locked(std::size_t room, std::vector<Kept>* out) {
     Kept& k = kept_[drop];
     const std::size_t over = stats_.idle_bytes + room - limit_;
     if (over < k.bytes) {
-      const std::size_t cut = round_up(over);
+      const std::size_t cut = whole_granules(over);
       if (cut < k.bytes) {
         out->push_back({k.data + (k.bytes - cut), cut, k.given});
         k.bytes -= cut;
@@ -177,7 +180,7 @@ std::size_t BufferPool::prefault(std::size_t bytes) {
   {
     std::lock_guard lock(mu_);
     const std::size_t room = limit_ > stats_.idle_bytes ? limit_ - stats_.idle_bytes : 0;
-    size = std::min(bytes, room) / kGranule * kGranule;
+    size = util::align_down(std::min(bytes, room), kGranule);
   }
   if (size > 0) {
     std::byte* data = map(size);

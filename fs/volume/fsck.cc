@@ -9,12 +9,6 @@
 namespace mmfs::fs {
 namespace {
 
-std::uint64_t be64(std::string_view s) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | std::uint8_t(s[i]);
-  return v;
-}
-
 struct Dirent {
   Ino parent;
   std::string name;
@@ -57,51 +51,65 @@ FsckReport check_volume(Volume& vol, bool repair) {
   std::set<Ino> xattr_owners, extent_owners, checksum_owners, alt_owners, index_owners, mloc_owners;
   std::uint64_t next_ino = 0;
   store.scan("", [&](std::string_view key, std::string_view value) {
-    std::string k(key);
-    if (key.size() == 10 && key.substr(0, 2) == "i/") {
-      Ino ino = be64(key.substr(2));
-      auto n = decode_inode(value);
-      if (!n || n->ino != ino) {
-        problem(fmt::format("inode {} does not decode", ino), true);
-        fix.del(k);
-      } else {
-        inodes[ino] = *n;
-      }
-    } else if (key.size() > 10 && key.substr(0, 2) == "d/") {
-      if (value.size() != 8) {
-        problem(fmt::format("directory entry '{}' is malformed", key.substr(10)), true);
-        fix.del(k);
-      } else {
-        dirents.push_back({be64(key.substr(2)), std::string(key.substr(10)), be64(value)});
-      }
-    } else if (key.size() > 10 && key.substr(0, 2) == "x/") {
-      xattr_owners.insert(be64(key.substr(2)));
-    } else if (key.size() == 10 && key.substr(0, 2) == "e/") {
-      extent_owners.insert(be64(key.substr(2)));
-      if (!decode_extents(value)) {
-        problem(fmt::format("the extent map of inode {} does not decode", be64(key.substr(2))), false);
-      }
-    } else if (key.size() == 11 && key.substr(0, 2) == "e/" && key[10] == 'i') {
-      index_owners.insert(be64(key.substr(2)));
-      if (!decode_extents(value))
-        problem(fmt::format("the index extent map of inode {} does not decode", be64(key.substr(2))), false);
-    } else if (key.size() == 11 && key.substr(0, 2) == "e/" && key[10] == 'm') {
-      mloc_owners.insert(be64(key.substr(2)));
-      if (!decode_extents(value))
-        problem(fmt::format("the mloc image extent map of inode {} does not decode", be64(key.substr(2))), false);
-    } else if ((key.size() == 10 || (key.size() == 11 && key[10] == 'p')) && key.substr(0, 2) == "q/") {
-      index_owners.insert(be64(key.substr(2)));
-    } else if (key.size() == 18 && key.substr(0, 2) == "a/") {
-      alt_owners.insert(be64(key.substr(2)));
-      if (value.empty() || value.size() % 4) problem(fmt::format("an alternative-checksum record of inode {} is malformed", be64(key.substr(2))), false);
-    } else if (key.size() == 18 && key.substr(0, 2) == "c/") {
-      checksum_owners.insert(be64(key.substr(2)));
-      if (value.empty() || value.size() % 4) problem(fmt::format("a checksum record of inode {} is malformed", be64(key.substr(2))), false);
-    } else if (key == keys::next_ino() && value.size() == 8) {
-      next_ino = be64(value);
-    } else {
+    const std::string k(key);
+    const auto parsed = keys::parse(key);
+    auto unknown = [&] {
       problem(fmt::format("unknown metadata record '{}'", key.substr(0, 16)), true);
       fix.del(k);
+    };
+    if (!parsed) {
+      unknown();
+      return true;
+    }
+    const Ino ino = parsed->ino;
+    switch (parsed->kind) {
+      case keys::Kind::Inode:
+        if (auto n = decode_inode(value); n && n->ino == ino) {
+          inodes[ino] = *n;
+        } else {
+          problem(fmt::format("inode {} does not decode", ino), true);
+          fix.del(k);
+        }
+        break;
+      case keys::Kind::Dirent:
+        if (auto child = decode_ino(value)) {
+          dirents.push_back({ino, std::string(parsed->name), *child});
+        } else {
+          problem(fmt::format("directory entry '{}' is malformed", parsed->name), true);
+          fix.del(k);
+        }
+        break;
+      case keys::Kind::Xattr: xattr_owners.insert(ino); break;
+      case keys::Kind::Extents:
+        extent_owners.insert(ino);
+        if (!decode_extents(value)) problem(fmt::format("the extent map of inode {} does not decode", ino), false);
+        break;
+      case keys::Kind::IndexExtents:
+        index_owners.insert(ino);
+        if (!decode_extents(value))
+          problem(fmt::format("the index extent map of inode {} does not decode", ino), false);
+        break;
+      case keys::Kind::MlocExtents:
+        mloc_owners.insert(ino);
+        if (!decode_extents(value))
+          problem(fmt::format("the mloc image extent map of inode {} does not decode", ino), false);
+        break;
+      case keys::Kind::IndexRecord:
+      case keys::Kind::IndexPending: index_owners.insert(ino); break;
+      case keys::Kind::AltChecksums:
+        alt_owners.insert(ino);
+        if (value.empty() || value.size() % 4)
+          problem(fmt::format("an alternative-checksum record of inode {} is malformed", ino), false);
+        break;
+      case keys::Kind::Checksums:
+        checksum_owners.insert(ino);
+        if (value.empty() || value.size() % 4)
+          problem(fmt::format("a checksum record of inode {} is malformed", ino), false);
+        break;
+      case keys::Kind::NextIno:
+        if (auto n = decode_ino(value)) next_ino = *n;
+        else unknown();
+        break;
     }
     return true;
   });
@@ -223,9 +231,7 @@ FsckReport check_volume(Volume& vol, bool repair) {
   Ino max_ino = inodes.empty() ? kRootIno : inodes.rbegin()->first;
   if (next_ino <= max_ino) {
     problem(fmt::format("the next inode number {} is not above the largest inode {}", next_ino, max_ino), true);
-    std::string v;
-    for (int i = 7; i >= 0; --i) v.push_back(char(((max_ino + 1) >> (8 * i)) & 0xff));
-    fix.put(keys::next_ino(), v);
+    fix.put(keys::next_ino(), encode_ino(max_ino + 1));
   }
 
   if (repair && !fix.empty()) {

@@ -11,6 +11,7 @@
 #include "fs/meta/meta_codec.h"
 #include "fs/volume/volume_internal.h"
 #include "geometry/load.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 namespace {
@@ -20,9 +21,6 @@ constexpr std::uint64_t kMinMetaBytes = meta::kMinRegionBytes;  // what the Meta
 constexpr std::uint64_t kMaxDefaultMetaBytes = 8192 * kMiB;
 constexpr std::uint64_t kFullMetaFloor = 8 * kMiB;  // the default's floor on volumes of 64 MiB and more
 constexpr std::uint64_t kStep = 4096;               // device sizes are planned in 4 KiB steps
-
-std::uint64_t align_down(std::uint64_t v, std::uint64_t a) { return v / a * a; }
-std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 
 struct Plan {
   std::uint64_t volume_bytes, meta_offset, meta_length, backup_offset;
@@ -50,10 +48,10 @@ bool plan_volume(const geom::Geometry& g, std::uint64_t device_bytes, std::uint3
   p->backup_offset = backup_superblock_offset(device_bytes);
   // The modeled device ends at its capacity; the backup copy sits at the end of the real one.
   p->volume_bytes = std::min<std::uint64_t>(device_bytes, g.capacity_sectors() * ss);
-  p->meta_offset = align_up(kSuperblockBytes, block);
+  p->meta_offset = util::align_up(std::uint64_t(kSuperblockBytes), block);
   std::uint64_t meta = meta_bytes ? meta_bytes : default_meta_bytes(p->volume_bytes);
-  p->meta_length = align_up(std::max(meta, kMinMetaBytes), std::max<std::uint64_t>(block, 4096));
-  std::uint64_t meta_end_lbn = align_up(p->meta_offset + p->meta_length, ss) / ss;
+  p->meta_length = util::align_up(std::max(meta, kMinMetaBytes), std::max<std::uint64_t>(block, 4096));
+  std::uint64_t meta_end_lbn = util::align_up(p->meta_offset + p->meta_length, ss) / ss;
   if (meta_end_lbn >= g.capacity_sectors()) return false;
   p->data_first = g.track_boundaries(meta_end_lbn).low == meta_end_lbn ? meta_end_lbn
                                                                        : g.track_boundaries(meta_end_lbn).high + 1;
@@ -71,12 +69,12 @@ std::uint64_t smallest_plan(const geom::Geometry& g, std::uint32_t block, std::u
   // Past the modeled device plus both superblocks nothing changes: the
   // volume, its metadata and its data area are those of the modeled device.
   std::uint64_t lo = 2 * std::uint64_t(kSuperblockBytes) + kMinMetaBytes;
-  std::uint64_t hi = align_up(g.capacity_sectors() * g.sector_size() + 2 * kSuperblockBytes, kStep) + 2 * kStep;
+  std::uint64_t hi = util::align_up(g.capacity_sectors() * g.sector_size() + 2 * kSuperblockBytes, kStep) + 2 * kStep;
   if (!plan_volume(g, hi, block, meta_bytes, &p)) return 0;
-  lo = align_down(lo, kStep);
+  lo = util::align_down(lo, kStep);
   // plan(lo) fails, plan(hi) fits.
   while (hi - lo > kStep) {
-    std::uint64_t mid = align_down(lo + (hi - lo) / 2, kStep);
+    std::uint64_t mid = util::align_down(lo + (hi - lo) / 2, kStep);
     if (plan_volume(g, mid, block, meta_bytes, &p)) hi = mid;
     else lo = mid;
   }
@@ -112,7 +110,7 @@ using detail::read_superblock_at;
 std::uint64_t backup_superblock_offset(std::uint64_t device_bytes) {
   // A device too small for one superblock has no backup slot: offset 0 (the
   // primary's), never an offset wrapped around below zero.
-  std::uint64_t end = align_down(device_bytes, 4096);
+  std::uint64_t end = util::align_down(device_bytes, 4096);
   return end >= 2 * std::uint64_t(kSuperblockBytes) ? end - kSuperblockBytes : 0;
 }
 
@@ -335,9 +333,9 @@ std::unique_ptr<Volume> Volume::finish_open(std::unique_ptr<Volume> v, std::uniq
                               &v->metadata_report_);
   if (!v->store_) return fail(err ? err : EUCLEAN, "damaged metadata: " + msg);
   v->allocator_ = std::make_unique<Allocator>(g, v->sb_.data_first_lbn, v->sb_.data_end_lbn);
-  // The free map is the complement of every extent map.
+  // The free map is the complement of every extent map (the files', the indexes', the mloc images').
   std::string bad;
-  v->store_->scan("e/", [&](std::string_view key, std::string_view value) {
+  v->store_->scan(keys::scan_prefix(keys::Kind::Extents), [&](std::string_view key, std::string_view value) {
     auto extents = decode_extents(value);
     if (!extents) {
       bad = "an extent map does not decode";

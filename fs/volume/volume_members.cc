@@ -28,11 +28,10 @@
 #include "fs/volume/volume.h"
 #include "fs/volume/volume_internal.h"
 #include "geometry/load.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 namespace {
-
-std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 
 // A member the volume knows failed and that is not there: every request
 // fails (the striped device never sends it any).
@@ -65,7 +64,7 @@ bool plan_members(const geom::StripedGeometry& g, std::uint64_t member_bytes, st
   const std::uint64_t ss = m.sector_size(), p = g.members();
   const std::uint64_t backup = backup_superblock_offset(member_bytes);
   const geom::Lbn usable = std::min<geom::Lbn>(m.capacity_sectors(), backup / ss);
-  const geom::Lbn sb_end = (kSuperblockBytes + ss - 1) / ss;
+  const geom::Lbn sb_end = util::div_up(kSuperblockBytes, ss);
   if (backup < 2 * std::uint64_t(kSuperblockBytes) || usable <= sb_end) {
     *why = fmt::format("a member of {} bytes is too small", member_bytes);
     return false;
@@ -78,11 +77,11 @@ bool plan_members(const geom::StripedGeometry& g, std::uint64_t member_bytes, st
     return false;
   }
   plan->volume_space = p * end * ss;
-  plan->meta_offset = align_up(p * first * ss, std::max<std::uint64_t>(block, 4096));
+  plan->meta_offset = util::align_up(p * first * ss, std::max<std::uint64_t>(block, 4096));
   const std::uint64_t data_bytes = p * (end - first) * ss;
   std::uint64_t meta = meta_bytes ? meta_bytes : detail::default_meta_bytes(data_bytes);
-  plan->meta_length = align_up(std::max<std::uint64_t>(meta, meta::kMinRegionBytes), std::max<std::uint64_t>(block, 4096));
-  const geom::Lbn meta_end = (plan->meta_offset + plan->meta_length + ss - 1) / ss;
+  plan->meta_length = util::align_up(std::max<std::uint64_t>(meta, meta::kMinRegionBytes), std::max<std::uint64_t>(block, 4096));
+  const geom::Lbn meta_end = util::div_up(plan->meta_offset + plan->meta_length, ss);
   if (meta_end >= p * end) {
     *why = "the members are too small for the metadata region";
     return false;

@@ -123,7 +123,7 @@ TEST_CASE("cell checksums: per block of a cell, zero records not stored, alterna
   REQUIRE(vol->store().apply(batch) == 0);
   auto records = [&](char tag) {
     int n = 0;
-    vol->store().scan(CellChecksums::key(ino, 0, tag).substr(0, 10), [&](std::string_view, std::string_view) {
+    vol->store().scan(keys::checksum_prefix(ino, tag), [&](std::string_view, std::string_view) {
       return ++n, true;
     });
     return n;

@@ -1,5 +1,5 @@
 // libFuzzer target over every decoder of on-disk bytes: the superblock, the
-// metadata region header, log chunks, checkpoints, inode and extent records,
+// metadata region header, log chunks, checkpoints, inode and extent records, keys,
 // and a whole MetaStore::open + Volume metadata walk on a device built from
 // the input. Run it with tools/fuzz.sh (not part of CI).
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fs/device/fault_device.h"
+#include "fs/meta/keys.h"
 #include "fs/meta/meta_codec.h"
 #include "fs/meta/meta_store.h"
 #include "fs/meta/metadata.h"
@@ -28,6 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string_view text(reinterpret_cast<const char*>(data), size);
   (void)decode_inode(text);
   (void)decode_extents(text);
+  (void)keys::parse(text);
 
   // The input as the first bytes of a metadata region on a 256 KiB device.
   MemoryDevice dev(256 * 1024, 512);
@@ -36,8 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string message;
   if (auto store = MetaStore::open(dev, {0, 256 * 1024}, &err, &message)) {
     store->scan("", [](std::string_view key, std::string_view value) {
-      if (key.starts_with("i/")) (void)decode_inode(value);
-      if (key.starts_with("e/")) (void)decode_extents(value);
+      if (key.starts_with(keys::scan_prefix(keys::Kind::Inode))) (void)decode_inode(value);
+      if (key.starts_with(keys::scan_prefix(keys::Kind::Extents))) (void)decode_extents(value);
       return true;
     });
   }
