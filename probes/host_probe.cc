@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "daemon/read_path_settings.h"
-#include "probes/read_path_probe.h"
+#include "probes/read_path_client.h"
 #include "probes/throwaway_mount.h"
 
 namespace mmfs::probes {
@@ -274,7 +274,7 @@ void measure_host_into(nlohmann::json* geometry, std::string* summary, bool verb
   read_opt.verbose = verbose;
   ReadPathProbeResult read_path;
   std::string read_message;
-  const bool timed = probe_read_path(*geometry, read_opt, &read_path, &read_message) == 0;
+  const bool timed = run_read_path_probe(*geometry, read_opt, &read_path, &read_message) == 0;
   if (!timed && summary) *summary += fmt::format("  the daemon's read path was not timed: {}\n", read_message);
   add_host_cost(result, timed ? &read_path : nullptr, geometry, summary);
 }

@@ -1,9 +1,13 @@
 // Measuring what a read costs this machine besides the device (issue 18;
-// geom::HostCost, the "host" of a measured geometry): `mmfs-geom measure` and
-// `mkfs.mmfs -g measure` mount a throwaway FUSE filesystem that serves bytes
-// from memory, configured as the daemon configures its mount (1 MiB reads,
-// 4 MiB read-ahead, the page cache, several request threads), and time
-// through it:
+// geom::HostCost, the "host" of a measured geometry), for `mmfs-geom
+// measure` and `mkfs.mmfs -g measure`: two probes, which measure_host_into
+// runs one after the other and whose figures add_host_cost joins.
+//
+// The host probe (this file, probe_host): the kernel's and the reader's
+// part. It mounts a throwaway FUSE filesystem of its own that serves bytes
+// from memory (throwaway_mount.h), configured as the daemon configures its
+// mount (1 MiB reads, 4 MiB read-ahead, the page cache, several request
+// threads), and times through it:
 //   * cold reads of a tiny file three directories deep, as a view is
 //     (A@/box/SEL): the lookups, the open, one read, the close; each on a
 //     fresh mount after an idle gap, as a cold view (a mount's first
@@ -13,8 +17,16 @@
 //     memory the reader has touched and 0.74-0.96 into fresh memory, more
 //     than its disk (0.25-0.27 ms per MiB): a full read is bound by it.
 // Reads land in a buffer mapped for each, as a reader that makes an array of
-// the result has. The daemon's own work on a cold view (the array's open,
-// verifying and gathering cells) is timed by read_path_probe.h and added.
+// the result has.
+//
+// The read-path probe (read_path_probe.h): the daemon's own work on a cold
+// view (the lookups of its views, the array's open, verifying and gathering
+// cells), timed by the daemon's own code. It is separate because it is the
+// daemon: it runs in an executable of its own that links the daemon's core,
+// mmfs-read-path-probe, which measure_host_into starts as a child process
+// (read_path_client.h), so the programs that measure a machine link no
+// daemon code. The host probe uses none of the daemon, and the two share
+// only the throwaway mounts.
 #pragma once
 
 #include <cstdint>
@@ -55,10 +67,11 @@ struct ReadPathProbeResult;
 void add_host_cost(const HostProbeResult& result, const ReadPathProbeResult* read_path, nlohmann::json* geometry,
                    std::string* summary);
 
-// probe_host with the default options and probe_read_path on the geometry,
-// then add_host_cost; when the machine cannot mount FUSE, the geometry is
-// left without a host (a line says why); when the read path cannot be timed,
-// the host has the FUSE part only.
+// probe_host with the default options and the read-path probe on the
+// geometry (in mmfs-read-path-probe: run_read_path_probe), then
+// add_host_cost; when the machine cannot mount FUSE, the geometry is left
+// without a host (a line says why); when the read path cannot be timed
+// (mmfs-read-path-probe is missing or fails), the host has the FUSE part only.
 void measure_host_into(nlohmann::json* geometry, std::string* summary, bool verbose);
 
 }  // namespace mmfs::probes

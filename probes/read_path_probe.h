@@ -1,9 +1,9 @@
-// The daemon's own work on a cold view (issue 18; part of the host probe of
-// `mmfs-geom measure` and `mkfs.mmfs -g measure`, host_probe.h), timed by
-// the daemon's own code on a volume in memory of the measured geometry
-// holding a 256x256x64 float64 array in the geometry's default layout,
-// opened afresh for every sample with the caches evicted (as a cold view
-// after a fresh mount):
+// The read-path probe: the daemon's own work on a cold view (issue 18; the
+// second of the two probes of `mmfs-geom measure` and `mkfs.mmfs -g measure`,
+// host_probe.h, which says what the first times), timed by the daemon's own
+// code on a volume in memory of the measured geometry holding a 256x256x64
+// float64 array in the geometry's default layout, opened afresh for every
+// sample with the caches evicted (as a cold view after a fresh mount):
 //   * a one-element view read through FUSE from the daemon's Filesystem on a
 //     temporary mount, as a reader reads A@/box/I,J,K: the lookups (that of
 //     A@ opens the array), the open, the read, the release; the fixed part
@@ -20,8 +20,16 @@
 // alone (its lookups are cheaper than the daemon's, and the array's open and
 // the read's own work were missing), and a 102x102x26 box spent 0.8 ms
 // gathering 2 MiB out of 392 cells while the model counted none.
+//
+// Why it is separate from the host probe: it runs the daemon's own code (its
+// Filesystem and FUSE operations, ArrayFile) and so links the daemon's core.
+// It runs in an executable of its own, mmfs-read-path-probe
+// (read_path_probe_main.cc), which the host probe starts as a child process
+// (read_path_client.h): mkfs.mmfs and mmfs-geom link none of the daemon. It
+// uses nothing of the host probe; both mount through throwaway_mount.h.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -46,7 +54,9 @@ struct ReadPathProbeResult {
 };
 
 // `geometry`: the measured geometry's JSON (its capacity is replaced by a
-// small in-memory volume's). 0, or an errno with *message.
+// small in-memory volume's). 0, or an errno with *message. In this process:
+// only mmfs-read-path-probe links it; others call run_read_path_probe
+// (read_path_client.h).
 int probe_read_path(const nlohmann::json& geometry, const ReadPathProbeOptions& options, ReadPathProbeResult* out,
                     std::string* message);
 

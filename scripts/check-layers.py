@@ -39,14 +39,16 @@ ORDER = [
 ORDER = ORDER[:1] + [(name, uses + BOTTOM) for name, uses in ORDER[1:]]
 FS_ALL = [name for name, _ in ORDER]
 # Above fs/: the FUSE glue, the measurement probes, the programs. The probes
-# may use the daemon's core (they serve a volume through it); nothing below
-# them may use either. The benchmarks (bench/) may use everything below them;
-# nothing includes them.
+# may use the daemon (the read-path probe serves a volume through its core, in
+# an executable of its own, probes/meson.build); the daemon uses no probe. The
+# programs reach the daemon only through the probes, whose library links none
+# of it: mkfs.mmfs and mmfs-geom link no daemon code. The benchmarks (bench/)
+# may use everything below them; nothing includes them.
 ORDER += [
     ("daemon", FS_ALL),
     ("probes", FS_ALL + ["daemon"]),
-    ("mkfs", FS_ALL + ["probes", "daemon"]),
-    ("tools", FS_ALL + ["probes", "daemon", "tools"]),
+    ("mkfs", FS_ALL + ["probes"]),
+    ("tools", FS_ALL + ["probes", "tools"]),
     ("bench", FS_ALL + ["probes", "daemon"]),
 ]
 SOURCES = (".h", ".cc", ".cpp")

@@ -1,8 +1,11 @@
 """mmfs-geom, the geometry CLI of SPEC §7, run as a user would."""
+import errno
 import hashlib
 import json
 import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -285,6 +288,43 @@ def test_measure_a_sparse_image_uses_a_scratch_file_and_leaves_nothing(mmfs_geom
     assert g["capacity_sectors"] == (4 << 30) // 4096
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sparse.img"]
     assert image.stat().st_blocks == 0
+
+
+def test_measure_without_the_read_path_probe_times_the_rest_and_says_where_it_looked(mmfs_geom_path, tmp_path):
+    """The daemon's read path is timed in a process of its own, mmfs-read-path-probe
+    (probes/read_path_client.h): a copy of mmfs-geom with none beside it nor on PATH keeps the
+    throwaway mount's figures and names every place it looked."""
+    geom = tmp_path / "bin" / "mmfs-geom"
+    geom.parent.mkdir()
+    shutil.copy(mmfs_geom_path, geom)
+    (tmp_path / "empty").mkdir()
+    image = tmp_path / "sparse.img"
+    with open(image, "wb") as f:
+        f.truncate(1 << 30)
+    out_json = tmp_path / "measured.json"
+    p = subprocess.run([str(geom), "measure", str(image), "-t", "2", "-o", str(out_json)], capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ, PATH=str(tmp_path / "empty")))
+    assert p.returncode == 0, p.stderr
+    g = json.loads(out_json.read_text())
+    assert g["host"]["request_ms"] > 0 and g["host"]["ms_per_mib"] > 0, g["host"]
+    assert "verify_ms_per_mib" not in g["host"] and "read_path" not in g["measured"]["host"]
+    assert "the daemon's read path was not timed: cannot find mmfs-read-path-probe" in p.stderr, p.stderr
+    for looked in (tmp_path / "probes", tmp_path / "bin", tmp_path / "empty"):
+        assert str(looked / "mmfs-read-path-probe") in p.stderr, p.stderr
+
+
+def test_the_read_path_probe_answers_in_json(mmfs_geom_path):
+    """mmfs-read-path-probe's protocol: the geometry on stdin, one JSON object on stdout."""
+    probe = mmfs_geom_path.parent.parent / "probes" / "mmfs-read-path-probe"
+    p = subprocess.run([str(probe), "--samples", "1"], input=json.dumps({"kind": "flash"}), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 1
+    assert json.loads(p.stdout) == {"error": errno.EINVAL,
+                                    "message": "the read-path probe needs a flash geometry (capacity_sectors)"}
+    p = subprocess.run([str(probe)], input="not json", capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "is not JSON" in json.loads(p.stdout)["message"]
+    p = subprocess.run([str(probe), "--bogus"], input="", capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "usage: mmfs-read-path-probe" in p.stderr
 
 
 @pytest.mark.parametrize("args, says", [
