@@ -18,7 +18,7 @@ run_decoders() {
   mkdir -p "$out/corpus"
   python3 geometry/embed_profiles.py "$out/embedded_profiles.cc" geometry/profiles/*.json
   clang++ "${flags[@]}" \
-    tools/fuzz/fuzz_decoders.cc fs/*.cc layouts/*.cc geometry/*.cc indexes/*.cc "$out/embedded_profiles.cc" \
+    tools/fuzz/fuzz_decoders.cc fs/*/*.cc layouts/*.cc geometry/*.cc indexes/*.cc "$out/embedded_profiles.cc" \
     -lfmt -luring -lxxhash -lroaring -lzstd -o "$out/fuzz_decoders"
   # Seed the corpus with real on-disk structures: a freshly formatted region.
   if [ ! -e "$out/corpus/seeded" ]; then
