@@ -32,7 +32,7 @@ skips mmfs (fio + h5py only).
 
 Usage (as root, from the repository root, after `meson compile -C build`):
 
-  python3 bench/bench_daemon.py                             # issue 5, default layout -> docs/benchmarks/daemon.{md,json}
+  python3 bench/bench_daemon.py                             # default layout -> docs/benchmarks/daemon.{md,json}
   python3 bench/bench_daemon.py --layouts multimap,naive,hilbert,zorder
   python3 bench/bench_daemon.py --quick --out /tmp/bench-quick              # smoke run, seconds
   python3 bench/bench_daemon.py --baseline-only --quick                     # fio + h5py only, no daemon

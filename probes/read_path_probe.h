@@ -1,4 +1,4 @@
-// The read-path probe: the daemon's own work on a cold view (issue 18; the
+// The read-path probe: the daemon's own work on a cold view (docs/daemon.md; the
 // second of the two probes of `mmfs-geom measure` and `mkfs.mmfs -g measure`,
 // host_probe.h, which says what the first times), timed by the daemon's own
 // code on a volume in memory of the measured geometry holding a 256x256x64

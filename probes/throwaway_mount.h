@@ -50,7 +50,7 @@ class ThrowawayMount {
 // or -1 with errno set. A fresh buffer, as a reader that makes an array of
 // the result (numpy) has: its pages are first touched by the kernel's copy,
 // which costs as much again as the copy (a 2 MiB view on the virtio machine
-// of issue 18: 1 ms more than into touched memory).
+// of docs/geometry-format.md: 1 ms more than into touched memory).
 double timed_fresh_read(const std::string& path, std::uint64_t expect);
 
 }  // namespace mmfs::probes

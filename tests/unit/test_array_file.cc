@@ -1,4 +1,4 @@
-// Array files (fs/array/array_file.h, fs/array/array_state.h, SPEC §4-5): the write path
+// Array files (fs/array/array_file.h, fs/array/array_state.h, docs/reference.md §4-5): the write path
 // with its dirty-cell cache against a byte model for every implemented
 // layout, views (slice, box, plod) against a brute-force extraction, zeroing,
 // EFBIG, durability across a remount, schema changes with relayout, crash

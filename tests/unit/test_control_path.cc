@@ -1,4 +1,4 @@
-// Control directory resolution (fs/paths/control_path.h, SPEC §6): listings, the
+// Control directory resolution (fs/paths/control_path.h, docs/reference.md §6): listings, the
 // static files' texts against the geometry calls mmfs-geom prints, errnos.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// The scrub (fs/scrub/scrub_map.h, fs/scrub/scrub.h, fs/scrub/scrub_runner.h; issue 17),
+// The scrub (fs/scrub/scrub_map.h, fs/scrub/scrub.h, fs/scrub/scrub_runner.h; docs/daemon.md "Scrub"),
 // without a mount: coverage counting, the owner of each sector, gathering a
 // multi-sector cell from sectors arriving in any order, a flipped byte found
 // and named (and a rewrite's race not reported), the whole engine over real

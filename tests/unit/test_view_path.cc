@@ -1,4 +1,4 @@
-// View path resolution below A@ (fs/paths/view_path.h, SPEC §5): every grammar
+// View path resolution below A@ (fs/paths/view_path.h, docs/reference.md §5): every grammar
 // row, listings, errnos and box selectors against numpy's semantics.
 #include <catch2/catch.hpp>
 
