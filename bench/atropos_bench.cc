@@ -434,7 +434,7 @@ nlohmann::json scaling(const AtroposBenchOptions& o, std::string& md) {
                    {"slice_speedup", base_slice / slice_ms}, {"slice_batches", slice_batches},
                    {"layout", layout.describe()}});
   }
-  md += "\nTarget (issue 16): >= 3.5x at 4 members for both.\n\n";
+  md += "\nTarget: >= 3.5x at 4 members for both.\n\n";
   return out;
 }
 

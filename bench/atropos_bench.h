@@ -1,6 +1,6 @@
 // `mmfs-bench atropos`: the Atropos paper's figures (shared/papers/002_*,
 // §5.2-§5.3) in modeled time, through mmfs's geometry, quadrangle layout,
-// planner and striped volume model (issue 16):
+// planner and striped volume model:
 // * Table 2: the quadrangle parameters (Dmax, b, R) of every built-in disk
 //   profile's outermost zone beside the paper's row for that disk.
 // * Figure 7: access efficiency against I/O size on one disk's outer zone —

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end benchmark of the mmfs FUSE daemon against the raw device (fio)
-and against h5py reading a chunked HDF5 file (issue 5).
+and against h5py reading a chunked HDF5 file.
 
 What it measures, in one run, on the disk holding --dir:
 
@@ -503,7 +503,7 @@ def metadata_bench(directory, n, drop):
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(
-        description="Benchmark the mmfs daemon against fio and h5py (issue 5). Run as root.",
+        description="Benchmark the mmfs daemon against fio and h5py. Run as root.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--dir", default="/var/tmp/mmfs-bench",
                     help="working directory on the disk under test (image, HDF5 file, fio file, mountpoint)")
@@ -527,7 +527,7 @@ def parse_args(argv):
     ap.add_argument("--no-verify", action="store_true",
                     help="skip the untimed full-content check of the written arrays (views are always checked)")
     ap.add_argument("--baseline-only", action="store_true", help="skip mmfs: fio and h5py only")
-    ap.add_argument("--strict", action="store_true", help="exit 3 when a target of issue 5 is missed")
+    ap.add_argument("--strict", action="store_true", help="exit 3 when a target is missed")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: shape 128,128,64, 1 run, 2000 metadata files, 256M fio file")
     a = ap.parse_args(argv)
@@ -970,7 +970,7 @@ class Bench:
     def report(self, machine):
         r, a = self.res, self.a
         L = []
-        L.append("# mmfs daemon benchmark (issue 5)")
+        L.append("# mmfs daemon benchmark")
         L.append("")
         L.append("```")
         L.append(r["command"])

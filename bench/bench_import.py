@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Import benchmark (issue 6): mmfs-import of a large chunked, gzip-compressed
+"""Import benchmark: mmfs-import of a large chunked, gzip-compressed
 HDF5 dataset into a mounted mmfs, against h5py reading the same dataset into
 memory. Reports wall time, throughput (dataset bytes / s) and the peak
 resident memory of each, and checks that the imported array equals the

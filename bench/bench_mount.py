@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Mount cost of an mmfs volume (issue 19): the time from starting the daemon
+"""Mount cost of an mmfs volume: the time from starting the daemon
 to a served mount point, and the bytes it read, for an empty volume and for
 one holding FILES empty files (1,000 per directory), cold (page cache dropped
 before each mount) and warm; median of RUNS mounts each.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A table in capsules against the same table in the volume's default layout,
-through the daemon on a mems-g2 image (issue 17): the modeled device time
+through the daemon on a mems-g2 image: the modeled device time
 (`D@/plan/rows/...`, `A@/plan/...`) of a full scan, a one-attribute scan, and
 record ranges of 1, 100 and 10,000 records, and the wall time and device
 sectors of reading them (`D@/rows/...`, median of RUNS cold reads: the volume

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Volumes of several devices on the real clock (issue 16, "Real clock").
+"""Volumes of several devices on the real clock.
 
 One 2 GiB float64 array (1024 x 1024 x 256, the default layout) on three
 volumes of the atlas10k3 geometry, side by side in one run:

@@ -8,7 +8,7 @@ thing (a geometry), side by side in one run on a noisy machine. Run as root.
         --array a --views "slice/0/512;box/512,300,:" --runs 9
     python3 bench/cold_views_ab.py --image q32.img --image q8.img --views "slice/0/512" --runs 7
 
-A view is spelled as below `ARRAY@/` (SPEC §5). The array must exist on
+A view is spelled as below `ARRAY@/` (docs/reference.md §5). The array must exist on
 every image.
 
 With `--reads-per-mount N`, each mount serves N reads of a view, each after

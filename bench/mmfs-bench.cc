@@ -1,5 +1,5 @@
-// mmfs-bench: benchmark workloads (SPEC §8). `modeled`: the workloads of
-// issue 6 on every layout and on library baselines in modeled time; `real`:
+// mmfs-bench: benchmark workloads (docs/reference.md §8). `modeled`: the workloads
+// on every layout and on library baselines in modeled time; `real`:
 // the same on the real clock (bench/mmfs_bench_real.py); `query`: bitmap-index
 // queries, the Set Query Benchmark and a 3-D array (bench/query_bench.py);
 // `model`: the MultiMap paper's §5 experiments on modeled disks;
@@ -22,7 +22,7 @@
 #include "geometry/types.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"mmfs-bench: benchmark workloads against mmfs layouts (SPEC §8)"};
+  CLI::App app{"mmfs-bench: benchmark workloads against mmfs layouts (docs/reference.md §8)"};
   app.require_subcommand(1);
 
   mmfs::bench::ModeledOptions opt;
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
       ->default_str("atlas10k3 cheetah36es");
   auto* shape_opt = modeled->add_option("--shape", mb.shape, "Array shape in elements")->delimiter(',')
       ->default_str("1024,1024,256 (--quick: 512,512,128)");
-  modeled->add_option("--dtype", mb.dtype, "Element type (SPEC §1)")->default_val("float64");
+  modeled->add_option("--dtype", mb.dtype, "Element type (docs/reference.md §1)")->default_val("float64");
   modeled->add_option("--layout", mb.layouts, "mmfs layouts (repeatable)")->default_str("naive zorder hilbert multimap");
   modeled->add_option("--cell", mb.cell, "Cell shape in elements for every layout (default: the daemon's choice, a "
                                          "brick of max(4096, sector) bytes)")->delimiter(',');
@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   std::string atropos_out;
   auto* atropos = app.add_subcommand(
       "atropos",
-      "The Atropos paper's figures in modeled time (issue 16): Table 2 for every disk profile, Figure 7 (access "
+      "The Atropos paper's figures in modeled time: Table 2 for every disk profile, Figure 7 (access "
       "efficiency against I/O size: track-based, semi-sequential quadrangle, naive), Figure 8 (a random 8 KB "
       "other-major read through the quadrangle layout and the planner), §5.3 (stripe units of 64 KiB, 256 KiB and "
       "the exact track on 4 disks) and the scaling of a quadrangle array on 1, 2 and 4 striped members");

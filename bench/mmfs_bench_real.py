@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""mmfs-bench real: the benchmark workloads (issue 6, SPEC §8) on the real clock
+"""mmfs-bench real: the benchmark workloads (docs/reference.md §8) on the real clock
 with cold caches, against every mmfs layout and four baselines on the same disk.
 
 Setup (in --dir, on the disk under test):
@@ -39,7 +39,7 @@ Workloads (S = shape, n = len(S), M_d = S_d // 2):
              each element: of the whole array (mmfs `A@/plod/K`) and of the
              middle slice along dim 0 (`A@/plod/K@/slice/0/M_0`). Baselines
              read the same elements and drop the low bytes in numpy (the
-             dropped bytes are filled as SPEC §5 says). mmfs reads the whole
+             dropped bytes are filled as docs/reference.md §5 says). mmfs reads the whole
              elements from the device today: byte planes come with MLOC.
 
 How targets are read: mmfs through the views (`A@/box/SEL`, `A@/slice/D/I`,
@@ -171,7 +171,7 @@ def numpy_spelling(sel):
 
 
 def plod_inplace(arr, k):
-    """SPEC §5 PLoD on a little-endian float64 array, in place: keep the k most
+    """docs/reference.md §5 PLoD on a little-endian float64 array, in place: keep the k most
     significant bytes of every element; the most significant dropped byte
     becomes 0x7F, the others 0xFF (MLOC's fill)."""
     drop = 8 - k

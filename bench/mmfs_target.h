@@ -23,7 +23,7 @@ struct MmfsArraySpec {
   std::vector<std::uint64_t> shape;
   std::uint32_t itemsize = 8;
   std::vector<std::uint64_t> cell;    // empty = the daemon's default cell
-  std::vector<std::uint32_t> order;   // empty = n-1, ..., 0 (SPEC §4 default)
+  std::vector<std::uint32_t> order;   // empty = n-1, ..., 0 (docs/reference.md §4 default)
 };
 
 // The byte size the daemon's default cell fills: a 4 KiB device unit, or one

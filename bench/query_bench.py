@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""mmfs-bench query: bitmap-index queries on a mounted mmfs, on the real clock
-(issue 14), beside DuckDB, an in-process pyroaring equality index and a numpy
+"""mmfs-bench query: bitmap-index queries on a mounted mmfs, on the real clock,
+beside DuckDB, an in-process pyroaring equality index and a numpy
 scan.
 
 Part 1 -- the Set Query Benchmark as the bitmap-index paper runs it (Wu,
@@ -107,7 +107,7 @@ ENGINES = ["mmfs", "duckdb", "pyroaring", "numpy"]
 READ_CHUNK = 8 * MiB
 VIEWS3D = ["count", "coords", "values"]
 
-# Targets of issue 14 (reported; enforced only with --strict).
+# Targets (reported; enforced only with --strict).
 T_SUITE_WARM_S = 0.05
 T_SUITE_COLD_S = 0.2
 T_E1_RATIO = 1.0
@@ -115,7 +115,7 @@ T_BN_RATIO = 0.35
 T_BUILD_S = 10.0
 T_COUNT_ALIGNED_S = 0.05
 T_COORDS_1PCT_S = 0.3
-# Reference figures measured on this machine (issue 14's text).
+# Reference figures measured on this machine.
 ISSUE_REFERENCE = {"duckdb warm": 0.59, "duckdb cold": 0.81, "pyroaring warm": 0.12, "numpy scan 3-D": 2.9}
 
 # ----------------------------------------------------------------------------
@@ -570,7 +570,7 @@ class QueryBench:
         self.setquery_summary()
 
     def write_array(self, path, arr, dtype, bins):
-        """An array file from bytes written first (SPEC §4): write, dtype, bins, shape."""
+        """An array file from bytes written first (docs/reference.md §4): write, dtype, bins, shape."""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             mv = memoryview(np.ascontiguousarray(arr)).cast("B")
@@ -1188,7 +1188,7 @@ def report(b):
              "connection after the drop; numpy's column files are dropped from the page cache. Warm: a second "
              "pass right after the cold one, in the same mount (index pages in the daemon's memory) or "
              "connection. Results are never reused: every mmfs query is a fresh open(2) of its "
-             "`.../query/COND/count` path, whose answer the daemon computes anew for each open (SPEC §5: "
+             "`.../query/COND/count` path, whose answer the daemon computes anew for each open (docs/reference.md §5: "
              "views are not cached across opens; the daemon opens views with FOPEN_KEEP_CACHE off or direct I/O, so "
              "the kernel keeps no page of an earlier open either). What the daemon does keep, in each index's "
              "512 MiB cache, is decoded bitmaps and the rows of atoms that combined several bitmaps (a union of a "
@@ -1262,7 +1262,7 @@ def setquery_report(L, s, a):
              f"{ISSUE_REFERENCE['duckdb cold']} s cold; pyroaring {ISSUE_REFERENCE['pyroaring warm']} s warm.")
     L.append("")
     if s.get("targets"):
-        L.append("Targets (issue 14):")
+        L.append("Targets:")
         L.append("")
         for t in s["targets"]:
             L.append(f"* {t['target']}: {fratio(t['value'], 3)} ({t['who']}) — {'met' if t['met'] else 'MISSED'}")
@@ -1410,12 +1410,12 @@ def field_report(L, f, a):
                  + (f" ERROR {r['error']}" if r.get("error") else ""))
     L.append("")
     if f.get("targets"):
-        L.append("Targets (issue 14, cold):")
+        L.append("Targets (cold):")
         L.append("")
         for t in f["targets"]:
             L.append(f"* {t['target']}: {fratio(t['value'], 3)} s ({t['who']}) — {'met' if t['met'] else 'MISSED'}")
         L.append(f"* reference: a numpy scan of the same file takes about {ISSUE_REFERENCE['numpy scan 3-D']} s "
-                 "here (issue 14); measured above (engine numpy).")
+                 "here; measured above (engine numpy).")
         L.append("")
 
 

@@ -14,7 +14,7 @@ papers/001_*.txt), for bench/query_bench.py (`mmfs-bench query`).
 * `queries(rows)`: the 75 count queries Q1 (13), Q2a, Q2b (12 each), Q3a,
   Q3b (11 each), Q4a, Q4b (8 each) as small condition trees, with the
   spellings each engine needs: the mmfs condition of `D@/query/COND/count`
-  (SPEC §5), SQL, a numpy evaluation and a pyroaring evaluation.
+  (docs/reference.md §5), SQL, a numpy evaluation and a pyroaring evaluation.
 
 Condition trees: ("eq"|"ne"|"lt"|"le"|"gt"|"ge", col, v), ("between", col,
 a, b) (closed), ("and", [t...]), ("or", [t...]), ("not", t).
@@ -140,7 +140,7 @@ _SQL_OP = {"eq": "=", "ne": "<>", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
 def mmfs_cond(t, top=True):
-    """SPEC §5 condition: `&` binds tighter than `|`, so an `or` inside an
+    """docs/reference.md §5 condition: `&` binds tighter than `|`, so an `or` inside an
     `and` is parenthesised."""
     k = t[0]
     if k in _MMFS_OP:

@@ -1,4 +1,4 @@
-"""Streaming beside a plain file (issue 18, "streaming at device speed"): the
+"""Streaming beside a plain file (streaming at device speed): the
 same C-order bytes written with the same calls (8 MiB pwrite, then fsync) into
 a plain file on the disk under test and into an mmfs array file (the volume's
 default layout, or --layout), then read back cold with the same calls, for one

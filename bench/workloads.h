@@ -1,4 +1,4 @@
-// The benchmark workloads of issue 6 (SPEC §8): beams along every dimension
+// The benchmark workloads (docs/reference.md §8): beams along every dimension
 // at random positions, the middle slice along every dimension, p%-length
 // cubes at random corners, the full scan and PLoD reads. Each query is
 // spelled as the view a user would read below `A@` and turned into a

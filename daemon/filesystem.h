@@ -280,7 +280,7 @@ class Filesystem {
   bool stopping_ = false;
   std::thread flusher_;
 
-  // ---- the scrub (issue 17): /.mmfs/scrub, daemon/scrub_control.cc -------
+  // ---- the scrub: /.mmfs/scrub, daemon/scrub_control.cc -------
   // Last among the members, so it is destroyed first: the scrub's thread is
   // joined and its hook removed while the volume and io_ still exist.
  public:

@@ -159,7 +159,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     fuse_reply_err(req, r);
     return;
   }
-  // A truncate to 0 that leaves a size zeroed an array (SPEC §4): the kernel
+  // A truncate to 0 that leaves a size zeroed an array (docs/reference.md §4): the kernel
   // keeps the pages descriptors opened before cached, unless told.
   if (notify_session && (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0 && st.st_size != 0) {
     invalidate_then_reply([ino] { fuse_lowlevel_notify_inval_inode(notify_session, ino, 0, 0); },

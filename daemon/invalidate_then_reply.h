@@ -1,6 +1,6 @@
 // Ordering a reply after the kernel has dropped a file's cached pages.
 //
-// An array truncated to 0 keeps its size (SPEC §4), and the kernel drops a
+// An array truncated to 0 keeps its size (docs/reference.md §4), and the kernel drops a
 // file's cached pages after a SETATTR only when the size changes: the daemon
 // has to invalidate them itself (fuse_lowlevel_notify_inval_inode). After the
 // reply is too late — the caller may read its descriptor before the

@@ -1,4 +1,4 @@
-// mmfs: the FUSE daemon (SPEC §3).
+// mmfs: the FUSE daemon (docs/reference.md §3).
 //
 //   mmfs [-f] [-o OPT[,OPT...]] TARGET MOUNTPOINT
 //

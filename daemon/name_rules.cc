@@ -1,6 +1,6 @@
 // Filesystem: which names may exist. NAME_MAX on every name an operation
 // takes, and the `X@` convention: `A@` is the views of an array file A and
-// `D@` those of a directory D (SPEC §5), so a real entry named `X@` must
+// `D@` those of a directory D (docs/reference.md §5), so a real entry named `X@` must
 // never sit beside an X that has views — the views would hide it. mmfs
 // refuses the second of the two with EEXIST (the name is taken, by X's views
 // or by the real X@), whichever way they would meet: creating, linking or

@@ -1,4 +1,4 @@
-// Query views of the mounted filesystem (SPEC §5): `A@/query/...` and its
+// Query views of the mounted filesystem (docs/reference.md §5): `A@/query/...` and its
 // plan, and a directory's query views `D@/query/COND/...` (served by
 // table_stat, daemon/table_ops.cc). The condition's
 // names are resolved in the directory that holds A (or in D itself).

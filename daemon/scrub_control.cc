@@ -1,4 +1,4 @@
-// /.mmfs/scrub (issue 17; docs/daemon.md, "Scrub"): the Filesystem's side
+// /.mmfs/scrub (docs/daemon.md, "Scrub"): the Filesystem's side
 // of the scrub. Reading the file gives the status (JSON); writing it takes
 // commands. The scrub itself is fs/scrub/scrub_runner.h over fs/scrub/scrub.h.
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-// Service-time model of a zoned disk (SPEC §7 (b)).
+// Service-time model of a zoned disk (docs/reference.md §7 (b)).
 //
 // The platter turns continuously: the angle under the heads at time t is
 // t / revolution (mod 1), zero at reset(). A request costs the seek (or head

@@ -32,7 +32,7 @@ namespace {
 // The track plays no part: a latency per track-sized piece, as this model
 // once charged, priced 1,212 requests of 12-60 KiB (half of them across a
 // 32 KiB boundary) at twice 1,024 requests of 28 KiB, and the virtio disk of
-// issue 18 read both in the same 22-25 ms. Fitted to the same probe, the
+// the virtio test disk read both in the same 22-25 ms. Fitted to the same probe, the
 // model without it came within 10 % of the device time of the slices of
 // five layouts (a few 4 MiB requests: within 45 %), against -41 to +13 %
 // before (docs/geometry-format.md).
@@ -111,8 +111,8 @@ class FlashServiceModel final : public ServiceTimeModel {
   };
   const Flash& g_;
   const FlashParams& p_;
-  // Idle this long, the device pays wake_ms again. On the virtio disk of
-  // issue 18 a 4 KiB read took 0.056 ms back to back, 0.075–0.10 ms after
+  // Idle this long, the device pays wake_ms again. On the virtio test
+  // disk a 4 KiB read took 0.056 ms back to back, 0.075–0.10 ms after
   // 1 ms idle, 0.105 after 5 and 0.21 after 20: most of the cost is there by
   // 10 ms. Shorter waits (a striped member waiting for the slowest) are not
   // sleep.

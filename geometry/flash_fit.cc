@@ -125,7 +125,7 @@ FlashFit fit_flash(const std::vector<ProbeSample>& all, std::uint32_t sector_siz
   // well below that peak: on a virtual disk the largest reads and the
   // sequential stream can come from the host's cache at several times what
   // the scattered reads of a view get, and a model priced by the fastest
-  // sample reads every large view too fast (issue 18). The sequential stream
+  // sample reads every large view too fast. The sequential stream
   // is kept in the record (measured_json), not imposed on the fit.
   const auto lowest = std::min_element(samples.begin(), samples.end(), [](const auto& a, const auto& b) {
     return std::pair(a.depth, a.bytes) < std::pair(b.depth, b.bytes);

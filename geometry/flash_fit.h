@@ -1,5 +1,5 @@
-// Fitting a flash geometry to measurements of a real device (issue 18,
-// `mmfs-geom measure`). Pure: the samples come from fs/device/device_probe.h.
+// Fitting a flash geometry to measurements of a real device
+// (`mmfs-geom measure`). Pure: the samples come from fs/device/device_probe.h.
 //
 // Two fits are made from the same samples:
 //  * per queue depth, the bitmap paper's Figure 7 line t = β·requests + γ·bytes
@@ -76,7 +76,7 @@ std::uint32_t half_bandwidth_track(const FlashParams& p);
 // `depth` in flight, `seconds` from the first submission to the last
 // completion), the parameters are fitted to the bursts alone, with
 // `wake_ms` the idle device's cost: a view's read is a burst, and on the
-// virtio disk of issue 18 a burst of 32 MiB took 1.7-2.3 times what the
+// the virtio test disk a burst of 32 MiB took 1.7-2.3 times what the
 // steady random reads of the same size promised. The steady samples are
 // still recorded and give the per-depth lines. Throws GeometryError(Invalid)
 // when the samples cannot be fitted (none, or no positive times).

@@ -27,8 +27,8 @@ const char* to_string(DeviceKind kind);
 // read of a view (its path's lookups, of which A@'s opens the array, the
 // open, the read, the release), the daemon's work on the cells a read brings
 // (checksums, gathering the result out of them) and handing the result to
-// the reader through the kernel into fresh memory. On the virtio machine of
-// issue 18 the last is 0.74-0.96 ms per MiB, slower than the device's
+// the reader through the kernel into fresh memory. On the virtio test
+// machine the last is 0.74-0.96 ms per MiB, slower than the device's
 // 0.25: a full read is bound by it, not by the device. `mmfs-geom measure`
 // times them (probes/host_probe.h, probes/read_path_probe.h): the hand-over
 // through a throwaway FUSE mount, the rest by the daemon's own code on a
@@ -93,10 +93,10 @@ class Geometry {
   // Atropos quadrangle parameters for the zone of LBN 0 and block size B.
   virtual QuadrangleParams quadrangle(std::uint32_t block) const;
 
-  // The geometry definition in the JSON form of SPEC §7 / docs/geometry-format.md,
+  // The geometry definition in the JSON form of docs/reference.md §7 / docs/geometry-format.md,
   // complete enough to rebuild an identical geometry with load_geometry().
   virtual nlohmann::json definition() const = 0;
-  // SPEC §6 `/.mmfs/geometry`: the definition plus derived values
+  // docs/reference.md §6 `/.mmfs/geometry`: the definition plus derived values
   // (sector_size, capacity_sectors, tracks, depth, skew_deg, zones).
   virtual nlohmann::json info() const = 0;
 

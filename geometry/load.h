@@ -1,5 +1,5 @@
 // Building a Geometry from a built-in profile name or a JSON definition
-// (SPEC §7; the format is documented in docs/geometry-format.md).
+// (docs/reference.md §7; the format is documented in docs/geometry-format.md).
 #pragma once
 
 #include <memory>

@@ -1,4 +1,4 @@
-// Service-time model of a MEMStore (MEMS paper §2, §4; SPEC §7 (b)).
+// Service-time model of a MEMStore (MEMS paper §2, §4; docs/reference.md §7 (b)).
 //
 // Physics:
 //  * The sled is positioned in X (cylinder) and Y (row within the squares) by

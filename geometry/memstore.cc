@@ -126,7 +126,7 @@ std::uint64_t MemStore::track_of(Lbn lbn) const {
 
 // get_boundaries (MEMS §3.4): the S_T-sector track containing lbn. The paper
 // writes LBN_max - LBN_min = S_T with an exclusive max; TrackBounds is
-// inclusive (SPEC §6), so high - low = S_T - 1.
+// inclusive (docs/reference.md §6), so high - low = S_T - 1.
 TrackBounds MemStore::track_boundaries(Lbn lbn) const {
   const std::uint64_t t = track_of(lbn);
   return {t * sectors_per_track(), (t + 1) * sectors_per_track() - 1};

@@ -1,4 +1,4 @@
-// Atropos quadrangle parameters (Atropos §3.2, Eq. 1-5; SPEC §7 `quadrangle`).
+// Atropos quadrangle parameters (Atropos §3.2, Eq. 1-5; docs/reference.md §7 `quadrangle`).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Predicts how long a device takes to serve batches of requests
-// (SPEC §7 (b); Atropos §2.2/§3.3.4; MEMS §4).
+// (docs/reference.md §7 (b); Atropos §2.2/§3.3.4; MEMS §4).
 //
 // A model is stateful: it remembers where the head (or sled) is and the
 // device clock, so successive batches are costed from where the last one

@@ -1,4 +1,4 @@
-// A volume of p devices of one geometry, striped track by track (issue 16):
+// A volume of p devices of one geometry, striped track by track:
 // StripedGeometry presents p members of one member geometry (ZonedDisk,
 // MemStore or Flash) as one volume LBN space (VLBNs). Pure model: no I/O.
 //

@@ -10,7 +10,7 @@ namespace mmfs::geom {
 
 using Lbn = std::uint64_t;
 
-// First and last LBN of a track, both inclusive (SPEC §6 `boundaries`).
+// First and last LBN of a track, both inclusive (docs/reference.md §6 `boundaries`).
 struct TrackBounds {
   Lbn low = 0;
   Lbn high = 0;

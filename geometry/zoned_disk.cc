@@ -17,7 +17,7 @@ double frac(double x) { return x - std::floor(x); }
 
 // Rounds an offset in sectors to the first sector boundary at or after it.
 // Offsets that are integers up to floating-point noise stay put, so the
-// uniform zero-skew geometry gives exactly L + s*T (SPEC §7).
+// uniform zero-skew geometry gives exactly L + s*T (docs/reference.md §7).
 std::uint64_t first_boundary_at_or_after(double offset) {
   double r = std::round(offset);
   if (std::fabs(offset - r) < 1e-6) return std::uint64_t(r);

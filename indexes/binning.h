@@ -1,4 +1,4 @@
-// Binning (SPEC §4 `user.mmfs.bins`): how element values are grouped into
+// Binning (docs/reference.md §4 `user.mmfs.bins`): how element values are grouped into
 // the bins an index keeps one equality bitmap per.
 //
 //   exact          one bin per distinct value (at most kMaxExactBins)
@@ -41,7 +41,7 @@ struct BinSpec {
 // The text of user.mmfs.bins (already validated by the schema parser; this
 // still refuses anything malformed with a one-line reason).
 std::variant<BinSpec, std::string> parse_bin_spec(std::string_view text);
-// "exact" for integer dtypes, "100" for floats (SPEC §4).
+// "exact" for integer dtypes, "100" for floats (docs/reference.md §4).
 std::string_view default_bin_spec(ValueType t);
 
 inline constexpr std::size_t kMaxExactBins = 1u << 20;

@@ -1,4 +1,4 @@
-// Query conditions (SPEC §5), one path component:
+// Query conditions (docs/reference.md §5), one path component:
 //
 //   cond   := term (('&' | '|') term)*          # & binds tighter than |
 //   term   := '!' term | '(' cond ')' | atom

@@ -168,7 +168,7 @@ void IndexBuilder::add(std::uint64_t first_row, const std::byte* elements, std::
   }
 }
 
-// Rows never added read as zero (SPEC §4): they belong to zero's bin, so
+// Rows never added read as zero (docs/reference.md §4): they belong to zero's bin, so
 // every row of [0, rows) is in exactly one bin.
 void IndexBuilder::add_unwritten_rows() {
   std::uint64_t seen = 0;

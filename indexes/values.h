@@ -1,7 +1,7 @@
 // Element values as the indexes see them: a dtype, an order-preserving
 // 64-bit key per element, and the set of keys a comparison selects.
 //
-// Every comparison of SPEC §5 is turned into a KeySet once, exactly, for the
+// Every comparison of docs/reference.md §5 is turned into a KeySet once, exactly, for the
 // array's dtype: `x < 2.5` on int32 becomes keys of [INT32_MIN, 2]; `x > 0.1`
 // on float32 becomes keys above the largest float32 <= 0.1. Elements are
 // compared with the constant as written, exactly (float32 elements are
@@ -22,7 +22,7 @@ namespace mmfs::indexes {
 
 enum class ValueType : std::uint8_t { I8, U8, I16, U16, I32, U32, I64, U64, F32, F64 };
 
-// Canonical dtype names of SPEC §1 (int8 ... float64); nullopt otherwise.
+// Canonical dtype names of docs/reference.md §1 (int8 ... float64); nullopt otherwise.
 std::optional<ValueType> value_type(std::string_view dtype);
 std::string_view type_name(ValueType t);
 std::uint32_t itemsize(ValueType t);

@@ -1,4 +1,4 @@
-// Which blocks of a cell hold a selection's elements (issue 18, partial-cell
+// Which blocks of a cell hold a selection's elements (partial-cell
 // reads). A cell's brick (C order) is checksummed in blocks of whole sectors
 // (fs/meta/cell_checksums.h); a view that needs only some of them can read just
 // those, and the planner asks the volume's model whether that is faster.

@@ -1,7 +1,7 @@
-// An array cut into cells: the unit a layout places (SPEC §1, §4).
+// An array cut into cells: the unit a layout places (docs/reference.md §1, §4).
 //
 // Dimensions are numbered in C order (the last varies fastest). `order` is
-// the dimension priority of SPEC §4, most favoured first: order[0] is the
+// the dimension priority of docs/reference.md §4, most favoured first: order[0] is the
 // primary (streaming) dimension, the paper's Dim_0.
 #pragma once
 
@@ -26,7 +26,7 @@ class CellGrid {
   // along every dimension with the same read amplification.
   static std::vector<std::uint64_t> default_cell(std::span<const std::uint64_t> shape, std::uint32_t itemsize,
                                                  std::uint32_t sector_size, std::span<const std::uint32_t> order);
-  // A cell shaped like the array (issue 18, the default on flash): sides
+  // A cell shaped like the array (the default on flash): sides
   // powers of two, grown by doubling the side whose dimension has the most
   // room per cell (shape[d] / cell[d]; ties in priority order) until the cell
   // fills `cell_bytes`. A slice along d then reads cell[d] times its bytes and

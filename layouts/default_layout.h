@@ -1,5 +1,5 @@
-// Which layout and cell an array gets when user.mmfs.layout is not set
-// (issue 18): chosen from the volume's geometry, with the reason A@/info
+// Which layout and cell an array gets when user.mmfs.layout is not set:
+// chosen from the volume's geometry, with the reason A@/info
 // shows. An explicit user.mmfs.layout always wins. The daemon stores the
 // choice with the array's schema when the array is created (the cell too, as
 // user.mmfs.cell), so a later change of this rule never moves an array.
@@ -16,7 +16,7 @@
 namespace mmfs::layouts {
 
 struct DefaultLayout {
-  std::string layout;           // a layout name of SPEC §4
+  std::string layout;           // a layout name of docs/reference.md §4
   std::uint32_t cell_bytes = 0; // >0: a cell of this size shaped like the array; 0: the layout's own default cell
   std::string rule;             // why, one line (A@/info "layout_rule")
 };

@@ -1,4 +1,4 @@
-// The device requests a view needs (SPEC §5 `A@/plan/VIEW`), built from a
+// The device requests a view needs (docs/reference.md §5 `A@/plan/VIEW`), built from a
 // layout without enumerating more than the cells the view touches.
 #pragma once
 
@@ -102,7 +102,7 @@ double model_plan(IoPlan& plan, const geom::Geometry& geometry);
 // waves) are worked on once the batch has arrived (batches taken as arriving
 // evenly over the part's device time): the work starts with the first and ends no
 // sooner than the last batch's share after the device is done. A part of one
-// batch adds it all: on the virtio machine of issue 18 a 16-request box's
+// batch adds it all: on the virtio test machine a 16-request box's
 // device time with its cells' work (3.36 ms) was the device model's (1.68)
 // plus that work (1.31), as if its requests arrived together; a slice of 36
 // batches hid all but 2 of its 13 ms of work (27.1 against 24.7). Each part must

@@ -1,5 +1,5 @@
-// When reading through a gap beats issuing another request (issue 18, "plans
-// chosen by cost"). Two requests `gap` sectors apart can be served as one that
+// When reading through a gap beats issuing another request (plans
+// chosen by cost). Two requests `gap` sectors apart can be served as one that
 // also reads the gap: that pays the gap's transfer and saves a request. Which
 // is cheaper is the volume's service model's call — a disk passes over a
 // short gap on the same track anyway, flash pays per request and per byte as

@@ -32,7 +32,7 @@ namespace mmfs::layouts {
 enum class MlocLevel : char { Value = 'V', Precision = 'M', Space = 'S' };
 using MlocPriority = std::array<MlocLevel, 3>;
 
-// "V-M-S" and its permutations (SPEC §4 user.mmfs.priority); nullopt otherwise.
+// "V-M-S" and its permutations (docs/reference.md §4 user.mmfs.priority); nullopt otherwise.
 std::optional<MlocPriority> parse_mloc_priority(std::string_view text);
 std::string mloc_priority_text(const MlocPriority& p);
 

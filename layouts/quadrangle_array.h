@@ -1,4 +1,4 @@
-// The quadrangle layout as a Layout (SPEC §4 `user.mmfs.layout=quadrangle`;
+// The quadrangle layout as a Layout (docs/reference.md §4 `user.mmfs.layout=quadrangle`;
 // Atropos, FAST 2004, §3.1-§3.3 and §5; docs/layouts.md "quadrangle").
 //
 // QuadrangleLayout (layouts/quadrangle.h) places cells in an Atropos volume's

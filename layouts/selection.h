@@ -1,5 +1,5 @@
 // A view of an array as a box in element space: per dimension a half-open
-// range with a step (numpy basic indexing without negative indices, SPEC §5).
+// range with a step (numpy basic indexing without negative indices, docs/reference.md §5).
 // Beams, slices and boxes are all selections.
 #pragma once
 
@@ -20,7 +20,7 @@ class Selection {
   explicit Selection(std::vector<DimRange> dims) : dims_(std::move(dims)) {}
   // Everything.
   static Selection all(std::span<const std::uint64_t> shape);
-  // x_dim = index (SPEC A@/slice/D/I).
+  // x_dim = index (docs/reference.md §5: A@/slice/D/I).
   static Selection slice(std::span<const std::uint64_t> shape, std::size_t dim, std::uint64_t index);
   // All coordinates fixed but `free_dim` (MultiMap's beam query).
   static Selection beam(std::span<const std::uint64_t> shape, std::span<const std::uint64_t> at,

@@ -1,4 +1,4 @@
-// mkfs.mmfs: formats a block device or an image file (SPEC §2).
+// mkfs.mmfs: formats a block device or an image file (docs/reference.md §2).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -17,7 +17,7 @@
 #include "probes/host_probe.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"mkfs.mmfs: format a block device or an image file as an mmfs volume (SPEC §2)"};
+  CLI::App app{"mkfs.mmfs: format a block device or an image file as an mmfs volume (docs/reference.md §2)"};
   std::string size_text, geometry = "ssd", label;
   std::vector<std::string> target_args;
   int raid = -1;

@@ -1,5 +1,5 @@
-// Measuring what a read costs this machine besides the device (issue 18;
-// geom::HostCost, the "host" of a measured geometry), for `mmfs-geom
+// Measuring what a read costs this machine besides the device
+// (geom::HostCost, the "host" of a measured geometry), for `mmfs-geom
 // measure` and `mkfs.mmfs -g measure`: two probes, which measure_host_into
 // runs one after the other and whose figures add_host_cost joins.
 //
@@ -13,7 +13,7 @@
 //     fresh mount after an idle gap, as a cold view (a mount's first
 //     requests cost more than its later ones, 0.2-0.5 ms against 0.1 here);
 //   * reads of a large file in 8 MiB calls: handing a result to a reader,
-//     which on the virtio machine of issue 18 costs 0.42 ms per MiB into
+//     which on the virtio test machine costs 0.42 ms per MiB into
 //     memory the reader has touched and 0.74-0.96 into fresh memory, more
 //     than its disk (0.25-0.27 ms per MiB): a full read is bound by it.
 // Reads land in a buffer mapped for each, as a reader that makes an array of

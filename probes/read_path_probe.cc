@@ -32,11 +32,11 @@ constexpr double kMiB = 1 << 20;
 // The in-memory volume: room for the array, its metadata and slack.
 constexpr std::uint64_t kVolumeBytes = 128ull << 20;
 constexpr std::uint64_t kMetaBytes = 8ull << 20;
-// The array: the shape ratio of issue 18's (1024, 1024, 256), so the default
+// The array: the shape ratio of the benchmark's (1024, 1024, 256), so the default
 // rule gives it the same cells (16x16x4 float64 on flash), in 32 MiB.
 const std::vector<std::uint64_t> kShape = {256, 256, 64};
 // More than the last-level cache the machine reports here (260 MiB on the
-// virtio machine of issue 18): rewritten before every view, so its cells
+// the virtio test machine): rewritten before every view, so its cells
 // and the daemon's structures are as cold as after a device read.
 constexpr std::size_t kEvictBytes = 320ull << 20;
 
@@ -231,7 +231,7 @@ int probe_read_path(const nlohmann::json& geometry, const ReadPathProbeOptions& 
       *message = "the read-path probe could not make its array: " + *message;
       return r;
     }
-    // A one-element box, a box like issue 18's cube10 (102x102x26: 2 MiB out
+    // A one-element box, a box like the benchmark's cube10 (102x102x26: 2 MiB out
     // of ~400 cells, most of each used) and one element of every cell of a
     // plane (every cell read for little).
     const fs::DataView point = box_view({{200, 201, 1, true}, {37, 38, 1, true}, {50, 51, 1, true}}, "box/200,37,50");

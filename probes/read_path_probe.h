@@ -15,7 +15,7 @@
 //     device's copies are timed and left out: a real device's bytes arrive
 //     by DMA.
 //
-// Measured on the virtio machine of issue 18, the cold point view took
+// Measured on the virtio test machine, the cold point view took
 // 0.91 ms against 0.53 modeled with the throwaway filesystem of host_probe.h
 // alone (its lookups are cheaper than the daemon's, and the array's open and
 // the read's own work were missing), and a 102x102x26 box spent 0.8 ms

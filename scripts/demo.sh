@@ -84,7 +84,7 @@ PY
 done
 show "head -8 .mmfs/stats"
 
-header "A bitmap index and queries (SPEC §5): the elements x >= 2550000"
+header "A bitmap index and queries (docs/reference.md §5): the elements x >= 2550000"
 show "setfattr -n user.mmfs.bins -v edges:1000000,2000000,2550000 mm.f8"
 show "setfattr -n user.mmfs.index -v e1 mm.f8      # built from the data; durable when setfattr returns"
 show "cat 'mm.f8@/query/>=2550000/count'"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The outside suites (issue 19) with long counts, for a release or a night run:
+# The outside suites with long counts, for a release or a night run:
 # the same pytest modules scripts/test.sh runs with CI counts, here with
 #
 #   fsx-rs           MMFS_FSX_OPS=1000000       per run (a plain and an array file,

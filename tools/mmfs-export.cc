@@ -1,5 +1,5 @@
 // mmfs-export: copies an array file in a mounted mmfs, or any data view of
-// one, into an HDF5 dataset (SPEC §8, docs/import-export.md). Command-line
+// one, into an HDF5 dataset (docs/reference.md §8, docs/import-export.md). Command-line
 // glue: the work is in tools/h5/ (array_source.h, export_dataset.h).
 //
 // Exit status 0 on success, 1 on any error ("mmfs-export: WHAT: reason" on

@@ -1,5 +1,5 @@
 // mmfs-geom: asks the geometry engine about a device without a mounted volume
-// (SPEC §7). The first positional is a built-in profile name or a geometry
+// (docs/reference.md §7). The first positional is a built-in profile name or a geometry
 // JSON file; a subcommand says what to compute:
 //
 //   mmfs-geom PROFILE|FILE.json info | boundaries LBN | adjacent LBN STEP |
@@ -229,7 +229,7 @@ int run_measure(int argc, char** argv) {
 
 int run(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "measure") return run_measure(argc - 1, argv + 1);
-  CLI::App app{"Answers geometry questions about a modeled device (SPEC §7), without a mounted volume.",
+  CLI::App app{"Answers geometry questions about a modeled device (docs/reference.md §7), without a mounted volume.",
                "mmfs-geom"};
   app.set_version_flag("--version", std::string("mmfs-geom ") + MMFS_VERSION);
   app.require_subcommand(1);

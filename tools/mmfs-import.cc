@@ -1,5 +1,5 @@
 // mmfs-import: copies HDF5 datasets into a mounted mmfs as array files
-// (SPEC §8, docs/import-export.md). Command-line glue: the work is in
+// (docs/reference.md §8, docs/import-export.md). Command-line glue: the work is in
 // tools/h5/ (import_tree.h).
 //
 // Exit status 0 when everything was imported, 1 on any error or skipped
@@ -36,7 +36,7 @@ bool file_exists(const std::string& path) {
 
 int run(int argc, char** argv) {
   CLI::App app{
-      "Copies HDF5 datasets into a mounted mmfs as array files (SPEC §4): one dataset to one array file, or a\n"
+      "Copies HDF5 datasets into a mounted mmfs as array files (docs/reference.md §4): one dataset to one array file, or a\n"
       "whole file (or group) to a directory tree, groups as directories. Each array is created with the\n"
       "schema xattrs given here, then user.mmfs.dtype and user.mmfs.shape, then its data in C order, then\n"
       "fsync; HDF5 attributes become user.* xattrs (user.hdf5.types records their types).\n"

@@ -1,4 +1,4 @@
-// mmfsck: checks (and repairs) an unmounted mmfs volume (SPEC §3).
+// mmfsck: checks (and repairs) an unmounted mmfs volume (docs/reference.md §3).
 // Exit codes as e2fsck's: 0 clean, 1 errors corrected, 4 errors left
 // uncorrected, 8 operational error.
 #include <CLI/CLI.hpp>

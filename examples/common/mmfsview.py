@@ -3,7 +3,7 @@
 A view (`A@/slice/D/I`, `A@/box/SEL`, `A@/plod/K`, `A@/plod/K@/slice/D/I`, ...)
 is a plain file of C-order little-endian elements in the array's dtype. Its
 shape is not stored in the file: it follows from the array's shape (in
-`A@/info`) and the view's path (SPEC §5), which is what this module computes.
+`A@/info`) and the view's path (docs/reference.md §5), which is what this module computes.
 
     from mmfsview import read_view
     arr = read_view("/mnt/quake/velocity@/box/:,31,35,0")   # numpy array, shape (T,)

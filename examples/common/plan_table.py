@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the I/O plans of views (A@/plan/VIEW, SPEC §5) and compares layouts.
+"""Prints the I/O plans of views (A@/plan/VIEW, docs/reference.md §5) and compares layouts.
 
     plan_table.py show ARRAY 'LABEL=VIEW' ... [--record FILE.json]
     plan_table.py compare FILE.json [--base LAYOUT]

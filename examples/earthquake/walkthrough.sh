@@ -85,7 +85,7 @@ A=$MNT/quake/velocity
 show "ls -l quake"
 
 step "The array file: schema xattrs and the HDF5 attributes that came along"
-say "user.mmfs.* is the schema (SPEC §4), defaults included: the cell is the brick of elements" \
+say "user.mmfs.* is the schema (docs/reference.md §4), defaults included: the cell is the brick of elements" \
     "that fills 4 KiB, the basic cube is MultiMap's. Every HDF5 attribute became a user.NAME" \
     "xattr (numbers and arrays as JSON), and user.hdf5.types remembers their HDF5 types."
 show "getfattr -d -m user quake/velocity | grep -v hdf5.types"
@@ -124,7 +124,7 @@ PY
 # ---------------------------------------------------------------------------
 step "Read views with plain tools"
 say "A@/box/SEL and A@/slice/D/I are read-only files holding the C-order elements of the selection" \
-    "(SPEC §5); stat gives their exact size. The seismogram of the station above the source is" \
+    "(docs/reference.md §5); stat gives their exact size. The seismogram of the station above the source is" \
     "the beam along time: A@/box/:,$SX,$SY,0 — $T float32 values."
 show "stat -c '%n: %s bytes' '$A@/box/:,$SX,$SY,0'"
 show "python3 -c \"import numpy as np; v = np.fromfile('$A@/box/:,$SX,$SY,0', '<f4'); i = int(abs(v).argmax()); print(f'peak ground velocity {v[i]:+.4f} m/s at t = {i * $DT:.2f} s (step {i})')\""

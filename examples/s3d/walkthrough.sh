@@ -142,7 +142,7 @@ import sys
 import numpy as np
 t_path, u_path, k = sys.argv[1], sys.argv[2], sys.argv[3]
 
-def plod(a, nbytes):  # the SPEC's PLoD of float64: keep nbytes, fill 0x7F then 0xFF
+def plod(a, nbytes):  # docs/reference.md's PLoD of float64: keep nbytes, fill 0x7F then 0xFF
     b = a.view(np.uint8).reshape(-1, 8).copy()
     drop = 8 - nbytes
     if drop:

@@ -32,7 +32,7 @@ namespace {
 // Relayout and conversion copy in slabs of about this size.
 constexpr std::uint64_t kCopyBudget = 64ull << 20;
 
-// The layouts this release places; the others of SPEC §4 are accepted names.
+// The layouts this release places; the others of docs/reference.md §4 are accepted names.
 bool layout_implemented(const std::string& name) {
   return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap" || name == "quadrangle" ||
          name == "capsule" || name == "mloc";

@@ -1,4 +1,4 @@
-// An array file (SPEC §4): its schema, its current placement (ArrayState), the
+// An array file (docs/reference.md §4): its schema, its current placement (ArrayState), the
 // write path with its dirty-cell cache, the chunked read path behind the file
 // and every data view, schema changes with relayout, and the views' metadata
 // (info, lbn, plan). Thread-safe: reads share the placement, writes and schema
@@ -116,7 +116,7 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int settle(std::string* message);
   bool holds_data() const;
 
-  // A schema change (SPEC §4): EBUSY for shape/dtype once the array holds
+  // A schema change (docs/reference.md §4): EBUSY for shape/dtype once the array holds
   // data; a new placement (copying the data) when the placement changes;
   // otherwise just the record. Returns when durable.
   int change_schema(const ArraySchema& next, std::string* message);

@@ -1,4 +1,4 @@
-// An array's bitmap index on the volume (SPEC §4 `user.mmfs.index`): the
+// An array's bitmap index on the volume (docs/reference.md §4 `user.mmfs.index`): the
 // stored object of indexes/bitmap_index.h in extents of its own, the delta of
 // the rows written since it was built, and a cache of decoded bitmaps.
 //

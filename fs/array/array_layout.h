@@ -1,4 +1,4 @@
-// The layout an array's schema asks for (SPEC §4): the cell grid (the
+// The layout an array's schema asks for (docs/reference.md §4): the cell grid (the
 // schema's cell or the layout's default), the layout by name, or a table
 // attribute's capsule part. ArrayFile places it over the array's extents; the
 // scrub rebuilds it to know which sectors hold which cell.

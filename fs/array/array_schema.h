@@ -1,4 +1,4 @@
-// The schema of an array file: the user.mmfs.* extended attributes of SPEC §4
+// The schema of an array file: the user.mmfs.* extended attributes of docs/reference.md §4
 // (shape, dtype, layout, ...), how their text is parsed and shown, the rules
 // that tie them together, and their persistent (JSON) form.
 //
@@ -32,7 +32,7 @@ inline constexpr std::string_view kSchemaPrefix = "user.mmfs.";
 // shape dtype layout order cell basic_cube priority chunk compress index bins
 const std::vector<std::string>& schema_attr_names();
 bool is_schema_attr(std::string_view name);  // name without prefix
-// Layout names of SPEC §4: naive zorder hilbert multimap quadrangle capsule mloc.
+// Layout names of docs/reference.md §4: naive zorder hilbert multimap quadrangle capsule mloc.
 bool is_layout_name(std::string_view name);
 
 // Where an attribute of a table in capsules sits (fs/table/capsule_table.h): set

@@ -1,4 +1,4 @@
-// Answering a query view (SPEC §5 `A@/query/COND/...`, `D@/query/...`):
+// Answering a query view (docs/reference.md §5 `A@/query/COND/...`, `D@/query/...`):
 // each atom's rows from its array (index or scan), combined along the
 // condition into sure rows and candidates (indexes/evaluate.h), candidates
 // checked against the data of every array the condition names, then the

@@ -1,4 +1,4 @@
-// Write-behind for array files (issue 18, "streaming at device speed").
+// Write-behind for array files (streaming at device speed).
 //
 // FUSE sends a sequential writer's data one request at a time and waits for
 // each reply: without write-behind the writer copies a MiB into the kernel,

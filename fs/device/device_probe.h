@@ -1,4 +1,4 @@
-// Measuring a real device for a fitted geometry (issue 18; `mmfs-geom
+// Measuring a real device for a fitted geometry (`mmfs-geom
 // measure`, `mkfs.mmfs -g measure`): random O_DIRECT reads through io_uring
 // at request sizes 512 B…4 MiB and queue depths 1…64, bursts of reads from
 // an idle device (what a cold view's read is), a sequential stream, and
@@ -32,7 +32,7 @@ struct ProbeOptions {
   bool verbose = false;  // progress lines on stderr
   // Single reads of the smallest size, each after the device has been idle
   // this long: what waking it costs (wake_ms of the fitted geometry). A cold
-  // view comes after a long idleness: on the virtio disk of issue 18 a 64 KiB
+  // view comes after a long idleness: on the virtio test disk a 64 KiB
   // read took 0.22 ms after 50 ms of it, 0.31 after 300 ms and after 1 s
   // (0.06 back to back). At most a twentieth of the budget (at least 3 reads).
   std::uint32_t idle_reads = 15;

@@ -1,4 +1,4 @@
-// The `simulate` mount option (SPEC §3): a BlockDevice wrapper that makes
+// The `simulate` mount option (docs/reference.md §3): a BlockDevice wrapper that makes
 // every batch take, in wall-clock time, the service time the geometry's model
 // predicts for it, so a volume on any disk behaves like the modeled device.
 // The model keeps the head position and clock across batches; a batch that

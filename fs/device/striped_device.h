@@ -1,4 +1,4 @@
-// The BlockDevice of a volume of several devices (issue 16): its byte space
+// The BlockDevice of a volume of several devices: its byte space
 // is the volume LBN space of a StripedGeometry (geometry/striped.h), in which
 // volume track t lives on stripe member t mod p as member track t / p. Every
 // layer above (metadata store, allocator, layouts, planner, SectorIo) works

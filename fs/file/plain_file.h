@@ -1,6 +1,6 @@
 // The data of a plain (non-array) regular file: bytes on the device in the
 // file's extents, read and written in blocks of max(4096, sector) bytes with
-// one checksum per block (SPEC §9: everything stored is checksummed).
+// one checksum per block (docs/reference.md §9: everything stored is checksummed).
 //
 // Space: a file's first track's worth comes as small extents from the top of
 // the data area; beyond that it grows in whole-track runs (traxtents) from

@@ -1,6 +1,6 @@
 // Checksums of array data (docs/on-disk-format.md, "data checksums"): one per
 // block of a cell, so a read of only the sectors of a cell that hold a
-// selection can still be verified (issue 18, partial-cell reads); arrays
+// selection can still be verified (partial-cell reads); arrays
 // placed before that have one per cell. They live in the metadata store — 4
 // bytes per block, in records of 1024 — so the whole table of an open array
 // sits in memory and verifying a slice costs no device request beyond the

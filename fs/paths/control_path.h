@@ -1,6 +1,6 @@
-// Path resolution below the control directory `/.mmfs` (SPEC §6). Pure: no
+// Path resolution below the control directory `/.mmfs` (docs/reference.md §6). Pure: no
 // FUSE, no I/O. The static files' contents are computed here, byte for byte
-// as `mmfs-geom` prints them (SPEC §7); `stats` and `errors` are the
+// as `mmfs-geom` prints them (docs/reference.md §7); `stats` and `errors` are the
 // daemon's to fill.
 //
 //   (none)                   Dir: geometry stats errors audit scrub boundaries adjacent

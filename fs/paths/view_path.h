@@ -1,10 +1,10 @@
-// Path resolution below an array's virtual directory `A@` (SPEC §5). Pure:
+// Path resolution below an array's virtual directory `A@` (docs/reference.md §5). Pure:
 // no FUSE, no I/O — the daemon's FUSE adapter asks what a path names and
 // gets a directory listing, a file kind with its selection, or an errno with
 // a one-line explanation for `.mmfs/errors`.
 //
 // A kernel path walk needs every component to be either a directory or a
-// file, so SPEC's `A@/plod/K` (the whole array, a file) and
+// file, so docs/reference.md's `A@/plod/K` (the whole array, a file) and
 // `A@/plod/K/slice/...` (a directory) cannot both hold. `A@/plod/K` stays the
 // file; the composed views are spelled `A@/plod/K@/slice/D/I` and
 // `A@/plod/K@/box/SEL` (the `X@` convention: "the views of X").
@@ -79,7 +79,7 @@ struct ViewNode {
 // Resolves the components after `A@` (possibly none) for an array of `shape`
 // and `itemsize`. With `with_listing` false, Dir nodes come back with an
 // empty listing (lookup/getattr need no listing; `slice/D` lists S_D names).
-// A directory's views (`D@`, SPEC §5) over the table of D's 1-D arrays,
+// A directory's views (`D@`, docs/reference.md §5) over the table of D's 1-D arrays,
 // `records` long (fs/table/capsule_table.h):
 //
 //   (none)              Dir: info rows plan query

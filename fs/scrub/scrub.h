@@ -1,4 +1,4 @@
-// The scrub's engine (issue 17; docs/daemon.md, "Scrub"): given sectors
+// The scrub's engine (docs/daemon.md, "Scrub"): given sectors
 // read from the device — by whatever path read them — it counts coverage,
 // gathers the sectors of checksummed units (array cells, plain-file blocks,
 // superblocks) and verifies each unit once it has all of it, and keeps the

@@ -1,4 +1,4 @@
-// The scrub in motion (issue 17; docs/daemon.md, "Scrub"): what the engine
+// The scrub in motion (docs/daemon.md, "Scrub"): what the engine
 // (fs/scrub/scrub.h) is given to read, and when.
 //
 // * free-bandwidth (MEMS volumes; MEMS paper §5.1): the runner watches every

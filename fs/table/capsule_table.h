@@ -1,4 +1,4 @@
-// A directory of equal-length 1-D arrays is a table (SPEC §5): each array an
+// A directory of equal-length 1-D arrays is a table (docs/reference.md §5): each array an
 // attribute, element i of every array record i. Here the table is placed in
 // the MEMS paper's capsules (§5.2, layouts/capsule.h) and read by records:
 //

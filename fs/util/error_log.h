@@ -1,4 +1,4 @@
-// The explanations behind errnos (SPEC §1): every failed call records one line
+// The explanations behind errnos (docs/reference.md §1): every failed call records one line
 // — path, what was wrong, what is accepted — and `/.mmfs/errors` shows the
 // most recent ones. Bounded, so a client looping on a bad call cannot grow
 // the daemon's memory.

@@ -1,4 +1,4 @@
-// mmfsck's checks and repairs (SPEC §3): superblock copies, the metadata
+// mmfsck's checks and repairs (docs/reference.md §3): superblock copies, the metadata
 // tree (every entry's inode exists, every inode is reachable from the root,
 // link counts, directory parents), extent maps (inside the data area, no
 // sector owned twice, free space = the complement), and stray records.

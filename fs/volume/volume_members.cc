@@ -1,4 +1,4 @@
-// Volumes of several devices (issue 16; docs/on-disk-format.md, "Volumes of
+// Volumes of several devices (docs/on-disk-format.md, "Volumes of
 // several devices"): mkfs of p targets, opening them as one volume with
 // their identity checked, recording failed RAID 1 members, and rebuilding one.
 //

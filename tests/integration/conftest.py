@@ -54,7 +54,7 @@ def mmfs_geom(mmfs_geom_path):
     return run
 
 
-# The uniform toy disk of SPEC §7 with a settle angle of zero (settle_ms 0) and
+# The uniform toy disk of docs/reference.md §7 with a settle angle of zero (settle_ms 0) and
 # D = 4, so adjacent(L, s) = L + s * sectors_per_track.
 TOY_DISK = {
     "kind": "disk", "sector_size": 512, "cylinders": 1000, "surfaces": 1,

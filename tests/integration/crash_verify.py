@@ -1,7 +1,7 @@
 """Checks of the crash campaign (test_crash_campaign.py), run on the volume
 remounted after a crash: every object a worker's journal calls durable is
 there, whole, and consistent in every view of it; the one operation in doubt
-per worker left one of the states the SPEC allows, which is then adopted as
+per worker left one of the states docs/reference.md allows, which is then adopted as
 the model the next round starts from.
 
 * A plain file reads back its bytes exactly.

@@ -1,4 +1,4 @@
-"""Mounting the mmfs FUSE daemon for the integration tests (SPEC §3), and helpers
+"""Mounting the mmfs FUSE daemon for the integration tests (docs/reference.md §3), and helpers
 shared by tests/integration/test_daemon_*.py.
 
 * `mkfs(image, size, geometry)` formats an image file with build/mkfs/mkfs.mmfs.
@@ -544,7 +544,7 @@ def sel_string(sel):
 
 
 def plod(arr: np.ndarray, k: int) -> np.ndarray:
-    """SPEC §5: keep the K most significant bytes of each little-endian element;
+    """docs/reference.md §5: keep the K most significant bytes of each little-endian element;
     float64 fills the dropped bytes with 0x7F (the most significant dropped byte)
     then 0xFF (MLOC), other dtypes with zeros."""
     arr = np.ascontiguousarray(arr)

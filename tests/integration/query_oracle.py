@@ -1,4 +1,4 @@
-"""The numpy oracle of bitmap-index queries (SPEC §5), shared by
+"""The numpy oracle of bitmap-index queries (docs/reference.md §5), shared by
 tests/integration/test_daemon_query*.py.
 
 * Data with duplicates, extremes and (floats) NaN, -0.0, +-inf, subnormals;
@@ -6,7 +6,7 @@ tests/integration/test_daemon_query*.py.
   is either exactly such a value or not the double nearest to any element,
   and "compared with the constant as written" means the same whether the
   daemon keeps the decimal or its double.
-* Conditions: random trees rendered in the grammar of SPEC §5 (with random
+* Conditions: random trees rendered in the grammar of docs/reference.md §5 (with random
   redundant parentheses and double negations), evaluated in numpy: float32 is
   widened to float64, integers are compared exactly (Fraction), NaN matches
   only `!=`, -0.0 == 0.0, `in [a, b]` is closed.
@@ -201,7 +201,7 @@ def _int_cmp(arr, op, bound):
 
 
 def compare(arr, op, text):
-    """numpy oracle of `arr OP text` (SPEC §5)."""
+    """numpy oracle of `arr OP text` (docs/reference.md §5)."""
     if arr.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
             x = arr.astype(np.float64)  # a signalling NaN (written bytes) warns

@@ -1,6 +1,6 @@
-"""Crash campaign (issue 19): the daemon is killed with SIGKILL at random moments
+"""Crash campaign: the daemon is killed with SIGKILL at random moments
 of a mixed workload, again and again, and after every crash the volume must be
-clean and hold everything that was made durable (SPEC §9: "Data written and
+clean and hold everything that was made durable (docs/reference.md §9: "Data written and
 fsynced survives a crash of the daemon ... metadata is always consistent after
 a crash (mount needs no repair; mmfsck finds nothing)"; §4: a relayout leaves
 "either the old or the new placement, never a mix").

@@ -1,4 +1,4 @@
-"""Array files through the schema xattrs (SPEC §4): sizes, defaults, reads and
+"""Array files through the schema xattrs (docs/reference.md §4): sizes, defaults, reads and
 writes at any offset for every layout and dtype, truncate, conversion of a
 plain file, frozen shape/dtype, relayout, persistence."""
 import errno

@@ -1,4 +1,4 @@
-"""The capsule layout on a MEMS volume (MEMS paper §5.2; issue 17): a 2-D array
+"""The capsule layout on a MEMS volume (MEMS paper §5.2): a 2-D array
 with user.mmfs.layout=capsule keeps its columns as attributes. Every view
 equals numpy, a record (row) is one parallel access of one equivalence class
 (`A@/plan`, `/.mmfs/equivalent`), a column streams whole tracks, relayout to

@@ -1,4 +1,4 @@
-"""The control directory /.mmfs (SPEC §6) against mmfs-geom (SPEC §7)."""
+"""The control directory /.mmfs (docs/reference.md §6) against mmfs-geom (docs/reference.md §7)."""
 import errno
 import json
 import os

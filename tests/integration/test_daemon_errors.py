@@ -1,4 +1,4 @@
-"""Bad input (SPEC §1, §4, §5): the right errno, a line in `.mmfs/errors` naming
+"""Bad input (docs/reference.md §1, §4, §5): the right errno, a line in `.mmfs/errors` naming
 the file, and nothing changed."""
 import errno
 import itertools

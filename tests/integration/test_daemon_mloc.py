@@ -1,4 +1,4 @@
-"""The mloc layout through the daemon (SPEC §4-§5, paper 004 §III): an mloc
+"""The mloc layout through the daemon (docs/reference.md §4-§5, paper 004 §III): an mloc
 array is a sealed image of (value bin, byte group, Hilbert-ordered chunk)
 units in the order its priority names, optionally zstd-packed. Its first
 write after a seal unpacks it into a naive staging placement; fsync, the last

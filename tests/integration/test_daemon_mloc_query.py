@@ -1,4 +1,4 @@
-"""Queries of mloc arrays without a bitmap index (SPEC §5, paper 004 §III-D):
+"""Queries of mloc arrays without a bitmap index (docs/reference.md §5, paper 004 §III-D):
 answered from the image's level structure (position lists of aligned bins,
 units of edge bins) a slab at a time (the chunks of one chunk row of
 dimension 0), each slab's rows a bitset that becomes bitmap containers.

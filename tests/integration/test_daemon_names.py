@@ -1,6 +1,6 @@
 """Which names may exist: NAME_MAX on every operation that takes a name, and the
 `X@` convention — a real entry named `X@` never sits beside an X that has views
-(an array file or a directory), since the views would hide it (SPEC §5,
+(an array file or a directory), since the views would hide it (docs/reference.md §5,
 docs/daemon.md "Names"). Every refusal has its errno and a line in `.mmfs/errors`."""
 import ctypes
 import errno

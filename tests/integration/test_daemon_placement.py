@@ -1,4 +1,4 @@
-"""Placement is real (SPEC §4, §5 `A@/lbn`): the bytes of an element sit in the
+"""Placement is real (docs/reference.md §4, §5 `A@/lbn`): the bytes of an element sit in the
 image at LBN * sector_size + OFFSET (mloc: the element's most significant byte,
 since its bytes lie in one unit per byte group), and MultiMap places cells by the paper's
 MAP (Fig. 11) on the volume's own GETADJACENT (`/.mmfs/adjacent`)."""

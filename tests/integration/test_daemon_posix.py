@@ -1,4 +1,4 @@
-"""The mmfs daemon as a POSIX filesystem: plain files and directories (SPEC §3, §9)."""
+"""The mmfs daemon as a POSIX filesystem: plain files and directories (docs/reference.md §3, §9)."""
 import ctypes
 import errno
 import hashlib

@@ -1,4 +1,4 @@
-"""The Atropos quadrangle layout (SPEC §4 `user.mmfs.layout=quadrangle`;
+"""The Atropos quadrangle layout (docs/reference.md §4 `user.mmfs.layout=quadrangle`;
 layouts/quadrangle_array.h, docs/layouts.md "quadrangle") on a single-device
 atlas10k3 volume: every view equals numpy, `A@/info` shows the quadrangle
 parameters, a row along the primary dimension is the data sectors of one

@@ -1,4 +1,4 @@
-"""Bitmap-index query views (SPEC §4 `user.mmfs.index`/`user.mmfs.bins`, §5
+"""Bitmap-index query views (docs/reference.md §4 `user.mmfs.index`/`user.mmfs.bins`, §5
 query conditions, §6 stats): every output of `A@/query/COND/` —
 count, coords, values, mask — equals numpy, for every encoding (and none: the
 scan path) x dtype x binning, random data with duplicates, NaN, -0.0, inf
@@ -407,7 +407,7 @@ def test_plan_of_a_query(d):
     arr = rng.integers(0, 50, (100, 100)).astype(np.int32)
     indexed = make_array(d / "indexed", arr.shape, arr.dtype, "multimap", arr, attrs={"index": "e1"})
     plain = make_array(d / "plain", arr.shape, arr.dtype, "multimap", arr)
-    # A plan is modeled from a cold cache (as every plan: SPEC §5 "from an idle
+    # A plan is modeled from a cold cache (as every plan: docs/reference.md §5 "from an idle
     # device"), so the index's requests are planned however often it was read.
     for output in ("count", "coords", "mask", "count"):
         plan = read_plan(indexed, "==7", output)

@@ -1,4 +1,4 @@
-"""Bad query conditions and index attributes (SPEC §1, §4, §5): the right errno,
+"""Bad query conditions and index attributes (docs/reference.md §1, §4, §5): the right errno,
 a line in `.mmfs/errors` (naming the position of a syntax error), nothing under
 `A@/query` or `D@/query` writable, and hostile conditions — deep nesting up
 to the 255-byte name limit, long garbage, odd bytes — never crash the daemon

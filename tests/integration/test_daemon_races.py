@@ -1,4 +1,4 @@
-"""Races between processes on one name (SPEC §9: concurrent readers and writers
+"""Races between processes on one name (docs/reference.md §9: concurrent readers and writers
 are safe). Here: an open racing the unlink of the same file.
 
 The kernel looks the name up, then sends OPEN; an unlink from another process

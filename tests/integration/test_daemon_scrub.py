@@ -1,4 +1,4 @@
-"""The scrub (issue 17; docs/daemon.md, "Scrub"): `/.mmfs/scrub` reads every
+"""The scrub (docs/daemon.md, "Scrub"): `/.mmfs/scrub` reads every
 sector of the volume once and verifies the checksummed ones. On a MEMS volume
 it rides along the foreground's device batches (free bandwidth, MEMS paper
 §5.1) and leaves their modeled time unchanged; on a disk it reads in idle

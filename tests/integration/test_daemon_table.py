@@ -1,4 +1,4 @@
-"""Tables in capsules (MEMS paper §5.2; issue 17): `user.mmfs.layout=capsule` on a
+"""Tables in capsules (MEMS paper §5.2): `user.mmfs.layout=capsule` on a
 directory of equal-length 1-D arrays co-locates them, record by record, in
 capsules. The same queries give the same results as in the default layout, the
 record views (`D@/rows`) equal numpy's structured arrays, a record range is one

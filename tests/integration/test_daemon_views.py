@@ -1,4 +1,4 @@
-"""Read-only views of array files (SPEC §5): every view equals numpy on the same
+"""Read-only views of array files (docs/reference.md §5): every view equals numpy on the same
 data, for every layout. `A@/plod/K` is the whole PLoD copy; `A@/plod/K@/...`
 is a view of it (a FUSE path component cannot be both a file and a directory)."""
 import os

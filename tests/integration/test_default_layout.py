@@ -1,4 +1,4 @@
-"""The volume's default layout (issue 18): multimap on disks, on flash the
+"""The volume's default layout: multimap on disks, on flash the
 measured choice with a cell shaped like the array; an explicit
 user.mmfs.layout always wins, and A@/info says which rule chose the layout."""
 import os

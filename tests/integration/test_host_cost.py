@@ -1,4 +1,4 @@
-"""A geometry that knows what a read costs the machine (issue 18, "host" of a
+"""A geometry that knows what a read costs the machine (the "host" of a
 measured geometry): the volume keeps it, and a view's plan then predicts the
 whole read (modeled_ms), with the device's part (device_ms) and the machine's
 (host_ms) beside it. A profile's plan stays the device's alone."""

@@ -1,4 +1,4 @@
-"""mmfs-import and mmfs-export (SPEC §8, docs/import-export.md): HDF5 datasets in
+"""mmfs-import and mmfs-export (docs/reference.md §8, docs/import-export.md): HDF5 datasets in
 and out of a mounted mmfs. Round trips h5py -> mmfs-import -> (numpy.fromfile and
 views through the mount) -> mmfs-export -> h5py for every dtype, byte order, odd
 shapes, HDF5 storage and filters and every layout; whole files with groups and

@@ -1,6 +1,6 @@
 """Ingest writes each cell once: a sequential writer whose cells span more C-order
 bytes than fit between two dirty-limit write-backs keeps the cells it has not
-finished in memory instead of writing them and reading them back (issue 18)."""
+finished in memory instead of writing them and reading them back."""
 import ctypes
 import errno
 import os

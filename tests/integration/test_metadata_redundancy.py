@@ -1,4 +1,4 @@
-"""A metadata log that survives a bad block (issue 19): the metadata region
+"""A metadata log that survives a bad block: the metadata region
 keeps two copies of every structure (docs/on-disk-format.md, "Metadata
 region"). One damaged copy of a used block is read from its twin and
 rewritten by the next mount or by `mmfsck -y`; a block damaged in both copies

@@ -1,4 +1,4 @@
-"""mkfs.mmfs and mmfsck on image files (SPEC §2, §3)."""
+"""mkfs.mmfs and mmfsck on image files (docs/reference.md §2, §3)."""
 import json
 import os
 import re
@@ -216,7 +216,7 @@ def minimum_of(err):
 @pytest.mark.parametrize("geometry,size", [("toy1000", "4M"), ("toy2000", "8M"), ("toy1000", "min"),
                                            ("ssd", "8M"), ("atlas10k3", "8M")])
 def test_small_volumes_format_mount_and_keep_data(scratch, toy_disk_definition, geometry, size):
-    """SPEC §7's toy disks (4 MB and 8 MB modeled devices) and 8 MiB devices of the
+    """docs/reference.md §7's toy disks (4 MB and 8 MB modeled devices) and 8 MiB devices of the
     built-in profiles format, mount, and keep plain files and arrays across a remount."""
     import numpy as np
     from mmfs_mount import make_array, mounted, read_array, view

@@ -1,4 +1,4 @@
-"""mmfs-geom, the geometry CLI of SPEC §7, run as a user would."""
+"""mmfs-geom, the geometry CLI of docs/reference.md §7, run as a user would."""
 import errno
 import hashlib
 import json
@@ -22,7 +22,7 @@ def ok(result):
 
 
 def fails(result):
-    """Asserts the SPEC error convention: exit 1, 'mmfs-geom: <message>' on stderr."""
+    """Asserts the error convention of docs/reference.md §8: exit 1, 'mmfs-geom: <message>' on stderr."""
     rc, out, err = result
     assert rc == 1, f"exit {rc}, stdout: {out!r}, stderr: {err!r}"
     assert err.startswith("mmfs-geom: "), err
@@ -84,7 +84,7 @@ def test_info_of_toy_disk(mmfs_geom, toy_disk):
     assert info["depth"] == 4
 
 
-# --- the uniform toy disk of SPEC §7 (MultiMap §4.2 examples) --------------
+# --- the uniform toy disk of docs/reference.md §7 (MultiMap §4.2 examples) --------------
 
 @pytest.mark.parametrize("lbn,step,expected", [(0, 1, 8), (0, 2, 16), (0, 3, 24), (0, 4, 32), (9, 2, 25)])
 def test_toy_adjacent(mmfs_geom, toy_disk, lbn, step, expected):
@@ -219,7 +219,7 @@ def test_time_missing_file(mmfs_geom, toy_disk, tmp_path):
     fails(mmfs_geom(toy_disk, "time", tmp_path / "nope.txt"))
 
 
-# --- measure (issue 18) -----------------------------------------------------
+# --- measure -----------------------------------------------------
 
 def _data_file(path, mib):
     """A file of `mib` MiB of incompressible bytes (enough data for the probe)."""

@@ -1,4 +1,4 @@
-"""Concurrent metadata churn (issue 19, outside suites; fsstress is not packaged in
+"""Concurrent metadata churn (outside suites; fsstress is not packaged in
 Debian 12).
 
 WORKERS processes share one small directory tree on a mounted volume for a

@@ -1,5 +1,5 @@
 """fsx-rs — the File System eXerciser's Rust rewrite, from crates.io — against a
-mounted mmfs (issue 19, outside suites).
+mounted mmfs (outside suites).
 
 fsx runs a seeded pseudorandom sequence of operations on one file and checks
 every read (pread, mmap, sendfile) against its own copy of what the file must
@@ -8,7 +8,7 @@ hold; it exits non-zero on the first difference. Two runs:
 * a plain file: pread/pwrite, mmap reads and writes, truncate, posix_fallocate,
   copy_file_range, sendfile, fsync, fdatasync, msync(MS_INVALIDATE),
   posix_fadvise and close/reopen, on a file of up to 256 KiB;
-* an array file (SPEC §4: a fixed size, prod(shape) * itemsize bytes, cells
+* an array file (docs/reference.md §4: a fixed size, prod(shape) * itemsize bytes, cells
   that reads and writes cut anywhere): fsx's `blockmode`, which never changes
   the file's size (no truncate, no posix_fallocate, no close/reopen), with
   `flen` the array's size.

@@ -1,5 +1,5 @@
 """O_DIRECT mixed with buffered I/O on one file, every read compared with a model
-(issue 19, outside suites: fsx-rs has no O_DIRECT mode).
+(outside suites: fsx-rs has no O_DIRECT mode).
 
 One file is open twice at once: with O_DIRECT (page-aligned buffers from
 mmap, offsets and lengths multiples of 4096) and without. A seeded random
@@ -7,7 +7,7 @@ sequence of direct and buffered reads and writes, fsyncs, size checks,
 reopens and (plain file) truncates runs against it while a bytearray holds
 what the file must contain; every read, direct or buffered, is compared with
 the model, byte for byte, and a mismatch fails at once with the recent
-operations. The same runs on an array file, whose size is fixed (SPEC §4): no
+operations. The same runs on an array file, whose size is fixed (docs/reference.md §4): no
 write reaches past its end, and a truncate to 0 zeroes it without changing
 the size.
 
@@ -152,7 +152,7 @@ class Checker:
             self.model[offset:offset + length] = data
         elif op == "truncate":
             if self.fixed is not None:
-                # SPEC §4: a truncate to 0 zeroes an array, its size stays; any
+                # docs/reference.md §4: a truncate to 0 zeroes an array, its size stays; any
                 # other size but the current one is EINVAL.
                 if self.rng.random() < 0.5:
                     os.ftruncate(self.bfd if self.rng.random() < 0.5 else self.dfd, 0)

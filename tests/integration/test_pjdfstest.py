@@ -1,7 +1,7 @@
 """pjdfstest — the POSIX conformance suite, its Rust rewrite from crates.io — against a
 mounted mmfs: every test case must pass (no expected failures).
 
-The setup of the outside report (issue 19): an 8 GiB `ssd` volume mounted with
+The setup of the outside report: an 8 GiB `ssd` volume mounted with
 `allow_other` (pjdfstest switches to the users nobody and tests), the features
 `posix_fallocate`, `rename_ctime`, `utime_now` and `utimensat`, and a secondary
 filesystem (the scratch directory, on /var/tmp) for the EXDEV cases.

@@ -1,4 +1,4 @@
-"""Concurrency soak (issue 19 item 5): 16 readers of random views and 2 writers
+"""Concurrency soak: 16 readers of random views and 2 writers
 of other arrays and plain files, every read compared with numpy, no error, the
 daemon's memory within a stated bound.
 

@@ -79,7 +79,7 @@ inline Bytes extract(const Bytes& model, const std::vector<std::uint64_t>& shape
   }
 }
 
-// SPEC §5 PLoD, written out from the SPEC text: keep the K most significant
+// docs/reference.md §5 PLoD, written out from docs/reference.md text: keep the K most significant
 // (last, little-endian) bytes; for float64 the most significant dropped byte
 // becomes 0x7F and the ones below 0xFF; zeros for other dtypes.
 inline Bytes plod(Bytes v, std::uint32_t itemsize, bool float64, std::uint32_t keep) {

@@ -41,7 +41,7 @@ inline Bytes random_bytes(std::mt19937_64& rng, std::size_t n) {
   return b;
 }
 
-// SPEC §7's toy disk (uniform, 8 sectors a track), with enough cylinders for
+// docs/reference.md §7's toy disk (uniform, 8 sectors a track), with enough cylinders for
 // a 4 MiB metadata region and ~4 MiB of data.
 inline std::unique_ptr<geom::Geometry> toy_disk() {
   return geom::load_geometry(nlohmann::json{{"kind", "disk"},          {"sector_size", 512},

@@ -1002,7 +1002,7 @@ TEST_CASE("array file: concurrent readers of views see stable bytes while a writ
   CHECK(bytes_diff(read_all(*a), written) == "");
 }
 
-// SPEC §9: data written and fsynced survives a crash at any instant. Cells
+// docs/reference.md §9: data written and fsynced survives a crash at any instant. Cells
 // are rewritten in place and their checksums reach the store only at the
 // next metadata sync: a crash in between must not make the cell's other,
 // fsynced, elements unreadable.
@@ -1251,7 +1251,7 @@ TEST_CASE("array file: the plan of a view read in chunks is the reads the read m
   // A view longer than a chunk is read chunk by chunk, each chunk's cells
   // planned on their own. Its plan must say so: planned as one selection, the
   // whole file of a contiguous layout was one request, while the read made
-  // hundreds (issue 18, modeled_ms of the full read).
+  // hundreds (modeled_ms of the full read).
   auto g = toy_disk();
   auto dev = formatted(*g);
   std::mt19937_64 rng(23);

@@ -175,7 +175,7 @@ TEST_CASE("array index: writes keep it current, before and after a flush and a r
   check_index_matches(*a, data, false);
 }
 
-// SPEC §4: "fsync on an array file makes its data, placement and index
+// docs/reference.md §4: "fsync on an array file makes its data, placement and index
 // durable"; the issue: "a crash leaves an index that matches the data it sits
 // beside". A power cut at every device event of a flush of indexed writes.
 TEST_CASE("array index: a power cut anywhere in a flush leaves an index that matches the data",

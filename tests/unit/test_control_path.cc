@@ -49,7 +49,7 @@ std::vector<std::string> L(std::initializer_list<const char*> names) {
   return std::vector<std::string>(names.begin(), names.end());
 }
 
-// SPEC §7's uniform toy disk with the settle angle zero: adjacent(L, s) = L + 8s.
+// docs/reference.md §7's uniform toy disk with the settle angle zero: adjacent(L, s) = L + 8s.
 std::unique_ptr<geom::Geometry> toy() {
   return geom::load_geometry(nlohmann::json{{"kind", "disk"},         {"sector_size", 512},
                                             {"cylinders", 1000},      {"surfaces", 1},
@@ -161,7 +161,7 @@ TEST_CASE("adjacent/LBN/STEP on atlas10k3: GETADJACENT, steps 1..D", "[control_p
   CHECK_THAT(failure(*g, "adjacent/0/129").message, Catch::Contains("1..128"));
 }
 
-TEST_CASE("the SPEC §7 toy disk: adjacent(L, s) = L + 8s, tracks of 8", "[control_path]") {
+TEST_CASE("the docs/reference.md §7 toy disk: adjacent(L, s) = L + 8s, tracks of 8", "[control_path]") {
   auto g = toy();
   REQUIRE(g->depth() == 4);
   CHECK(resolve(*g, "adjacent/0").listing == L({"1", "2", "3", "4"}));

@@ -73,7 +73,7 @@ TEST_CASE("flash fit: a different device gives different parameters (the fit fol
 }
 
 TEST_CASE("flash fit: the bandwidth is not bounded by the fastest cell (a host's cache can serve one)") {
-  // Before issue 18's fix the bandwidth was searched only at or above the
+  // Before the fix the bandwidth was searched only at or above the
   // fastest cell's throughput, so one cell served from a host's cache priced
   // every byte of the device that fast.
   const FlashParams truth = device(8, 0.1, 1800);
@@ -110,7 +110,7 @@ TEST_CASE("flash fit: the track is the request size that reaches half the bandwi
 
 TEST_CASE("flash fit: with bursts, the fit follows the bursts, not the steady reads") {
   // A device whose steady random reads look three times as fast as its
-  // bursts from idle (issue 18's virtio disk: 1.7-2.3 times): the model is
+  // bursts from idle (the virtio test disk: 1.7-2.3 times): the model is
   // priced by the bursts, which are what a view's read is.
   FlashParams truth = device(8, 0.08, 1200);
   truth.wake_ms = 0.2;

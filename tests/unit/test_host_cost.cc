@@ -1,4 +1,4 @@
-// The machine's part of a read (issue 18, geom::HostCost): a measured flash
+// The machine's part of a read (geom::HostCost): a measured flash
 // geometry's "host" (parsed, printed, refused when malformed), the pipeline
 // (device, cells' work, hand-over) layouts::modeled_read_ms predicts a chunked
 // read with, and a view's plan on such a volume, whose modeled_ms is the

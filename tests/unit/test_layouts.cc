@@ -13,7 +13,7 @@ using namespace mmfs::layouts;
 
 namespace {
 
-// SPEC §7's uniform toy disk: T = 8, D = 4, zero skew and settle angle.
+// docs/reference.md §7's uniform toy disk: T = 8, D = 4, zero skew and settle angle.
 std::unique_ptr<geom::Geometry> toy() {
   return geom::load_geometry(nlohmann::json{{"kind", "disk"},       {"sector_size", 512},
                                             {"cylinders", 1000},    {"surfaces", 1},

@@ -1,4 +1,4 @@
-// Profiles and geometry files (SPEC §7).
+// Profiles and geometry files (docs/reference.md §7).
 #include <catch2/catch.hpp>
 
 #include "geometry/load.h"
@@ -6,7 +6,7 @@
 
 using namespace mmfs::geom;
 
-TEST_CASE("every built-in profile loads and reports the SPEC §6 fields") {
+TEST_CASE("every built-in profile loads and reports the docs/reference.md §6 fields") {
   auto names = profile_names();
   CHECK(names == std::vector<std::string>{"atlas10k3", "cheetah36es", "mems-g2", "ssd"});
   for (const auto& name : names) {

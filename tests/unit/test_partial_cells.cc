@@ -1,4 +1,4 @@
-// Partial-cell reads (issue 18, "plans chosen by cost"): which checksum
+// Partial-cell reads (plans chosen by cost): which checksum
 // blocks of a cell hold a selection (layouts/cell_blocks.h) against brute
 // force; plans that read only those blocks, chosen when the volume's model
 // serves them faster than whole cells (layouts/io_plan.h); and an array on a

@@ -528,7 +528,7 @@ TEST_CASE("plain file: a full volume gives ENOSPC, and the file uses nearly all 
   CHECK(m.alloc().free_sectors() == free0);
 }
 
-// SPEC §9: data written and fsynced survives a crash at any instant. A
+// docs/reference.md §9: data written and fsynced survives a crash at any instant. A
 // plain file's blocks are written in place at once; their checksums reach
 // the store at the next commit and sync. Another file's fsync flushes the
 // device: a crash then must not make the first file's fsynced bytes

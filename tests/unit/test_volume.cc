@@ -113,7 +113,7 @@ TEST_CASE("format refuses signatures, small targets and small sectors", "[volume
 
 namespace {
 
-// The uniform toy disk of SPEC §7: CYLINDERS x 8 sectors of 512 bytes.
+// The uniform toy disk of docs/reference.md §7: CYLINDERS x 8 sectors of 512 bytes.
 std::unique_ptr<geom::Geometry> toy_disk(int cylinders) {
   return geom::load_geometry(nlohmann::json{{"kind", "disk"}, {"sector_size", 512}, {"cylinders", cylinders},
                                             {"surfaces", 1}, {"sectors_per_track", 8}, {"rpm", 10000},
@@ -134,7 +134,7 @@ int format_fresh(const geom::Geometry& g, std::uint64_t bytes, std::uint32_t blo
 
 TEST_CASE("small devices format down to the minimum the error message names", "[volume]") {
   std::string msg;
-  // The toy disks of SPEC §7 (4 MB and 8 MB modeled devices), the default
+  // The toy disks of docs/reference.md §7 (4 MB and 8 MB modeled devices), the default
   // ssd and the Atlas 10K III: every size from the minimum up formats, mounts
   // clean, and the metadata region scales with the volume.
   std::vector<std::pair<std::string, std::unique_ptr<geom::Geometry>>> geometries;

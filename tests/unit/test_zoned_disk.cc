@@ -11,7 +11,7 @@ using namespace mmfs::geom;
 
 namespace {
 
-// SPEC §7's uniform toy geometry with the settle angle set to zero.
+// docs/reference.md §7's uniform toy geometry with the settle angle set to zero.
 nlohmann::json toy_json() {
   return {{"kind", "disk"},       {"sector_size", 512},       {"cylinders", 1000},
           {"surfaces", 1},        {"sectors_per_track", 8},   {"rpm", 10000},

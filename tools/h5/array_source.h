@@ -1,4 +1,4 @@
-// mmfs-export's SRC: an array file, or a data view of one (SPEC §5,
+// mmfs-export's SRC: an array file, or a data view of one (docs/reference.md §5,
 // fs/paths/view_path.h), found and checked through the mount only.
 //
 // The array is the first path component `X@` whose prefix X is a file with

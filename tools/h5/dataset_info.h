@@ -14,7 +14,7 @@
 
 namespace mmfs::h5 {
 
-inline constexpr std::size_t kMaxRank = 16;  // SPEC §4: 1 to 16 dimensions
+inline constexpr std::size_t kMaxRank = 16;  // docs/reference.md §4: 1 to 16 dimensions
 
 struct DatasetInfo {
   std::vector<std::uint64_t> shape;   // empty for scalar and null dataspaces

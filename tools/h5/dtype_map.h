@@ -1,4 +1,4 @@
-// HDF5 datatypes <-> mmfs dtypes (SPEC §1).
+// HDF5 datatypes <-> mmfs dtypes (docs/reference.md §1).
 //
 // mmfs arrays hold little-endian int8 ... uint64, float32 and float64. An HDF5
 // integer of 1, 2, 4 or 8 bytes or an IEEE float of 4 or 8 bytes, in either

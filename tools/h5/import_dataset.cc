@@ -113,7 +113,7 @@ TransferStats import_dataset(hid_t loc, const std::string& name, const std::stri
   cleanup.arm();
 
   // Schema: the layout's parameters first, then the dtype, and the shape last:
-  // setting the shape creates the array (SPEC §4), and with the dtype already
+  // setting the shape creates the array (docs/reference.md §4), and with the dtype already
   // in place the volume reserves the array's real size (a float64 default
   // would ask for up to 8 times too much and fail with ENOSPC for nothing).
   for (const auto& [attr, value] : settings.schema) set_or_throw(fd.get(), dest, attr, value);

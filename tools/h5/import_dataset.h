@@ -1,4 +1,4 @@
-// One HDF5 dataset into one new array file on an mmfs mount (SPEC §4 order):
+// One HDF5 dataset into one new array file on an mmfs mount (docs/reference.md §4 order):
 // create the empty file, set the schema xattrs given on the command line, then
 // user.mmfs.dtype and user.mmfs.shape, stream the data in chunk-aligned boxes
 // (transfer_tiling.h) through two buffers (pipeline.h), set the attributes

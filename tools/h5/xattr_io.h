@@ -2,9 +2,9 @@
 // daemon's explanation of a refusal.
 //
 // The tools talk to mmfs only through the mount: the schema is set and read
-// with xattrs (SPEC §4), and when mmfs refuses one (EINVAL for a bad layout,
+// with xattrs (docs/reference.md §4), and when mmfs refuses one (EINVAL for a bad layout,
 // ENOSPC for a shape the volume cannot hold, ...) the errno alone says little;
-// the daemon writes the reason to MOUNT/.mmfs/errors (SPEC §1, §6), which
+// the daemon writes the reason to MOUNT/.mmfs/errors (docs/reference.md §1, §6), which
 // daemon_explanation() fetches for the error message.
 #pragma once
 
