@@ -140,14 +140,14 @@ int Filesystem::start_scrub(Ino ino, const std::string& how) {
   std::unique_ptr<fs::ScrubEngine> engine;
   try {
     // The map is built outside scrub_mu_: the status stays readable meanwhile.
-    // Arrays are placed as the daemon serves them (ArrayFile::placement_locked).
+    // Arrays are placed as the daemon serves them (ArrayFile::cells_locked).
     fs::OwnerMap::PlacementSource placements = [this](Ino array_ino,
                                                       const std::function<void(const layouts::Layout&)>& visit) {
       std::shared_ptr<fs::ArrayFile> array;
       std::string why;
       if (array_for(array_ino, &array, &why) != 0) return false;
       std::shared_lock placement(array->placement_mutex());
-      const fs::ArrayState* state = array->placement_locked();
+      const fs::ArrayState* state = array->cells_locked();
       if (state == nullptr) return false;
       visit(state->layout());
       return true;

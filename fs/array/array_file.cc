@@ -76,9 +76,9 @@ DirtyAction at_dirty_limit(const ArrayState& state, bool may_keep) {
 }  // namespace
 
 
-ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state)
-    : ctx_(ctx), ino_(ino), schema_(std::move(schema)), state_(std::move(state)),
-      bytes_(state_ ? state_->bytes() : array_bytes(schema_)), reader_(ctx.chunk_bytes),
+ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<Placement> placement)
+    : ctx_(ctx), ino_(ino), schema_(std::move(schema)), placement_(std::move(placement)),
+      bytes_(array_bytes(schema_)), reader_(ctx.chunk_bytes),
       write_behind_(std::make_unique<WriteBehind>(
           [this](std::uint64_t offset, const std::byte* data, std::size_t length, std::string* message) {
             return write(offset, data, length, message);
@@ -161,11 +161,11 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
 
 int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, std::shared_ptr<ArrayFile>* out,
                     std::string* message) {
-  std::unique_ptr<ArrayState> state;
-  std::unique_ptr<MlocImage> image;
+  std::unique_ptr<Placement> placement;
   // A sealed mloc array has an image and no cells; one being written has
   // its staging cells (and no image).
   if (is_mloc(schema) && ctx.metadata.extents(ino).empty()) {
+    std::unique_ptr<MlocImage> image;
     MlocParams params;
     if (int r = mloc_params(schema.shape, schema.dtype.name, schema.chunk, schema.priority, schema.compress,
                             schema.bins, &params, message))
@@ -173,16 +173,18 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
     if (int r = MlocImage::load(ctx.metadata, ctx.io, ino, params, &image, message)) return r;
     if (!image)
       if (int r = MlocImage::empty(params, ctx.io, &image, message)) return r;
+    placement = image_placement(std::move(image), ctx.geometry);
   } else {
+    std::unique_ptr<ArrayState> state;
     if (int r = build(ctx, ino, schema, false, &state, message)) return r;
     std::uint64_t settled = 0;
     if (int r = state->settle_torn_rewrites(&settled)) {
       *message = "reading the cells a crash interrupted the rewrite of failed";
       return r;
     }
+    placement = cell_placement(std::move(state), ctx.geometry);
   }
-  std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, ino, schema, std::move(state)));
-  a->mloc_ = std::move(image);
+  std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, ino, schema, std::move(placement)));
   {
     std::unique_lock lock(a->mu_);
     if (int r = a->load_index_locked(message)) return r;
@@ -234,10 +236,13 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
   const ArraySchema schema = placed_schema(ctx, requested);
   if (is_mloc(schema) && (source == nullptr || source->size() == 0)) {
     // Nothing to place: an empty image (no space) until the first write.
-    std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, inode.ino, schema, nullptr));
     MlocParams params;
-    if (int r = a->mloc_params_of(schema, &params, message)) return r;
-    if (int r = MlocImage::empty(params, ctx.io, &a->mloc_, message)) return r;
+    if (int r = mloc_params(schema.shape, schema.dtype.name, schema.chunk, schema.priority, schema.compress,
+                            schema.bins, &params, message))
+      return r;
+    std::unique_ptr<MlocImage> image;
+    if (int r = MlocImage::empty(params, ctx.io, &image, message)) return r;
+    std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, inode.ino, schema, image_placement(std::move(image), ctx.geometry)));
     WriteBatch batch;
     batch.put(keys::xattr(inode.ino, kSchemaXattr), encode_schema(schema));
     std::vector<Extent> dropped = ctx.metadata.extents(inode.ino);
@@ -264,7 +269,6 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
   std::unique_ptr<ArrayState> state;
   if (int r = build(ctx, inode.ino, schema, true, &state, message)) return r;
   std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, inode.ino, schema, nullptr));
-  a->bytes_ = state->bytes();
   auto release = [&] {
     for (const Extent& e : state->layout().extents()) ctx.allocator.free(e);
   };
@@ -299,8 +303,8 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
   Inode n = inode;
   n.size = a->bytes_;
   a->schema_ = schema;
-  a->state_ = std::move(state);
-  int r = a->commit_placement(schema, *a->state_, std::move(dropped), true, &n, message);
+  a->placement_ = cell_placement(std::move(state), ctx.geometry);
+  int r = a->commit_placement(schema, *a->writable_cells_locked(), std::move(dropped), true, &n, message);
   if (r > 0) {  // not applied: the new extents are nobody's
     a->release_placement_on_failure();
     return r;
@@ -321,9 +325,13 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
 }
 
 void ArrayFile::release_placement_on_failure() {
-  if (!state_) return;
-  for (const Extent& e : state_->layout().extents()) ctx_.allocator.free(e);
-  state_.reset();
+  if (!cells_locked()) return;
+  for (const Extent& e : placement_->extents()) ctx_.allocator.free(e);
+  replace_placement_locked(nullptr);
+}
+
+void ArrayFile::replace_placement_locked(std::unique_ptr<Placement> next) {
+  placement_ = std::move(next);
   ++placement_epoch_;
 }
 
@@ -334,19 +342,12 @@ ArraySchema ArrayFile::schema() const {
 
 std::uint64_t ArrayFile::device_bytes() const {
   std::shared_lock lock(mu_);
-  if (!state_) return mloc_->device_bytes();
-  std::uint64_t s = 0;
-  for (const Extent& e : state_->layout().extents()) s += e.sectors;
-  return s * ctx_.geometry.sector_size();
+  return placement_->device_bytes();
 }
 
 bool ArrayFile::holds_data() const {
   std::shared_lock lock(mu_);
   return holds_data_locked();
-}
-
-std::string ArrayFile::bad_cell_message(std::uint64_t cell) const {
-  return fmt::format("cell {} failed its checksum (the device returned other bytes than were written)", cell);
 }
 
 int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_only) {
@@ -358,7 +359,8 @@ int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_on
       if (int r = ctx_.metadata.apply(alternatives, {})) return r;
       return ctx_.metadata.sync();
     };
-    if (int r = state_->write_back(&bad, make_durable, complete_only)) {
+    ArrayState& cells = *writable_cells_locked();
+    if (int r = cells.write_back(&bad, make_durable, complete_only)) {
       *message = r == EIO ? bad_cell_message(bad) : "writing cells failed";
       return r;
     }
@@ -368,8 +370,8 @@ int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_on
       return r;
     }
     WriteBatch batch;
-    state_->sums().stage(batch);
-    state_->alternatives().stage(batch);
+    cells.sums().stage(batch);
+    cells.alternatives().stage(batch);
     // The index's delta commits with the checksums of the cells it describes.
     std::vector<Extent> dropped;
     if (int r = index_after_write_back_locked(batch, &dropped, message)) return r;
@@ -397,14 +399,15 @@ int ArrayFile::flush_periodic(std::string* message) {
   const std::uint64_t now = generation_.load();
   const bool writing = now != periodic_generation_;
   periodic_generation_ = now;
-  return flush_locked(false, message, writing && state_ && !index_ && keep_incomplete(*state_));
+  const ArrayState* cells = cells_locked();
+  return flush_locked(false, message, writing && cells && !index_ && keep_incomplete(*cells));
 }
 
 int ArrayFile::settle(std::string* message) {
   if (int r = write_behind_->take_error(message)) return r;
   std::unique_lock lock(mu_);
   if (retired_) return 0;
-  if (is_mloc(schema_) && state_) return seal_locked(schema_, message);
+  if (is_mloc(schema_) && cells_locked()) return seal_locked(schema_, message);
   return flush_locked(true, message);
 }
 
@@ -418,20 +421,7 @@ int ArrayFile::read_selection_locked(const Selection& selection, std::uint32_t k
                                      const std::function<void()>& device_done, AlignedBuffer* scratch, bool once) {
   std::uint64_t ignored = 0;
   if (!bytes_read) bytes_read = &ignored;
-  if (!state_) {
-    int r = mloc_->read_selection(selection, keep, out, bytes_read, message, once);
-    if (device_done) device_done();
-    return r;
-  }
-  constexpr std::uint64_t kNoBadCell = ~std::uint64_t{0};  // the device failed, not a checksum
-  std::uint64_t bad = kNoBadCell;
-  if (int r = state_->read_selection(selection, out, &bad, device_done, bytes_read, scratch)) {
-    *message = r == EIO && bad != kNoBadCell ? bad_cell_message(bad)
-               : r == ENOMEM                 ? "out of memory while verifying the cells read"
-                                             : "device read failed";
-    return r;
-  }
-  return 0;
+  return placement_->read_selection(selection, keep, out, bytes_read, message, device_done, scratch, once);
 }
 
 int ArrayFile::read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message,
@@ -443,22 +433,24 @@ int ArrayFile::read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte
   return read_selection_locked(Selection(dims), 0, out, nullptr, message, {}, scratch);
 }
 
-int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<MlocImage> image, std::string* message,
-                                   std::unique_ptr<ArrayIndex> fresh_index) {
+int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Placement> sealed,
+                                   std::string* message, std::unique_ptr<ArrayIndex> fresh_index) {
   // The image is on stable storage (encode flushed it) before the record.
+  MlocImage* image = sealed->image();
+  const MlocImage* old_image = image_locked();
   WriteBatch batch;
   std::vector<Extent> dropped;
   batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(next));
-  if (mloc_ && mloc_->holds_data()) dropped = mloc_->extents();
+  if (old_image && old_image->holds_data()) dropped = old_image->extents();
   if (image->holds_data()) {
     image->stage(ino_, batch);
-  } else if (mloc_ && mloc_->holds_data()) {
+  } else if (old_image && old_image->holds_data()) {
     batch.del(keys::mloc_record(ino_));
     batch.del(keys::mloc_extents(ino_));
   }
-  if (state_) {
+  if (const ArrayState* cells = cells_locked()) {
     batch.del(keys::extents(ino_));
-    for (const Extent& e : state_->layout().extents()) dropped.push_back(e);
+    for (const Extent& e : cells->layout().extents()) dropped.push_back(e);
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
   }
@@ -476,9 +468,7 @@ int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Mloc
     return r;
   }
   // The switch stands from here; a failing sync is still reported.
-  state_.reset();
-  ++placement_epoch_;
-  mloc_ = std::move(image);
+  replace_placement_locked(std::move(sealed));
   if (fresh_index) {
     index_ = std::move(fresh_index);
     partial_rows_.clear();
@@ -493,7 +483,7 @@ int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Mloc
 }
 
 int ArrayFile::seal_locked(const ArraySchema& next, std::string* message) {
-  if (state_)
+  if (cells_locked())
     if (int r = flush_locked(false, message)) return r;
   MlocParams params;
   if (int r = mloc_params_of(next, &params, message)) return r;
@@ -507,7 +497,7 @@ int ArrayFile::seal_locked(const ArraySchema& next, std::string* message) {
   } else {
     if (int r = MlocImage::empty(params, ctx_.io, &image, message)) return r;
   }
-  return commit_image_locked(next, std::move(image), message);
+  return commit_image_locked(next, image_placement(std::move(image), ctx_.geometry), message);
 }
 
 int ArrayFile::unseal_locked(bool copy, std::string* message) {
@@ -516,7 +506,7 @@ int ArrayFile::unseal_locked(bool copy, std::string* message) {
   auto release = [&] {
     for (const Extent& e : staging->layout().extents()) ctx_.allocator.free(e);
   };
-  if (copy && mloc_->holds_data()) {
+  if (copy && holds_data_locked()) {
     const auto& shape = schema_.shape;
     const std::uint64_t row = array_bytes(schema_) / shape[0];
     const std::uint64_t rows = std::max<std::uint64_t>(1, kCopyBudget / std::max<std::uint64_t>(1, row));
@@ -545,9 +535,7 @@ int ArrayFile::unseal_locked(bool copy, std::string* message) {
     release();
     return r;
   }
-  state_ = std::move(staging);
-  ++placement_epoch_;
-  mloc_.reset();
+  replace_placement_locked(cell_placement(std::move(staging), ctx_.geometry));
   return -r;
 }
 
@@ -576,35 +564,37 @@ int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
     return ESTALE;
   }
   if (length == 0) return 0;
-  if (!state_)
+  if (!cells_locked())
     if (int r = unseal_locked(true, message)) return r;
-  state_->write_bytes(offset, data, length);
+  ArrayState& cells = *writable_cells_locked();
+  cells.write_bytes(offset, data, length);
   note_write_locked(offset, data, length);
   ++generation_;
   // Without an index (whose delta reads the rows it notes back from the
   // device), the cells a writer has not finished stay dirty.
-  const DirtyAction act = at_dirty_limit(*state_, !index_);
+  const DirtyAction act = at_dirty_limit(cells, !index_);
   if (act != DirtyAction::none) return flush_locked(false, message, act == DirtyAction::complete_cells);
   return 0;
 }
 
 int ArrayFile::zero(std::string* message) {
   std::unique_lock lock(mu_);
-  if (!state_) {  // a sealed mloc array: an empty image and an index of zeros, in one commit
-    if (!mloc_->holds_data() && !index_) return 0;
+  if (!cells_locked()) {  // a sealed mloc array: an empty image and an index of zeros, in one commit
+    if (!holds_data_locked() && !index_) return 0;
     MlocParams params;
-    std::unique_ptr<MlocImage> none;
+    std::unique_ptr<MlocImage> empty;
     if (int r = mloc_params_of(schema_, &params, message)) return r;
-    if (int r = MlocImage::empty(params, ctx_.io, &none, message)) return r;
+    if (int r = MlocImage::empty(params, ctx_.io, &empty, message)) return r;
+    std::unique_ptr<Placement> none = image_placement(std::move(empty), ctx_.geometry);
     std::unique_ptr<ArrayIndex> fresh;
     if (index_) {
       // Built while the empty image stands in: the index of all zeros.
-      std::swap(mloc_, none);
+      std::swap(placement_, none);
       const int r = build_index_locked(schema_, &fresh, message);
-      std::swap(mloc_, none);
+      std::swap(placement_, none);
       if (r) return r;
     }
-    if (mloc_->holds_data()) return commit_image_locked(schema_, std::move(none), message, std::move(fresh));
+    if (holds_data_locked()) return commit_image_locked(schema_, std::move(none), message, std::move(fresh));
     WriteBatch batch;
     fresh->stage(batch);
     if (int r = ctx_.metadata.apply(batch, index_->extents())) {
@@ -616,11 +606,12 @@ int ArrayFile::zero(std::string* message) {
     partial_rows_.clear();
     return 0;
   }
-  state_->clear();
+  ArrayState& cells = *writable_cells_locked();
+  cells.clear();
   ++generation_;
   WriteBatch batch;
-  state_->sums().stage(batch);
-  state_->alternatives().stage(batch);
+  cells.sums().stage(batch);
+  cells.alternatives().stage(batch);
   std::vector<Extent> dropped;
   std::unique_ptr<ArrayIndex> fresh;
   if (index_) {  // every element is zero again: so is the index
@@ -757,7 +748,8 @@ int ArrayFile::relayout_locked(const ArraySchema& next, bool data, std::string* 
       release();
       return r;
     }
-  std::vector<Extent> dropped = state_ ? state_->layout().extents() : std::vector<Extent>{};
+  // (An image's extents go with its records: commit_placement.)
+  std::vector<Extent> dropped = cells_locked() ? placement_->extents() : std::vector<Extent>{};
   // A new shape or dtype (before any data) changes st_size with the placement.
   std::optional<Inode> inode = ctx_.metadata.inode(ino_);
   if (inode) inode->size = fresh->bytes();
@@ -767,10 +759,8 @@ int ArrayFile::relayout_locked(const ArraySchema& next, bool data, std::string* 
     return r;
   }
   schema_ = next;
-  state_ = std::move(fresh);
-  ++placement_epoch_;
-  mloc_.reset();
-  bytes_ = state_->bytes();
+  bytes_ = fresh->bytes();
+  replace_placement_locked(cell_placement(std::move(fresh), ctx_.geometry));
   ++generation_;
   return -r;
 }
@@ -779,7 +769,7 @@ void ArrayFile::retire_if(const std::function<bool()>& remove) {
   std::unique_lock lock(mu_);
   if (retired_ || !remove()) return;
   retired_ = true;
-  if (state_) state_->clear();
+  if (ArrayState* cells = writable_cells_locked()) cells->clear();
   ++generation_;
   reader_.clear();
 }

@@ -1,4 +1,4 @@
-// An array file (docs/reference.md §4): its schema, its current placement (ArrayState), the
+// An array file (docs/reference.md §4): its schema, its current placement (fs/array/placement.h), the
 // write path with its dirty-cell cache, the chunked read path behind the file
 // and every data view, schema changes with relayout, and the views' metadata
 // (info, lbn, plan). Thread-safe: reads share the placement, writes and schema
@@ -19,6 +19,7 @@
 #include "fs/array/array_schema.h"
 #include "fs/array/array_state.h"
 #include "fs/array/chunk_reader.h"
+#include "fs/array/placement.h"
 #include "fs/meta/metadata.h"
 #include "fs/mloc/mloc_image.h"
 #include "fs/file/plain_file.h"
@@ -145,9 +146,9 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   void stage_commit_locked(Staged& staged, WriteBatch& batch);
   // After the batch applied: the staged placement is the array's.
   void adopt_locked(Staged staged);
-  // Under placement_mutex() (shared at least): the current placement, null
-  // for a sealed mloc array.
-  const ArrayState* placement_locked() const { return state_.get(); }
+  // Under placement_mutex() (shared at least): the current placement's
+  // cells, null for a sealed mloc array.
+  const ArrayState* cells_locked() const { return placement_->cells(); }
   bool has_dirty_cells() const;
 
   // Effective value of a schema attribute (getfattr), layout choices filled in.
@@ -229,7 +230,7 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int index_before_write_back_locked(std::string* message);
   int index_after_write_back_locked(WriteBatch& batch, std::vector<Extent>* dropped, std::string* message);
   int rows_from_cells(const indexes::Bitmap& rows, std::byte* out, std::uint64_t* data_bytes, std::string* message);
-  ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<ArrayState> state);
+  ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::unique_ptr<Placement> placement);
   // The placement of `schema`: on the stored extents, on newly allocated
   // ones (`allocate`), or on `given` ones the caller allocated and still owns
   // (fresh checksums, as for allocate).
@@ -243,13 +244,15 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // complete_only: write back only the complete dirty cells (ArrayState::write_back).
   int flush_locked(bool durable, std::string* message, bool complete_only = false);
 
-  // The placement behind reads. Every array but a sealed mloc one has cells
-  // (state_); a sealed mloc array has only its image (mloc_), and its first
-  // write unpacks the image into a staging placement of cells (naive), which
-  // settle() encodes into a new image.
-  const layouts::CellGrid& grid_locked() const { return state_ ? state_->grid() : mloc_->chunk_cells(); }
-  bool holds_data_locked() const { return state_ ? state_->holds_data() : mloc_->holds_data(); }
-  bool has_dirty_locked() const { return state_ && state_->has_dirty(); }
+  // The placement behind reads. Every array but a sealed mloc one has cells;
+  // a sealed mloc array has only its image, and its first write unpacks the
+  // image into a staging placement of cells (naive), which settle() encodes
+  // into a new image.
+  const layouts::CellGrid& grid_locked() const { return placement_->grid(); }
+  bool holds_data_locked() const { return placement_->holds_data(); }
+  ArrayState* writable_cells_locked() { return placement_->cells(); }
+  MlocImage* image_locked() const { return placement_->image(); }
+  bool has_dirty_locked() const { return cells_locked() && cells_locked()->has_dirty(); }
   // The selection's C-order elements (`keep` most significant bytes of
   // each at least; 0 = all) from whichever placement holds them. `once`:
   // the whole of a view that is read in one piece (an mloc image then
@@ -270,13 +273,14 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int seal_locked(const ArraySchema& next, std::string* message);
   // `fresh_index`, when given, replaces the index in the same commit (so a
   // crash never pairs the new image with the old index).
-  int commit_image_locked(const ArraySchema& next, std::unique_ptr<MlocImage> image, std::string* message,
+  int commit_image_locked(const ArraySchema& next, std::unique_ptr<Placement> image, std::string* message,
                           std::unique_ptr<ArrayIndex> fresh_index = nullptr);
   int mloc_params_of(const ArraySchema& schema, MlocParams* out, std::string* message) const;
   int commit_placement(const ArraySchema& schema, ArrayState& state, std::vector<Extent> dropped, bool drop_old_sums,
                        const Inode* inode, std::string* message);
   void release_placement_on_failure();
-  std::string bad_cell_message(std::uint64_t cell) const;
+  // Makes `next` the placement behind reads (a new chunk-size epoch).
+  void replace_placement_locked(std::unique_ptr<Placement> next);
 
   // The view's size, and its chunking, under the placement lock; sets
   // view->chunk_bytes when it is 0.
@@ -294,12 +298,11 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
 
   ArrayContext ctx_;
   Ino ino_;
-  // Guards schema_, state_ and the rest; lock() and lock_shared() first wait
+  // Guards schema_, placement_ and the rest; lock() and lock_shared() first wait
   // for the queued writes (write_behind_'s worker takes mu_.raw()).
   mutable DrainingSharedMutex mu_;
   ArraySchema schema_;
-  std::unique_ptr<ArrayState> state_;  // null for a sealed mloc array
-  std::unique_ptr<MlocImage> mloc_;    // a sealed mloc array's image (maybe empty)
+  std::unique_ptr<Placement> placement_;  // cells, or a sealed mloc array's image (maybe empty)
   // The bins the last query's atoms touched on this mloc array: where
   // gather_rows looks first for the values of its result (only a hint).
   mutable std::mutex hint_mu_;
@@ -324,7 +327,7 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // sequential readers' prefetch pipeline (fs/array/chunk_reader.h).
   ChunkReader reader_;
   // The chosen chunk size per view spelling (guarded by budget_mu_), for the
-  // placement it was chosen on (placement_epoch_, bumped whenever state_ is
+  // placement it was chosen on (placement_epoch_, bumped whenever placement_ is
   // replaced).
   mutable std::mutex budget_mu_;
   mutable std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> chunk_budgets_;

@@ -32,15 +32,7 @@ std::string ArrayFile::attr_text(std::string_view name) const {
   if (name == "bins" && is_mloc(schema_) && schema_.bins.empty()) return "100";
   std::string text = schema_attr_text(schema_, name);
   if (!text.empty()) return text;
-  if (name == "cell") return layouts::join(grid_locked().cell());
-  if (name == "basic_cube") {
-    if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
-      return layouts::join(mm->basic_cube());
-    if (const auto* quad = dynamic_cast<const layouts::QuadrangleArrayLayout*>(&state_->layout()))
-      return layouts::join(quad->quadrangles().cube());  // the depth split; the primary's entry is the row
-    return "none";
-  }
-  if (name == "chunk") return mloc_ ? layouts::join(mloc_->grid().chunk()) : "none";
+  if (name == "cell" || name == "basic_cube" || name == "chunk") return placement_->chosen_attr(name);
   return text;
 }
 
@@ -62,32 +54,14 @@ nlohmann::json ArrayFile::info() const {
   // order says; its chunk grid has the default order. Show the attribute.
   j["order"] = is_mloc(schema_) && !schema_.order.empty() ? schema_.order : g.order();
   j["cell"] = g.cell();
-  if (state_)
-    if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
-      j["basic_cube"] = mm->basic_cube();
-  if (state_)
-    if (const auto* cap = dynamic_cast<const layouts::CapsuleLayout*>(&state_->layout())) {
-      nlohmann::json d = cap->describe();
-      j["capsule"] = {{"sectors", d["capsule_sectors"]},     {"records", d["records_per_capsule"]},
-                      {"attributes", d["attributes"]},       {"capsules", d["capsules"]},
-                      {"bands", d["bands"]},                 {"split_capsules", d["split_capsules"]},
-                      {"parallelism", d["parallelism"]}};
-    }
-  if (state_)
-    if (const auto* quad = dynamic_cast<const layouts::QuadrangleArrayLayout*>(&state_->layout())) {
-      nlohmann::json d = quad->describe();
-      for (const char* key : {"layout", "cell", "order", "sectors_per_cell", "extents"}) d.erase(key);
-      j["quadrangle"] = std::move(d);
-    }
   j["priority"] = schema_.priority;
-  j["chunk"] = mloc_ ? nlohmann::json(mloc_->grid().chunk())
-                    : schema_.chunk.empty() ? nlohmann::json(nullptr) : nlohmann::json(schema_.chunk);
+  j["chunk"] = schema_.chunk.empty() ? nlohmann::json(nullptr) : nlohmann::json(schema_.chunk);
   j["compress"] = schema_.compress;
   j["index"] = schema_.index;
   j["bins"] = is_mloc(schema_) && schema_.bins.empty() ? "100" : schema_attr_text(schema_, "bins");
   j["bytes"] = bytes_.load();
   std::uint64_t sectors = 0;
-  for (const Extent& e : state_ ? state_->layout().extents() : mloc_->extents()) sectors += e.sectors;
+  for (const Extent& e : placement_->extents()) sectors += e.sectors;
   j["device_bytes"] = {{"data", sectors * ctx_.geometry.sector_size()},
                        {"index", index_ ? index_->device_bytes() : 0}};
   if (!index_damage_.empty()) j["index_detail"] = {{"damaged", index_damage_}};
@@ -107,24 +81,19 @@ nlohmann::json ArrayFile::info() const {
       j["index_detail"]["edges"] = edges;
     }
   }
-  j["extents"] = state_ ? state_->layout().extents().size() : mloc_->extents().size();
+  j["extents"] = placement_->extents().size();
   j["geometry"] = ctx_.geometry_name;
-  if (state_) {
-    j["sectors_per_cell"] = state_->layout().sectors_per_cell();
-    j["cells"] = g.cells();
-  }
-  if (is_mloc(schema_)) {
-    // Sealed: the image's levels; being written: the staging cells.
-    j["mloc"] = mloc_ ? mloc_->describe() : nlohmann::json{{"sealed", false}, {"staging", "naive"}};
-  }
+  // Sealed mloc: the image's chunk and levels; being written: the staging cells.
+  if (is_mloc(schema_) && !image_locked()) j["mloc"] = {{"sealed", false}, {"staging", "naive"}};
+  placement_->describe(&j);
   return j;
 }
 
 int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* message) const {
   std::shared_lock lock(mu_);
   try {
-    if (!state_) {
-      const layouts::IoPlan p = mloc_->plan(view.selection, view.plod_bytes, ctx_.geometry);
+    if (!placement_->chunks_by_model()) {
+      const layouts::IoPlan p = placement_->modeled_plan(view.selection, view.plod_bytes);
       const geom::HostCost host = ctx_.geometry.host_cost();
       *out = p.to_json();
       add_host_time(host, p.modeled_ms, layouts::modeled_read_ms({&p, 1}, host), out);
@@ -138,11 +107,7 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
     const layouts::SelectionChunks ch(view.selection, grid_locked(), budget);
     std::vector<layouts::IoPlan> parts;
     parts.reserve(ch.count());
-    for (std::uint64_t c = 0; c < ch.count(); ++c) {
-      layouts::IoPlan p = state_->plan(ch.selection(c));
-      if (p.whole_cells_ms < 0) layouts::model_plan(p, ctx_.geometry);  // else modeled when it was chosen
-      parts.push_back(std::move(p));
-    }
+    for (std::uint64_t c = 0; c < ch.count(); ++c) parts.push_back(placement_->modeled_plan(ch.selection(c), 0));
     const double read_ms = layouts::modeled_read_ms(parts, ctx_.geometry.host_cost());
     const layouts::IoPlan all = layouts::concatenate_plans(std::move(parts));
     *out = all.to_json();
@@ -158,16 +123,9 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
 
 int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out, std::string* message) const {
   std::shared_lock lock(mu_);
-  if (!state_) {
-    geom::Lbn lbn = 0;
-    std::uint32_t offset = 0;
-    if (int r = mloc_->element_location(coords, &lbn, &offset, message)) return r;
-    *out = fmt::format("{} {}\n", lbn, offset);
-    return 0;
-  }
   geom::Lbn lbn = 0;
   std::uint32_t offset = 0;
-  state_->element_location(coords, &lbn, &offset);
+  if (int r = placement_->element_location(coords, &lbn, &offset, message)) return r;
   *out = fmt::format("{} {}\n", lbn, offset);
   return 0;
 }

@@ -96,7 +96,7 @@ struct LocalToGlobal {
 
 std::optional<std::uint64_t> ArrayFile::exact_count(const indexes::KeySet& keys) const {
   std::shared_lock lock(mu_);
-  if (!state_ && !index_) return mloc_->aligned_count(keys);  // the directory's counts
+  if (const MlocImage* image = image_locked(); image && !index_) return image->aligned_count(keys);  // the directory's counts
   if (!index_ || has_dirty_locked()) return std::nullopt;
   return index_->exact_count(keys);
 }
@@ -140,7 +140,7 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
     }
     return 0;
   }
-  if (!state_ && mloc_->holds_data() && grid_locked().elements() < (1ull << 32))
+  if (image_locked() && holds_data_locked() && grid_locked().elements() < (1ull << 32))
     return mloc_estimates_locked(atoms, box, out, cost, message);
   // No index: one pass over the data (or the box) answers every atom exactly.
   cost->scanned = true;
@@ -192,25 +192,27 @@ int ArrayFile::mloc_query_output(const indexes::KeySet& keys, bool values, std::
                                  std::string* message) {
   if (int r = ready_for_query(message)) return r;
   std::shared_lock lock(mu_);
-  if (index_ || state_ || !mloc_ || !mloc_->holds_data() || grid_locked().elements() >= (1ull << 32)) return ENOTSUP;
-  return mloc_->match_output(keys, values ? MlocImage::MatchOutput::Values : MlocImage::MatchOutput::Coords, out,
+  const MlocImage* image = image_locked();
+  if (index_ || !image || !image->holds_data() || grid_locked().elements() >= (1ull << 32)) return ENOTSUP;
+  return image->match_output(keys, values ? MlocImage::MatchOutput::Values : MlocImage::MatchOutput::Coords, out,
                              &cost->data_bytes, message);
 }
 
 int ArrayFile::mloc_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<Selection>& box,
                                      std::vector<Estimate>* out, QueryCost* cost, std::string* message) {
+  const MlocImage& image = *image_locked();
   std::vector<std::uint64_t> ranks;
   std::optional<Bitmap> in_box;
   if (box) {
-    ranks = mloc_->chunks_of(*box);
+    ranks = image.chunks_of(*box);
     in_box = selection_rows(*box, grid_locked().shape());
     if (ranks.empty()) return 0;
   }
-  std::vector<bool> hint(mloc_->grid().bins(), false);
+  std::vector<bool> hint(image.grid().bins(), false);
   for (std::size_t i = 0; i < atoms.size(); ++i) {
-    if (int r = mloc_->match_rows(atoms[i], ranks, &(*out)[i].sure, &cost->data_bytes, message)) return r;
+    if (int r = image.match_rows(atoms[i], ranks, &(*out)[i].sure, &cost->data_bytes, message)) return r;
     if (in_box) (*out)[i].sure &= *in_box;
-    const auto uses = mloc_->bin_uses(atoms[i]);
+    const auto uses = image.bin_uses(atoms[i]);
     for (std::size_t b = 0; b < uses.size(); ++b) hint[b] = hint[b] || uses[b] != MlocImage::BinUse::None;
   }
   std::lock_guard h(hint_mu_);
@@ -281,7 +283,8 @@ int ArrayFile::rows_from_cells(const Bitmap& rows, std::byte* out, std::uint64_t
     b->cells.erase(std::unique(b->cells.begin(), b->cells.end()), b->cells.end());
     return !b->where.empty();
   };
-  auto read = [this](Batch* b) { return state_->read_cells(b->cells, &b->reads, &b->bad, &b->bytes); };
+  ArrayState& state = *writable_cells_locked();
+  auto read = [&state](Batch* b) { return state.read_cells(b->cells, &b->reads, &b->bad, &b->bytes); };
   std::uint64_t done = 0;
   auto copy = [&](const Batch& b) {
     std::uint64_t last_cell = ~0ull;
@@ -323,19 +326,19 @@ int ArrayFile::gather_rows(const Bitmap& rows, std::string* out, QueryCost* cost
   const std::uint64_t count = rows.cardinality();
   out->assign(count * is, '\0');
   if (count == 0 || !holds_data_locked()) return 0;
-  if (!state_) {
+  if (const MlocImage* image = image_locked()) {
     std::vector<bool> hint;
     {
       std::lock_guard h(hint_mu_);
       hint = mloc_hint_;
     }
-    return mloc_->gather(rows, hint, reinterpret_cast<std::byte*>(out->data()), &cost->data_bytes, message);
+    return image->gather(rows, hint, reinterpret_cast<std::byte*>(out->data()), &cost->data_bytes, message);
   }
   // Many rows: stream the array slab by slab (sequential reads beat one
   // request per cell); few: read just their cells.
   const std::uint64_t cells = grid_locked().cells();
   const std::uint64_t per_cell = grid_locked().cell_elements();
-  if (state_ && count / std::max<std::uint64_t>(1, per_cell) * 4 < cells && count * 8 < grid_locked().elements())
+  if (count / std::max<std::uint64_t>(1, per_cell) * 4 < cells && count * 8 < grid_locked().elements())
     return rows_from_cells(rows, reinterpret_cast<std::byte*>(out->data()), &cost->data_bytes, message);
   std::byte* dst = reinterpret_cast<std::byte*>(out->data());
   std::uint64_t done = 0;
@@ -366,14 +369,14 @@ int ArrayFile::gather_rows(const Bitmap& rows, std::string* out, QueryCost* cost
 layouts::IoPlan ArrayFile::scan_plan(const std::optional<Selection>& box) const {
   std::shared_lock lock(mu_);
   const Selection sel = box ? *box : Selection::all(grid_locked().shape());
-  if (!state_) return mloc_->plan(sel, 0, ctx_.geometry);
-  return state_->plan(sel);
+  return placement_->plan(sel, 0);
 }
 
 layouts::IoPlan ArrayFile::rows_plan(const Bitmap& rows) const {
   std::shared_lock lock(mu_);
   // A sealed mloc array gathers rows by reading the whole array (for now).
-  if (!state_) return mloc_->plan(Selection::all(grid_locked().shape()), 0, ctx_.geometry);
+  const ArrayState* state = cells_locked();
+  if (!state) return placement_->plan(Selection::all(grid_locked().shape()), 0);
   const layouts::CellGrid& g = grid_locked();
   const auto& shape = g.shape();
   std::vector<std::uint64_t> coords(shape.size()), cc;
@@ -400,7 +403,7 @@ layouts::IoPlan ArrayFile::rows_plan(const Bitmap& rows) const {
     }
     flat.insert(flat.end(), c.begin(), c.end());
   }
-  layouts::IoPlan plan = layouts::plan_cells(state_->layout(), flat, rows.cardinality() * g.itemsize());
+  layouts::IoPlan plan = layouts::plan_cells(state->layout(), flat, rows.cardinality() * g.itemsize());
   return plan;
 }
 

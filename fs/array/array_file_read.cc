@@ -44,7 +44,7 @@ std::uint64_t ArrayFile::view_chunking(DataView* view, std::unique_ptr<layouts::
 std::uint64_t ArrayFile::chunk_bytes_locked(const Selection& selection, const std::string& spelling) const {
   const std::uint64_t base = ctx_.chunk_bytes;
   const std::uint64_t total = selection.elements() * grid_locked().itemsize();
-  if (!state_ || total <= base) return base;
+  if (!placement_->chunks_by_model() || total <= base) return base;
   const std::uint64_t epoch = placement_epoch_.load();
   {
     std::lock_guard lock(budget_mu_);
@@ -55,8 +55,7 @@ std::uint64_t ArrayFile::chunk_bytes_locked(const Selection& selection, const st
   auto cost = [&](std::uint64_t budget) {
     const layouts::SelectionChunks ch(selection, grid_locked(), budget);
     const Selection part = ch.selection(ch.count() / 2);
-    layouts::IoPlan p = state_->plan(part);
-    if (p.whole_cells_ms < 0) layouts::model_plan(p, ctx_.geometry);
+    const layouts::IoPlan p = placement_->modeled_plan(part, 0);
     return p.modeled_ms / double(std::max<std::uint64_t>(1, part.elements()));
   };
   const std::uint64_t best = layouts::choose_chunk_budget(base, ctx_.max_chunk_scale, total, kChunkGain, cost);

@@ -24,7 +24,8 @@ int ArrayFile::stage_placement_locked(const ArraySchema& requested, const std::v
     *message = "the array file was removed";
     return ESTALE;
   }
-  if (!state_ || next.layout == "mloc") {
+  const ArrayState* state = cells_locked();
+  if (!state || next.layout == "mloc") {
     *message = "an mloc array cannot be an attribute of a table in capsules or leave one (relayout it first)";
     return EINVAL;
   }
@@ -41,20 +42,21 @@ int ArrayFile::stage_placement_locked(const ArraySchema& requested, const std::v
         release();
         return r;
       }
-    out->dropped = state_->layout().extents();
+    out->dropped = state->layout().extents();
   } else {
     // Growing in place: the old cells are where they were.
-    const std::vector<Extent>& old = state_->layout().extents();
+    const std::vector<Extent>& old = state->layout().extents();
     if (!extents || old.size() > extents->size() || !std::equal(old.begin(), old.end(), extents->begin()) ||
-        fresh->grid().cells() < state_->grid().cells() ||
-        fresh->sums().blocks().per_cell != state_->sums().blocks().per_cell) {
+        fresh->grid().cells() < state->grid().cells() ||
+        fresh->sums().blocks().per_cell != state->sums().blocks().per_cell) {
       release();
       *message = "a placement that keeps the cells in place must extend the current one";
       return EINVAL;
     }
-    for (std::uint64_t i = 0; i < state_->sums().entries(); ++i) {
-      fresh->sums().set_entry(i, state_->sums().entry(i));
-      fresh->alternatives().set_entry(i, state_->alternatives().entry(i));
+    ArrayState& cells = *writable_cells_locked();
+    for (std::uint64_t i = 0; i < cells.sums().entries(); ++i) {
+      fresh->sums().set_entry(i, cells.sums().entry(i));
+      fresh->alternatives().set_entry(i, cells.alternatives().entry(i));
     }
   }
   out->schema = next;
@@ -80,9 +82,8 @@ void ArrayFile::stage_commit_locked(Staged& staged, WriteBatch& batch) {
 
 void ArrayFile::adopt_locked(Staged staged) {
   schema_ = std::move(staged.schema);
-  state_ = std::move(staged.state);
-  ++placement_epoch_;
-  bytes_ = state_->bytes();
+  bytes_ = staged.state->bytes();
+  replace_placement_locked(cell_placement(std::move(staged.state), ctx_.geometry));
   ++generation_;
 }
 

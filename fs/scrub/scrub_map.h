@@ -97,7 +97,7 @@ class OwnerMap {
   explicit OwnerMap(std::uint64_t sectors, std::uint32_t sector_size);
 
   // Where a live array's cells are: calls `visit` with the placement the
-  // daemon serves it from (ArrayFile::placement_locked(), under its lock) and
+  // daemon serves it from (ArrayFile::cells_locked(), under its lock) and
   // returns true; false when it cannot (the map then rebuilds the layout from
   // the stored schema and extents, as ArrayFile::build does).
   using PlacementSource =

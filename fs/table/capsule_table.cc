@@ -255,7 +255,7 @@ int grow_table(const ArrayContext& ctx, Ino dir, std::span<const TableAttribute>
     *message = e.what();
     return EINVAL;
   }
-  const std::uint64_t have = attributes[0].array->placement_locked()->layout().extents().size();
+  const std::uint64_t have = attributes[0].array->cells_locked()->layout().extents().size();
   std::vector<Extent> bands;
   if (probe->bands() > have)
     if (int r = allocate_bands(ctx, *probe, probe->bands() - have, &bands, message)) return r;
@@ -271,7 +271,7 @@ int grow_table(const ArrayContext& ctx, Ino dir, std::span<const TableAttribute>
       if (!owned[b]) unowned.push_back({band.start + b * track, track});
   std::vector<ArrayFile::Staged> staged(attributes.size());
   for (std::size_t i = 0; i < attributes.size(); ++i) {
-    std::vector<Extent> mine = attributes[i].array->placement_locked()->layout().extents();
+    std::vector<Extent> mine = attributes[i].array->cells_locked()->layout().extents();
     const std::vector<Extent> added = layouts::band_part_extents(bands, track, part_of(*next[i].table_part));
     mine.insert(mine.end(), added.begin(), added.end());
     if (int r = attributes[i].array->stage_placement_locked(next[i], &mine, false, &staged[i], message)) {
@@ -318,7 +318,7 @@ int read_columns(const ArrayContext& ctx, std::span<const TableAttribute> attrib
     bool dirty = false;
     std::vector<layouts::IoPlan> plans;
     for (std::size_t i = 0; i < attributes.size(); ++i) {
-      const ArrayState* state = cells[i] ? attributes[i].array->placement_locked() : nullptr;
+      const ArrayState* state = cells[i] ? attributes[i].array->cells_locked() : nullptr;
       if (!state) continue;
       dirty = dirty || state->has_dirty();
       plans.push_back(layouts::plan_selection(state->layout(), sel));
@@ -336,7 +336,7 @@ int read_columns(const ArrayContext& ctx, std::span<const TableAttribute> attrib
         return r;
       }
     for (std::size_t i = 0; i < attributes.size(); ++i) {
-      const ArrayState* state = cells[i] ? attributes[i].array->placement_locked() : nullptr;
+      const ArrayState* state = cells[i] ? attributes[i].array->cells_locked() : nullptr;
       if (!state) continue;
       std::uint64_t bad = 0;
       if (int r = state->gather_selection(sel, sectors, (*columns)[i].data(), &bad)) {

@@ -1,0 +1,154 @@
+#include "fs/array/placement.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+
+#include "layouts/capsule.h"
+#include "layouts/multimap.h"
+#include "layouts/quadrangle_array.h"
+
+namespace mmfs::fs {
+
+std::string bad_cell_message(std::uint64_t cell) {
+  return fmt::format("cell {} failed its checksum (the device returned other bytes than were written)", cell);
+}
+
+namespace {
+
+class CellPlacement final : public Placement {
+ public:
+  CellPlacement(std::unique_ptr<ArrayState> state, const geom::Geometry& geometry)
+      : state_(std::move(state)), geometry_(geometry) {}
+
+  const layouts::CellGrid& grid() const override { return state_->grid(); }
+  bool holds_data() const override { return state_->holds_data(); }
+  const std::vector<Extent>& extents() const override { return state_->layout().extents(); }
+  std::uint64_t device_bytes() const override {
+    std::uint64_t sectors = 0;
+    for (const Extent& e : extents()) sectors += e.sectors;
+    return sectors * geometry_.sector_size();
+  }
+
+  int read_selection(const layouts::Selection& selection, std::uint32_t, std::byte* out, std::uint64_t* bytes_read,
+                     std::string* message, const std::function<void()>& device_done, AlignedBuffer* scratch,
+                     bool) override {
+    constexpr std::uint64_t kNoBadCell = ~std::uint64_t{0};  // the device failed, not a checksum
+    std::uint64_t bad = kNoBadCell;
+    if (int r = state_->read_selection(selection, out, &bad, device_done, bytes_read, scratch)) {
+      *message = r == EIO && bad != kNoBadCell ? bad_cell_message(bad)
+                 : r == ENOMEM                 ? "out of memory while verifying the cells read"
+                                               : "device read failed";
+      return r;
+    }
+    return 0;
+  }
+  layouts::IoPlan plan(const layouts::Selection& selection, std::uint32_t) const override {
+    return state_->plan(selection);
+  }
+  layouts::IoPlan modeled_plan(const layouts::Selection& selection, std::uint32_t keep) const override {
+    layouts::IoPlan p = plan(selection, keep);
+    if (p.whole_cells_ms < 0) layouts::model_plan(p, geometry_);  // else modeled when it was chosen
+    return p;
+  }
+  bool chunks_by_model() const override { return true; }
+
+  int element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset,
+                       std::string*) const override {
+    state_->element_location(coords, lbn, offset);
+    return 0;
+  }
+  void describe(nlohmann::json* info) const override {
+    nlohmann::json& j = *info;
+    const layouts::Layout& layout = state_->layout();
+    if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&layout)) j["basic_cube"] = mm->basic_cube();
+    if (const auto* cap = dynamic_cast<const layouts::CapsuleLayout*>(&layout)) {
+      nlohmann::json d = cap->describe();
+      j["capsule"] = {{"sectors", d["capsule_sectors"]}, {"records", d["records_per_capsule"]},
+                      {"attributes", d["attributes"]},   {"capsules", d["capsules"]},
+                      {"bands", d["bands"]},             {"split_capsules", d["split_capsules"]},
+                      {"parallelism", d["parallelism"]}};
+    }
+    if (const auto* quad = dynamic_cast<const layouts::QuadrangleArrayLayout*>(&layout)) {
+      nlohmann::json d = quad->describe();
+      for (const char* key : {"layout", "cell", "order", "sectors_per_cell", "extents"}) d.erase(key);
+      j["quadrangle"] = std::move(d);
+    }
+    j["sectors_per_cell"] = layout.sectors_per_cell();
+    j["cells"] = grid().cells();
+  }
+  std::string chosen_attr(std::string_view name) const override {
+    if (name == "cell") return layouts::join(grid().cell());
+    if (name == "basic_cube") {
+      if (const auto* mm = dynamic_cast<const layouts::MultiMapLayout*>(&state_->layout()))
+        return layouts::join(mm->basic_cube());
+      if (const auto* quad = dynamic_cast<const layouts::QuadrangleArrayLayout*>(&state_->layout()))
+        return layouts::join(quad->quadrangles().cube());  // the depth split; the primary's entry is the row
+    }
+    return "none";
+  }
+
+  ArrayState* cells() override { return state_.get(); }
+
+ private:
+  std::unique_ptr<ArrayState> state_;
+  const geom::Geometry& geometry_;
+};
+
+class ImagePlacement final : public Placement {
+ public:
+  ImagePlacement(std::unique_ptr<MlocImage> image, const geom::Geometry& geometry)
+      : image_(std::move(image)), geometry_(geometry) {}
+
+  const layouts::CellGrid& grid() const override { return image_->chunk_cells(); }
+  bool holds_data() const override { return image_->holds_data(); }
+  const std::vector<Extent>& extents() const override { return image_->extents(); }
+  std::uint64_t device_bytes() const override { return image_->device_bytes(); }
+
+  int read_selection(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
+                     std::uint64_t* bytes_read, std::string* message, const std::function<void()>& device_done,
+                     AlignedBuffer*, bool once) override {
+    const int r = image_->read_selection(selection, keep, out, bytes_read, message, once);
+    if (device_done) device_done();
+    return r;
+  }
+  layouts::IoPlan plan(const layouts::Selection& selection, std::uint32_t keep) const override {
+    return image_->plan(selection, keep, geometry_);
+  }
+  layouts::IoPlan modeled_plan(const layouts::Selection& selection, std::uint32_t keep) const override {
+    return plan(selection, keep);
+  }
+  bool chunks_by_model() const override { return false; }
+
+  int element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset,
+                       std::string* message) const override {
+    return image_->element_location(coords, lbn, offset, message);
+  }
+  void describe(nlohmann::json* info) const override {
+    (*info)["chunk"] = image_->grid().chunk();
+    (*info)["mloc"] = image_->describe();
+  }
+  std::string chosen_attr(std::string_view name) const override {
+    if (name == "cell") return layouts::join(grid().cell());
+    if (name == "chunk") return layouts::join(image_->grid().chunk());
+    return "none";
+  }
+
+  MlocImage* image() override { return image_.get(); }
+
+ private:
+  std::unique_ptr<MlocImage> image_;
+  const geom::Geometry& geometry_;
+};
+
+}  // namespace
+
+std::unique_ptr<Placement> cell_placement(std::unique_ptr<ArrayState> state, const geom::Geometry& geometry) {
+  return std::make_unique<CellPlacement>(std::move(state), geometry);
+}
+
+std::unique_ptr<Placement> image_placement(std::unique_ptr<MlocImage> image, const geom::Geometry& geometry) {
+  return std::make_unique<ImagePlacement>(std::move(image), geometry);
+}
+
+}  // namespace mmfs::fs
