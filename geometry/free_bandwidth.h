@@ -23,7 +23,7 @@
 // a column another group of the same row would claim in the model's greedy
 // grouping. The background LBNs are appended after the foreground in the
 // batch, so the model groups them with the foreground's passes and the
-// batch's modeled time does not change (tests/unit/test_free_bandwidth.cc
+// batch's modeled time does not change (tests/unit/geometry/test_free_bandwidth.cc
 // checks this against MemsServiceModel).
 //
 // Tips and columns: a square's tip reads one column at a time (MEMS §2.2: "each

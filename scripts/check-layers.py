@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks that every #include "X/..." of the project's own code points down the
 layer order (docs/architecture.md): a library may include itself and the
-libraries below it, never one above. Exits 1 and names each upward include.
+libraries below it, never one above; and that tests/unit/ mirrors the source
+folders. Exits 1 and names each upward include or misplaced test.
 
     scripts/check-layers.py            check the tree
     scripts/check-layers.py --list     print the order and what each may use
@@ -93,9 +94,20 @@ def main(argv):
     # fs/ holds only layer folders (and its meson.build).
     strays = [p.name for p in (ROOT / "fs").iterdir() if p.is_file() and p.suffix in SOURCES]
     problems += [f"fs/{s}: a source file outside the layer folders" for s in strays]
+    # tests/unit/ mirrors the source tree: a test file sits in the folder of
+    # the code it tests (helpers in tests/unit/support/, the main at the top).
+    unit = ROOT / "tests" / "unit"
+    if unit.is_dir():
+        for path in sorted(unit.rglob("test_*.cc")):
+            folder = path.parent.relative_to(unit).as_posix()
+            if folder == "." and path.name == "test_main.cc":
+                continue
+            if folder == "." or library_of(folder) is None or not (ROOT / folder).is_dir():
+                problems.append(f"tests/unit/{path.relative_to(unit).as_posix()}: not in a folder that mirrors "
+                                "a source folder")
     for p in problems:
         print(p)
-    print(f"check-layers: {checked} files, {len(problems)} upward includes" if problems
+    print(f"check-layers: {checked} files, {len(problems)} problems" if problems
           else f"check-layers: {checked} files, every include points down the layer order")
     return 1 if problems else 0
 

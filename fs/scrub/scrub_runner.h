@@ -6,7 +6,7 @@
 //   geom::FreeBandwidthScan picks for it — untouched LBNs of the equivalence
 //   classes the batch's row passes sit at, filling the passes' free slots —
 //   to the same device call. The batch's modeled service time does not
-//   change (geometry/free_bandwidth.h; tests/unit/test_free_bandwidth.cc).
+//   change (geometry/free_bandwidth.h; tests/unit/geometry/test_free_bandwidth.cc).
 //   Foreground reads count as scanned, as in the paper: the read path
 //   verified them. The runner issues no request of its own except, in idle
 //   time, the second read of a suspect and, once the free scan has touched

@@ -2,7 +2,7 @@
 // nominal adjacency, queue parallelism and bandwidth.
 #include <catch2/catch.hpp>
 
-#include "tests/unit/geometry_errors.h"
+#include "tests/unit/support/geometry_errors.h"
 #include <algorithm>
 #include <numeric>
 

@@ -15,7 +15,7 @@
 #include "fs/meta/superblock.h"
 #include "geometry/flash_fit.h"
 #include "geometry/load.h"
-#include "tests/unit/geometry_errors.h"
+#include "tests/unit/support/geometry_errors.h"
 
 using namespace mmfs::geom;
 

@@ -12,8 +12,8 @@
 #include "geometry/free_bandwidth.h"
 #include "geometry/mems_service.h"
 #include "geometry/memstore.h"
-#include "tests/unit/geometry_errors.h"
-#include "tests/unit/mems_test_support.h"
+#include "tests/unit/support/geometry_errors.h"
+#include "tests/unit/support/mems_test_support.h"
 
 using namespace mmfs::geom;
 

@@ -2,8 +2,8 @@
 // model: layout, equivalence classes, boundaries, JSON, batch timing.
 #include <catch2/catch.hpp>
 
-#include "tests/unit/geometry_errors.h"
-#include "tests/unit/mems_test_support.h"
+#include "tests/unit/support/geometry_errors.h"
+#include "tests/unit/support/mems_test_support.h"
 #include <algorithm>
 #include <cmath>
 #include <numeric>

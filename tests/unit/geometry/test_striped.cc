@@ -14,8 +14,8 @@
 #include "geometry/service_time.h"
 #include "geometry/striped.h"
 #include "geometry/zoned_disk.h"
-#include "tests/unit/geometry_errors.h"
-#include "tests/unit/mems_test_support.h"
+#include "tests/unit/support/geometry_errors.h"
+#include "tests/unit/support/mems_test_support.h"
 
 using namespace mmfs::geom;
 using testing::error_of;

@@ -13,7 +13,7 @@
 #include "geometry/zoned_disk.h"
 #include "layouts/atropos.h"
 #include "layouts/quadrangle.h"
-#include "tests/unit/geometry_errors.h"
+#include "tests/unit/support/geometry_errors.h"
 
 using namespace mmfs;
 using namespace mmfs::layouts;

@@ -13,7 +13,7 @@
 #include "layouts/capsule.h"
 #include "layouts/io_plan.h"
 #include "layouts/selection.h"
-#include "tests/unit/mems_test_support.h"
+#include "tests/unit/support/mems_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::layouts;

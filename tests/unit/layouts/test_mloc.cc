@@ -20,7 +20,7 @@
 #include "layouts/curve_order.h"
 #include "layouts/mloc.h"
 #include "layouts/mloc_codec.h"
-#include "mloc_test_support.h"
+#include "tests/unit/support/mloc_test_support.h"
 
 using namespace mmfs::layouts;
 using namespace mmfs::layouts::testing;

@@ -13,7 +13,7 @@
 #include "layouts/mloc.h"
 #include "layouts/mloc_codec.h"
 #include "layouts/mloc_directory.h"
-#include "mloc_test_support.h"
+#include "tests/unit/support/mloc_test_support.h"
 
 using namespace mmfs::layouts;
 using namespace mmfs::layouts::testing;

@@ -14,7 +14,7 @@
 #include "layouts/mloc_select.h"
 #include "layouts/selection.h"
 
-#include "mloc_test_support.h"
+#include "tests/unit/support/mloc_test_support.h"
 
 using namespace mmfs::layouts;
 using namespace mmfs::layouts::testing;

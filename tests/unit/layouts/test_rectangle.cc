@@ -6,8 +6,8 @@
 #include <set>
 
 #include "layouts/rectangle.h"
-#include "tests/unit/geometry_errors.h"
-#include "tests/unit/quadrangle_test_support.h"
+#include "tests/unit/support/geometry_errors.h"
+#include "tests/unit/support/quadrangle_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::layouts;

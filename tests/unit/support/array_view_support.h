@@ -15,8 +15,8 @@
 #include "fs/array/array_file.h"
 #include "fs/array/array_schema.h"
 #include "fs/paths/view_path.h"
-#include "array_test_support.h"
-#include "fs_test_support.h"
+#include "tests/unit/support/array_test_support.h"
+#include "tests/unit/support/fs_test_support.h"
 
 namespace mmfs::fs::testing::arrays {
 

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "array_test_support.h"
+#include "tests/unit/support/array_test_support.h"
 #include "fs/device/fault_device.h"
 #include "fs/volume/fsck.h"
-#include "fs_test_support.h"
+#include "tests/unit/support/fs_test_support.h"
 #include "indexes/values.h"
 
 using namespace mmfs;

@@ -14,10 +14,10 @@
 #include "geometry/flash.h"
 #include "geometry/load.h"
 #include "layouts/io_plan.h"
-#include "tests/unit/geometry_errors.h"
-#include "array_test_support.h"
-#include "array_view_support.h"
-#include "fs_test_support.h"
+#include "tests/unit/support/geometry_errors.h"
+#include "tests/unit/support/array_test_support.h"
+#include "tests/unit/support/array_view_support.h"
+#include "tests/unit/support/fs_test_support.h"
 
 using namespace mmfs;
 

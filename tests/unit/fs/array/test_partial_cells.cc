@@ -21,9 +21,9 @@
 #include "layouts/cell_blocks.h"
 #include "layouts/io_plan.h"
 #include "layouts/layout.h"
-#include "array_test_support.h"
-#include "array_view_support.h"
-#include "fs_test_support.h"
+#include "tests/unit/support/array_test_support.h"
+#include "tests/unit/support/array_view_support.h"
+#include "tests/unit/support/fs_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::layouts;

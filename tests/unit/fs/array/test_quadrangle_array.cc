@@ -12,7 +12,7 @@
 #include "layouts/io_plan.h"
 #include "layouts/layout.h"
 #include "layouts/quadrangle_array.h"
-#include "tests/unit/quadrangle_test_support.h"
+#include "tests/unit/support/quadrangle_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::layouts;

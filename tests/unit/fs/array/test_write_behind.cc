@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "array_test_support.h"
+#include "tests/unit/support/array_test_support.h"
 #include "fs/array/array_file.h"
 #include "fs/device/fault_device.h"
 #include "fs/array/write_behind.h"
-#include "fs_test_support.h"
+#include "tests/unit/support/fs_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;

@@ -16,7 +16,7 @@
 #include "fs/device/sector_io.h"
 #include "fs/volume/volume.h"
 #include "geometry/load.h"
-#include "fs_test_support.h"
+#include "tests/unit/support/fs_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;

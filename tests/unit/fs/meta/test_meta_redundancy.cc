@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "meta_test_support.h"
+#include "tests/unit/support/meta_test_support.h"
 
 using namespace mmfs_test_meta;
 

@@ -24,7 +24,7 @@
 
 using namespace mmfs::fs;
 
-#include "meta_test_support.h"
+#include "tests/unit/support/meta_test_support.h"
 
 using namespace mmfs_test_meta;
 

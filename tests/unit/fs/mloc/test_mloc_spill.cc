@@ -16,7 +16,7 @@
 #include "fs/mloc/mloc_image.h"
 #include "fs/mloc/mloc_spill.h"
 #include "fs/device/sector_io.h"
-#include "fs_test_support.h"
+#include "tests/unit/support/fs_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;

@@ -16,15 +16,15 @@
 #include <thread>
 #include <vector>
 
-#include "array_test_support.h"
+#include "tests/unit/support/array_test_support.h"
 #include "fs/meta/cell_checksums.h"
 #include "fs/file/plain_file.h"
 #include "fs/scrub/scrub.h"
 #include "fs/scrub/scrub_map.h"
 #include "fs/scrub/scrub_runner.h"
-#include "fs_test_support.h"
+#include "tests/unit/support/fs_test_support.h"
 #include "geometry/memstore.h"
-#include "mems_test_support.h"
+#include "tests/unit/support/mems_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;
