@@ -10,6 +10,7 @@
 
 #include "geometry/json_fields.h"
 #include "geometry/service_time.h"
+#include "util/align.h"
 
 namespace mmfs::geom {
 namespace {
@@ -111,9 +112,9 @@ class FlashServiceModel final : public ServiceTimeModel {
   };
   const Flash& g_;
   const FlashParams& p_;
-  // Idle this long, the device pays wake_ms again. On the virtio test
-  // disk a 4 KiB read took 0.056 ms back to back, 0.075–0.10 ms after
-  // 1 ms idle, 0.105 after 5 and 0.21 after 20: most of the cost is there by
+  // Idle this long, the device pays wake_ms again. An idle device
+  // serves its first read slower (docs/measurements.md, "Waking an idle
+  // device"), and most of the cost is there by
   // 10 ms. Shorter waits (a striped member waiting for the slowest) are not
   // sleep.
   static constexpr double kSleepAfterIdleMs = 10.0;
@@ -210,7 +211,7 @@ std::unique_ptr<Flash> Flash::from_json(const nlohmann::json& j) {
   return flash;
 }
 
-std::uint64_t Flash::tracks() const { return (p_.capacity_sectors + p_.track_sectors - 1) / p_.track_sectors; }
+std::uint64_t Flash::tracks() const { return util::div_up(p_.capacity_sectors, p_.track_sectors); }
 
 std::uint64_t Flash::track_of(Lbn lbn) const {
   check_lbn(lbn);

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "geometry/service_time.h"
+#include "util/align.h"
 #include "util/stats.h"
 
 namespace mmfs::geom {
@@ -79,7 +80,7 @@ namespace {
 // model of `params` (where they lie does not change what flash charges).
 double serve_spread(const FlashParams& params, std::uint32_t bytes, std::uint32_t count) {
   FlashParams p = params;
-  const std::uint64_t sectors = std::max<std::uint64_t>(1, (bytes + p.sector_size - 1) / p.sector_size);
+  const std::uint64_t sectors = std::max<std::uint64_t>(1, util::div_up(bytes, p.sector_size));
   const std::uint64_t stride = sectors + 1;
   p.capacity_sectors = std::max<std::uint64_t>(p.capacity_sectors, stride * (std::uint64_t(count) + 1));
   Flash flash(p);

@@ -75,9 +75,9 @@ std::uint32_t half_bandwidth_track(const FlashParams& p);
 // `requests` reads of `bytes` issued together on an idle device, at most
 // `depth` in flight, `seconds` from the first submission to the last
 // completion), the parameters are fitted to the bursts alone, with
-// `wake_ms` the idle device's cost: a view's read is a burst, and on the
-// the virtio test disk a burst of 32 MiB took 1.7-2.3 times what the
-// steady random reads of the same size promised. The steady samples are
+// `wake_ms` the idle device's cost: a view's read is a burst, which a device
+// may serve well below what steady random reads of the same size promise
+// (docs/measurements.md, "Bursts"). The steady samples are
 // still recorded and give the per-depth lines. Throws GeometryError(Invalid)
 // when the samples cannot be fitted (none, or no positive times).
 FlashFit fit_flash(const std::vector<ProbeSample>& samples, std::uint32_t sector_size,

@@ -10,6 +10,8 @@
 #include <limits>
 #include <random>
 
+#include "util/align.h"
+
 namespace mmfs::geom {
 namespace {
 
@@ -131,7 +133,7 @@ std::size_t FreeBandwidthScan::fill(std::size_t b, std::size_t e, std::int64_t p
   const std::uint32_t x0 = std::uint32_t(segs_[b].key & kLow32), x1 = std::uint32_t(segs_[e - 1].key & kLow32);
   std::uint64_t k = 0;
   for (std::size_t s = b; s < e; ++s) k += segs_[s].count;
-  const std::uint64_t passes = (k + p_ - 1) / p_;
+  const std::uint64_t passes = util::div_up(k, p_);
   std::uint64_t free_slots = passes * p_ - k;
 
   // The sled column, as the model places it, and the columns the background
@@ -239,7 +241,7 @@ FreeScanResult simulate_free_scan(const MemsParams& params, std::uint64_t seed, 
   const std::uint64_t at_mark = std::min<std::uint64_t>(cap, std::uint64_t(std::ceil(opt.mark * double(cap))));
   std::vector<std::uint64_t> thresholds(opt.curve_points);
   for (std::uint32_t i = 0; i < opt.curve_points; ++i)
-    thresholds[i] = ((i + 1) * cap + opt.curve_points - 1) / opt.curve_points;
+    thresholds[i] = util::div_up((i + 1) * cap, opt.curve_points);
   res.curve.reserve(opt.curve_points);
 
   const std::uint64_t limit = opt.max_requests ? opt.max_requests : 10000 * cap;

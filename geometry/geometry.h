@@ -27,9 +27,8 @@ const char* to_string(DeviceKind kind);
 // read of a view (its path's lookups, of which A@'s opens the array, the
 // open, the read, the release), the daemon's work on the cells a read brings
 // (checksums, gathering the result out of them) and handing the result to
-// the reader through the kernel into fresh memory. On the virtio test
-// machine the last is 0.74-0.96 ms per MiB, slower than the device's
-// 0.25: a full read is bound by it, not by the device. `mmfs-geom measure`
+// the reader through the kernel into fresh memory. On a fast device the
+// last can bound a full read (docs/measurements.md). `mmfs-geom measure`
 // times them (probes/host_probe.h, probes/read_path_probe.h): the hand-over
 // through a throwaway FUSE mount, the rest by the daemon's own code on a
 // volume in memory; a modeled device has none (the papers' clock).

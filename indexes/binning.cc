@@ -7,6 +7,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "util/align.h"
+
 namespace mmfs::indexes {
 
 namespace {
@@ -325,7 +327,7 @@ void BinningBuilder::add(const std::byte* elements, std::size_t count) {
       // About every stride-th element, at jittered steps: a fixed stride
       // aliases with the array's shape (a stride of 256 on a (..., 256)
       // array samples one plane and skews every edge).
-      const std::uint64_t stride = std::max<std::uint64_t>(1, (total_ + kMaxSample - 1) / kMaxSample);
+      const std::uint64_t stride = std::max<std::uint64_t>(1, util::div_up(total_, kMaxSample));
       if (stride == 1) {
         std::vector<std::uint64_t> keys = keys_of(type_, elements, count, 1, 0);
         keys_.insert(keys_.end(), keys.begin(), keys.end());

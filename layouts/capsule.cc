@@ -6,6 +6,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "util/align.h"
+
 namespace mmfs::layouts {
 namespace {
 
@@ -13,7 +15,7 @@ namespace {
 // when every sector holds the same number of them: the smallest k >= the byte
 // count's sectors that divides n (k = n, one record a sector, always does).
 std::uint32_t blocks_for(std::uint64_t n, std::uint32_t size, std::uint32_t sector) {
-  for (std::uint64_t k = std::max<std::uint64_t>(1, (n * size + sector - 1) / sector); k <= n; ++k)
+  for (std::uint64_t k = std::max<std::uint64_t>(1, util::div_up(n * size, sector)); k <= n; ++k)
     if (n % k == 0 && (n / k) * size <= sector) return std::uint32_t(k);
   return std::uint32_t(n);
 }
@@ -203,7 +205,7 @@ CapsuleLayout::CapsuleLayout(const geom::Geometry& geometry, CellGrid grid, Caps
         "capsule layout: a capsule of {} sectors needs a band of {} tracks; the device has {} (group columns "
         "into wider cells: user.mmfs.cell)",
         part_.capsule_blocks, part_.capsule_blocks, mems_.tracks()));
-  capsules_ = (grid_.grid()[0] + part_.cells_per_capsule - 1) / part_.cells_per_capsule;
+  capsules_ = util::div_up(grid_.grid()[0], part_.cells_per_capsule);
 }
 
 SpaceRequest CapsuleLayout::space() const {

@@ -50,6 +50,7 @@
 #include "geometry/memstore.h"
 #include "geometry/striped.h"
 #include "layouts/layout.h"
+#include "util/align.h"
 
 namespace mmfs::layouts {
 
@@ -141,7 +142,7 @@ class CapsuleLayout final : public Layout {
   // P·T capsules a band (group); also the sectors of one block of a band.
   std::uint64_t capsules_per_band() const { return band_capsules_; }
   std::uint64_t band_sectors() const { return std::uint64_t(part_.capsule_blocks) * band_capsules_; }
-  std::uint64_t bands() const { return (capsules_ + band_capsules_ - 1) / band_capsules_; }
+  std::uint64_t bands() const { return util::div_up(capsules_, band_capsules_); }
   // P: the striped volume's members (1 on one device).
   std::uint32_t members() const { return members_; }
   // Capsules whose blocks lie in two equivalence classes (or more).

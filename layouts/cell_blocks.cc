@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/align.h"
+
 namespace mmfs::layouts {
 
 CellBlocks::CellBlocks(const CellGrid& grid, const Selection& selection, std::uint64_t block_bytes,
@@ -24,7 +26,7 @@ const BlockMask& CellBlocks::of(std::span<const std::uint64_t> cc) {
     if ((f - R.start) % R.step) f += R.step - (f - R.start) % R.step;
     const std::uint64_t stop = std::min(hi, R.stop);
     key_[2 * d] = f - lo;
-    key_[2 * d + 1] = f < stop ? (stop - f + R.step - 1) / R.step : 0;
+    key_[2 * d + 1] = f < stop ? util::div_up(stop - f, R.step) : 0;
     empty = empty || f >= stop;
     // Every element of the cell along d (a cell cut by the array's edge
     // holds padding there, whose blocks a lookup decides).

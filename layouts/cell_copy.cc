@@ -5,6 +5,8 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+
+#include "util/align.h"
 #endif
 
 namespace mmfs::layouts {
@@ -142,7 +144,7 @@ bool SelectionGather::selected_in(std::span<const std::uint64_t> cc, std::size_t
     std::uint64_t stop = std::min(hi, R.stop);
     if (f >= stop) return false;
     first_[d] = f;
-    count_[d] = (stop - f + R.step - 1) / R.step;
+    count_[d] = util::div_up(stop - f, R.step);
   }
   return true;
 }

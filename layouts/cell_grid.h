@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "util/align.h"
+
 namespace mmfs::layouts {
 
 class CellGrid {
@@ -54,7 +56,7 @@ class CellGrid {
   std::uint64_t cell_elements() const { return cell_elements_; }
   std::uint64_t cell_bytes() const { return cell_elements_ * itemsize_; }
   std::uint32_t sectors_per_cell(std::uint32_t sector_size) const {
-    return std::uint32_t((cell_bytes() + sector_size - 1) / sector_size);
+    return std::uint32_t(util::div_up(cell_bytes(), sector_size));
   }
   // C-order linear index of a cell in the grid.
   std::uint64_t linear(std::span<const std::uint64_t> cell) const;

@@ -45,6 +45,7 @@
 //   functions use the exact count (expected_jumps); the printed one is kept as
 //   expected_jumps_paper.
 #include "layouts/cost_model.h"
+#include "util/align.h"
 
 #include <fmt/format.h>
 
@@ -139,7 +140,7 @@ double expected_jumps(double q, double K, double S) {
   const std::uint64_t qq = as_count(q, "q"), kk = as_count(K, "K"), ss = as_count(S, "S");
   if (qq > ss) throw std::invalid_argument(fmt::format("q = {} exceeds S = {}", q, S));
   const std::uint64_t starts = ss - qq + 1;
-  const std::uint64_t most = (qq + kk - 1) / kk;  // ceil(q/K): crossings from a bad start
+  const std::uint64_t most = util::div_up(qq, kk);  // ceil(q/K): crossings from a bad start
   const std::uint64_t loc_k = kk - (qq - 1) % kk;  // good offsets in one cube (ceil(q/K) - 1 crossings)
   const std::uint64_t loc_s = (starts / kk) * loc_k + std::min(loc_k, starts % kk);
   return static_cast<double>(most) - static_cast<double>(loc_s) / static_cast<double>(starts);

@@ -102,10 +102,8 @@ double model_plan(IoPlan& plan, const geom::Geometry& geometry);
 // waves) are worked on once the batch has arrived (batches taken as arriving
 // evenly over the part's device time): the work starts with the first and ends no
 // sooner than the last batch's share after the device is done. A part of one
-// batch adds it all: on the virtio test machine a 16-request box's
-// device time with its cells' work (3.36 ms) was the device model's (1.68)
-// plus that work (1.31), as if its requests arrived together; a slice of 36
-// batches hid all but 2 of its 13 ms of work (27.1 against 24.7). Each part must
+// batch adds it all; a part of many hides most of its work behind the device
+// (docs/measurements.md, "Work hidden behind a part's batches"). Each part must
 // be modeled already. With an empty HostCost: the parts' device times added.
 double modeled_read_ms(std::span<const IoPlan> parts, const geom::HostCost& host);
 

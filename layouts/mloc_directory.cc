@@ -5,6 +5,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "util/align.h"
+#include "util/coding.h"
+
 namespace mmfs::layouts {
 
 namespace {
@@ -13,7 +16,7 @@ constexpr char kMagic[8] = {'M', 'M', 'F', 'S', 'M', 'L', 'C', '1'};
 
 template <class T>
 void put(std::string& s, T v) {
-  s.append(reinterpret_cast<const char*>(&v), sizeof v);
+  util::append_le(s, v);
 }
 
 struct Reader {
@@ -22,12 +25,11 @@ struct Reader {
   bool ok = true;
   template <class T>
   T get() {
-    T v{};
-    if (s.size() - at < sizeof v) {
+    if (s.size() - at < sizeof(T)) {
       ok = false;
-      return v;
+      return T{};
     }
-    std::memcpy(&v, s.data() + at, sizeof v);
+    const T v = util::get_le<T>(s.data() + at);
     at += sizeof v;
     return v;
   }
@@ -39,10 +41,10 @@ void MlocDirectory::locate(std::uint32_t sector_size) { locate(sector_size, enco
 
 void MlocDirectory::locate(std::uint32_t sector_size, std::uint64_t header) {
   header_bytes = header;
-  positions_start = (header_bytes + sector_size - 1) / sector_size * sector_size;
+  positions_start = util::align_up(header_bytes, sector_size);
   std::uint64_t at = positions_start;
   auto blocks_of = [&at](const auto& entries, std::vector<std::uint64_t>* blocks) {
-    blocks->assign((entries.size() + kOffsetBlock - 1) / kOffsetBlock, 0);
+    blocks->assign(util::div_up(entries.size(), kOffsetBlock), 0);
     for (std::size_t i = 0; i < entries.size(); ++i) {
       if (i % kOffsetBlock == 0) (*blocks)[i / kOffsetBlock] = at;
       at += entries[i].stored;
@@ -348,7 +350,7 @@ bool MlocCatalog::read_tables(std::uint64_t positions_start, std::uint64_t heade
   run_start_.assign((bins_first_ ? g.bins() : C) + 1, 0);
   std::vector<std::uint32_t> chunk_of_slot;
   if (!bins_first_) chunk_of_slot.reserve(P);
-  position_blocks_.resize((P + kOffsetBlock - 1) / kOffsetBlock);
+  position_blocks_.resize(util::div_up(P, kOffsetBlock));
   std::uint64_t at = positions_start, s = 0;
   for (std::uint64_t w = 0; w < bits_.size(); ++w)
     for (std::uint64_t word = bits_[w]; word != 0; word &= word - 1, ++s) {
@@ -381,7 +383,7 @@ bool MlocCatalog::read_tables(std::uint64_t positions_start, std::uint64_t heade
   }
 
   // The unit entries, in unit order: each no larger than its elements' raw bytes.
-  unit_blocks_.resize((P * groups_ + kOffsetBlock - 1) / kOffsetBlock);
+  unit_blocks_.resize(util::div_up(P * groups_, kOffsetBlock));
   group_stored_.assign(groups_, 0);
   std::uint64_t i = 0;
   bool fits = true;
@@ -451,7 +453,7 @@ std::optional<MlocCatalog> MlocCatalog::decode(std::string_view bytes, std::uint
     auto v2 = std::make_shared<const std::string>(d->encode());
     return from_v2(*v2, v2, d->positions_start, d->header_bytes);
   }
-  return from_v2(bytes, std::move(keep), (bytes.size() + sector_size - 1) / sector_size * sector_size, bytes.size());
+  return from_v2(bytes, std::move(keep), util::align_up(bytes.size(), sector_size), bytes.size());
 }
 
 MlocCatalog MlocCatalog::of(const MlocDirectory& d) {

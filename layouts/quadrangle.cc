@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "util/align.h"
+
 namespace mmfs::layouts {
 
 QuadrangleLayout::QuadrangleLayout(const AtroposVolume& volume, CellGrid grid, std::vector<std::uint64_t> depth_cube)
@@ -72,7 +74,7 @@ void QuadrangleLayout::check_depth_cube(const std::vector<std::uint64_t>& k) con
 }
 
 StripeRequest QuadrangleLayout::space() const {
-  return {(cubes_ + cubes_per_stripe_ - 1) / cubes_per_stripe_, volume_.stripe_blocks()};
+  return {util::div_up(cubes_, cubes_per_stripe_), volume_.stripe_blocks()};
 }
 
 void QuadrangleLayout::place(std::vector<VlbnRange> extents) {

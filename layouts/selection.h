@@ -7,12 +7,14 @@
 #include <span>
 #include <vector>
 
+#include "util/align.h"
+
 namespace mmfs::layouts {
 
 struct DimRange {
   std::uint64_t start = 0, stop = 0, step = 1;  // elements; stop exclusive
   bool fixed = false;                           // a single index: the dimension is dropped from the result
-  std::uint64_t count() const { return stop > start ? (stop - start + step - 1) / step : 0; }
+  std::uint64_t count() const { return stop > start ? util::div_up(stop - start, step) : 0; }
 };
 
 class Selection {

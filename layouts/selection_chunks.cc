@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "util/align.h"
+
 namespace mmfs::layouts {
 
 SelectionChunks::SelectionChunks(const Selection& selection, const CellGrid& grid, std::uint64_t budget)
@@ -31,10 +33,10 @@ SelectionChunks::SelectionChunks(const Selection& selection, const CellGrid& gri
   const std::uint64_t n = r.count();
   rows_ = std::max<std::uint64_t>(1, budget / inner_);
   // Whole cells along that dimension, so neighbouring chunks do not read the same cells.
-  const std::uint64_t per_cell = (grid.cell()[result_dims_[k_]] + r.step - 1) / r.step;
+  const std::uint64_t per_cell = util::div_up(grid.cell()[result_dims_[k_]], r.step);
   if (rows_ > per_cell) rows_ -= rows_ % per_cell;
   rows_ = std::min(rows_, n);
-  chunks_k_ = (n + rows_ - 1) / rows_;
+  chunks_k_ = util::div_up(n, rows_);
   std::uint64_t prefix = 1;
   for (std::size_t j = 0; j < k_; ++j) prefix *= dims[result_dims_[j]].count();
   chunks_ = prefix * chunks_k_;

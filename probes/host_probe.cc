@@ -17,6 +17,7 @@
 #include "daemon/read_path_settings.h"
 #include "probes/read_path_client.h"
 #include "probes/throwaway_mount.h"
+#include "util/stats.h"
 
 namespace mmfs::probes {
 namespace {
@@ -136,13 +137,6 @@ void probe_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_fil
 
 void probe_release(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -202,9 +196,9 @@ int probe_host(const HostProbeOptions& opt, HostProbeResult* out, std::string* m
     }
   }
   out->stream_bytes = fs.stream_bytes;
-  out->cost.request_ms = median(out->cold_read_ms);
+  out->cost.request_ms = util::median(out->cold_read_ms);
   const double mib = double(fs.stream_bytes) / double(1 << 20);
-  out->cost.ms_per_mib = std::max(0.0, median(out->stream_ms) - out->cost.request_ms) / mib;
+  out->cost.ms_per_mib = std::max(0.0, util::median(out->stream_ms) - out->cost.request_ms) / mib;
   out->seconds = ms_since(t_start) / 1e3;
   if (opt.verbose)
     fmt::print(stderr, "  host: a cold read through FUSE {:.3f} ms, a result handed over at {:.3f} ms per MiB\n",

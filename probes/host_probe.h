@@ -11,11 +11,10 @@
 //   * cold reads of a tiny file three directories deep, as a view is
 //     (A@/box/SEL): the lookups, the open, one read, the close; each on a
 //     fresh mount after an idle gap, as a cold view (a mount's first
-//     requests cost more than its later ones, 0.2-0.5 ms against 0.1 here);
+//     requests cost more than its later ones);
 //   * reads of a large file in 8 MiB calls: handing a result to a reader,
-//     which on the virtio test machine costs 0.42 ms per MiB into
-//     memory the reader has touched and 0.74-0.96 into fresh memory, more
-//     than its disk (0.25-0.27 ms per MiB): a full read is bound by it.
+//     which can cost more per MiB than a fast disk (docs/measurements.md,
+//     "Handing a result to the reader").
 // Reads land in a buffer mapped for each, as a reader that makes an array of
 // the result has.
 //

@@ -22,6 +22,7 @@
 #include "geometry/load.h"
 #include "layouts/default_layout.h"
 #include "probes/throwaway_mount.h"
+#include "util/stats.h"
 
 namespace mmfs::probes {
 namespace {
@@ -42,13 +43,6 @@ constexpr std::size_t kEvictBytes = 320ull << 20;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // The in-memory device, shared by every mount of the probe, with the time
@@ -283,10 +277,10 @@ int probe_read_path(const nlohmann::json& geometry, const ReadPathProbeOptions& 
     *message = fmt::format("the read-path probe failed: {}", e.what());
     return EIO;
   }
-  const double point = median(out->point_ms);
-  out->cold_view_ms = median(out->view_ms);
-  fit(median(out->cube_ms) - point, double(out->cube_read - std::min(out->cube_read, out->point_read)) / kMiB,
-      double(out->cube_useful - std::min(out->cube_useful, out->point_useful)) / kMiB, median(out->beam_ms) - point,
+  const double point = util::median(out->point_ms);
+  out->cold_view_ms = util::median(out->view_ms);
+  fit(util::median(out->cube_ms) - point, double(out->cube_read - std::min(out->cube_read, out->point_read)) / kMiB,
+      double(out->cube_useful - std::min(out->cube_useful, out->point_useful)) / kMiB, util::median(out->beam_ms) - point,
       double(out->beam_read - std::min(out->beam_read, out->point_read)) / kMiB,
       double(out->beam_useful - std::min(out->beam_useful, out->point_useful)) / kMiB, &out->verify_ms_per_mib,
       &out->gather_ms_per_mib);

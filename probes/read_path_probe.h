@@ -15,11 +15,8 @@
 //     device's copies are timed and left out: a real device's bytes arrive
 //     by DMA.
 //
-// Measured on the virtio test machine, the cold point view took
-// 0.91 ms against 0.53 modeled with the throwaway filesystem of host_probe.h
-// alone (its lookups are cheaper than the daemon's, and the array's open and
-// the read's own work were missing), and a 102x102x26 box spent 0.8 ms
-// gathering 2 MiB out of 392 cells while the model counted none.
+// Without it the model missed the array's open and the read's own work
+// (docs/measurements.md, "The daemon's own work on a cold view").
 //
 // Why it is separate from the host probe: it runs the daemon's own code (its
 // Filesystem and FUSE operations, ArrayFile) and so links the daemon's core.

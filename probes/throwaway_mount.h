@@ -49,8 +49,8 @@ class ThrowawayMount {
 // mapped for this read, in calls of 8 MiB, then closes it: the milliseconds,
 // or -1 with errno set. A fresh buffer, as a reader that makes an array of
 // the result (numpy) has: its pages are first touched by the kernel's copy,
-// which costs as much again as the copy (a 2 MiB view on the virtio machine
-// of docs/geometry-format.md: 1 ms more than into touched memory).
+// which costs as much again as the copy (docs/measurements.md, "Fresh
+// memory").
 double timed_fresh_read(const std::string& path, std::uint64_t expect);
 
 }  // namespace mmfs::probes

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "fs/array/array_file.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 
@@ -152,7 +153,7 @@ void ArrayFile::note_write_locked(std::uint64_t offset, const std::byte* data, s
   if (!index_ || length == 0) return;
   const std::uint64_t is = grid_locked().itemsize();
   const std::uint64_t end = offset + length;
-  std::uint64_t first = (offset + is - 1) / is;  // first element wholly written
+  std::uint64_t first = util::div_up(offset, is);  // first element wholly written
   const std::uint64_t last = end / is;           // one past the last wholly written
   if (offset % is) partial_rows_.push_back(offset / is);
   if (end % is && (end / is != offset / is || offset % is == 0)) partial_rows_.push_back(end / is);

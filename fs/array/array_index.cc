@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fs/meta/meta_codec.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 
@@ -59,7 +60,7 @@ ArrayIndex::ArrayIndex(const Env& env, Ino ino) : env_(env), ino_(ino) {}
 int ArrayIndex::write_blob(const Env& env, const std::string& bytes, std::vector<Extent>* extents,
                            std::string* message) {
   const std::uint32_t ss = env.io.sector_size();
-  const std::uint64_t sectors = std::max<std::uint64_t>(1, (bytes.size() + ss - 1) / ss);
+  const std::uint64_t sectors = std::max<std::uint64_t>(1, util::div_up(bytes.size(), ss));
   int r;
   if (sectors * ss <= kSmallObjectBytes) {
     r = env.allocator.allocate_small(sectors, extents);
@@ -213,7 +214,7 @@ std::uint64_t ArrayIndex::device_bytes() const {
 int ArrayIndex::read_blob(const std::vector<Extent>& extents, std::uint64_t offset, std::uint64_t length,
                           std::vector<std::byte>* out, IndexCost* cost) const {
   const std::uint32_t ss = env_.io.sector_size();
-  const std::uint64_t first = offset / ss, last = (offset + length + ss - 1) / ss;
+  const std::uint64_t first = offset / ss, last = util::div_up(offset + length, ss);
   AlignedBuffer buf(std::max<std::uint64_t>(1, last - first) * ss, AlignedBuffer::ForIo{});
   std::vector<SectorRun> runs;
   std::uint64_t at = 0;
@@ -349,7 +350,7 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
       if (plan.bitmaps[j - 1] < dir.size()) {
         const std::uint64_t begin = dir.offset(plan.bitmaps[i]);
         const std::uint64_t end = dir.offset(plan.bitmaps[j - 1]) + dir.length(plan.bitmaps[j - 1]);
-        for (const Piece& p : object_pieces(object_extents_, begin / ss, (end + ss - 1) / ss - begin / ss))
+        for (const Piece& p : object_pieces(object_extents_, begin / ss, util::div_up(end, ss) - begin / ss))
           cost->trace.push_back({p.lbn, std::uint32_t(p.sectors)});
       }
       i = j;

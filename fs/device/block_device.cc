@@ -25,6 +25,7 @@
 #include "fs/util/buffer_pool.h"
 #include "fs/device/file_device.h"
 #include "fs/device/nbd_device.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 
@@ -67,7 +68,7 @@ AlignedBuffer::AlignedBuffer(std::size_t size) : AlignedBuffer(size, Uninitializ
   // The tail up to the alignment is never exposed, but cleared all the same
   // (a pool buffer may hold an earlier user's bytes; past that tail, no one
   // reads them).
-  std::memset(data_, 0, (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
+  std::memset(data_, 0, util::align_up(size, kBufferAlignment));
 }
 
 AlignedBuffer::AlignedBuffer(std::size_t size, Uninitialized) : size_(size) {
@@ -91,7 +92,7 @@ void AlignedBuffer::allocate(bool pooled) {
     return;
   }
   // aligned_alloc wants a multiple of the alignment; the tail is never exposed.
-  const std::size_t alloc = (size_ + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  const std::size_t alloc = util::align_up(size_, kBufferAlignment);
   data_ = static_cast<std::byte*>(std::aligned_alloc(kBufferAlignment, alloc));
   if (data_ == nullptr) throw std::bad_alloc();
 }

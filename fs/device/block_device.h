@@ -95,10 +95,9 @@ class AlignedBuffer {
   AlignedBuffer(std::size_t size, Uninitialized);
   // A short-lived buffer the device reads into or writes from, of any size:
   // from the pool (at least one 2 MiB granule of huge pages), not zero-filled.
-  // DMA costs per page: on a virtio disk, batches of O_DIRECT reads of 256 KiB
-  // and 1 MiB into 4 KiB pages took 2.7-3.1x as long as into huge pages, of 16
-  // KiB 1.3x (bench/micro/bench_device_buffers.cc; docs/daemon.md, "I/O
-  // buffers"). Not for buffers kept for long or held by the thousand (caches,
+  // DMA costs per page, so reads into huge pages are faster
+  // (docs/measurements.md, "Buffers in pages or huge pages"; docs/daemon.md,
+  // "I/O buffers"). Not for buffers kept for long or held by the thousand (caches,
   // catalogs, an array's write-back staging, a merge's windows): each holds a
   // whole granule. One page or less is allocated as an Uninitialized buffer:
   // a single page is a single segment anyway.

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "fs/device/block_device.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 
@@ -61,7 +62,7 @@ std::vector<Extent> data_extents(int fd, std::uint64_t size, std::uint64_t align
     if (data < 0) break;
     off_t hole = ::lseek(fd, data, SEEK_HOLE);
     if (hole < 0) hole = off_t(size);
-    const std::uint64_t lo = (std::uint64_t(data) + align - 1) / align * align;
+    const std::uint64_t lo = util::align_up(std::uint64_t(data), align);
     const std::uint64_t hi = std::uint64_t(hole) / align * align;
     if (hi > lo) out.push_back({lo, hi - lo});
     pos = hole;

@@ -32,9 +32,9 @@ struct ProbeOptions {
   bool verbose = false;  // progress lines on stderr
   // Single reads of the smallest size, each after the device has been idle
   // this long: what waking it costs (wake_ms of the fitted geometry). A cold
-  // view comes after a long idleness: on the virtio test disk a 64 KiB
-  // read took 0.22 ms after 50 ms of it, 0.31 after 300 ms and after 1 s
-  // (0.06 back to back). At most a twentieth of the budget (at least 3 reads).
+  // view comes after a long idleness, and an idle device serves its first
+  // read several times slower (docs/measurements.md, "Waking an idle
+  // device"). At most a twentieth of the budget (at least 3 reads).
   std::uint32_t idle_reads = 15;
   double idle_gap_ms = 250;
   // Bursts, as a cold view's read is: `requests` reads of one size issued

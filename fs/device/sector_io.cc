@@ -5,6 +5,8 @@
 #include <chrono>
 #include <exception>
 
+#include "util/align.h"
+
 namespace mmfs::fs {
 
 namespace {
@@ -141,7 +143,7 @@ int SectorIo::submit(std::span<const SectorRun> runs, IoRequest::Op op, bool for
     pieces_left.resize(runs.size());
     const std::uint64_t max_sectors = kMaxRequestBytes / sector_size_;
     for (std::size_t k = 0; k < runs.size(); ++k)
-      pieces_left[k] = std::uint32_t((runs[k].sectors + max_sectors - 1) / max_sectors);
+      pieces_left[k] = std::uint32_t(util::div_up(runs[k].sectors, max_sectors));
     request_done = [&](std::size_t i) {
       const std::size_t k = run_of[i];
       if (--pieces_left[k] == 0) (*run_done)(k);

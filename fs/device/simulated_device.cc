@@ -3,6 +3,8 @@
 #include <thread>
 #include <vector>
 
+#include "util/align.h"
+
 namespace mmfs::fs {
 
 SimulatedDevice::SimulatedDevice(std::unique_ptr<BlockDevice> base, const geom::Geometry& geometry)
@@ -18,7 +20,7 @@ int SimulatedDevice::submit(std::span<IoRequest> batch) {
   requests.reserve(batch.size());
   for (const IoRequest& r : batch) {
     geom::Lbn first = r.offset / ss;
-    geom::Lbn last = (r.offset + r.length + ss - 1) / ss;
+    geom::Lbn last = util::div_up(r.offset + r.length, ss);
     if (r.length == 0 || last > geometry_.capacity_sectors()) continue;  // the base device rejects or serves it
     requests.push_back({first, std::uint32_t(last - first)});
   }

@@ -17,6 +17,7 @@
 #include "indexes/scan.h"
 #include "indexes/values.h"
 #include "layouts/cell_copy.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 
@@ -116,7 +117,7 @@ std::vector<MlocImage::Slab> MlocImage::slabs_of(const std::vector<std::uint64_t
   const auto& S = g.shape();
   const std::uint64_t c0_rows = g.chunk()[0];
   const std::uint64_t per_row = g.elements() / std::max<std::uint64_t>(1, S[0]);
-  std::vector<Slab> slabs((S[0] + c0_rows - 1) / c0_rows);
+  std::vector<Slab> slabs(util::div_up(S[0], c0_rows));
   for (std::size_t i = 0; i < slabs.size(); ++i) {
     slabs[i].first_row = i * c0_rows * per_row;
     slabs[i].end_row = std::min<std::uint64_t>((i + 1) * c0_rows, S[0]) * per_row;
@@ -432,7 +433,7 @@ int MlocImage::settle_undecided(const indexes::KeySet& keys, const std::vector<U
   const std::uint32_t G = std::uint32_t(g.groups().size());
   const BrickRows brick_rows(g);
   const auto type = indexes::ValueType(dir_->header().value_type);
-  const std::size_t batches = (open.size() + kChunksPerBatch - 1) / kChunksPerBatch;
+  const std::size_t batches = util::div_up(open.size(), kChunksPerBatch);
   auto pieces_of = [&](std::size_t i, std::vector<Piece>* pieces, std::vector<std::size_t>* first) {
     for (std::size_t j = i * kChunksPerBatch; j < std::min(open.size(), (i + 1) * kChunksPerBatch); ++j) {
       first->push_back(pieces->size());

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <queue>
 
+#include "util/align.h"
+
 namespace mmfs::fs {
 
 namespace {
@@ -58,7 +60,7 @@ int MlocSpill::add_run(std::vector<Piece>& pieces, std::string* message) {
     run.bytes += p.bytes.size();
   }
   const std::uint64_t ss = io_.sector_size();
-  const std::uint64_t sectors = (run.bytes + ss - 1) / ss;
+  const std::uint64_t sectors = util::div_up(run.bytes, ss);
   if (sectors != 0 && allocator_.allocate({layouts::SpaceShape::Runs, sectors}, &run.extents) != 0) {
     // No room for it on the device: this run stays in memory.
     run.extents.clear();
@@ -73,7 +75,7 @@ int MlocSpill::add_run(std::vector<Piece>& pieces, std::string* message) {
   std::uint64_t written = 0, filled = 0;
   auto flush = [&]() -> int {
     if (filled == 0) return 0;
-    const std::uint64_t bytes = (filled + ss - 1) / ss * ss;
+    const std::uint64_t bytes = util::align_up(filled, ss);
     std::memset(window.data() + filled, 0, bytes - filled);
     const int r = io_.write(runs_of(run.extents, ss, written, bytes, window.data()));
     written += bytes;
@@ -108,7 +110,7 @@ int MlocSpill::hold_all(std::string* message) {
   const std::uint64_t ss = io_.sector_size();
   for (Run& run : runs_) {
     if (run.extents.empty()) continue;
-    const std::uint64_t bytes = (run.bytes + ss - 1) / ss * ss;
+    const std::uint64_t bytes = util::align_up(run.bytes, ss);
     AlignedBuffer all(std::max<std::uint64_t>(bytes, ss), AlignedBuffer::ForIo{});
     if (int r = read_run(run, 0, bytes, all.data())) {
       *message = "reading the mloc image's pieces back from temporary sectors failed";
@@ -147,9 +149,9 @@ int MlocSpill::merge(const std::function<int(std::span<const std::byte>)>& emit,
       if (c.at < c.window_start || c.at + size > c.window_start + c.window_bytes) {
         // The window moves on to this piece: from its sector, at least read_window.
         const std::uint64_t start = c.at / ss * ss;
-        const std::uint64_t run_end = (run.bytes + ss - 1) / ss * ss;
+        const std::uint64_t run_end = util::align_up(run.bytes, ss);
         const std::uint64_t want =
-            std::min(run_end - start, std::max(read_window, (c.at + size - start + ss - 1) / ss * ss));
+            std::min(run_end - start, std::max(read_window, util::align_up(c.at + size - start, ss)));
         // Heap memory, not ForIo: with thousands of runs a granule per window
         // would break the merge's memory bound (kMergeBytes).
         if (c.window.size() < want) c.window = AlignedBuffer(want, AlignedBuffer::Uninitialized{});

@@ -1,14 +1,11 @@
 // Large I/O buffers kept mapped between uses.
 //
-// A view read puts its cells in a buffer of megabytes (28 MiB for a slice of
-// the 2 GiB test array) and gathers the view into another. Mapped afresh for
-// every read, each buffer's pages are faulted in and zeroed by the kernel
-// while io_uring pins them for O_DIRECT: 4-5 ms of a 38 ms slice on a fresh
-// mount. On a virtual machine whose guest reports free memory to its host
-// (virtio-balloon free page reporting), freed huge pages are handed back to
-// the host within seconds, and touching them again costs a host fault per
-// page as well: a long-running mount read each new slice in 90-125 ms, 83 %
-// of the daemon's time in clear_page, against 38 ms on a fresh mount.
+// A view read puts its cells in a buffer of megabytes and gathers the view
+// into another. Mapped afresh for every read, each buffer's pages are
+// faulted in and zeroed by the kernel while io_uring pins them for O_DIRECT;
+// on a virtual machine that hands freed memory back to its host, touching
+// them again also costs a host fault per page (docs/measurements.md,
+// "Buffers in pages or huge pages").
 //
 // The pool keeps buffers of 2 MiB multiples (transparent huge pages)
 // mapped and touched after use, up to a limit of idle bytes. Idle memory is a
