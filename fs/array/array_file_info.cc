@@ -41,6 +41,7 @@ nlohmann::json ArrayFile::info() const {
   const CellGrid& g = grid_locked();
   nlohmann::json j;
   j["shape"] = g.shape();
+  j["dims"] = dim_names(schema_);
   j["dtype"] = schema_.dtype.name;
   j["itemsize"] = g.itemsize();
   j["layout"] = schema_.layout;

@@ -43,7 +43,7 @@ constexpr std::array<string_view, 7> kLayouts{"naive",    "zorder",  "hilbert", 
 constexpr std::array<string_view, 7> kIndexes{"none", "e1", "bn", "range", "interval", "re", "ie"};
 
 // Position in schema_attr_names(); the switch statements below rely on it.
-enum class Field { shape, dtype, layout, order, cell, basic_cube, priority, chunk, compress, index, bins };
+enum class Field { shape, dtype, layout, order, cell, basic_cube, priority, chunk, compress, index, bins, dims };
 
 std::optional<Field> field_of(string_view name) {
   const auto& names = schema_attr_names();
@@ -194,6 +194,7 @@ string_view what_of(Field f) {
     case Field::compress: return "a compression";
     case Field::index: return "an index";
     case Field::bins: return "a binning";
+    case Field::dims: return "a list of dimension names";
   }
   return "";
 }
@@ -225,6 +226,9 @@ std::string accepted_of(Field f, std::size_t rank) {
     case Field::bins:
       return "exact, N (N >= 1 equal-frequency bins), precision:D (D 1 to 17 significant digits) or "
              "edges:a,b,... (strictly ascending finite numbers)";
+    case Field::dims:
+      return "one name per dimension separated by commas, each a letter or '_' then letters, digits or '_' "
+             "(at most 64 characters), no two alike (e.g. time,lat,lon)";
   }
   return "";
 }
@@ -267,6 +271,39 @@ std::vector<std::uint64_t> dims_of(const ArraySchema& s, Field f) {
   }
 }
 
+// A dimension name: an identifier, as xarray, netCDF and Zarr readers take it.
+bool is_dim_name(string_view n) {
+  auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  if (n.empty() || n.size() > 64 || !letter(n.front())) return false;
+  return std::all_of(n.begin(), n.end(), [&](char c) { return letter(c) || (c >= '0' && c <= '9'); });
+}
+
+bool dim_names_ok(const std::vector<std::string>& names) {
+  if (names.empty() || names.size() > kMaxRank) return false;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!is_dim_name(names[i])) return false;
+    for (std::size_t j = 0; j < i; ++j)
+      if (names[j] == names[i]) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> split_names(string_view text) {
+  std::vector<std::string> out;
+  for (;;) {
+    auto comma = text.find(',');
+    out.emplace_back(text.substr(0, comma));
+    if (comma == string_view::npos) return out;
+    text.remove_prefix(comma + 1);
+  }
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
 std::string dtype_names() {
   std::string out;
   for (const auto& e : kDtypes) out += fmt::format("{}{}", out.empty() ? "" : " ", e.name);
@@ -289,6 +326,12 @@ SchemaResult parse_field(ArraySchema& s, Field f, string_view value) {
       case Field::basic_cube: s.basic_cube = std::move(v); break;
       default: s.chunk = std::move(v); break;
     }
+    return {};
+  }
+  if (f == Field::dims) {
+    std::vector<std::string> names = split_names(value);
+    if (!dim_names_ok(names)) return malformed(f, value, s.shape.size());
+    s.dims = std::move(names);
     return {};
   }
   if (f == Field::dtype) {
@@ -332,6 +375,20 @@ SchemaResult check_cross(const ArraySchema& s, std::optional<Field> focus) {
     }
   }
 
+  if (ref && !s.dims.empty()) {
+    auto rv = dims_of(s, *ref);
+    if (rv.size() != s.dims.size()) {
+      if (focus == Field::dims)
+        return fail(EINVAL, fmt::format("{}: '{}' names {} dimension{} but {} '{}' has {}", attr(Field::dims),
+                                        join_names(s.dims), s.dims.size(), s.dims.size() == 1 ? "" : "s",
+                                        attr(*ref), join(rv), rv.size()));
+      return fail(EINVAL, fmt::format("{}: '{}' has {} dimension{} but {} '{}' names {} (change or remove {} "
+                                      "first)",
+                                      attr(*ref), join(rv), rv.size(), rv.size() == 1 ? "" : "s",
+                                      attr(Field::dims), join_names(s.dims), s.dims.size(), attr(Field::dims)));
+    }
+  }
+
   if (s.shape.empty()) return {};
   for (auto f : {Field::cell, Field::chunk}) {
     auto v = dims_of(s, f);
@@ -372,6 +429,17 @@ SchemaResult unknown_name(string_view name) {
 
 // Reads one JSON field into `s` (canonicalized); false if it has the wrong type.
 bool decode_field(ArraySchema& s, Field f, const nlohmann::json& v) {
+  if (f == Field::dims) {
+    if (!v.is_array()) return false;
+    std::vector<std::string> names;
+    for (const auto& x : v) {
+      if (!x.is_string()) return false;
+      names.push_back(x.get<std::string>());
+    }
+    if (!dim_names_ok(names)) return false;
+    s.dims = std::move(names);
+    return true;
+  }
   if (is_dims_field(f)) {
     if (!v.is_array()) return false;
     std::vector<std::uint64_t> dims;
@@ -421,7 +489,7 @@ std::optional<Dtype> parse_dtype(string_view text) {
 const std::vector<std::string>& schema_attr_names() {
   static const std::vector<std::string> names{"shape",    "dtype",      "layout", "order",
                                               "cell",     "basic_cube", "priority", "chunk",
-                                              "compress", "index",      "bins"};
+                                              "compress", "index",      "bins",   "dims"};
   return names;
 }
 
@@ -461,6 +529,7 @@ SchemaResult reset_schema_attr(ArraySchema& schema, string_view name) {
     case Field::compress: candidate.compress = defaults.compress; break;
     case Field::index: candidate.index = defaults.index; break;
     case Field::bins: candidate.bins.clear(); break;
+    case Field::dims: candidate.dims.clear(); break;
     case Field::shape: break;
   }
   if (auto r = check_cross(candidate, f)) return r;
@@ -483,6 +552,7 @@ SchemaResult validate_schema(const ArraySchema& s) {
   if (!canonical_compress(s.compress)) return malformed(Field::compress, s.compress);
   if (!canonical_index(s.index)) return malformed(Field::index, s.index);
   if (!s.bins.empty() && !canonical_bins(s.bins)) return malformed(Field::bins, s.bins);
+  if (!s.dims.empty() && !dim_names_ok(s.dims)) return malformed(Field::dims, join_names(s.dims));
   if (const auto& t = s.table_part) {
     if (s.layout != "capsule" || s.shape.size() != 1 || t->table == 0 || t->cells_per_capsule == 0 ||
         std::uint64_t(t->first_block) + t->cells_per_capsule > t->capsule_blocks)
@@ -490,6 +560,13 @@ SchemaResult validate_schema(const ArraySchema& s) {
                           "the capsule");
   }
   return check_cross(s, std::nullopt);
+}
+
+std::vector<std::string> dim_names(const ArraySchema& s) {
+  if (!s.dims.empty()) return s.dims;
+  std::vector<std::string> names;
+  for (std::size_t d = 0; d < s.shape.size(); ++d) names.push_back("dim_" + std::to_string(d));
+  return names;
 }
 
 std::uint64_t array_bytes(const ArraySchema& s) {
@@ -521,6 +598,7 @@ std::string schema_attr_text(const ArraySchema& s, string_view name) {
     case Field::bins:
       if (!s.bins.empty()) return s.bins;
       return s.dtype.kind == 'f' ? "100" : "exact";
+    case Field::dims: return join_names(dim_names(s));
   }
   return "";
 }
@@ -538,6 +616,8 @@ std::string encode_schema(const ArraySchema& s) {
                        {"first_block", t->first_block},
                        {"cells_per_capsule", t->cells_per_capsule}};
   if (s.checksum_block != 0) j["checksum_block"] = s.checksum_block;
+  // Only when set: a record without it reads as before, in older releases too.
+  if (!s.dims.empty()) j["dims"] = s.dims;
   // replace: a hand-built schema with stray bytes must not make encoding throw.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -59,6 +59,7 @@ struct ArraySchema {
   std::string compress = "none";          // "none", "zstd" or "zstd:LEVEL" (LEVEL 1..22, no leading zeros)
   std::string index = "none";             // none e1 bn range interval re ie
   std::string bins;                       // empty: default ("exact" for integer dtypes, "100" for floats)
+  std::vector<std::string> dims;          // dimension names; empty: dim_0, dim_1, ... (no effect on placement)
   std::optional<TablePart> table_part;    // an attribute of a table in capsules (layout capsule, 1-D)
   // Not an attribute: the bytes of a cell each data checksum covers (a
   // multiple of the sector size), set when the array is placed
@@ -93,6 +94,8 @@ SchemaResult reset_schema_attr(ArraySchema& schema, std::string_view name);
 // Whole-schema checks (each field as set_schema_attr would accept it, and the
 // same cross-field rules) — used after decoding.
 SchemaResult validate_schema(const ArraySchema& schema);
+// The dimension names: user.mmfs.dims, or dim_0, dim_1, ... (none without a shape).
+std::vector<std::string> dim_names(const ArraySchema& s);
 // prod(shape) * itemsize (0 for an empty shape). REQUIRES validate_schema ok.
 std::uint64_t array_bytes(const ArraySchema& schema);
 

@@ -74,7 +74,7 @@ TEST_CASE("parse_dtype: refused spellings", "[array_schema]") {
 
 TEST_CASE("schema attribute and layout names", "[array_schema]") {
   const std::vector<std::string> names{"shape", "dtype",    "layout", "order", "cell", "basic_cube",
-                                       "priority", "chunk", "compress", "index", "bins"};
+                                       "priority", "chunk", "compress", "index", "bins",  "dims"};
   CHECK(schema_attr_names() == names);
   for (const auto& n : names) CHECK(is_schema_attr(n));
   for (const char* n : {"", "Shape", "user.mmfs.shape", "shape ", "foo", "basic-cube"}) CHECK_FALSE(is_schema_attr(n));
@@ -548,4 +548,52 @@ TEST_CASE("decode never throws on garbage", "[array_schema]") {
   }
   // Some mutations (a digit changed) stay valid: the accepting path was exercised too.
   CHECK(accepted > 0);
+}
+
+TEST_CASE("dims: one name per dimension, checked against the rank whichever is set first", "[array_schema]") {
+  ArraySchema s;
+  CHECK(schema_attr_text(s, "dims") == "");  // no shape: no names
+  set_ok(s, "dims", "time,lat,lon");  // before the shape: remembered
+  CHECK(s.dims == std::vector<std::string>{"time", "lat", "lon"});
+  set_fails(s, "shape", "4,5");  // two dimensions against three names
+  set_ok(s, "shape", "4,5,6");
+  CHECK(schema_attr_text(s, "dims") == "time,lat,lon");
+  CHECK(dim_names(s) == std::vector<std::string>{"time", "lat", "lon"});
+  set_fails(s, "dims", "time,lat");
+  set_ok(s, "dims", "t,_y2,LONGITUDE\n");  // a trailing newline (echo) is ignored
+  CHECK(schema_attr_text(s, "dims") == "t,_y2,LONGITUDE");
+  for (const char* bad : {"", "a,b", "a,b,c,d", "a,,c", "a,b,a", "1a,b,c", "a b,c,d", "a,b-c,d", "a,b,c,",
+                          ",a,b", "a,b,\xc3\xa9", "a,b,c\n\n"})
+    set_fails(s, "dims", bad);
+  set_fails(s, "dims", std::string(65, 'x') + ",b,c");
+  set_ok(s, "dims", std::string(64, 'x') + ",b,c");
+
+  // Removed: the defaults, dim_0, dim_1, ...
+  REQUIRE_FALSE(reset_schema_attr(s, "dims"));
+  CHECK(s.dims.empty());
+  CHECK(schema_attr_text(s, "dims") == "dim_0,dim_1,dim_2");
+  CHECK(dim_names(s) == std::vector<std::string>{"dim_0", "dim_1", "dim_2"});
+
+  // A rank-bearing attribute set after the names must agree with them too.
+  ArraySchema t;
+  set_ok(t, "dims", "x,y");
+  set_fails(t, "cell", "2,2,2");
+  set_ok(t, "cell", "2,2");
+}
+
+TEST_CASE("dims: stored only when set, round trip, refused when malformed in a record", "[array_schema]") {
+  ArraySchema s = with_shape("3,4");
+  CHECK(encode_schema(s).find("dims") == std::string::npos);  // records of arrays without names are unchanged
+  set_ok(s, "dims", "row,col");
+  const std::string text = encode_schema(s);
+  auto back = decode_schema(text);
+  REQUIRE(back);
+  CHECK(back->dims == s.dims);
+  CHECK(*back == s);
+  for (const char* bad : {R"({"shape":[3,4],"dims":["a"]})", R"({"shape":[3,4],"dims":"a,b"})",
+                          R"({"shape":[3,4],"dims":["a","a"]})", R"({"shape":[3,4],"dims":["a",1]})",
+                          R"({"shape":[3,4],"dims":["a","2b"]})", R"({"shape":[3,4],"dims":[]})"}) {
+    INFO(bad);
+    CHECK_FALSE(decode_schema(bad));
+  }
 }
