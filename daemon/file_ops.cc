@@ -73,6 +73,7 @@ int Filesystem::open(Ino ino, int flags, const Caller& who, std::unique_ptr<Hand
         h->view = node->data;
     }
     h->is_virtual_text = !h->view;
+    if (v.array != 0) ++(h->view ? data_view_opens_ : text_view_opens_);
     *out = std::move(h);
     return 0;
   }

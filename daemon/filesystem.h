@@ -234,6 +234,11 @@ class Filesystem {
   fs::ErrorLog audit_;
   std::function<std::map<std::string, std::uint64_t>()> transport_stats_;
   std::map<std::string, std::uint64_t> daemon_stats_;
+  // Opens of views since the mount (/.mmfs/stats "views"): of data views
+  // (slices, boxes, PLoD copies: one per read of a view) and of the others
+  // (info, plan, query results, lbn).
+  std::atomic<std::uint64_t> data_view_opens_{0};
+  std::atomic<std::uint64_t> text_view_opens_{0};
   Ino orphans_ = 0;
 
   // Locks, in the order they are taken: a thread holding one takes only
