@@ -97,8 +97,7 @@ int Filesystem::shutdown() {
   std::vector<std::shared_ptr<ArrayFile>> loaded;
   {
     std::lock_guard lock(mu_);
-    for (auto& [ino, weak] : arrays_)
-      if (auto a = weak.lock()) loaded.push_back(a);
+    loaded = arrays_.all();
   }
   // Unmount seals mloc arrays still open for writing.
   if (!read_only_)
@@ -124,8 +123,7 @@ int Filesystem::flush_all(bool durable, bool periodic) {
         if (int r = commit_open_file(ino, of); r && !first) first = r;
       if (of.array) arrays.push_back({ino, of.array});
     }
-    for (auto& [ino, weak] : arrays_)
-      if (auto a = weak.lock()) arrays.push_back({ino, a});
+    for (auto& a : arrays_.all()) arrays.push_back({a->ino(), a});
   }
   for (auto& [ino, a] : arrays) {
     std::string msg;
@@ -233,29 +231,19 @@ int Filesystem::getattr(Ino ino, const Caller& who, struct stat* st) {
 
 void Filesystem::forget(Ino ino, std::uint64_t nlookup) { vnodes_.forget(ino, nlookup); }
 
-void Filesystem::touch_locked(const std::shared_ptr<ArrayFile>& array) {
-  auto it = std::find(recent_.begin(), recent_.end(), array);
-  if (it != recent_.end()) recent_.erase(it);
-  recent_.insert(recent_.begin(), array);
-  if (recent_.size() > kRecentArrays) recent_.pop_back();
-}
-
 int Filesystem::array_for(Ino ino, std::shared_ptr<ArrayFile>* out, std::string* message) {
   std::lock_guard lock(mu_);
-  if (auto it = arrays_.find(ino); it != arrays_.end())
-    if (auto a = it->second.lock()) {
-      touch_locked(a);
-      *out = a;
-      return 0;
-    }
+  if (auto a = arrays_.find(ino)) {
+    *out = std::move(a);
+    return 0;
+  }
   auto schema = stored_schema(ino);
   if (!schema || schema->shape.empty()) {
     *message = "not an array file";
     return ENOENT;
   }
   if (int r = ArrayFile::open(array_ctx_, ino, *schema, out, message)) return r;
-  arrays_[ino] = *out;
-  touch_locked(*out);
+  arrays_.add(ino, *out);
   return 0;
 }
 
@@ -378,12 +366,6 @@ int Filesystem::statfs(struct statvfs* st) {
   st->f_ffree = st->f_favail = (1ull << 32) - 1;
   st->f_namemax = 255;
   return 0;
-}
-
-void Filesystem::forget_array_locked(Ino ino) {
-  arrays_.erase(ino);
-  recent_.erase(std::remove_if(recent_.begin(), recent_.end(), [&](const auto& a) { return a->ino() == ino; }),
-                recent_.end());
 }
 
 int Filesystem::setattr(Ino ino, const struct stat& attr, int to_set, const Caller& who, Handle* fh,

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "daemon/caller.h"
+#include "daemon/loaded_arrays.h"
 #include "daemon/name_cache.h"
 #include "daemon/virtual_nodes.h"
 #include "fs/array/array_file.h"
@@ -253,13 +254,7 @@ class Filesystem {
   //                   audit_: nothing is locked under them
   std::mutex mu_;  // the registry and namespace changes
   std::unordered_map<Ino, OpenFile> open_;
-  std::unordered_map<Ino, std::weak_ptr<fs::ArrayFile>> arrays_;  // loaded arrays (views keep them alive)
-  // The most recently used arrays stay loaded when nothing holds them open:
-  // loading one reads its checksum table and rebuilds its layout.
-  std::vector<std::shared_ptr<fs::ArrayFile>> recent_;
-  static constexpr std::size_t kRecentArrays = 16;
-  void touch_locked(const std::shared_ptr<fs::ArrayFile>& array);
-  void forget_array_locked(Ino ino);
+  LoadedArrays arrays_;  // loaded arrays (views keep them alive), and the 16 most recently used
   // Runs `op` (a metadata change that may drop the last link of `ino`) with
   // mu_ held; when the inode is gone, its loaded array is retired and forgotten.
   int remove_locked(Ino ino, const std::function<int()>& op);

@@ -113,8 +113,7 @@ int Filesystem::remove_locked(Ino ino, const std::function<int()>& op) {
   // the RELEASE's write-back can run concurrently on another thread, as can the
   // flusher): the removal runs inside the array's retirement so that no
   // write-back lands in the extents it frees.
-  std::shared_ptr<fs::ArrayFile> array;
-  if (auto it = arrays_.find(ino); it != arrays_.end()) array = it->second.lock();
+  std::shared_ptr<fs::ArrayFile> array = arrays_.peek(ino);
   int r = 0;
   auto remove = [&] {
     r = op();
@@ -124,7 +123,7 @@ int Filesystem::remove_locked(Ino ino, const std::function<int()>& op) {
     array->retire_if(remove);
   else
     remove();
-  if (r == 0 && !volume_->metadata().inode(ino)) forget_array_locked(ino);
+  if (r == 0 && !volume_->metadata().inode(ino)) arrays_.forget(ino);
   return r;
 }
 

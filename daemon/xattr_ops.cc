@@ -111,7 +111,7 @@ int Filesystem::set_xattr_unaudited(Ino ino, const std::string& name, const std:
     std::shared_ptr<ArrayFile> array;
     if (int r = ArrayFile::create(array_ctx_, *created, next, plain->size() ? plain.get() : nullptr, &array, &msg))
       return record(r, ino, attr_message(name, msg));
-    arrays_[ino] = array;
+    arrays_.add(ino, array);
     if (it != open_.end()) {
       it->second.plain.reset();
       it->second.times_dirty = false;

@@ -1,0 +1,68 @@
+// The daemon's loaded arrays (daemon/loaded_arrays.h): an array stays loaded
+// while anything holds it, the most recently used ones also when nothing
+// does, and a forgotten inode is found no more.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "daemon/loaded_arrays.h"
+#include "tests/unit/support/array_test_support.h"
+#include "tests/unit/support/fs_test_support.h"
+
+using namespace mmfs;
+using namespace mmfs::fs;
+using namespace mmfs::fs::testing::arrays;
+using mmfs::daemon::LoadedArrays;
+using mmfs::fs::testing::toy_disk;
+
+TEST_CASE("loaded arrays: the recent ones stay loaded, older ones go when nothing holds them", "[daemon]") {
+  const auto g = toy_disk();
+  Mount m = mount(formatted(*g));
+  LoadedArrays loaded(2);
+  std::vector<Ino> inos;
+  for (int i = 0; i < 4; ++i) {
+    auto a = create_array(m, "a" + std::to_string(i), make_schema({8}, "float64", "naive"));
+    inos.push_back(a->ino());
+    loaded.add(a->ino(), a);
+  }  // nothing but the registry holds them now
+  CHECK(loaded.recent_count() == 2);
+  CHECK(loaded.find(inos[0]) == nullptr);  // pushed out of the recent ones, and nobody held it
+  CHECK(loaded.find(inos[1]) == nullptr);
+  REQUIRE(loaded.find(inos[2]) != nullptr);
+  REQUIRE(loaded.find(inos[3]) != nullptr);
+  CHECK(loaded.all().size() == 2);
+
+  // A held array stays loaded however old; finding one makes it the most recent.
+  auto held = create_array(m, "held", make_schema({8}, "float64", "naive"));
+  loaded.add(held->ino(), held);  // recent: held, a3
+  CHECK(loaded.peek(inos[2]) == nullptr);  // pushed out, held by nobody
+  auto another = create_array(m, "another", make_schema({8}, "float64", "naive"));
+  const Ino another_ino = another->ino();
+  loaded.add(another_ino, another);  // recent: another, held
+  another.reset();
+  auto third = create_array(m, "third", make_schema({8}, "float64", "naive"));
+  loaded.add(third->ino(), third);  // recent: third, another; held is out of the list but held
+  third.reset();
+  CHECK(loaded.find(held->ino()) == held);  // recent: held, third
+  CHECK(loaded.peek(another_ino) == nullptr);
+
+  // peek does not count as a use.
+  LoadedArrays two(1);
+  auto x = create_array(m, "x", make_schema({8}, "float64", "naive"));
+  auto y = create_array(m, "y", make_schema({8}, "float64", "naive"));
+  const Ino xi = x->ino(), yi = y->ino();
+  two.add(xi, x);
+  two.add(yi, y);
+  x.reset();
+  y.reset();
+  CHECK(two.peek(xi) == nullptr);  // the recent list holds one: y
+  REQUIRE(two.peek(yi) != nullptr);
+
+  // A forgotten inode is found no more, even while someone holds its array.
+  auto z = create_array(m, "z", make_schema({8}, "float64", "naive"));
+  two.add(z->ino(), z);
+  two.forget(z->ino());
+  CHECK(two.find(z->ino()) == nullptr);
+  CHECK(two.recent_count() == 0);
+}
