@@ -21,11 +21,11 @@ from ._errors import Error
 from ._io import Trace, trace
 from .array import Array, Box, open
 from .attrs import Attrs
-from .create import create
+from ._create import SLAB_BYTES, create
 from .query import Query
 from .table import Table, TableQuery, open_table
 
 __version__ = "0.1.0"
 
-__all__ = ["Array", "Attrs", "Box", "Error", "Query", "Table", "TableQuery", "Trace", "create", "open",
+__all__ = ["Array", "Attrs", "Box", "Error", "Query", "Table", "TableQuery", "SLAB_BYTES", "Trace", "create", "open",
            "open_table", "trace", "__version__"]

@@ -230,7 +230,9 @@ class Array:
 
     def plod(self, k: int) -> "Array":
         """The PLoD copy ``A@/plod/K``: the array with only the ``k`` most
-        significant bytes of each element kept (docs/reference.md §5)."""
+        significant bytes of each element kept (docs/reference.md §5). Its
+        queries (``a.plod(k).where(cond)``) select by the full-precision
+        elements and return the reduced values."""
         if self._plod is not None:
             raise ValueError("a PLoD copy has no PLoD copies of its own (the daemon serves "
                              "slice, box and query views of it)")

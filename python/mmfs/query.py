@@ -170,7 +170,8 @@ class Query:
 
     def values(self) -> np.ndarray:
         """The matching elements, in the order of :meth:`coords` (for a PLoD
-        copy, the reduced values)."""
+        copy, the reduced values; the condition is still evaluated on the
+        full-precision elements)."""
         if self._empty:
             return np.empty(0, dtype=self.array.dtype)
         vals = _io.read_sized(self.path("values"), self.array.dtype, self.array.path)

@@ -68,7 +68,7 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
            dims: Optional[Sequence[str]] = None, attrs: Optional[Mapping[str, Any]] = None,
            data: Any = None, progress: bool = False, basic_cube: Optional[Sequence[int]] = None,
            chunk: Optional[Sequence[int]] = None, priority: Optional[str] = None,
-           compress: Optional[str] = None) -> Array:
+           compress: Optional[str] = None, slab_bytes: int = SLAB_BYTES) -> Array:
     """Creates the array file ``path`` (which must not exist) and returns it.
 
     As docs/reference.md §4 says: an empty file; the schema attributes that
@@ -82,8 +82,10 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
     computed one slab at a time), and ``fsync``.
 
     ``shape`` and ``dtype`` default to ``data``'s. ``progress=True`` shows a
-    tqdm progress bar of the bytes written. Unset schema attributes take the
-    volume's defaults (the layout, for one).
+    tqdm progress bar of the bytes written. ``slab_bytes`` bounds the memory
+    one slab of ``data`` takes (default :data:`SLAB_BYTES`, 64 MiB; a slab is
+    at least one element). Unset schema attributes take the volume's defaults
+    (the layout, for one).
 
     On any failure the partly created file is removed and the error raised
     (an OSError as :class:`mmfs.Error` with the daemon's reason).
@@ -96,6 +98,8 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
             raise TypeError("create() needs a shape (or data to take it from)")
         shape = _shape_of(data)
     shape = tuple(int(s) for s in shape)
+    if slab_bytes < 1:
+        raise ValueError(f"slab_bytes must be positive, not {slab_bytes}")
     if dtype is None:
         dtype = getattr(data, "dtype", None) if data is not None else None
         dtype = "float64" if dtype is None else dtype
@@ -146,7 +150,7 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
                 bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024,
                            desc=os.path.basename(path))
             le = _io.little_endian(dt)
-            for key, offset in slabs(shape, dt.itemsize):
+            for key, offset in slabs(shape, dt.itemsize, slab_bytes):
                 piece = np.asarray(data[key])
                 if piece.dtype != le:
                     piece = piece.astype(le, casting="same_kind")
