@@ -60,9 +60,10 @@ def _json_leaf(x: Any, dtype: str) -> Any:
 
 
 def _nest(arr: np.ndarray, dtype: str) -> Any:
-    if arr.ndim == 0:
-        return _json_leaf(arr[()], dtype)
-    return [_nest(sub, dtype) for sub in arr]
+    """``arr`` as nested lists of JSON leaves, in C order."""
+    def convert(x: Any) -> Any:
+        return [convert(e) for e in x] if isinstance(x, list) else _json_leaf(x, dtype)
+    return convert(arr.tolist())
 
 
 def encode_attr(value: Any) -> Tuple[bytes, Optional[Dict[str, Any]]]:
