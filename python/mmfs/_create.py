@@ -150,12 +150,12 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
                 bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024,
                            desc=os.path.basename(path))
             le = _io.little_endian(dt)
-            for key, offset in slabs(shape, dt.itemsize, slab_bytes):
-                piece = np.asarray(data[key])
+            for box, offset in slabs(shape, dt.itemsize, slab_bytes):
+                piece = np.asarray(data[box])
                 if piece.dtype != le:
                     piece = piece.astype(le, casting="same_kind")
                 piece = np.ascontiguousarray(piece)
-                view = memoryview(piece.reshape(-1).view(np.uint8))
+                view = piece.reshape(-1).view(np.uint8).data
                 try:
                     _io.pwrite_all(fd, view, offset * dt.itemsize)
                 except OSError as exc:

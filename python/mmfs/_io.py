@@ -94,7 +94,7 @@ def read_into(path: str, out: np.ndarray, anchor: Optional[str] = None) -> np.nd
     mount's ``.mmfs/errors``)."""
     if not out.flags.c_contiguous:
         raise ValueError("read_into needs a C-contiguous buffer")
-    raw = memoryview(out.reshape(-1).view(np.uint8))
+    raw = out.reshape(-1).view(np.uint8).data
     with wrap_oserror(path, anchor):
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -124,7 +124,7 @@ def read_sized(path: str, dtype: Any, anchor: Optional[str] = None) -> np.ndarra
             out = np.empty(size // dt.itemsize, dtype=dt)
             _record(path, size)
             if size:
-                _fill(fd, memoryview(out.view(np.uint8)), path)
+                _fill(fd, out.view(np.uint8).data, path)
         finally:
             os.close(fd)
     return out

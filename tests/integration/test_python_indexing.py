@@ -21,7 +21,7 @@ from python_support import view_reads
 # One array per dtype, 1-D to 5-D in turn, over every layout.
 SHAPES = [(53,), (7, 11), (5, 6, 7), (3, 4, 5, 6), (2, 3, 4, 3, 5)]
 CASES = [(dtype, SHAPES[i % 5], LAYOUTS[i % len(LAYOUTS)]) for i, dtype in enumerate(DTYPES)]
-KEYS_PER_ARRAY = 500
+KEYS_PER_ARRAY = 1000
 
 
 @pytest.fixture(scope="module")
