@@ -1,15 +1,13 @@
 """mmfs.create: a new array file, its schema, and its data streamed in."""
 from __future__ import annotations
 
-import errno
-import math
 import os
 from typing import Any, Iterator, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _io
-from ._errors import Error, translate
+from ._errors import translate
 from .array import SCHEMA_PREFIX, Array, schema_value
 
 __all__ = ["create", "SLAB_BYTES", "slabs"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno as _errno
 import os
-from typing import Iterator, Optional
+from typing import Iterator, List, Optional
 
 __all__ = ["Error", "mount_root", "daemon_reason", "wrap_oserror", "translate"]
 
@@ -91,6 +91,13 @@ def _logged_path_matches(logged: str, relative: str) -> bool:
     return logged.endswith("@") or relative[len(logged)] in "/@"
 
 
+def _errno_names(error: int) -> List[str]:
+    """How the daemon may name errno ``error`` in a line: every symbolic name
+    of it (ENOTSUP and EOPNOTSUPP are one number), else ``errno N``."""
+    names = sorted(n for n in dir(_errno) if n.startswith("E") and getattr(_errno, n) == error)
+    return names + [f"errno {error}"]
+
+
 def daemon_reason(path: str, error: int, anchor: Optional[str] = None) -> Optional[str]:
     """The daemon's explanation of the latest failure with errno ``error`` at
     ``path``: the text after ``ERRNO PATH: `` of the last line of
@@ -98,9 +105,7 @@ def daemon_reason(path: str, error: int, anchor: Optional[str] = None) -> Option
     prefix of it. ``anchor`` is a real file or directory on the same mount used
     to find the mount point (``path`` itself may be a view or may not exist);
     it defaults to ``path``'s nearest existing ancestor."""
-    name = _errno.errorcode.get(error)
-    if name is None:
-        return None
+    prefixes = tuple(name + " " for name in _errno_names(error))
     path = os.path.abspath(path)
     if anchor is None:
         anchor = path
@@ -115,9 +120,9 @@ def daemon_reason(path: str, error: int, anchor: Optional[str] = None) -> Option
             lines = f.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return None
-    prefix = name + " "
     for line in reversed(lines):
-        if not line.startswith(prefix):
+        prefix = next((p for p in prefixes if line.startswith(p)), None)
+        if prefix is None:
             continue
         rest = line[len(prefix):]
         # "PATH: reason"; PATH itself may contain ": " only in odd names, so

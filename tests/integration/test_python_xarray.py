@@ -2,7 +2,6 @@
 mount: open_dataset on an array file and on a directory, lazy indexing that
 reads only the selected view, preferred_chunks from the layout's brick,
 dask means equal to numpy's, pickling."""
-import os
 import pickle
 
 import numpy as np
@@ -10,7 +9,7 @@ import pytest
 
 import python_support  # noqa: F401  (puts python/ on sys.path)
 import mmfs
-from mmfs_mount import random_array, read_json, view
+from mmfs_mount import random_array
 from python_support import require_dims, xarray_engine
 
 xr = pytest.importorskip("xarray")
