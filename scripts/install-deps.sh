@@ -81,8 +81,22 @@ if ! python3 -c 'import numpy, h5py, hdf5plugin, pytest, matplotlib, zarr' >/dev
   }
 fi
 
+# --- the Python client, python/ (import mmfs; xarray's engine "mmfs") -----------------
+# Installed from this checkout every time (a copy, not a link), so the
+# installed package is always this tree's.
+log "installing the Python client (python/)"
+quiet env PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
+  python3 -m pip install -q "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/python"
+
 if [[ $for_tests == 0 ]]; then
   exit 0
+fi
+
+# --- the Python client's optional dependencies (tests/integration/test_python_*.py) ----
+if ! python3 -c 'import xarray, dask.array, pandas, tqdm' >/dev/null 2>&1; then
+  log "installing Python packages: xarray dask[array] pandas tqdm"
+  quiet env PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    python3 -m pip install -q xarray 'dask[array]' pandas tqdm
 fi
 
 # --- pjdfstest (tests/integration/test_pjdfstest.py) ---------------------------------

@@ -16,7 +16,6 @@ import python_support  # noqa: F401  (puts python/ on sys.path)
 import mmfs
 from mmfs._create import slabs
 from mmfs_mount import build_dir, getx, random_array, read_array
-from python_support import dims_refusal, require_dims
 
 
 @pytest.fixture(scope="module")
@@ -299,7 +298,6 @@ def test_refusals_are_errors_with_the_daemons_reason_and_leave_nothing(root, mod
 
 
 def test_create_with_dims(root):
-    require_dims(root)
     a = mmfs.create(root / "named", (3, 4), "float32", dims=("y", "x"))
     assert a.dims == ("y", "x")
     assert getx(root / "named", "user.mmfs.dims") == "y,x"
@@ -309,13 +307,16 @@ def test_create_with_dims(root):
         mmfs.create(root / "named3", (3, 4), "float32", dims=("y", "not an identifier"))
 
 
-def test_create_with_dims_refused_leaves_nothing(root):
-    if dims_refusal(root) is None:
-        pytest.skip("the daemon accepts user.mmfs.dims (test_create_with_dims covers it)")
-    with pytest.raises(mmfs.Error) as e:
-        mmfs.create(root / "named", (3, 4), "float32", dims=("y", "x"))
-    assert e.value.errno in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP)
-    expect_error(e.value, e.value.errno, "dims")
-    assert not (root / "named").exists()
+def test_dims_default_and_refused_by_the_daemon(root):
     # without user.mmfs.dims, the names default to dim_0, dim_1, ...
     assert mmfs.create(root / "unnamed", (3, 4), "float32").dims == ("dim_0", "dim_1")
+    p = root / "raw"
+    p.touch()
+    os.setxattr(p, "user.mmfs.shape", b"3,4")
+    for bad in (b"y,y", b"y", b"y,x,z", b"1y,x", b"y,x x"):
+        with pytest.raises(OSError) as e:
+            os.setxattr(p, "user.mmfs.dims", bad)
+        assert e.value.errno == errno.EINVAL, bad
+    assert mmfs.open(p).dims == ("dim_0", "dim_1")
+    os.setxattr(p, "user.mmfs.dims", b"row,col")
+    assert mmfs.open(p).dims == ("row", "col")

@@ -249,7 +249,6 @@ def test_pickle_and_threads(arrays):
 
 def test_daemon_counts_one_view_read_per_index(arrays, module_volume):
     a, data = arrays["int16"]
-    view_reads(module_volume)  # skips when the daemon has no such counter
     rng = np.random.default_rng(11)
     for _ in range(20):
         key = random_key(rng, data.shape)

@@ -10,7 +10,7 @@ import pytest
 import python_support  # noqa: F401  (puts python/ on sys.path)
 import mmfs
 from mmfs_mount import random_array
-from python_support import require_dims, xarray_engine
+from python_support import xarray_engine
 
 xr = pytest.importorskip("xarray")
 da = pytest.importorskip("dask.array")
@@ -146,7 +146,6 @@ def test_default_dimension_names_that_disagree(module_volume):
 def test_named_dimensions_and_coordinates(module_volume):
     d = module_volume.mnt / "xr-named"
     d.mkdir()
-    require_dims(d)
     y, x = np.linspace(-1, 1, 6), np.arange(9.0)
     field = np.add.outer(y, x)
     mmfs.create(d / "y", data=y, dims=("y",), attrs={"units": "m"})
