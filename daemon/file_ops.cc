@@ -67,8 +67,7 @@ int Filesystem::open(Ino ino, int flags, const Caller& who, std::unique_ptr<Hand
     if (S_ISDIR(st.st_mode)) return EISDIR;
     if (v.array != 0) {
       if (int r = array_for(v.array, &h->array, &msg)) return record(r, ino, msg);
-      ArraySchema schema = h->array->schema();
-      auto res = fs::resolve_view(v.components, schema.shape, schema.dtype.itemsize, false);
+      auto res = resolve_array_view(v.components, *h->array, false);
       if (auto* node = std::get_if<fs::ViewNode>(&res); node && node->kind == fs::ViewKind::Data)
         h->view = node->data;
     }

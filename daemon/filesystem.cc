@@ -310,8 +310,7 @@ int Filesystem::readdir(Ino ino, const Caller& who, std::vector<std::pair<std::s
       std::shared_ptr<ArrayFile> array;
       std::string msg;
       if (int r = array_for(v.array, &array, &msg)) return record(r, ino, msg);
-      ArraySchema schema = array->schema();
-      auto res = fs::resolve_view(v.components, schema.shape, schema.dtype.itemsize, true);
+      auto res = resolve_array_view(v.components, *array, true);
       if (auto* e = std::get_if<fs::PathError>(&res)) return record(e->error, ino, e->message);
       listing = std::get<fs::ViewNode>(res).listing;
     }

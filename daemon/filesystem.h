@@ -20,10 +20,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "daemon/caller.h"
@@ -192,6 +195,16 @@ class Filesystem {
   int table_writable(const Caller& who, const std::vector<fs::TableAttribute>& attributes, std::string* message);
   int table_move_apart(Ino dir, const std::string& layout, std::vector<fs::TableAttribute>& attributes);
   int lookup_virtual(Ino parent, const std::string& name, const Caller& who, struct stat* st);
+  // The Zarr v3 view (daemon/zarr_views.cc): an array's views resolved with
+  // its natural chunk (the layout's cell or mloc chunk), the attributes of
+  // its zarr.json (user.* xattrs but user.mmfs.*), and an edge chunk's bytes
+  // (its box padded with zeros to the chunk shape).
+  std::vector<std::uint64_t> natural_chunk(const fs::ArrayFile& array) const;
+  std::variant<fs::ViewNode, fs::PathError> resolve_array_view(const std::vector<std::string>& components,
+                                                               const fs::ArrayFile& array, bool listing) const;
+  nlohmann::json zarr_attributes(Ino ino) const;
+  int zarr_edge_chunk(fs::ArrayFile& array, const fs::DataView& box, std::span<const std::uint64_t> chunk,
+                      std::string* content, std::string* message);
   std::optional<fs::ArraySchema> stored_schema(Ino ino) const;
   int array_for(Ino ino, std::shared_ptr<fs::ArrayFile>* out, std::string* message);
   std::shared_ptr<fs::PlainFile> plain_for_locked(Ino ino, const fs::Inode& inode);

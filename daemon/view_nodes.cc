@@ -134,7 +134,7 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
   std::shared_ptr<ArrayFile> array;
   if (int r = array_for(v.array, &array, message)) return r;
   ArraySchema schema = array->schema();
-  auto res = fs::resolve_view(v.components, schema.shape, schema.dtype.itemsize, false);
+  auto res = resolve_array_view(v.components, *array, false);
   if (auto* e = std::get_if<fs::PathError>(&res)) {
     *message = e->message;
     return e->error;
@@ -166,6 +166,18 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
       return as_file(size);
     }
     case fs::ViewKind::Rows: return ENOENT;  // a directory's view only
+    case fs::ViewKind::ZarrMeta:
+      *content = fs::zarr_array_metadata(schema, node.chunk_shape, zarr_attributes(v.array))
+                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                 "\n";
+      break;
+    case fs::ViewKind::ZarrChunk: {
+      std::uint64_t size = schema.dtype.itemsize;
+      for (std::uint64_t c : node.chunk_shape) size *= c;
+      if (call != QueryCall::Open) return as_file(size);  // read at the open, not at every stat
+      if (int r = zarr_edge_chunk(*array, *node.data, node.chunk_shape, content, message)) return r;
+      return as_file(size);
+    }
   }
   return as_file(content->size());
 }

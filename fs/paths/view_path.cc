@@ -30,7 +30,7 @@ NumberStatus parse_number(std::string_view text, std::uint64_t& out) {
 
 namespace {
 
-constexpr std::string_view kTopListing[] = {"info", "slice", "box", "plod", "query", "lbn", "plan"};
+constexpr std::string_view kTopListing[] = {"info", "slice", "box", "plod", "query", "lbn", "plan", "zarr"};
 constexpr const char* kBoxAccepted =
     "per dimension I, A:B, A:B:STEP, ':', 'A:', ':B', '::STEP' "
     "(numpy basic indexing, no negative indices, 0 <= A < B <= size, STEP >= 1)";
@@ -108,8 +108,8 @@ std::string joined(std::span<const std::string> components, std::size_t count) {
 class Walker {
  public:
   Walker(std::span<const std::string> c, std::span<const std::uint64_t> shape, std::uint32_t itemsize,
-         bool with_listing)
-      : c_(c), shape_(shape), itemsize_(itemsize), with_listing_(with_listing) {}
+         bool with_listing, std::span<const std::uint64_t> natural_chunk)
+      : c_(c), shape_(shape), itemsize_(itemsize), with_listing_(with_listing), natural_(natural_chunk) {}
 
   std::variant<ViewNode, PathError> top() {
     if (c_.empty()) return dir(names(kTopListing));
@@ -123,17 +123,19 @@ class Walker {
     if (name == "slice" || name == "box" || name == "plod") return data_tree(0, false);
     if (name == "query") return query(0, std::nullopt, 0, "", false);
     if (name == "lbn") return lbn();
+    if (name == "zarr") return zarr(0, false);
     if (name == "plan") {
-      if (c_.size() == 1) return dir({"slice", "box", "plod", "query"});
+      if (c_.size() == 1) return dir({"slice", "box", "plod", "query", "zarr"});
       const std::string& next = c_[1];
       if (next == "slice" || next == "box" || next == "plod") return data_tree(1, true);
       if (next == "query") return query(1, std::nullopt, 0, "", true);
+      if (next == "zarr") return zarr(1, true);
       return error(ENOENT, fmt::format("'{}': '{}' is not a view whose plan can be shown; accepted: slice, box, "
-                                       "plod, query (e.g. plan/slice/0/5, plan/box/:,3, plan/query/>0/count)",
+                                       "plod, query, zarr (e.g. plan/slice/0/5, plan/box/:,3, plan/query/>0/count)",
                                        joined(c_, 2), next));
     }
     return error(ENOENT, fmt::format("'{}' is not a view of an array; accepted: info, slice, box, plod, query, "
-                                     "lbn, plan",
+                                     "lbn, plan, zarr",
                                      name));
   }
 
@@ -301,18 +303,91 @@ class Walker {
     return n;
   }
 
+  // zarr/... starting at c_[pos] == "zarr" (docs/reference.md §5, the Zarr v3 view).
+  std::variant<ViewNode, PathError> zarr(std::size_t pos, bool plan) const {
+    const std::size_t rank = shape_.size();
+    std::vector<std::uint64_t> chunk(natural_.begin(), natural_.end());
+    if (chunk.size() != rank) chunk.assign(shape_.begin(), shape_.end());
+    std::size_t at = pos + 1;
+    if (c_.size() > at && c_[at] != "zarr.json" && c_[at] != "c") {
+      const std::string where = joined(c_, at + 1);
+      const std::string accepted = fmt::format("a chunk shape C0,C1,... of {} positive numbers (e.g. {}), then "
+                                               "zarr.json or c",
+                                               rank, fmt::join(chunk, ","));
+      const std::vector<std::string_view> items = split(c_[at], ',');
+      if (items.size() != rank)
+        return error(ENOENT, fmt::format("'{}': not a chunk shape of the array's {} dimension{}; accepted: {}",
+                                         where, rank, rank == 1 ? "" : "s", accepted));
+      std::uint64_t bytes = itemsize_;
+      for (std::size_t d = 0; d < rank; ++d) {
+        std::uint64_t v = 0;
+        if (auto e = number(items[d], v, fmt::format("'{}': chunk size {}", where, d), accepted)) return *e;
+        if (v == 0) return error(EINVAL, fmt::format("'{}': chunk size {} is 0; accepted: {}", where, d, accepted));
+        chunk[d] = v;
+        if (__builtin_mul_overflow(bytes, v, &bytes)) bytes = ~std::uint64_t{0};
+      }
+      if (bytes > kMaxZarrChunkBytes)
+        return error(EINVAL, fmt::format("'{}': a chunk of {} bytes is larger than the {} MiB a Zarr view's chunk "
+                                         "may be",
+                                         where, bytes, kMaxZarrChunkBytes >> 20));
+      ++at;
+    }
+    if (c_.size() == at) return dir({"zarr.json", "c"});
+    if (c_[at] == "zarr.json") {
+      if (auto e = file_end(at + 1)) return *e;
+      if (plan)
+        return error(ENOENT, fmt::format("'{}': zarr.json is metadata, read without a plan; plans are of the "
+                                         "chunks (c/I0/...)",
+                                         joined(c_, at + 1)));
+      ViewNode n;
+      n.kind = ViewKind::ZarrMeta;
+      n.chunk_shape = std::move(chunk);
+      return n;
+    }
+    if (c_[at] != "c")
+      return error(ENOENT, fmt::format("'{}': '{}' is not part of a Zarr array; accepted: zarr.json, c",
+                                       joined(c_, at + 1), c_[at]));
+    std::vector<DimRange> dims;
+    bool edge = false;
+    for (std::size_t d = 0; d < rank; ++d) {
+      const std::uint64_t grid = (shape_[d] + chunk[d] - 1) / chunk[d];  // both >= 1: no overflow
+      const std::size_t k = at + 1 + d;
+      if (c_.size() == k) return dir(listed(0, grid));
+      std::uint64_t i = 0;
+      const std::string accepted = fmt::format("a chunk index {} along dimension {}", range_text(0, grid), d);
+      if (auto e = number(c_[k], i, fmt::format("'{}': chunk index", joined(c_, k + 1)), accepted)) return *e;
+      if (i >= grid)
+        return error(ERANGE, fmt::format("'{}': chunk index {} is out of range; accepted: {}", joined(c_, k + 1), i,
+                                         accepted));
+      const std::uint64_t first = i * chunk[d];
+      const std::uint64_t stop = std::min(shape_[d], first + chunk[d]);
+      edge = edge || stop - first != chunk[d];
+      dims.push_back(DimRange{first, stop, 1, false});
+    }
+    if (auto e = file_end(at + 1 + rank)) return *e;
+    Selection box(std::move(dims));
+    std::string spelling = "box/" + box_spelling(box);
+    if (!edge || plan) return data_file(std::move(box), 0, std::move(spelling), plan);
+    ViewNode n;
+    n.kind = ViewKind::ZarrChunk;
+    n.data = DataView{std::move(box), 0, std::move(spelling)};
+    n.chunk_shape = std::move(chunk);
+    return n;
+  }
+
   std::span<const std::string> c_;
   std::span<const std::uint64_t> shape_;
   std::uint32_t itemsize_;
   bool with_listing_;
+  std::span<const std::uint64_t> natural_;
 };
 
 }  // namespace
 
 std::variant<ViewNode, PathError> resolve_view(std::span<const std::string> components,
                                                std::span<const std::uint64_t> shape, std::uint32_t itemsize,
-                                               bool with_listing) {
-  return Walker(components, shape, itemsize, with_listing).top();
+                                               bool with_listing, std::span<const std::uint64_t> natural_chunk) {
+  return Walker(components, shape, itemsize, with_listing, natural_chunk).top();
 }
 
 std::variant<ViewNode, PathError> resolve_table_view(std::span<const std::string> c, std::uint64_t records,

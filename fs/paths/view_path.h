@@ -35,6 +35,15 @@
 //   plod/K@/query/...   as query/...; `values` with K bytes kept
 //   plod/K@/box/SEL@/query/...
 //   plan/query/..., plan/box/SEL@/query/..., plan/plod/K@/...query/...: Plan of the query
+//   zarr                Dir: zarr.json c — a Zarr v3 array in chunks of the
+//                       natural shape (`natural_chunk`: the layout's brick)
+//   zarr/C0,C1,...      Dir: zarr.json c — the same in chunks of that shape
+//   .../zarr.json       File (ZarrMeta): chunk_shape is the chunk shape
+//   .../c               Dir: 0 .. G_0-1, G_d = ceil(S_d / C_d) chunks along d
+//   .../c/I0/.../I{n-1} File: chunk (I0, ..., I{n-1}), C order; inside the
+//                       array a Data view (its box), at an edge ZarrChunk:
+//                       the box padded with zeros to the chunk shape
+//   plan/zarr/.../c/I0/...   Plan of the chunk's box
 //
 // Errors: an unknown name ENOENT; a malformed number, selector or condition
 // EINVAL (a condition's message names the position of the problem); an
@@ -64,7 +73,7 @@ struct PathError {
   std::string message;
 };
 
-enum class ViewKind { Dir, Info, Data, Lbn, Plan, Query, Rows };
+enum class ViewKind { Dir, Info, Data, Lbn, Plan, Query, Rows, ZarrMeta, ZarrChunk };
 
 struct ViewNode {
   ViewKind kind = ViewKind::Dir;
@@ -74,7 +83,14 @@ struct ViewNode {
   std::vector<std::uint64_t> coords;   // Lbn: the element's coordinates
   // Rows (and Plan of rows): records [row_first, row_first + row_count) of a table.
   std::uint64_t row_first = 0, row_count = 0;
+  // ZarrMeta: the chunk shape of the Zarr array; ZarrChunk: the shape its
+  // box (`data`) is padded to.
+  std::vector<std::uint64_t> chunk_shape;
 };
+
+// A Zarr view's chunks may be at most this large (an edge chunk is padded in
+// memory at its open): EINVAL beyond.
+inline constexpr std::uint64_t kMaxZarrChunkBytes = 256ull << 20;
 
 // Resolves the components after `A@` (possibly none) for an array of `shape`
 // and `itemsize`. With `with_listing` false, Dir nodes come back with an
@@ -94,9 +110,12 @@ struct ViewNode {
 std::variant<ViewNode, PathError> resolve_table_view(std::span<const std::string> components,
                                                      std::uint64_t records, bool with_listing = true);
 
+// `natural_chunk`: the chunk shape of `zarr/` (the layout's brick; empty: the
+// whole array as one chunk).
 std::variant<ViewNode, PathError> resolve_view(std::span<const std::string> components,
                                                std::span<const std::uint64_t> shape, std::uint32_t itemsize,
-                                               bool with_listing = true);
+                                               bool with_listing = true,
+                                               std::span<const std::uint64_t> natural_chunk = {});
 
 // A box selector (one path component): comma-separated items, exactly one
 // per dimension, numpy basic indexing without negative indices:

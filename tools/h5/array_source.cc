@@ -125,6 +125,9 @@ ArraySource resolve_source(const std::string& src) {
       case fs::ViewKind::Query:
         throw not_data(src, "a query result is exported by reading it (numpy.fromfile), not by mmfs-export");
       case fs::ViewKind::Rows: throw not_data(src, "table rows are a directory's view, not an array's");
+      case fs::ViewKind::ZarrMeta: throw not_data(src, "zarr.json is metadata, not array data");
+      case fs::ViewKind::ZarrChunk:
+        throw not_data(src, "an edge chunk of a Zarr view is padded past the array; export the array or a box");
     }
     out.shape = n.data->selection.result_shape();
     out.selection = n.data->selection;

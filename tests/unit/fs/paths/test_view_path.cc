@@ -95,7 +95,7 @@ bool same_dims(const Selection& a, const Selection& b) {
 TEST_CASE("A@ lists its views; info is a file", "[view_path]") {
   auto top = resolve("");
   CHECK(top.kind == ViewKind::Dir);
-  CHECK(top.listing == L({"info", "slice", "box", "plod", "query", "lbn", "plan"}));
+  CHECK(top.listing == L({"info", "slice", "box", "plod", "query", "lbn", "plan", "zarr"}));
   CHECK_FALSE(top.data);
 
   auto info = resolve("info");
@@ -263,7 +263,7 @@ TEST_CASE("lbn/I0,I1,...: the element's coordinates", "[view_path]") {
 TEST_CASE("plan/VIEW mirrors the data views; its files are plans", "[view_path]") {
   auto p = resolve("plan");
   CHECK(p.kind == ViewKind::Dir);
-  CHECK(p.listing == L({"slice", "box", "plod", "query"}));
+  CHECK(p.listing == L({"slice", "box", "plod", "query", "zarr"}));
   CHECK(resolve("plan/slice").listing == L({"0", "1", "2"}));
   CHECK(resolve("plan/slice/1").listing == range_names(0, 4));
   CHECK(resolve("plan/box").listing.empty());
@@ -506,4 +506,64 @@ TEST_CASE("parse_number is strict", "[view_path]") {
     INFO(bad);
     CHECK(parse_number(bad, v) == NumberStatus::Malformed);
   }
+}
+
+TEST_CASE("zarr: the array in its natural chunks or in any chunk shape, chunk files as boxes", "[view_path][zarr]") {
+  const std::vector<std::uint64_t> natural = {2, 5, 4};
+  auto zresolve = [&](const std::string& path) {
+    INFO("path A@/" << path);
+    auto r = resolve_view(split(path), kShape, kItem, true, natural);
+    if (auto* e = std::get_if<PathError>(&r)) FAIL("unexpected error " << e->error << ": " << e->message);
+    return std::get<ViewNode>(r);
+  };
+  auto zerrno = [&](const std::string& path) {
+    INFO("path A@/" << path);
+    auto r = resolve_view(split(path), kShape, kItem, true, natural);
+    if (std::holds_alternative<ViewNode>(r)) FAIL("resolved, but an error was expected");
+    return std::get<PathError>(r).error;
+  };
+  CHECK(zresolve("zarr").listing == L({"zarr.json", "c"}));
+  ViewNode meta = zresolve("zarr/zarr.json");
+  CHECK(meta.kind == ViewKind::ZarrMeta);
+  CHECK(meta.chunk_shape == natural);
+  CHECK(zresolve("zarr/c").listing == range_names(0, 1));   // 4 / 2
+  CHECK(zresolve("zarr/c/1").listing == range_names(0, 0));  // 5 / 5
+  CHECK(zresolve("zarr/c/1/0").listing == range_names(0, 1));  // 6 / 4, the last one cut
+  ViewNode inner = zresolve("zarr/c/1/0/0");
+  REQUIRE(inner.kind == ViewKind::Data);
+  CHECK(inner.data->selection.dims()[0].start == 2);
+  CHECK(inner.data->selection.dims()[0].stop == 4);
+  CHECK(inner.data->selection.elements() == 2 * 5 * 4);
+  ViewNode edge = zresolve("zarr/c/1/0/1");
+  REQUIRE(edge.kind == ViewKind::ZarrChunk);
+  CHECK(edge.chunk_shape == natural);
+  CHECK(edge.data->selection.dims()[2].start == 4);
+  CHECK(edge.data->selection.dims()[2].stop == 6);  // padded to 4 by the daemon
+  CHECK(edge.data->selection.result_shape() == std::vector<std::uint64_t>{2, 5, 2});
+
+  // A chunk shape of the reader's.
+  ViewNode own = zresolve("zarr/3,3,3/zarr.json");
+  CHECK(own.chunk_shape == std::vector<std::uint64_t>{3, 3, 3});
+  CHECK(zresolve("zarr/3,3,3/c/1").listing == range_names(0, 1));
+  CHECK(zresolve("zarr/3,3,3/c/0/0/1").kind == ViewKind::Data);      // 3:6 of 6: whole
+  CHECK(zresolve("zarr/3,3,3/c/1/0/0").kind == ViewKind::ZarrChunk);  // 3:4 of 3:6
+  CHECK(zresolve("zarr/9,9,9/c/0/0/0").kind == ViewKind::ZarrChunk);  // larger than the array
+  // A plan of a chunk is the plan of its box, edge or not.
+  ViewNode plan = zresolve("plan/zarr/3,3,3/c/1/0/0");
+  CHECK(plan.kind == ViewKind::Plan);
+  CHECK(plan.data->selection.elements() == 1 * 3 * 3);
+  // Without a natural chunk: the whole array is one chunk.
+  auto whole = resolve_view(split("zarr/zarr.json"), kShape, kItem);
+  CHECK(std::get<ViewNode>(whole).chunk_shape == kShape);
+
+  CHECK(zerrno("zarr/3,3") == ENOENT);          // not one size per dimension
+  CHECK(zerrno("zarr/3,0,3/zarr.json") == EINVAL);
+  CHECK(zerrno("zarr/3,x,3/c") == EINVAL);
+  CHECK(zerrno("zarr/4096,4096,4096/c") == EINVAL);  // a chunk over 256 MiB
+  CHECK(zerrno("zarr/c/2") == ERANGE);
+  CHECK(zerrno("zarr/c/0/0/2") == ERANGE);
+  CHECK(zerrno("zarr/c/0/0/0/0") == ENOTDIR);
+  CHECK(zerrno("zarr/zarr.json/x") == ENOTDIR);
+  CHECK(zerrno("zarr/other") == ENOENT);
+  CHECK(zerrno("plan/zarr/zarr.json") == ENOENT);
 }

@@ -1,0 +1,133 @@
+"""The Zarr v3 view of an array, A@/zarr/ (docs/reference.md §5): stock
+readers with no plugin (zarr-python 3, xarray's open_zarr, TensorStore's zarr3
+driver on a file:// kvstore) read every chunk equal to numpy, in the natural
+chunk shape and in chunk shapes the reader picks (including ones that do not
+divide the shape); listings and sizes are exact; writes are refused; and bad
+chunk shapes or indices give the errno docs/reference.md names."""
+import errno
+import json
+import os
+
+import numpy as np
+import pytest
+
+from mmfs_mount import make_array
+
+zarr = pytest.importorskip("zarr")
+
+DTYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64"]
+
+
+def random_data(rng, shape, dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+
+
+@pytest.fixture(scope="module")
+def arrays(module_volume):
+    root = module_volume.mnt / "z"
+    root.mkdir()
+    rng = np.random.default_rng(17)
+    out = {}
+    for i, dtype in enumerate(DTYPES):
+        shape = [(37,), (21, 13), (9, 10, 11)][i % 3]
+        layout = ["naive", "hilbert", "multimap", "zorder"][i % 4]
+        data = random_data(rng, shape, dtype)
+        path = make_array(root / f"a_{dtype}", shape, dtype, layout, data)
+        out[dtype] = (path, data)
+    return out
+
+
+def natural_chunk(path):
+    return tuple(int(x) for x in os.getxattr(path, "user.mmfs.cell").decode().split(","))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_zarr_python_reads_every_chunk_shape(arrays, dtype):
+    path, data = arrays[dtype]
+    store = f"{path}@/zarr"
+    z = zarr.open_array(store, mode="r")
+    assert z.shape == data.shape and z.dtype == data.dtype
+    assert z.chunks == natural_chunk(path)
+    np.testing.assert_array_equal(z[...], data)
+    # Chunk shapes the reader picks: ones that divide the shape, ones that do
+    # not (edge chunks padded), one chunk larger than the array, all of ones.
+    for chunk in [tuple(max(1, s // 2) for s in data.shape), tuple(max(1, s // 3 + 1) for s in data.shape),
+                  tuple(s + 5 for s in data.shape), tuple(1 for _ in data.shape)]:
+        spelled = ",".join(map(str, chunk))
+        z = zarr.open_array(f"{store}/{spelled}", mode="r")
+        assert z.chunks == chunk
+        np.testing.assert_array_equal(z[...], data, err_msg=f"chunks {chunk}")
+
+
+def test_metadata_and_chunk_files(arrays):
+    path, data = arrays["float64"]  # (9, 10, 11)
+    meta = json.loads((path.parent / f"{path.name}@" / "zarr" / "4,4,4" / "zarr.json").read_text())
+    assert meta["zarr_format"] == 3 and meta["node_type"] == "array"
+    assert meta["shape"] == [9, 10, 11] and meta["data_type"] == "float64"
+    assert meta["chunk_grid"] == {"name": "regular", "configuration": {"chunk_shape": [4, 4, 4]}}
+    assert meta["chunk_key_encoding"] == {"name": "default", "configuration": {"separator": "/"}}
+    assert meta["codecs"] == [{"name": "bytes", "configuration": {"endian": "little"}}]
+    assert meta["fill_value"] == 0.0
+    assert meta["dimension_names"] == ["dim_0", "dim_1", "dim_2"]
+    c = path.parent / f"{path.name}@" / "zarr" / "4,4,4" / "c"
+    assert sorted(os.listdir(c), key=int) == ["0", "1", "2"]
+    assert sorted(os.listdir(c / "2"), key=int) == ["0", "1", "2"]
+    assert sorted(os.listdir(c / "2" / "2"), key=int) == ["0", "1", "2"]
+    # An interior chunk is its box; an edge chunk is its box padded with zeros.
+    inner = np.fromfile(c / "1" / "1" / "1", dtype=np.float64).reshape(4, 4, 4)
+    np.testing.assert_array_equal(inner, data[4:8, 4:8, 4:8])
+    edge_file = c / "2" / "2" / "2"
+    assert edge_file.stat().st_size == 4 * 4 * 4 * 8
+    edge = np.fromfile(edge_file, dtype=np.float64).reshape(4, 4, 4)
+    want = np.zeros((4, 4, 4))
+    want[:1, :2, :3] = data[8:9, 8:10, 8:11]
+    np.testing.assert_array_equal(edge, want)
+    assert sorted(os.listdir(path.parent / f"{path.name}@" / "zarr")) == ["c", "zarr.json"]
+
+
+def test_dimension_names_and_attributes(module_volume):
+    root = module_volume.mnt / "named"
+    root.mkdir()
+    data = np.arange(6 * 4, dtype=np.int32).reshape(6, 4)
+    p = make_array(root / "t", data.shape, "int32", "naive", data)
+    os.setxattr(p, "user.mmfs.dims", b"time,station")
+    os.setxattr(p, "user.units", b'"K"')
+    os.setxattr(p, "user.scale", b"0.5")
+    os.setxattr(p, "user.note", b"not json")
+    z = zarr.open_array(f"{p}@/zarr", mode="r")
+    assert z.metadata.dimension_names == ("time", "station")
+    assert dict(z.attrs) == {"units": "K", "scale": 0.5, "note": "not json"}
+    np.testing.assert_array_equal(z[...], data)
+
+
+def test_tensorstore_reads_the_view(arrays):
+    ts = pytest.importorskip("tensorstore")
+    for dtype in ("float32", "int16", "uint64"):
+        path, data = arrays[dtype]
+        for chunk in (None, tuple(max(1, s // 3 + 1) for s in data.shape)):
+            sub = "" if chunk is None else "/" + ",".join(map(str, chunk))
+            store = ts.open({"driver": "zarr3", "kvstore": f"file://{path}@/zarr{sub}"}, read=True).result()
+            np.testing.assert_array_equal(store.read().result(), data, err_msg=f"{dtype} {chunk}")
+
+
+def test_writes_refused_and_bad_paths(arrays):
+    path, _ = arrays["int32"]  # (37,)
+    base = path.parent / f"{path.name}@" / "zarr"
+    with pytest.raises(OSError) as e:
+        with open(base / "zarr.json", "w"):
+            pass
+    assert e.value.errno in (errno.EROFS, errno.EACCES)
+    for bad, err in [("0", errno.EINVAL), ("4,4", errno.ENOENT), ("x", errno.EINVAL), ("999999999999", errno.EINVAL)]:
+        with pytest.raises(OSError) as e:
+            os.stat(base / bad / "zarr.json")
+        assert e.value.errno == err, bad
+    with pytest.raises(OSError) as e:
+        os.stat(base / "10" / "c" / "4")  # 37 elements in chunks of 10: chunks 0..3
+    assert e.value.errno == errno.ERANGE
+    with pytest.raises(OSError) as e:
+        os.stat(base / "10" / "c" / "1" / "0")
+    assert e.value.errno == errno.ENOTDIR
