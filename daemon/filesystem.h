@@ -205,6 +205,11 @@ class Filesystem {
   nlohmann::json zarr_attributes(Ino ino) const;
   int zarr_edge_chunk(fs::ArrayFile& array, const fs::DataView& box, std::span<const std::uint64_t> chunk,
                       std::string* content, std::string* message);
+  // D@/zarr/: a Zarr v3 group of the directory's arrays (each child NAME/ is
+  // NAME@/zarr/, needing NAME's read permission); chunk files are read at
+  // their open.
+  int table_zarr_stat(const VNode& v, const Caller& who, struct stat* st, std::string* content,
+                      std::string* message, std::vector<std::string>* listing, QueryCall call);
   std::optional<fs::ArraySchema> stored_schema(Ino ino) const;
   int array_for(Ino ino, std::shared_ptr<fs::ArrayFile>* out, std::string* message);
   std::shared_ptr<fs::PlainFile> plain_for_locked(Ino ino, const fs::Inode& inode);

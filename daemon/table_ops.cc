@@ -164,6 +164,8 @@ int Filesystem::table_getxattr(Ino dir, const std::string& attr, std::string* va
 
 int Filesystem::table_stat(Ino vino, const VNode& v, const Caller& who, struct stat* st, std::string* content,
                            std::string* message, std::vector<std::string>* listing, QueryCall call) {
+  if (!v.components.empty() && v.components[0] == "zarr")
+    return table_zarr_stat(v, who, st, content, message, listing, call);
   // Only the record views need the table itself (a query names its arrays).
   const bool records_view = !v.components.empty() && v.components[0] != "query";
   std::vector<fs::TableAttribute> attributes;

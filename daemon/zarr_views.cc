@@ -85,4 +85,88 @@ int Filesystem::zarr_edge_chunk(ArrayFile& array, const fs::DataView& box, std::
   return 0;
 }
 
+int Filesystem::table_zarr_stat(const VNode& v, const Caller& who, struct stat* st, std::string* content,
+                                std::string* message, std::vector<std::string>* listing, QueryCall call) {
+  const std::vector<std::string>& c = v.components;  // c[0] == "zarr"
+  auto as_dir = [&](std::vector<std::string> names) {
+    if (listing) *listing = std::move(names);
+    st->st_mode = S_IFDIR | 0555;
+    st->st_nlink = 2;
+    return 0;
+  };
+  auto as_file = [&](std::uint64_t size) {
+    st->st_mode = S_IFREG | 0444;
+    st->st_size = std::int64_t(size);
+    return 0;
+  };
+  if (c.size() == 1) {
+    std::vector<std::string> names{"zarr.json"};
+    if (listing)
+      volume_->metadata().readdir(v.home, [&](std::string_view name, Ino ino) {
+        if (auto schema = stored_schema(ino); schema && !schema->shape.empty()) names.emplace_back(name);
+        return true;
+      });
+    return as_dir(std::move(names));
+  }
+  if (c[1] == "zarr.json") {
+    if (c.size() > 2) {
+      *message = "'zarr/zarr.json' is a file, not a directory";
+      return ENOTDIR;
+    }
+    *content = fs::zarr_group_metadata(zarr_attributes(v.home)).dump(2, ' ', false,
+                                                                     nlohmann::json::error_handler_t::replace) +
+               "\n";
+    return as_file(content->size());
+  }
+  // zarr/NAME/...: the Zarr view of the array NAME of the directory.
+  const std::optional<Ino> ino = volume_->metadata().lookup(v.home, c[1]);
+  auto schema = ino ? stored_schema(*ino) : std::nullopt;
+  if (!schema || schema->shape.empty()) {
+    *message = fmt::format("'zarr/{}': not an array file of the directory; its arrays are listed in zarr/", c[1]);
+    return ENOENT;
+  }
+  // D's mode let the caller this far; the array's own bytes need its read permission.
+  if (int r = check_access(who, *ino, R_OK, c[1], message)) return r;
+  std::shared_ptr<ArrayFile> array;
+  if (int r = array_for(*ino, &array, message)) return r;
+  std::vector<std::string> rest{"zarr"};
+  rest.insert(rest.end(), c.begin() + 2, c.end());
+  auto res = resolve_array_view(rest, *array, listing != nullptr);
+  if (auto* e = std::get_if<fs::PathError>(&res)) {
+    *message = fmt::format("'zarr/{}': {}", c[1], e->message);
+    return e->error;
+  }
+  fs::ViewNode& node = std::get<fs::ViewNode>(res);
+  const fs::ArraySchema s = array->schema();
+  switch (node.kind) {
+    case fs::ViewKind::Dir: return as_dir(std::move(node.listing));
+    case fs::ViewKind::ZarrMeta:
+      *content = fs::zarr_array_metadata(s, node.chunk_shape, zarr_attributes(*ino))
+                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                 "\n";
+      return as_file(content->size());
+    case fs::ViewKind::Data: {
+      // Served as the chunk's bytes read at the open (a directory's views
+      // name no array of their own to read a data view from).
+      const std::uint64_t size = node.data->bytes(s.dtype.itemsize);
+      if (call != QueryCall::Open) return as_file(size);
+      content->resize(size);
+      std::size_t got = 0;
+      if (int r = array->read_view(*node.data, 0, size, reinterpret_cast<std::byte*>(content->data()), &got, message))
+        return r;
+      return as_file(got);
+    }
+    case fs::ViewKind::ZarrChunk: {
+      std::uint64_t size = s.dtype.itemsize;
+      for (std::uint64_t d : node.chunk_shape) size *= d;
+      if (call != QueryCall::Open) return as_file(size);
+      if (int r = zarr_edge_chunk(*array, *node.data, node.chunk_shape, content, message)) return r;
+      return as_file(size);
+    }
+    default:
+      *message = fmt::format("'zarr/{}': only the Zarr view of an array is under a directory's zarr/", c[1]);
+      return ENOENT;
+  }
+}
+
 }  // namespace mmfs::daemon

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "util/align.h"
+
 namespace mmfs::fs {
 
 using layouts::DimRange;
@@ -350,7 +352,7 @@ class Walker {
     std::vector<DimRange> dims;
     bool edge = false;
     for (std::size_t d = 0; d < rank; ++d) {
-      const std::uint64_t grid = (shape_[d] + chunk[d] - 1) / chunk[d];  // both >= 1: no overflow
+      const std::uint64_t grid = util::div_up(shape_[d], chunk[d]);
       const std::size_t k = at + 1 + d;
       if (c_.size() == k) return dir(listed(0, grid));
       std::uint64_t i = 0;
@@ -420,7 +422,7 @@ std::variant<ViewNode, PathError> resolve_table_view(std::span<const std::string
     n.row_count = r.stop - r.start;
     return n;
   };
-  if (c.empty()) return dir({"info", "rows", "plan", "query"});
+  if (c.empty()) return dir({"info", "rows", "plan", "query", "zarr"});
   if (c[0] == "info") {
     if (auto e = after_file(0)) return *e;
     ViewNode n;

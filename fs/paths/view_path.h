@@ -98,7 +98,9 @@ inline constexpr std::uint64_t kMaxZarrChunkBytes = 256ull << 20;
 // A directory's views (`D@`, docs/reference.md §5) over the table of D's 1-D arrays,
 // `records` long (fs/table/capsule_table.h):
 //
-//   (none)              Dir: info rows plan query
+//   (none)              Dir: info rows plan query zarr
+//   zarr/...            resolved by the daemon (daemon/zarr_views.cc): a Zarr
+//                       v3 group whose child NAME/ is NAME@/zarr/
 //   info                File (Info): the table's attributes and placement
 //   rows                Dir (empty: ranges are free-form)
 //   rows/SEL            File (Rows): records SEL (`A:B`, `A:`, `:B`, `:` or

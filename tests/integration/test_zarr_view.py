@@ -131,3 +131,38 @@ def test_writes_refused_and_bad_paths(arrays):
     with pytest.raises(OSError) as e:
         os.stat(base / "10" / "c" / "1" / "0")
     assert e.value.errno == errno.ENOTDIR
+
+
+def test_directory_group_opens_in_xarray(module_volume):
+    xr = pytest.importorskip("xarray")
+    root = module_volume.mnt / "ds"
+    root.mkdir()
+    rng = np.random.default_rng(3)
+    t = rng.standard_normal((5, 7, 6))
+    p = (rng.standard_normal((7, 6)) * 100).astype(np.float32)
+    lat = np.linspace(-30, 30, 7)
+    make_array(root / "T", t.shape, "float64", "hilbert", t)
+    make_array(root / "P", p.shape, "float32", "naive", p)
+    make_array(root / "lat", lat.shape, "float64", "naive", lat)
+    os.setxattr(root / "T", "user.mmfs.dims", b"time,lat,lon")
+    os.setxattr(root / "P", "user.mmfs.dims", b"lat,lon")
+    os.setxattr(root / "lat", "user.mmfs.dims", b"lat")
+    os.setxattr(root / "T", "user.units", b'"K"')
+    os.setxattr(root, "user.title", b'"a test"')
+    group = f"{root}@/zarr"
+    assert sorted(os.listdir(group)) == ["P", "T", "lat", "zarr.json"]
+    meta = json.loads((root.parent / "ds@" / "zarr" / "zarr.json").read_text())
+    assert meta == {"zarr_format": 3, "node_type": "group", "attributes": {"title": "a test"}}
+    ds = xr.open_zarr(group, consolidated=False, zarr_format=3)
+    assert ds.attrs == {"title": "a test"}
+    assert set(ds.data_vars) == {"T", "P"} and "lat" in ds.coords
+    np.testing.assert_array_equal(ds["T"].values, t)
+    np.testing.assert_array_equal(ds["P"].values, p)
+    np.testing.assert_array_equal(ds["lat"].values, lat)
+    assert ds["T"].dims == ("time", "lat", "lon") and ds["T"].attrs == {"units": "K"}
+    # A child in a chunk shape of the reader's, and its errors.
+    z = zarr.open_array(f"{group}/T/2,3,4", mode="r")
+    np.testing.assert_array_equal(z[...], t)
+    with pytest.raises(OSError) as e:
+        os.stat(root.parent / "ds@" / "zarr" / "nothing")
+    assert e.value.errno == errno.ENOENT

@@ -341,7 +341,7 @@ TEST_CASE("table views of a directory", "[view_path]") {
   auto top = resolve_table_view(std::vector<std::string>{}, 100);
   auto* d = std::get_if<ViewNode>(&top);
   REQUIRE(d);
-  CHECK(d->listing == L({"info", "rows", "plan", "query"}));
+  CHECK(d->listing == L({"info", "rows", "plan", "query", "zarr"}));
   auto r = resolve_table_view(split("query/K2==1&K4>2/count"), 100);
   auto* n = std::get_if<ViewNode>(&r);
   REQUIRE(n);
