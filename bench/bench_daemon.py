@@ -40,6 +40,13 @@ Usage (as root, from the repository root, after `meson compile -C build`):
 Exit status: 0 when everything ran and every result was correct (targets are
 reported, not enforced, unless --strict: then 3 when a target is missed);
 1 on an error or a wrong result.
+
+The code, beside this file (this one parses the command line and runs main):
+bench_daemon_util.py (errors, cache drop, formatting, I/O helpers),
+bench_daemon_mount.py (the daemon), bench_daemon_workloads.py (data,
+selections, timed reads, metadata test), bench_daemon_fio.py,
+bench_daemon_machine.py and bench_daemon_run.py (Bench: setup, measurements,
+report, cleanup).
 """
 import argparse
 import json
