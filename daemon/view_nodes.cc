@@ -16,6 +16,7 @@
 #include <ctime>
 
 #include "daemon/filesystem_detail.h"
+#include "fs/paths/zarr_metadata.h"
 #include "fs/util/buffer_pool.h"
 #include "layouts/default_layout.h"
 

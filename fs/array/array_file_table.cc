@@ -24,7 +24,7 @@ int ArrayFile::stage_placement_locked(const ArraySchema& requested, const std::v
     *message = "the array file was removed";
     return ESTALE;
   }
-  const ArrayState* state = cells_locked();
+  ArrayState* state = writable_cells_locked();
   if (!state || next.layout == "mloc") {
     *message = "an mloc array cannot be an attribute of a table in capsules or leave one (relayout it first)";
     return EINVAL;
@@ -53,10 +53,9 @@ int ArrayFile::stage_placement_locked(const ArraySchema& requested, const std::v
       *message = "a placement that keeps the cells in place must extend the current one";
       return EINVAL;
     }
-    ArrayState& cells = *writable_cells_locked();
-    for (std::uint64_t i = 0; i < cells.sums().entries(); ++i) {
-      fresh->sums().set_entry(i, cells.sums().entry(i));
-      fresh->alternatives().set_entry(i, cells.alternatives().entry(i));
+    for (std::uint64_t i = 0; i < state->sums().entries(); ++i) {
+      fresh->sums().set_entry(i, state->sums().entry(i));
+      fresh->alternatives().set_entry(i, state->alternatives().entry(i));
     }
   }
   out->schema = next;

@@ -114,7 +114,8 @@ TEST_CASE("mloc image: committed, loaded again and read in selections, it gives 
       for (const Extent& x : loaded->extents()) inside = inside || (r.lbn >= x.start && r.lbn < x.start + x.sectors);
       CHECK(inside);
     }
-  CHECK(loaded->describe().value("sealed", false));
+  CHECK(loaded->describe().value("sealed", true));
+  CHECK(loaded->describe()["image_bytes"].get<std::uint64_t>() > 0);
 }
 
 TEST_CASE("mloc image: the sector an element is reported at holds its most significant byte", "[mloc]") {
@@ -142,9 +143,18 @@ TEST_CASE("mloc image: the sector an element is reported at holds its most signi
     CHECK(std::uint8_t(dev.bytes()[lbn * 512 + offset]) == model[e * 2 + 1]);  // little-endian: byte 1 leads
   }
 
-  // A flipped byte of the image: EIO naming the checksum, never other bytes.
-  const Extent first = image->extents().front();
-  dev.bytes()[first.start * 512 + 100] ^= std::byte{0x40};
+  // A flipped byte of the image's last unit: EIO naming the checksum, never
+  // other bytes. (The image is the concatenation of its extents.)
+  std::uint64_t at = image->describe()["image_bytes"].get<std::uint64_t>() - 1;
+  geom::Lbn sector = 0;
+  for (const Extent& x : image->extents()) {
+    if (at < x.sectors * 512) {
+      sector = x.start + at / 512;
+      break;
+    }
+    at -= x.sectors * 512;
+  }
+  dev.bytes()[sector * 512 + at % 512] ^= std::byte{0x40};
   Bytes out(model.size());
   std::uint64_t bytes_read = 0;
   std::string msg;
