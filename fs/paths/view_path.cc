@@ -313,6 +313,12 @@ class Walker {
     std::size_t at = pos + 1;
     if (c_.size() > at && c_[at] != "zarr.json" && c_[at] != "c") {
       const std::string where = joined(c_, at + 1);
+      // Readers probe for names of other formats (.zarray, .zgroup, ...): a
+      // name that is no chunk shape at all is ENOENT, as in any directory.
+      if (c_[at].find_first_not_of("0123456789,") != std::string::npos)
+        return error(ENOENT, fmt::format("'{}': '{}' is not part of a Zarr array; accepted: zarr.json, c, or a "
+                                         "chunk shape C0,C1,...",
+                                         where, c_[at]));
       const std::string accepted = fmt::format("a chunk shape C0,C1,... of {} positive numbers (e.g. {}), then "
                                                "zarr.json or c",
                                                rank, fmt::join(chunk, ","));

@@ -128,7 +128,7 @@ def test_listings(vol, arrays, layout, case):
     assert os.path.isdir(at)
     assert path.name + "@" not in os.listdir(path.parent), "A@ is not listed by readdir"
     assert path.name in os.listdir(path.parent)
-    assert set(os.listdir(at)) == {"info", "slice", "box", "plod", "query", "lbn", "plan"}
+    assert set(os.listdir(at)) == {"info", "slice", "box", "plod", "query", "lbn", "plan", "zarr"}
     assert sorted(os.listdir(view(path, "slice")), key=int) == [str(d) for d in range(arr.ndim)]
     for dim in range(arr.ndim):
         assert sorted(os.listdir(view(path, "slice", dim)), key=int) == [str(i) for i in range(arr.shape[dim])]

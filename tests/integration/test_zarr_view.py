@@ -33,7 +33,7 @@ def arrays(module_volume):
     rng = np.random.default_rng(17)
     out = {}
     for i, dtype in enumerate(DTYPES):
-        shape = [(37,), (21, 13), (9, 10, 11)][i % 3]
+        shape = [(9, 10, 11), (37,), (21, 13)][i % 3]
         layout = ["naive", "hilbert", "multimap", "zorder"][i % 4]
         data = random_data(rng, shape, dtype)
         path = make_array(root / f"a_{dtype}", shape, dtype, layout, data)
@@ -121,7 +121,7 @@ def test_writes_refused_and_bad_paths(arrays):
         with open(base / "zarr.json", "w"):
             pass
     assert e.value.errno in (errno.EROFS, errno.EACCES)
-    for bad, err in [("0", errno.EINVAL), ("4,4", errno.ENOENT), ("x", errno.EINVAL), ("999999999999", errno.EINVAL)]:
+    for bad, err in [("0", errno.EINVAL), ("4,4", errno.ENOENT), ("x", errno.ENOENT), (".zarray", errno.ENOENT), ("999999999999", errno.EINVAL)]:
         with pytest.raises(OSError) as e:
             os.stat(base / bad / "zarr.json")
         assert e.value.errno == err, bad

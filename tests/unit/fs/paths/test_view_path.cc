@@ -558,7 +558,9 @@ TEST_CASE("zarr: the array in its natural chunks or in any chunk shape, chunk fi
 
   CHECK(zerrno("zarr/3,3") == ENOENT);          // not one size per dimension
   CHECK(zerrno("zarr/3,0,3/zarr.json") == EINVAL);
-  CHECK(zerrno("zarr/3,x,3/c") == EINVAL);
+  CHECK(zerrno("zarr/3,x,3/c") == ENOENT);  // no chunk shape at all (as .zarray, which readers probe for)
+  CHECK(zerrno("zarr/.zarray") == ENOENT);
+  CHECK(zerrno("zarr/3,,3/c") == EINVAL);
   CHECK(zerrno("zarr/4096,4096,4096/c") == EINVAL);  // a chunk over 256 MiB
   CHECK(zerrno("zarr/c/2") == ERANGE);
   CHECK(zerrno("zarr/c/0/0/2") == ERANGE);
