@@ -26,7 +26,7 @@ using fs::Inode;
 using namespace detail;
 
 std::shared_ptr<fs::PlainFile> Filesystem::plain_for_locked(Ino ino, const Inode& inode) {
-  OpenFile& of = open_[ino];
+  OpenFile& of = open_.entry(ino);
   if (!of.plain) {
     // The size as of now, under the registry lock: `inode` may predate the
     // commit of a release that ran in between.
@@ -97,7 +97,7 @@ int Filesystem::open(Ino ino, int flags, const Caller& who, std::unique_ptr<Hand
   // checksums would outlive the inode).
   n = volume_->metadata().inode(ino);
   if (!n) return ENOENT;
-  OpenFile& of = open_[ino];
+  OpenFile& of = open_.entry(ino);
   if (array) of.array = array;
   else plain_for_locked(ino, *n);
   ++of.opens;
@@ -112,13 +112,13 @@ bool Filesystem::open_data(Ino ino, std::shared_ptr<fs::PlainFile>* plain, std::
   // The registry entry, not the handle, says what the file is now: setting
   // user.mmfs.shape turns an open plain file into an array.
   std::lock_guard lock(mu_);
-  auto it = open_.find(ino);
-  if (it == open_.end()) return false;
-  *plain = it->second.plain;
-  *array = it->second.array;
+  OpenFile* file = open_.find(ino);
+  if (!file) return false;
+  *plain = file->plain;
+  *array = file->array;
   if (modifying) {
-    it->second.mtime_ns = now_ns();
-    it->second.times_dirty = *plain != nullptr;
+    file->mtime_ns = now_ns();
+    file->times_dirty = *plain != nullptr;
   }
   return true;
 }
@@ -154,9 +154,9 @@ int Filesystem::read_span(Handle& h, std::uint64_t offset, std::size_t size,
   std::optional<fs::DataView> view = h.view;
   if (!view) {
     std::lock_guard lock(mu_);
-    auto it = open_.find(h.ino);
-    if (it == open_.end() || !it->second.array) return 0;
-    array = it->second.array;
+    OpenFile* file = open_.find(h.ino);
+    if (!file || !file->array) return 0;
+    array = file->array;
   }
   std::string msg;
   int r = view ? array->view_span(*view, offset, size, keep, data, got, &msg)
@@ -179,10 +179,10 @@ int Filesystem::fallocate(Handle& h, int mode, std::uint64_t offset, std::uint64
   std::shared_ptr<fs::PlainFile> plain;
   {
     std::lock_guard lock(mu_);
-    auto it = open_.find(h.ino);
-    if (it == open_.end()) return EBADF;
-    plain = it->second.plain;
-    if (it->second.array) return record(EOPNOTSUPP, h.ino, "fallocate: an array file's space is fixed by its shape");
+    OpenFile* file = open_.find(h.ino);
+    if (!file) return EBADF;
+    plain = file->plain;
+    if (file->array) return record(EOPNOTSUPP, h.ino, "fallocate: an array file's space is fixed by its shape");
   }
   if (mode & ~FALLOC_FL_KEEP_SIZE)
     return record(EOPNOTSUPP, h.ino,
@@ -193,9 +193,9 @@ int Filesystem::fallocate(Handle& h, int mode, std::uint64_t offset, std::uint64
   if (plain->size() != before) {
     // A change of size marks ctime and mtime (as ftruncate does; POSIX).
     std::lock_guard lock(mu_);
-    if (auto it = open_.find(h.ino); it != open_.end()) {
-      it->second.mtime_ns = now_ns();
-      it->second.times_dirty = true;
+    if (OpenFile* file = open_.find(h.ino)) {
+      file->mtime_ns = now_ns();
+      file->times_dirty = true;
     }
   }
   return 0;
@@ -207,10 +207,10 @@ int Filesystem::fsync(Handle* h, Ino ino) {
   std::shared_ptr<ArrayFile> array;
   {
     std::lock_guard lock(mu_);
-    auto it = open_.find(ino);
-    if (it != open_.end()) {
-      if (int r = commit_open_file(ino, it->second)) return r;
-      array = it->second.array;
+    OpenFile* file = open_.find(ino);
+    if (file) {
+      if (int r = commit_open_file(ino, *file)) return r;
+      array = file->array;
     }
   }
   if (array) {
@@ -226,8 +226,8 @@ int Filesystem::flush(Handle& h) {
   std::shared_ptr<ArrayFile> array;
   {
     std::lock_guard lock(mu_);
-    auto it = open_.find(h.ino);
-    if (it != open_.end()) array = it->second.array;
+    OpenFile* file = open_.find(h.ino);
+    if (file) array = file->array;
   }
   if (!array) return 0;
   std::string msg;
@@ -247,14 +247,14 @@ int Filesystem::release(std::unique_ptr<Handle> h) {
   int r = 0;
   {
     std::lock_guard lock(mu_);
-    auto it = open_.find(h->ino);
-    if (it == open_.end()) return 0;
-    OpenFile& of = it->second;
+    OpenFile* file = open_.find(h->ino);
+    if (!file) return 0;
+    OpenFile& of = *file;
     if (--of.opens > 0) return 0;
     r = commit_open_file(h->ino, of);
     array = of.array;
     bool orphaned = of.orphaned;
-    open_.erase(it);
+    open_.erase(h->ino);
     if (orphaned) {
       remove_locked(h->ino, [&] { return volume_->metadata().unlink(orphans_, std::to_string(h->ino)); });
       return r;

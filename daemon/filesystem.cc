@@ -118,11 +118,11 @@ int Filesystem::flush_all(bool durable, bool periodic) {
   int first = 0;
   {
     std::lock_guard lock(mu_);
-    for (auto& [ino, of] : open_) {
+    open_.for_each([&](Ino ino, OpenFile& of) {
       if (of.plain && (of.plain->dirty() || of.times_dirty))
         if (int r = commit_open_file(ino, of); r && !first) first = r;
       if (of.array) arrays.push_back({ino, of.array});
-    }
+    });
     for (auto& a : arrays_.all()) arrays.push_back({a->ino(), a});
   }
   for (auto& [ino, a] : arrays) {
@@ -189,11 +189,11 @@ int Filesystem::fill_stat(const Inode& inode, struct stat* st) {
   std::uint64_t sectors = 0;
   {
     std::lock_guard lock(mu_);
-    auto it = open_.find(inode.ino);
-    if (it != open_.end() && it->second.plain) {
-      st->st_size = std::int64_t(it->second.plain->size());
-      sectors = it->second.plain->allocated_bytes() / volume_->geometry().sector_size();
-      if (it->second.times_dirty) st->st_mtim = st->st_ctim = to_timespec(it->second.mtime_ns);
+    OpenFile* file = open_.find(inode.ino);
+    if (file && file->plain) {
+      st->st_size = std::int64_t(file->plain->size());
+      sectors = file->plain->allocated_bytes() / volume_->geometry().sector_size();
+      if (file->times_dirty) st->st_mtim = st->st_ctim = to_timespec(file->mtime_ns);
     } else {
       // Read again under the registry lock: a release may have committed a
       // newer size and mtime since the caller read `inode`.
@@ -211,7 +211,7 @@ int Filesystem::fill_stat(const Inode& inode, struct stat* st) {
     }
     // Unlinked while open: its last name is gone (it waits in the orphan
     // directory only so that its data outlives the name).
-    if (it != open_.end() && it->second.orphaned) st->st_nlink = 0;
+    if (file && file->orphaned) st->st_nlink = 0;
   }
   if (S_ISLNK(inode.mode)) st->st_size = std::int64_t(inode.symlink.size());
   st->st_blocks = std::int64_t(sectors * volume_->geometry().sector_size() / 512);
@@ -394,13 +394,13 @@ int Filesystem::setattr(Ino ino, const struct stat& attr, int to_set, const Call
       }
     } else {
       std::lock_guard lock(mu_);
-      bool was_open = open_.count(ino) && open_[ino].opens > 0;
+      bool was_open = open_.find(ino) && open_.find(ino)->opens > 0;
       auto plain = plain_for_locked(ino, *n);
       int r = plain->truncate(size);
       if (r == 0) {
-        open_[ino].mtime_ns = now_ns();
-        open_[ino].times_dirty = true;
-        r = commit_open_file(ino, open_[ino]);
+        open_.entry(ino).mtime_ns = now_ns();
+        open_.entry(ino).times_dirty = true;
+        r = commit_open_file(ino, open_.entry(ino));
       }
       if (!was_open) open_.erase(ino);
       if (r) return r;
@@ -422,11 +422,11 @@ int Filesystem::setattr(Ino ino, const struct stat& attr, int to_set, const Call
     // Under the registry lock: an open plain file commits its size and times
     // through the same edit, so neither can undo the other.
     std::lock_guard lock(mu_);
-    auto it = open_.find(ino);
+    OpenFile* file = open_.find(ino);
     int r;
-    if (it != open_.end() && it->second.plain) {
-      if (to_set & (kSetMtime | kSetMtimeNow)) it->second.times_dirty = false;
-      r = it->second.plain->commit(edit);
+    if (file && file->plain) {
+      if (to_set & (kSetMtime | kSetMtimeNow)) file->times_dirty = false;
+      r = file->plain->commit(edit);
     } else {
       r = md.apply_with_inode(ino, edit, fs::WriteBatch{}, {});
     }

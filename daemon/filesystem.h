@@ -32,6 +32,7 @@
 #include "daemon/caller.h"
 #include "daemon/loaded_arrays.h"
 #include "daemon/name_cache.h"
+#include "daemon/open_files.h"
 #include "daemon/virtual_nodes.h"
 #include "fs/array/array_file.h"
 #include "fs/table/capsule_table.h"
@@ -142,14 +143,6 @@ class Filesystem {
   std::vector<Ino> table_member_inos(Ino dir);
 
  private:
-  struct OpenFile {
-    std::shared_ptr<fs::PlainFile> plain;
-    std::shared_ptr<fs::ArrayFile> array;
-    int opens = 0;
-    bool orphaned = false;  // unlinked while open: in the orphan directory until the last close
-    std::int64_t mtime_ns = 0;
-    bool times_dirty = false;
-  };
   using VNode = VirtualNode;
 
   std::string path_of(Ino ino) const;
@@ -271,7 +264,7 @@ class Filesystem {
   //                   and the internal locks of vnodes_, names_, errors_ and
   //                   audit_: nothing is locked under them
   std::mutex mu_;  // the registry and namespace changes
-  std::unordered_map<Ino, OpenFile> open_;
+  OpenFiles open_;  // open regular files (daemon/open_files.h)
   LoadedArrays arrays_;  // loaded arrays (views keep them alive), and the 16 most recently used
   // Runs `op` (a metadata change that may drop the last link of `ino`) with
   // mu_ held; when the inode is gone, its loaded array is retired and forgotten.

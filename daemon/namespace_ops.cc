@@ -86,12 +86,12 @@ int Filesystem::orphan_if_open(Ino parent, const std::string& name) {
   fs::Metadata& md = volume_->metadata();
   auto child = md.lookup(parent, name);
   if (!child) return -1;
-  auto it = open_.find(*child);
-  if (it == open_.end() || it->second.opens == 0 || orphans_ == 0) return -1;
+  OpenFile* file = open_.find(*child);
+  if (!file || file->opens == 0 || orphans_ == 0) return -1;
   auto n = md.inode(*child);
   if (!n || S_ISDIR(n->mode) || n->nlink > 1) return -1;
   if (int r = md.rename(parent, name, orphans_, std::to_string(*child), fs::Metadata::kNoReplace)) return r;
-  it->second.orphaned = true;
+  file->orphaned = true;
   return 0;
 }
 

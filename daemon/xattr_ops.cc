@@ -91,9 +91,9 @@ int Filesystem::set_xattr_unaudited(Ino ino, const std::string& name, const std:
     std::lock_guard lock(mu_);
     n = md.inode(ino);  // again, under the registry lock (a release may have just committed)
     if (!n) return ENOENT;
-    auto it = open_.find(ino);
+    OpenFile* file = open_.find(ino);
     std::shared_ptr<fs::PlainFile> plain;
-    if (it != open_.end() && it->second.plain) plain = it->second.plain;
+    if (file && file->plain) plain = file->plain;
     else plain = std::make_shared<fs::PlainFile>(md, volume_->allocator(), io_, volume_->geometry(), ino, n->size);
     std::uint64_t need = fs::array_bytes(next);
     if (plain->size() != 0 && plain->size() != need)
@@ -106,16 +106,16 @@ int Filesystem::set_xattr_unaudited(Ino ino, const std::string& name, const std:
           next.order.empty() ? layouts::CellGrid::default_order(next.shape.size()) : next.order;
       next.cell = layouts::default_cell(rule, volume_->geometry(), next.shape, next.dtype.itemsize, order);
     }
-    if (it != open_.end() && it->second.plain) commit_open_file(ino, it->second);
+    if (file && file->plain) commit_open_file(ino, *file);
     auto created = md.inode(ino);
     std::shared_ptr<ArrayFile> array;
     if (int r = ArrayFile::create(array_ctx_, *created, next, plain->size() ? plain.get() : nullptr, &array, &msg))
       return record(r, ino, attr_message(name, msg));
     arrays_.add(ino, array);
-    if (it != open_.end()) {
-      it->second.plain.reset();
-      it->second.times_dirty = false;
-      it->second.array = array;
+    if (file) {
+      file->plain.reset();
+      file->times_dirty = false;
+      file->array = array;
     }
     return 0;
   }();
