@@ -32,7 +32,11 @@ std::vector<std::uint64_t> Filesystem::natural_chunk(const ArrayFile& array) con
 std::variant<fs::ViewNode, fs::PathError> Filesystem::resolve_array_view(const std::vector<std::string>& components,
                                                                          const ArrayFile& array, bool listing) const {
   const fs::ArraySchema schema = array.schema();
-  const std::vector<std::uint64_t> chunk = natural_chunk(array);
+  // Only a Zarr view needs the natural chunk (it takes the array's lock again).
+  const bool zarr = !components.empty() &&
+                    (components[0] == "zarr" || (components[0] == "plan" && components.size() > 1 &&
+                                                 components[1] == "zarr"));
+  const std::vector<std::uint64_t> chunk = zarr ? natural_chunk(array) : std::vector<std::uint64_t>{};
   return fs::resolve_view(components, schema.shape, schema.dtype.itemsize, listing, chunk);
 }
 
@@ -150,7 +154,12 @@ int Filesystem::table_zarr_stat(const VNode& v, const Caller& who, struct stat* 
       // name no array of their own to read a data view from).
       const std::uint64_t size = node.data->bytes(s.dtype.itemsize);
       if (call != QueryCall::Open) return as_file(size);
-      content->resize(size);
+      try {
+        content->resize(size);
+      } catch (const std::bad_alloc&) {
+        *message = fmt::format("a Zarr chunk of {} bytes does not fit in memory; read smaller chunks", size);
+        return ENOMEM;
+      }
       std::size_t got = 0;
       if (int r = array->read_view(*node.data, 0, size, reinterpret_cast<std::byte*>(content->data()), &got, message))
         return r;
