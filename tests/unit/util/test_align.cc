@@ -30,7 +30,7 @@ static_assert(div_up(std::uint16_t(65535), std::uint16_t(2)) == 32768);
 TEST_CASE("align: div_up and align_up as the helpers they replace, without their overflow", "[util][align]") {
   std::mt19937_64 rng(7);
   for (int n = 0; n < 5000; ++n) {
-    const std::uint64_t v = rng() >> (rng() % 64 + 1);  // below 2^63: the old form does not overflow
+    const std::uint64_t v = rng() >> (rng() % 63 + 1);  // below 2^63 (shifts of 1..63): the old form does not overflow
     const std::uint64_t a = (rng() >> (rng() % 64)) | 1;
     if (v > std::numeric_limits<std::uint64_t>::max() - a) continue;
     REQUIRE(div_up(v, a) == (v + a - 1) / a);

@@ -59,7 +59,7 @@ int run(const QueryView& q, const QueryArrays& arrays, QueryOutcome* out, std::s
 
 std::vector<std::uint64_t> u64s(const std::string& bytes) {
   std::vector<std::uint64_t> v(bytes.size() / 8);
-  std::memcpy(v.data(), bytes.data(), v.size() * 8);
+  if (!v.empty()) std::memcpy(v.data(), bytes.data(), v.size() * 8);  // never memcpy a null pointer
   return v;
 }
 
