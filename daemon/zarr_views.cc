@@ -18,12 +18,19 @@ namespace mmfs::daemon {
 using fs::ArrayFile;
 
 std::vector<std::uint64_t> Filesystem::natural_chunk(const ArrayFile& array) const {
+  // getfattr's text of the cell (the layout's choice filled in), read with the
+  // path grammar's own strict number parser; anything else (never expected)
+  // gives no natural chunk, so zarr/ serves the whole array as one chunk
+  // rather than throwing in the daemon.
   std::vector<std::uint64_t> chunk;
   const std::string text = array.attr_text("cell");
   std::size_t at = 0;
-  while (at < text.size()) {
+  while (at <= text.size()) {
     const std::size_t comma = std::min(text.find(',', at), text.size());
-    chunk.push_back(std::stoull(text.substr(at, comma - at)));
+    std::uint64_t v = 0;
+    if (fs::parse_number(std::string_view(text).substr(at, comma - at), v) != fs::NumberStatus::Ok || v == 0)
+      return {};
+    chunk.push_back(v);
     at = comma + 1;
   }
   return chunk;
