@@ -99,6 +99,11 @@ int run(int argc, char** argv) {
     fmt::print(stderr, "mmfs-import: {}: warning: {}\n", what, note);
   };
 
+  reporter.skipped = [&](const std::string& object, const std::string& why) {
+    if (!transfer.quiet) fmt::print("skipped {}: {}\n", object, why);
+    std::fflush(stdout);
+  };
+
   if (list) {
     auto datasets = list_datasets(spec.file, spec.object, reporter);
     std::fputs(list_table(datasets).c_str(), stdout);

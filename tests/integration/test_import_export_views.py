@@ -130,13 +130,14 @@ def test_export_existing_dataset_and_force(sources, tmp_path):
     assert_exported(out, "/other", np.ones((2, 2)), "other datasets are kept")
 
 
-@pytest.mark.parametrize("what", ["plain-file", "directory", "info", "plan", "lbn", "missing", "view-dir"])
+# (A directory is a tree to export: test_import_export_dims.py.)
+@pytest.mark.parametrize("what", ["plain-file", "info", "plan", "lbn", "missing", "view-dir"])
 def test_export_refuses_non_data_sources(sources, vol, tmp_path, what):
     path, arr = sources["f8"]
     plain = vol.mnt / "sources" / "plain.txt"
     if not plain.exists():
         plain.write_bytes(b"just some text\n" * 10)
-    src = {"plain-file": plain, "directory": vol.mnt / "sources", "info": view(path, "info"),
+    src = {"plain-file": plain, "info": view(path, "info"),
            "plan": view(path, "plan", "slice", 0, 1), "lbn": view(path, "lbn", "0,0,0"),
            "missing": vol.mnt / "sources" / "nothing", "view-dir": view(path, "slice")}[what]
     out = tmp_path / "out.h5"

@@ -12,6 +12,7 @@
 #include <variant>
 
 #include "fs/array/array_schema.h"
+#include "tools/h5/dimension_scales.h"
 #include "tools/h5/dtype_map.h"
 #include "tools/h5/hdf5_handle.h"
 
@@ -113,6 +114,7 @@ std::vector<std::string> read_strings(hid_t attr, hid_t file_type, hid_t space, 
 struct AttrContext {
   ImportedAttributes* result;
   json* types;
+  bool on_scale;  // the object is a dimension scale
 };
 
 // One attribute; returns a reason when it is skipped.
@@ -181,6 +183,8 @@ struct IterateState {
 
 herr_t visit_attribute(hid_t object, const char* name, const H5A_info_t*, void* data) {
   auto* st = static_cast<IterateState*>(data);
+  // Dimension-scale and netCDF-4 structure: names in user.mmfs.dims instead.
+  if (is_structure_attribute(name, st->ctx->on_scale)) return 0;
   try {
     if (auto skipped = import_one(object, name, *st->ctx))
       st->ctx->result->warnings.push_back(fmt::format("attribute '{}': {}, skipped", name, *skipped));
@@ -345,7 +349,8 @@ void write_numbers(hid_t object, const std::string& name, const Decoded& d) {
 ImportedAttributes attributes_to_xattrs(hid_t object) {
   ImportedAttributes result;
   json types = json::object();
-  AttrContext ctx{&result, &types};
+  const bool on_scale = H5Iget_type(object) == H5I_DATASET && is_dimension_scale(object);
+  AttrContext ctx{&result, &types, on_scale};
   IterateState st{&ctx, nullptr};
   hsize_t idx = 0;
   herr_t status = H5Aiterate2(object, H5_INDEX_NAME, H5_ITER_INC, &idx, visit_attribute, &st);
@@ -389,6 +394,9 @@ std::vector<std::string> xattrs_to_attributes(hid_t object, const Xattrs& xattrs
         warnings.push_back(fmt::format("attribute '{}': a string holds a NUL byte and ends there in HDF5", attr));
         break;
       }
+    // A group exported into an existing file may have the attribute already: the new value replaces it.
+    if (H5Aexists(object, attr.c_str()) > 0)
+      check_ok(H5Adelete(object, attr.c_str()), fmt::format("replacing attribute '{}'", attr));
     if (decoded->dtype) write_numbers(object, attr, *decoded);
     else write_strings(object, attr, decoded->dims, decoded->strings);
   }

@@ -17,7 +17,9 @@
 // "origin": {"type": "float64", "shape": [3]}}. Without it (an xattr set by a
 // user), export writes the xattr as a string attribute.
 //
-// What cannot be represented is skipped with a warning: other types
+// Attributes that only encode dimension scales or netCDF-4 library
+// structure (dimension_scales.h) are left out silently: they become
+// user.mmfs.dims. What cannot be represented is skipped with a warning: other types
 // (compound, enum, references, float16, ...), null dataspaces, names starting
 // with "mmfs." or equal to "hdf5.types" (mmfs's own), names longer than an
 // xattr name allows, and values over 64 KiB (mmfs's xattr limit).

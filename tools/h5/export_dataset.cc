@@ -94,7 +94,9 @@ Plist creation_plist(const std::vector<std::uint64_t>& chunks, const ExportSetti
   return dcpl;
 }
 
-Xattrs array_xattrs(const std::string& array, std::vector<std::string>& warnings) {
+}  // namespace
+
+Xattrs exported_xattrs(const std::string& array, std::vector<std::string>& warnings) {
   std::vector<std::string> names;
   if (auto r = list_xattrs(array, &names)) throw ToolError(r.error, array + ": " + r.message);
   Xattrs out;
@@ -109,8 +111,6 @@ Xattrs array_xattrs(const std::string& array, std::vector<std::string>& warnings
   }
   return out;
 }
-
-}  // namespace
 
 TransferStats export_array(const ArraySource& src, const std::string& file_name, const std::string& object,
                            const ExportSettings& settings) {
@@ -250,7 +250,7 @@ TransferStats export_array(const ArraySource& src, const std::string& file_name,
 
   // Attributes (the array file's, not a view's), then the final names.
   if (!src.is_view) {
-    Xattrs xattrs = array_xattrs(src.array, stats.warnings);
+    Xattrs xattrs = exported_xattrs(src.array, stats.warnings);
     auto w = xattrs_to_attributes(dataset.get(), xattrs);
     stats.warnings.insert(stats.warnings.end(), w.begin(), w.end());
   }

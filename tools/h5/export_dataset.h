@@ -24,6 +24,11 @@ struct ExportSettings {
   bool progress = false;
 };
 
+// The user.* xattrs of a file or directory that become its HDF5 attributes
+// (not user.mmfs.*); ones that cannot be read are warnings. Throws ToolError
+// when the list cannot be read.
+Xattrs exported_xattrs(const std::string& path, std::vector<std::string>& warnings);
+
 // Exports `src` to dataset `object` ("/a/b/ds") of HDF5 file `file`. Throws
 // ToolError or H5Error with the reason.
 TransferStats export_array(const ArraySource& src, const std::string& file, const std::string& object,

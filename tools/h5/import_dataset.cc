@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "tools/h5/dimension_scales.h"
 #include "tools/h5/dtype_map.h"
 #include "tools/h5/file_io.h"
 #include "tools/h5/interrupt.h"
@@ -124,6 +125,17 @@ TransferStats import_dataset(hid_t loc, const std::string& name, const std::stri
                                          "(is it on an mmfs mount?)",
                                          dest, stats.bytes));
 
+  // Dimension names (netCDF-4's dimension scales): a name the daemon refuses
+  // (not an identifier, two alike) loses the names, not the array.
+  if (auto names = dimension_names(dataset, label)) {
+    const std::string text = fmt::format("{}", fmt::join(*names, ","));
+    if (auto r = set_xattr(fd.get(), "user.mmfs.dims", text)) {
+      std::string why = daemon_explanation(dest, r.error);
+      stats.warnings.push_back(fmt::format("dimension names {}: {}{}, not set", text, std::strerror(r.error),
+                                           why.empty() ? "" : "; mmfs: " + why));
+    }
+  }
+
   // The data.
   const TransferTiling tiling(info.shape, dtype.itemsize, info.transfer_chunks(), settings.buffer_bytes);
   const std::size_t buffer_size = tiling.max_box_bytes();
@@ -162,7 +174,7 @@ TransferStats import_dataset(hid_t loc, const std::string& name, const std::stri
 
   // Attributes, then durability.
   ImportedAttributes attrs = attributes_to_xattrs(dataset);
-  stats.warnings = std::move(attrs.warnings);
+  stats.warnings.insert(stats.warnings.end(), attrs.warnings.begin(), attrs.warnings.end());
   for (const auto& [xattr, value] : attrs.xattrs)
     if (auto r = set_xattr(fd.get(), xattr, value))
       stats.warnings.push_back(fmt::format("attribute '{}': {}, skipped", xattr.substr(5), r.message));

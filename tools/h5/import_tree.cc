@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "tools/h5/dimension_scales.h"
 #include "tools/h5/h5_spec.h"
 #include "tools/h5/h5_walk.h"
 #include "tools/h5/tool_error.h"
@@ -51,6 +52,11 @@ void copy_attributes(hid_t object, const std::string& path, const std::string& w
       r.note(what, fmt::format("attribute '{}': {}, skipped", name.substr(5), res.message));
 }
 
+bool is_placeholder(hid_t group, const std::string& name) {
+  Dataset dataset(H5Dopen2(group, name.c_str(), H5P_DEFAULT), fmt::format("opening dataset {}", name));
+  return is_netcdf_placeholder(dataset.get());
+}
+
 class TreeImport : public WalkVisitor {
  public:
   TreeImport(std::string file, std::string start, std::string dest, const ImportSettings& s, const ImportReporter& r)
@@ -70,6 +76,11 @@ class TreeImport : public WalkVisitor {
 
   void dataset(const std::string& path, hid_t group, const std::string& name) override {
     try {
+      if (is_placeholder(group, name)) {
+        if (reporter_.skipped) reporter_.skipped(path, "a netCDF dimension without a variable: not imported (its name is in the "
+                                   "arrays' user.mmfs.dims, its length in their shapes)");
+        return;
+      }
       DatasetInfo info;
       const std::string dest = target(path);
       TransferStats stats = import_dataset(group, name, dest, settings_, path, info);

@@ -21,6 +21,8 @@ struct ImportReporter {
   std::function<void(const std::string& what, const std::string& reason)> problem;
   // Not an error: an attribute skipped, a link to an object already imported.
   std::function<void(const std::string& what, const std::string& note)> note;
+  // Left out by design (a netCDF dimension without a variable): WHAT, why.
+  std::function<void(const std::string& what, const std::string& why)> skipped;
 };
 
 // Imports `object` ("" or "/" for the whole file, a group, or a dataset) of
