@@ -18,6 +18,7 @@ attributes against h5netcdf on the xattrs that contract makes mmfs-import write
 (written here by mmfs.create and mmfs.attrs, as `import_as_the_contract_says` does)
 and against xr.decode_cf."""
 import os
+import pickle
 
 import h5py
 import numpy as np
@@ -306,6 +307,13 @@ def test_decoding_options_and_laziness(d):
     assert "aux" in ds.coords and np.isnan(ds.v.values[1, 2]) and ds.v.dtype == np.float64  # float64 scale_factor
     assert ds.v.encoding["_FillValue"] == -999 and ds.v.encoding["scale_factor"] == 0.5
     assert list(xr.open_dataset(d, engine=ENGINE, drop_variables=["w", "aux"]).data_vars) == ["v"]
+    # decoded lazily under dask (chunks on the bricks) and after pickling
+    want = xr.decode_cf(raw)
+    chunked = xr.open_dataset(d, engine=ENGINE, chunks={})
+    assert chunked.v.chunks is not None
+    assert float(chunked.v.mean().compute(scheduler="threads")) == pytest.approx(float(want.v.mean()), rel=1e-12)
+    again = pickle.loads(pickle.dumps(xr.open_dataset(d, engine=ENGINE)))
+    assert_same(want, again.load(), "a pickled Dataset differs from xr.decode_cf", describe_dir(d))
 
 
 def _has_cftime():
