@@ -93,10 +93,16 @@ if [[ $for_tests == 0 ]]; then
 fi
 
 # --- the Python client's optional dependencies (tests/integration/test_python_*.py) ----
-if ! python3 -c 'import xarray, dask.array, pandas, tqdm' >/dev/null 2>&1; then
-  log "installing Python packages: xarray dask[array] pandas tqdm"
+# h5netcdf: xarray's netCDF-4 engine (test_python_netcdf.py's round trips);
+# tensorstore: a stock reader of the Zarr v3 view (test_zarr_view.py).
+if ! python3 -c 'import xarray, dask.array, pandas, tqdm, h5netcdf, tensorstore' >/dev/null 2>&1; then
+  log "installing Python packages: xarray dask[array] pandas tqdm h5netcdf tensorstore"
   quiet env PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    python3 -m pip install -q xarray 'dask[array]' pandas tqdm
+    python3 -m pip install -q xarray 'dask[array]' pandas tqdm h5netcdf tensorstore
+  python3 -c 'import xarray, dask.array, pandas, tqdm, h5netcdf, tensorstore' || {
+    log "Python packages still not importable after pip install" >&2
+    exit 1
+  }
 fi
 
 # --- pjdfstest (tests/integration/test_pjdfstest.py) ---------------------------------
