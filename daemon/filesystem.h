@@ -235,6 +235,10 @@ class Filesystem {
   void audit_change(const Caller& who, Ino ino, const std::string& what);
   int set_xattr_unaudited(Ino ino, const std::string& name, const std::string& value, int flags, const Caller& who);
   int remove_xattr_unaudited(Ino ino, const std::string& name, const Caller& who);
+  // The layout (and, unless `keep_cell` or the cell is set, the cell) the
+  // volume's model prices best for the schema's shape, with its reason
+  // (layouts/model_default.h). REQUIRES a shape.
+  void choose_layout_by_model(fs::ArraySchema& schema, bool keep_cell = false) const;
   int record_at(int error, Ino parent, const std::string& name, const std::string& message);
   void flusher();
 

@@ -18,6 +18,7 @@
 #include "daemon/filesystem_detail.h"
 #include "fs/util/buffer_pool.h"
 #include "layouts/default_layout.h"
+#include "layouts/model_default.h"
 
 namespace mmfs::daemon {
 
@@ -100,12 +101,7 @@ int Filesystem::set_xattr_unaudited(Ino ino, const std::string& name, const std:
       return record(EINVAL, ino,
                     fmt::format("{}: the file holds {} bytes but shape {} of {} needs {} (or an empty file)", name,
                                 plain->size(), fs::schema_attr_text(next, "shape"), next.dtype.name, need));
-    if (next.cell.empty() && rule.cell_bytes != 0 && next.layout == rule.layout) {
-      // The default rule's cell is stored as user.mmfs.cell: a later rule never moves this array.
-      const std::vector<std::uint32_t> order =
-          next.order.empty() ? layouts::CellGrid::default_order(next.shape.size()) : next.order;
-      next.cell = layouts::default_cell(rule, volume_->geometry(), next.shape, next.dtype.itemsize, order);
-    }
+    if (!next.layout_set) choose_layout_by_model(next);
     if (file && file->plain) commit_open_file(ino, *file);
     auto created = md.inode(ino);
     std::shared_ptr<ArrayFile> array;
@@ -119,6 +115,22 @@ int Filesystem::set_xattr_unaudited(Ino ino, const std::string& name, const std:
     }
     return 0;
   }();
+}
+
+void Filesystem::choose_layout_by_model(fs::ArraySchema& schema, bool keep_cell) const {
+  const std::vector<std::uint32_t> order =
+      schema.order.empty() ? layouts::CellGrid::default_order(schema.shape.size()) : schema.order;
+  std::vector<std::uint64_t> cell = schema.cell;
+  if (keep_cell && cell.empty())  // the default cell the array has now (fs/array/array_layout.cc)
+    cell = layouts::CellGrid::default_cell(schema.shape, schema.dtype.itemsize,
+                                           layouts::CellGrid::default_cell_bytes(volume_->geometry().sector_size()),
+                                           order);
+  const layouts::ModelChoice choice =
+      layouts::choose_by_model(volume_->geometry(), schema.shape, schema.dtype.itemsize, order, cell);
+  schema.layout = choice.layout;
+  // Stored as user.mmfs.cell: a later rule never moves this array.
+  if (schema.cell.empty()) schema.cell = choice.cell;
+  schema.layout_rule = choice.rule.substr(0, fs::kMaxLayoutRule);
 }
 
 int Filesystem::getxattr(Ino ino, const std::string& name, std::string* value) {
@@ -181,7 +193,11 @@ int Filesystem::remove_xattr_unaudited(Ino ino, const std::string& name, const C
   if (!current) return ENODATA;
   ArraySchema next = *current;
   if (auto res = fs::reset_schema_attr(next, attr)) return record(res.error, ino, res.message);
-  if (attr == "layout") next.layout = layouts::default_layout(volume_->geometry()).layout;
+  if (attr == "layout") {
+    next.layout = layouts::default_layout(volume_->geometry()).layout;
+    // An array goes back to the model's choice for its shape (its cell kept: only the layout was removed).
+    if (!next.shape.empty()) choose_layout_by_model(next, /*keep_cell=*/true);
+  }
   if (current->shape.empty())
     return volume_->metadata().set_xattr(ino, std::string(ArrayFile::kSchemaXattr), fs::encode_schema(next));
   std::shared_ptr<ArrayFile> array;

@@ -71,13 +71,19 @@ nlohmann::json ModelChoice::to_json() const {
 }
 
 ModelChoice choose_by_model(const geom::Geometry& geometry, std::span<const std::uint64_t> shape,
-                            std::uint32_t itemsize, std::span<const std::uint32_t> order) {
+                            std::uint32_t itemsize, std::span<const std::uint32_t> order,
+                            std::span<const std::uint64_t> fixed_cell) {
   const auto views = standard_views(shape);
-  std::vector<std::vector<std::uint64_t>> cells = {
-      CellGrid::default_cell(shape, itemsize, CellGrid::default_cell_bytes(geometry.sector_size()), order)};
-  for (std::uint32_t bytes : kShapedCellBytes) {
-    auto c = CellGrid::proportional_cell(shape, itemsize, std::max(bytes, geometry.sector_size()), order);
-    if (std::find(cells.begin(), cells.end(), c) == cells.end()) cells.push_back(std::move(c));
+  std::vector<std::vector<std::uint64_t>> cells;
+  if (!fixed_cell.empty()) {
+    cells.emplace_back(fixed_cell.begin(), fixed_cell.end());
+  } else {
+    cells.push_back(
+        CellGrid::default_cell(shape, itemsize, CellGrid::default_cell_bytes(geometry.sector_size()), order));
+    for (std::uint32_t bytes : kShapedCellBytes) {
+      auto c = CellGrid::proportional_cell(shape, itemsize, std::max(bytes, geometry.sector_size()), order);
+      if (std::find(cells.begin(), cells.end(), c) == cells.end()) cells.push_back(std::move(c));
+    }
   }
   const geom::HostCost host = geometry.host_cost();
 
@@ -131,9 +137,10 @@ ModelChoice choose_by_model(const geom::Geometry& geometry, std::span<const std:
   for (const auto& c : choice.candidates)
     if (c.layout == choice.layout && c.cell == choice.cell) chosen = &c;
   choice.rule = fmt::format(
-      "chosen by the volume's model: {} with cell {}, the fastest worst view of {} candidates ({} ms, {}){} "
+      "chosen by the volume's model: {} with cell {}, the fastest worst view of {} candidates{} ({} ms, {}){} "
       "over the three middle slices, beams and a 1/20 box (layout_choice lists them)",
-      choice.layout, fmt::join(choice.cell, ","), choice.candidates.size(), ms_text(choice.worst_ms),
+      choice.layout, fmt::join(choice.cell, ","), choice.candidates.size(),
+      fixed_cell.empty() ? "" : std::string(kGivenCell), ms_text(choice.worst_ms),
       chosen ? chosen->worst_view : "",
       second ? fmt::format("; next best {} with cell {}: {} ms", second->layout, fmt::join(second->cell, ","),
                            ms_text(second->worst_ms))

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "geometry/geometry.h"
@@ -50,13 +51,20 @@ struct ModelChoice {
   nlohmann::json to_json() const;           // A@/info "layout_choice"
 };
 
+// What the rule says when user.mmfs.cell was given (only layouts were compared).
+inline constexpr std::string_view kGivenCell = " with the given cell";
+// The rule's first words: A@/info recognises a choice of the model by them.
+inline constexpr std::string_view kModelRulePrefix = "chosen by the volume's model";
+
 // The standard view mix of an array of `shape`.
 std::vector<std::pair<std::string, Selection>> standard_views(std::span<const std::uint64_t> shape);
 
 // Chooses among the candidates (the top of this file). `order` is the
-// array's dimension priority. Never fails: when no candidate can be laid
-// out (a shape too small for any), naive with the default cell.
+// array's dimension priority; `cell`, when given (user.mmfs.cell set), is
+// the only cell tried. Never fails: when no candidate can be laid out (a
+// shape too small for any), naive with the first cell.
 ModelChoice choose_by_model(const geom::Geometry& geometry, std::span<const std::uint64_t> shape,
-                            std::uint32_t itemsize, std::span<const std::uint32_t> order);
+                            std::uint32_t itemsize, std::span<const std::uint32_t> order,
+                            std::span<const std::uint64_t> cell = {});
 
 }  // namespace mmfs::layouts

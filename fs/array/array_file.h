@@ -332,6 +332,11 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   mutable std::mutex budget_mu_;
   mutable std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> chunk_budgets_;
   std::atomic<std::uint64_t> placement_epoch_{0};
+  // A@/info's layout_choice (the model's prices of every candidate), computed
+  // at the first info of the schema it is for (choice_key_, its record).
+  mutable std::mutex choice_mu_;
+  mutable std::string choice_key_;
+  mutable nlohmann::json choice_json_;
 
   // Last: destroyed first, its worker done with the members above.
   std::unique_ptr<WriteBehind> write_behind_;

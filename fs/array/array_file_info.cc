@@ -13,6 +13,7 @@
 #include "fs/array/array_layout.h"
 #include "layouts/capsule.h"
 #include "layouts/default_layout.h"
+#include "layouts/model_default.h"
 #include "layouts/multimap.h"
 #include "layouts/plod.h"
 #include "layouts/quadrangle_array.h"
@@ -47,9 +48,29 @@ nlohmann::json ArrayFile::info() const {
   j["layout"] = schema_.layout;
   {
     const layouts::DefaultLayout rule = layouts::default_layout(ctx_.geometry);
-    j["layout_rule"] = schema_.layout == rule.layout
-                           ? rule.rule
-                           : "user.mmfs.layout (the volume's default is " + rule.layout + ")";
+    if (!schema_.layout_rule.empty()) {
+      j["layout_rule"] = schema_.layout_rule;
+      // The model's prices of every candidate (the same now as when it chose: the rule is pure).
+      if (schema_.layout_rule.starts_with(layouts::kModelRulePrefix) && !schema_.cell.empty()) {
+        const bool given = schema_.layout_rule.find(layouts::kGivenCell) != std::string::npos;
+        const std::vector<std::uint32_t> order =
+            schema_.order.empty() ? CellGrid::default_order(schema_.shape.size()) : schema_.order;
+        const std::string key = encode_schema(schema_);
+        std::lock_guard choice_lock(choice_mu_);
+        if (choice_key_ != key) {
+          choice_json_ = layouts::choose_by_model(ctx_.geometry, schema_.shape, schema_.dtype.itemsize, order,
+                                                  given ? std::span<const std::uint64_t>(schema_.cell)
+                                                        : std::span<const std::uint64_t>())
+                             .to_json();
+          choice_key_ = key;
+        }
+        j["layout_choice"] = choice_json_;
+      }
+    }
+    else if (schema_.layout_set) j["layout_rule"] = "user.mmfs.layout";
+    else  // created before the model chose the default: the geometry's rule chose it
+      j["layout_rule"] = schema_.layout == rule.layout ? rule.rule
+                                                        : "user.mmfs.layout (the volume's default is " + rule.layout + ")";
   }
   // An mloc image orders its chunks along the Hilbert curve whatever the
   // order says; its chunk grid has the default order. Show the attribute.

@@ -506,6 +506,10 @@ SchemaResult set_schema_attr(ArraySchema& schema, string_view name, string_view 
   ArraySchema candidate = schema;
   if (auto r = parse_field(candidate, *f, value)) return r;
   if (auto r = check_cross(candidate, f)) return r;
+  if (*f == Field::layout) {
+    candidate.layout_set = true;
+    candidate.layout_rule.clear();
+  }
   schema = std::move(candidate);
   return {};
 }
@@ -520,7 +524,10 @@ SchemaResult reset_schema_attr(ArraySchema& schema, string_view name) {
   const ArraySchema defaults;
   switch (*f) {
     case Field::dtype: candidate.dtype = defaults.dtype; break;
-    case Field::layout: candidate.layout = defaults.layout; break;
+    case Field::layout:
+      candidate.layout = defaults.layout;
+      candidate.layout_set = false;
+      break;
     case Field::order: candidate.order.clear(); break;
     case Field::cell: candidate.cell.clear(); break;
     case Field::basic_cube: candidate.basic_cube.clear(); break;
@@ -533,6 +540,7 @@ SchemaResult reset_schema_attr(ArraySchema& schema, string_view name) {
     case Field::shape: break;
   }
   if (auto r = check_cross(candidate, f)) return r;
+  if (*f == Field::layout) candidate.layout_rule.clear();
   schema = std::move(candidate);
   return {};
 }
@@ -618,6 +626,8 @@ std::string encode_schema(const ArraySchema& s) {
   if (s.checksum_block != 0) j["checksum_block"] = s.checksum_block;
   // Only when set: a record without it reads as before, in older releases too.
   if (!s.dims.empty()) j["dims"] = s.dims;
+  if (s.layout_set) j["layout_set"] = true;
+  if (!s.layout_rule.empty()) j["layout_rule"] = s.layout_rule;
   // replace: a hand-built schema with stray bytes must not make encoding throw.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -651,6 +661,17 @@ std::optional<ArraySchema> decode_schema(string_view text) {
             v.get<std::uint64_t>() % 512 != 0)
           return std::nullopt;
         s.checksum_block = v.get<std::uint32_t>();
+        continue;
+      }
+      if (item.key() == "layout_set") {
+        if (!item.value().is_boolean()) return std::nullopt;
+        s.layout_set = item.value().get<bool>();
+        continue;
+      }
+      if (item.key() == "layout_rule") {
+        if (!item.value().is_string() || item.value().get_ref<const std::string&>().size() > kMaxLayoutRule)
+          return std::nullopt;
+        s.layout_rule = item.value().get<std::string>();
         continue;
       }
       auto f = field_of(item.key());

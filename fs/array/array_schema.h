@@ -66,6 +66,13 @@ struct ArraySchema {
   // (fs/meta/cell_checksums.h); 0 = one checksum per cell (arrays placed before
   // checksums were kept per block).
   std::uint32_t checksum_block = 0;
+  // Not attributes: whether user.mmfs.layout was set (else the volume's
+  // model chooses layout and cell when the shape is set,
+  // layouts/model_default.h), and why the layout is what it is (the
+  // model's reason, for A@/info; empty for an explicit layout and for arrays
+  // created before the model chose).
+  bool layout_set = false;
+  std::string layout_rule;
   bool operator==(const ArraySchema&) const = default;
 };
 
@@ -110,6 +117,8 @@ std::string schema_attr_text(const ArraySchema& schema, std::string_view name);
 // nullopt on malformed input, unknown keys, or when validate_schema fails
 // (never throws); missing keys take their defaults.
 std::string encode_schema(const ArraySchema& schema);
+// The longest layout_rule a record may hold.
+inline constexpr std::size_t kMaxLayoutRule = 4096;
 std::optional<ArraySchema> decode_schema(std::string_view text);
 
 }  // namespace mmfs::fs
