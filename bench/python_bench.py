@@ -125,6 +125,10 @@ def parse_args(argv):
     ap.add_argument("--dask-chunks", default="natural,auto",
                     help="comma-separated dask chunkings of section 3: natural (the array's brick), auto "
                          "(dask's choice on the mmfs array), or C0xC1xC2")
+    ap.add_argument("--dask-max-chunks", type=int, default=0,
+                    help="skip a dask chunking of more chunks than this (0: no limit); the natural chunk of the "
+                         "default multimap layout on atlas10k3 is 8x8x8, 524288 chunks of a 1024x1024x256 array, "
+                         "and dask takes about 1 ms and 12 KB per chunk")
     ap.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated among " + ", ".join(SECTIONS))
     ap.add_argument("--view-readers", default=",".join(VIEW_READER_NAMES),
                     help="comma-separated readers of section 1 among " + ", ".join(VIEW_READER_NAMES))
@@ -146,6 +150,8 @@ def parse_args(argv):
         ap.error("--shape: three positive dims")
     if a.runs < 1 or a.chunk < 1:
         ap.error("--runs and --chunk must be positive")
+    if a.dask_max_chunks < 0:
+        ap.error("--dask-max-chunks: 0 (no limit) or a positive count")
 
     def listopt(name, value, allowed):
         items = [x.strip() for x in value.split(",") if x.strip()]

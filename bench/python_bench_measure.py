@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from bench_daemon_util import BenchError, log
+from bench_daemon_util import log
 from mmfs_bench_real_targets import read_mmfs
 from mmfs_bench_real_workloads import make_workloads, np_index, result_shape
 from python_bench_setup import ARRAY, chunk_label, dim_names
@@ -177,6 +177,7 @@ class Measure:
         self.wrong = set()   # (section, row, reader) with a wrong result
         self.values = {}     # (section, row, reader) -> [dask mean per run]
         self.dask_chunks = []
+        self.skipped = {}    # dask row -> why it was not measured (--dask-max-chunks)
 
     # one cold read ------------------------------------------------------
     def cold(self, on_mmfs):
@@ -268,6 +269,8 @@ class Measure:
         tasks = []
         for label, c in self.dask_chunks:
             row = f"{label}:{chunk_label(c)}"
+            if row in self.skipped:
+                continue
             chk = self.check_mean
             tasks.append((("dask", row, "dask-mmfs"), True, lambda c=c: dask_mean_mmfs(b.array, c), chk))
             tasks.append((("dask", row, "dask-memmap"), False, lambda c=c: dask_mean_memmap(b.raw, b.shape, c), chk))
@@ -304,7 +307,13 @@ class Measure:
         if "dask" in a.sections:
             self.dask_chunks = resolve_dask_chunks(a.dask_chunks, self.b.array, brick)
             for label, c in self.dask_chunks:
-                log(f"dask chunks {label}: {c} ({n_chunks(self.b.shape, c)} chunks)")
+                n = n_chunks(self.b.shape, c)
+                log(f"dask chunks {label}: {c} ({n} chunks)")
+                if a.dask_max_chunks and n > a.dask_max_chunks:
+                    row = f"{label}:{chunk_label(c)}"
+                    self.skipped[row] = (f"not measured: {n} chunks, more than --dask-max-chunks "
+                                         f"{a.dask_max_chunks} (dask takes about 1 ms per chunk here)")
+                    log(f"dask chunks {label}: " + self.skipped[row])
         self.warm_up()
         sections = [("views", self.view_tasks), ("zarr", self.zarr_tasks), ("dask", self.dask_tasks)]
         for run in range(a.runs):

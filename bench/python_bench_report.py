@@ -34,7 +34,7 @@ def _verdict(ok):
 def results(b, m):
     """The rows of every section (JSON-ready)."""
     out = {"views": [], "zarr": [], "dask": []}
-    for v in m.views:
+    for v in (m.views if "views" in m.a.sections else []):
         cells = {r: _cell(m, ("views", v["id"], r)) for r in VIEW_READERS if r in m.a.view_readers}
         med = {r: m.median_ms(("views", v["id"], r)) for r in cells}
         xm, raw = med.get("xr-mmfs"), med.get("raw")
@@ -56,6 +56,7 @@ def results(b, m):
                 ratio = _ratio(m.median_ms(("zarr", row, "zarr-mmfs")), m.median_ms(("zarr", row, "zarr-real")))
                 out["zarr"].append(dict(chunks=list(c), view=v["id"], what=v["what"], bytes=v["bytes"],
                                         chunks_read=_chunks_touched(v["sel"], b.shape, c), readers=cells,
+                                        chunk_plan=b.zarr_plans.get(c),
                                         mmfs_over_real=ratio,
                                         target=_verdict(None if ratio is None else ratio <= ZARR_VIEW_MAX)))
     for label, c in m.dask_chunks:
@@ -65,7 +66,7 @@ def results(b, m):
             cells[r]["means"] = m.values.get(("dask", row, r))
         ratio = _ratio(m.median_ms(("dask", row, "dask-mmfs")), m.median_ms(("dask", row, "dask-memmap")))
         out["dask"].append(dict(chunks_from=label, chunks=list(c), n_chunks=n_chunks(b.shape, c), readers=cells,
-                                mmfs_over_memmap=ratio,
+                                skipped=m.skipped.get(row), mmfs_over_memmap=ratio,
                                 target=_verdict(None if ratio is None else ratio <= DASK_MAX)))
     return out
 
@@ -90,6 +91,7 @@ def to_json(b, m, machine, rows):
         "config": {"shape": list(b.shape), "dtype": "float64", "bytes": b.nbytes, "geometry": a.geometry,
                    "layout": a.layout or None, "runs": a.runs, "seed": a.seed, "chunk": list(b.chunks),
                    "zarr_chunks": [list(c) for c in b.zarr_chunks], "dask_chunks": a.dask_chunks,
+                   "dask_max_chunks": a.dask_max_chunks,
                    "sections": a.sections, "view_readers": a.view_readers, "dir": a.dir,
                    "mount_options": a.mount_options,
                    "targets": {"overhead_max": OVERHEAD_MAX, "overhead_abs_ms": OVERHEAD_ABS_MS,
@@ -97,7 +99,8 @@ def to_json(b, m, machine, rows):
         "cold_cache": {"drop_caches": b.drop.ok, "error": b.drop.error, "remount_mmfs": a.remount},
         "setup": b.setup,
         "array": {"info": b.info, "brick": list(b.brick) if b.brick else None,
-                  "preferred_chunks": b.preferred_chunks},
+                  "preferred_chunks": b.preferred_chunks,
+                  "zarr_chunk_plans": {chunk_label(c): p for c, p in b.zarr_plans.items()}},
         "readers": {"views": {k: v[0] for k, v in VIEW_READERS.items()},
                     "zarr": {k: v[0] for k, v in ZARR_READERS.items()},
                     "dask": {k: v[0] for k, v in DASK_READERS.items()}},
@@ -186,25 +189,25 @@ def report(b, m, res):
         if k in a.view_readers:
             L.append(f"* `{k}`{' (on mmfs)' if on else ''}: "
                      + d.format(c=ch, cc=",".join(map(str, b.chunks))))
-    L += ["", "## 1. Views through xarray and the package", ""]
-    L.append(f"`overhead` = xr-mmfs ÷ raw (target ≤ {OVERHEAD_MAX} or at most {OVERHEAD_ABS_MS:g} ms more: what "
-             f"the package and xarray add to the view read, open_dataset included); `pkg` = mmfs.open ÷ raw; "
-             f"`h5nc÷` and `zarr÷` = xr-h5netcdf and xr-zarr ÷ xr-mmfs (target ≥ {SPEEDUP_MIN:g}× on both); "
-             f"`view÷zarr` = xr-zarr-view ÷ xr-zarr. Times in ms.")
-    L.append("")
-    vr = [r for r in VIEW_READERS if r in a.view_readers]
-    L.append("| view | MiB | " + " | ".join(vr) + " | overhead | target | pkg | h5nc÷ | zarr÷ | target ≥2× | view÷zarr |")
-    L.append("|---|---:|" + "---:|" * len(vr) + "---:|:-:|---:|---:|---:|:-:|---:|")
-    for r in rows["views"]:
-        L.append(f"| `{r['what']}` | {r['bytes'] / MiB:.3g} | " + " | ".join(_ms(r["readers"].get(x)) for x in vr)
-                 + f" | {_x(r['overhead'], 3)} | {_v(r['overhead_target'])} | {_x(r['package_overhead'], 3)} | "
-                 f"{_x(r['h5netcdf_over_mmfs'])} | {_x(r['zarr_over_mmfs'])} | {_v(r['speedup_target'])} | "
-                 f"{_x(r['zarr_view_over_zarr'])} |")
+    if rows["views"]:
+        section_views(L, a, rows, ch)
     if rows["zarr"]:
         L += ["", "## 2. The Zarr view beside a real zarr store", ""]
         L.append(f"`zarr.open_array(store)[key]` on a zarr v3 store with chunks C on the local disk (`real`) and "
                  f"on the mmfs directory `A@/zarr/C0,C1,C2/` (`mmfs`); `chunks` = chunks the view touches. Target: "
                  f"mmfs ≤ {ZARR_VIEW_MAX:g}× real. Times in ms.")
+        plans = []
+        for c in b.zarr_chunks:
+            p = b.zarr_plans.get(c) or {}
+            if p.get("bytes_read") and p.get("bytes_useful"):
+                plans.append(f"{'×'.join(map(str, c))}: {fmt_bytes(p['bytes_read'])} read for "
+                             f"{fmt_bytes(p['bytes_useful'])} ({p['bytes_read'] / p['bytes_useful']:.2g}×), "
+                             f"{p.get('requests')} requests")
+        if plans:
+            L.append("")
+            L.append("The device's part of one chunk of the view (its plan, `A@/plan/zarr/C0,C1,C2/c/0/0/0`): "
+                     + "; ".join(plans) + ". Every chunk file is read on its own: cells two chunks share are "
+                     "read once for each.")
         L.append("")
         L.append("| chunks C | view | MiB | chunks | real | mmfs | mmfs÷real | target |")
         L.append("|---|---|---:|---:|---:|---:|---:|:-:|")
@@ -223,6 +226,10 @@ def report(b, m, res):
         L.append("| chunks | tasks (chunks) | dask-mmfs | dask-memmap | mmfs÷memmap | target |")
         L.append("|---|---:|---:|---:|---:|:-:|")
         for r in rows["dask"]:
+            if r["skipped"]:
+                L.append(f"| {r['chunks_from']}: {'×'.join(map(str, r['chunks']))} | {r['n_chunks']} | "
+                         f"{r['skipped']} | | | |")
+                continue
             L.append(f"| {r['chunks_from']}: {'×'.join(map(str, r['chunks']))} | {r['n_chunks']} | "
                      f"{_ms(r['readers']['dask-mmfs'])} | {_ms(r['readers']['dask-memmap'])} | "
                      f"{_x(r['mmfs_over_memmap'])} | {_v(r['target'])} |")
@@ -239,3 +246,20 @@ def report(b, m, res):
         L += ["", "## Errors and wrong results", ""]
         L += [f"* {f}" for f in b.failures]
     return "\n".join(L)
+
+
+def section_views(L, a, rows, ch):
+    L += ["", "## 1. Views through xarray and the package", ""]
+    L.append(f"`overhead` = xr-mmfs ÷ raw (target ≤ {OVERHEAD_MAX} or at most {OVERHEAD_ABS_MS:g} ms more: what "
+             f"the package and xarray add to the view read, open_dataset included); `pkg` = mmfs.open ÷ raw; "
+             f"`h5nc÷` and `zarr÷` = xr-h5netcdf and xr-zarr ÷ xr-mmfs (target ≥ {SPEEDUP_MIN:g}× on both); "
+             f"`view÷zarr` = xr-zarr-view ÷ xr-zarr. Times in ms.")
+    L.append("")
+    vr = [r for r in VIEW_READERS if r in a.view_readers]
+    L.append("| view | MiB | " + " | ".join(vr) + " | overhead | target | pkg | h5nc÷ | zarr÷ | target ≥2× | view÷zarr |")
+    L.append("|---|---:|" + "---:|" * len(vr) + "---:|:-:|---:|---:|---:|:-:|---:|")
+    for r in rows["views"]:
+        L.append(f"| `{r['what']}` | {r['bytes'] / MiB:.3g} | " + " | ".join(_ms(r["readers"].get(x)) for x in vr)
+                 + f" | {_x(r['overhead'], 3)} | {_v(r['overhead_target'])} | {_x(r['package_overhead'], 3)} | "
+                 f"{_x(r['h5netcdf_over_mmfs'])} | {_x(r['zarr_over_mmfs'])} | {_v(r['speedup_target'])} | "
+                 f"{_x(r['zarr_view_over_zarr'])} |")

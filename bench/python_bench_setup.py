@@ -93,6 +93,7 @@ class PyBench(RealBench):
         self.info = None
         self.brick = None
         self.preferred_chunks = None
+        self.zarr_plans = {}
         self.ref_mean = None
         self.setup = {}
         d = a.dir
@@ -312,6 +313,13 @@ class PyBench(RealBench):
         self.preferred_chunks = pc
         if tuple(pc.get(d) for d in dim_names(self.n)) != self.brick:
             log(f"WARNING: preferred_chunks {pc} is not mmfs.Array.brick {self.brick}")
+        # What one chunk of each zarr view costs the device (untimed): A@/plan/zarr/C/c/0/0/0.
+        self.zarr_plans = {}
+        for c in self.zarr_chunks:
+            path = self.view(f"plan/zarr/{','.join(map(str, c))}/c/" + "/".join("0" * self.n))
+            plan, err = read_json_file(path)
+            self.zarr_plans[c] = ({k: plan.get(k) for k in ("bytes_read", "bytes_useful", "requests", "cells")}
+                                  if plan is not None else {"error": err})
 
     def cleanup(self):
         super().cleanup()
