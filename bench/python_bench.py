@@ -185,11 +185,12 @@ def parse_args(argv):
 def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
     # imported after parsing, so that --help works without them
-    from python_bench_measure import Measure
+    from python_bench_measure import STOP, Measure
     from python_bench_report import report, results, to_json
     from python_bench_setup import PyBench, python_versions
 
     def stop(signum, _frame):
+        STOP["signal"] = signum
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)

@@ -17,6 +17,17 @@ from mmfs_bench_real_targets import read_mmfs
 from mmfs_bench_real_workloads import make_workloads, np_index, result_shape
 from python_bench_setup import ARRAY, chunk_label, dim_names
 
+# The signal that stops the run (python_bench.main's handler sets it, then raises
+# SystemExit): a library may swallow that exception (a task's failure caught
+# as BaseException), so every read checks it again.
+STOP = {"signal": None}
+
+
+def check_stop():
+    if STOP["signal"] is not None:
+        raise SystemExit(128 + STOP["signal"])
+
+
 # --------------------------------------------------------------------------
 # the views
 
@@ -197,12 +208,14 @@ class Measure:
 
     def one(self, key, on_mmfs, fn, check):
         """Runs fn cold; records its time, or the error / wrong result."""
+        check_stop()
         if key in self.errors:
             return
         try:
             self.cold(on_mmfs)
             dt, got = fn()
         except Exception as e:  # any reader's failure is an error row, not the end of the run
+            check_stop()
             if isinstance(e, OSError) and e.errno is not None:
                 msg = f"{type(e).__name__}: {e.strerror or e} ({errno.errorcode.get(e.errno, e.errno)}): {e}"
             else:
@@ -215,6 +228,7 @@ class Measure:
                 log("the daemon died; mounting again")
                 self.b.remount()
             return
+        check_stop()
         bad = check(got)
         if bad:
             self.wrong.add(key)

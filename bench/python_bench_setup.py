@@ -29,6 +29,7 @@ import numpy as np
 from bench_daemon_util import GiB, MiB, BenchError, CacheDropper, fmt_bytes, log, read_json_file, run_cmd, write_all
 from mmfs_bench_real_run import Bench as RealBench
 from mmfs_bench_real_run import mem_available
+from mmfs_bench_real_targets import is_mounted
 from mmfs_bench_real_workloads import data_slabs
 
 MANIFEST_VERSION = 1
@@ -322,6 +323,13 @@ class PyBench(RealBench):
                                   if plan is not None else {"error": err})
 
     def cleanup(self):
+        # A signal during a (re)mount leaves a daemon that is still mounting: let its mount
+        # appear, else the inherited unmount sees nothing to unmount and waits 120 s for it.
+        d = self.daemon
+        if d is not None and d.proc is not None and self.mnt:
+            deadline = time.monotonic() + 10.0
+            while not is_mounted(self.mnt) and d.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
         super().cleanup()
         # the view group points into the mount: never keep it
         if os.path.lexists(self.view_group):

@@ -79,3 +79,32 @@ def test_zarr_chunk_shapes_and_aligned_slabs():
             for sl, c, s in zip(idx, chunks, shape):
                 assert sl.start % c == 0 and (sl.stop % c == 0 or sl.stop == s), (shape, chunks, idx)
         assert (seen == 1).all(), (shape, chunks)
+
+
+def test_a_wrong_result_is_an_error_row_not_a_number():
+    from types import SimpleNamespace
+
+    from python_bench_measure import Measure
+    from python_bench_report import results
+    shape = (16, 16, 8)
+    ref = np.random.default_rng(1).standard_normal(shape)
+    a = SimpleNamespace(seed=6, remount=False, sections=["views"], view_readers=["raw", "xr-mmfs"], runs=1)
+    b = SimpleNamespace(a=a, shape=shape, ref=ref, failures=[], drop=lambda: True, mnt=None, daemon=None,
+                        zarr_chunks=[], zarr_plans={})
+    m = Measure(b)
+    v = m.views[0]
+    exp = ref[v["sel"][0]]
+    m.one(("views", v["id"], "raw"), False, lambda: (0.002, exp.copy()), lambda got: m.check(got, v["sel"]))
+    bad = exp.copy()
+    bad[1, 2] += 1e-12
+    m.one(("views", v["id"], "xr-mmfs"), False, lambda: (0.001, bad), lambda got: m.check(got, v["sel"]))
+    m.one(("views", m.views[1]["id"], "raw"), False, lambda: (_ for _ in ()).throw(OSError(5, "Input/output error")),
+          lambda got: None)
+    assert m.times == {("views", v["id"], "raw"): [0.002]}
+    assert "WRONG RESULT: 1 of" in m.errors[("views", v["id"], "xr-mmfs")]
+    assert "EIO" in m.errors[("views", m.views[1]["id"], "raw")]
+    assert len(b.failures) == 2
+    row = results(b, m)["views"][0]
+    cell = row["readers"]["xr-mmfs"]
+    assert cell["ms"] is None and not cell["verified"] and cell["error"].startswith("WRONG")
+    assert row["overhead"] is None and row["overhead_target"] is None  # no ratio from a wrong result
