@@ -92,6 +92,16 @@ sections (all by default; --sections to pick):
 
 cold caches: drop_caches before every timed read, a fresh mount before every
 read on mmfs. Times include opening (open_dataset, open_zarr, mmfs.open).
+
+run time at 1024x1024x256 (2 cores): the dask row of the natural chunk takes
+most of it. With the default multimap layout of atlas10k3 the natural chunk
+is 8x8x8 (4 KiB): 524288 dask chunks, about 1-1.5 ms and 12 KB of memory each,
+so 10-15 minutes per read and about 1 hour for 3 runs of mmfs and memmap;
+--dask-chunks auto (or --dask-max-chunks N) leaves it out. The zarr views in
+chunks (S0,S1,1) and (1,S1,S2) read every 8x8x8 cell once per chunk that
+needs it (8x the chunk's bytes): about 16 GiB from the device for a view
+that touches every chunk.
+
 output: PREFIX.md, PREFIX.json. exit status: 0 every result correct (targets
 are reported, not enforced), 1 error or wrong result, 2 bad arguments.
 
