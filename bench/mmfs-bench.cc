@@ -2,6 +2,8 @@
 // on every layout and on library baselines in modeled time; `real`:
 // the same on the real clock (bench/mmfs_bench_real.py); `query`: bitmap-index
 // queries, the Set Query Benchmark and a 3-D array (bench/query_bench.py);
+// `mloc`: the MLOC layout (bench/mloc_bench.py); `python`: the Python client,
+// its xarray engine and the Zarr view (bench/python_bench.py);
 // `model`: the MultiMap paper's §5 experiments on modeled disks;
 // `amplification`, `volume`.
 #include <CLI/CLI.hpp>
@@ -192,14 +194,24 @@ int main(int argc, char** argv) {
   mloc->prefix_command();
   mloc->allow_extras();
 
+  auto* python = app.add_subcommand(
+      "python", "The Python client on the real clock, cold: the xarray engine \"mmfs\", mmfs.open and the raw "
+                "views beside h5netcdf and zarr through xarray, the Zarr view A@/zarr/ beside real zarr stores, "
+                "dask over mmfs.open beside numpy.memmap: runs bench/python_bench.py with every argument passed "
+                "through (see `mmfs-bench python --help`)");
+  python->set_help_flag();
+  python->prefix_command();
+  python->allow_extras();
+
   CLI11_PARSE(app, argc, argv);
   try {
-    if (real->parsed() || query->parsed() || mloc->parsed()) {
-      auto* sub = real->parsed() ? real : query->parsed() ? query : mloc;
+    if (real->parsed() || query->parsed() || mloc->parsed() || python->parsed()) {
+      auto* sub = real->parsed() ? real : query->parsed() ? query : mloc->parsed() ? mloc : python;
       std::vector<std::string> looked;
       std::string script = mmfs::bench::find_script(real->parsed()    ? "bench/mmfs_bench_real.py"
                                                     : query->parsed() ? "bench/query_bench.py"
-                                                                      : "bench/mloc_bench.py",
+                                                    : mloc->parsed()  ? "bench/mloc_bench.py"
+                                                                      : "bench/python_bench.py",
                                                     &looked);
       if (script.empty()) {
         fmt::print(stderr, "mmfs-bench: the {} script is not there (looked in {})\n", sub->get_name(),
