@@ -179,6 +179,10 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int view_span(const DataView& view, std::uint64_t offset, std::size_t length,
                 std::shared_ptr<const AlignedBuffer>* keep, const std::byte** data, std::size_t* got,
                 std::string* message);
+  // A view read through its enclosing box (DataView::within): the rows of
+  // its bytes taken from the enclosing box's cached chunks.
+  int read_within(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got,
+                  std::string* message);
   // The DataView of the whole array (what read() serves).
   DataView whole() const;
   nlohmann::json info() const;

@@ -87,6 +87,7 @@ int ArrayFile::view_span(const DataView& view, std::uint64_t offset, std::size_t
     *message = "the array file was removed";
     return ESTALE;
   }
+  if (view.within) return 0;  // its bytes are gathered from the enclosing box's (read_view)
   DataView v = view;
   std::unique_ptr<layouts::SelectionChunks> ch;
   std::uint64_t total = view_chunking(&v, &ch);
@@ -143,6 +144,7 @@ int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t
     *message = "the array file was removed";
     return ESTALE;
   }
+  if (view.within) return read_within(view, offset, length, out, got, message);
   DataView v = view;
   std::unique_ptr<layouts::SelectionChunks> ch;
   std::uint64_t total = view_chunking(&v, &ch);
@@ -162,6 +164,90 @@ int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t
     }
     std::memcpy(out + (pos - offset), data->data() + (pos - base), n);
     pos += n;
+  }
+  *got = length;
+  return 0;
+}
+
+int ArrayFile::read_within(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,
+                           std::size_t* got, std::string* message) {
+  const DataView& outer_view = *view.within;
+  const std::uint32_t item = schema().dtype.itemsize;
+  const auto& in = view.selection.dims();
+  const auto& around = outer_view.selection.dims();
+  const std::size_t rank = in.size();
+  const std::uint64_t total = view.bytes(item);
+  if (offset >= total) return 0;
+  length = std::size_t(std::min<std::uint64_t>(length, total - offset));
+
+  // The inner box's C-order bytes are rows of its last dimension; each row
+  // is one run of the outer box's C-order bytes, the runs in increasing
+  // order, rows next to each other along the second-last dimension a
+  // constant stride apart (a chunk 1 element thin has rows of one element:
+  // this loop is the whole cost of such a read).
+  const std::uint64_t row = in[rank - 1].count() * item;
+  const std::size_t next_dim = rank >= 2 ? rank - 2 : 0;
+  const std::uint64_t stride = rank >= 2 ? around[rank - 1].count() * item : 0;
+  std::vector<std::uint64_t> idx(rank, 0);  // the row's index in the inner box (last: 0)
+  std::uint64_t r = offset / row;
+  for (std::size_t d = rank - 1; d-- > 0;) {
+    idx[d] = r % in[d].count();
+    r /= in[d].count();
+  }
+  auto outer_offset = [&]() {
+    std::uint64_t at = 0;
+    for (std::size_t d = 0; d < rank; ++d) at = at * around[d].count() + (in[d].start + idx[d] - around[d].start);
+    return at * item;
+  };
+
+  DataView v = outer_view;
+  std::unique_ptr<layouts::SelectionChunks> ch;
+  view_chunking(&v, &ch);
+  const std::uint64_t chunks = ch->count();
+  ChunkReader::Chunk data;
+  std::uint64_t base = 0, chunk_end = 0;
+  std::uint64_t pos = offset;
+  const std::uint64_t end = offset + length;
+  std::uint64_t skip = offset % row;  // into the first row
+  while (pos < end) {
+    // The rows left along the second-last dimension, one stride apart.
+    const std::uint64_t group = rank >= 2 ? in[next_dim].count() - idx[next_dim] : 1;
+    const std::uint64_t first = outer_offset();
+    std::uint64_t j = 0;
+    for (; j < group && pos < end; ++j) {
+      const std::uint64_t from = first + j * stride + skip;
+      const std::uint64_t n = std::min(row - skip, end - pos);
+      skip = 0;
+      if (from >= base && from + n <= chunk_end && data) {
+        std::memcpy(out + (pos - offset), data->data() + (from - base), n);
+        pos += n;
+        continue;
+      }
+      const std::uint64_t c = ch->index_at(from);
+      if (int res = reader_.reader_chunk(shared_from_this(), v, c, chunks, &data, message)) return res;
+      base = ch->offset(c);
+      chunk_end = base + data->size();
+      if (from >= base && from + n <= chunk_end) {
+        std::memcpy(out + (pos - offset), data->data() + (from - base), n);
+      } else {
+        // A row across two chunks of the outer box: read it piecewise.
+        std::size_t part = 0;
+        if (int res = read_view(v, from, std::size_t(n), out + (pos - offset), &part, message)) return res;
+        if (part != n) {
+          *message = "internal error: the enclosing box did not cover a row";
+          return EIO;
+        }
+      }
+      pos += n;
+    }
+    // Past the group's rows: carry into the dimensions before it.
+    if (rank < 2) break;
+    idx[next_dim] += j;
+    for (std::size_t d = next_dim + 1; d-- > 0;) {
+      if (idx[d] < in[d].count()) break;
+      idx[d] = 0;
+      if (d > 0) ++idx[d - 1];
+    }
   }
   *got = length;
   return 0;

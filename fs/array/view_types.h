@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -24,6 +25,14 @@ struct DataView {
   // The bytes of the result each chunk it is read in holds (chosen by
   // ArrayFile::view_chunking from the volume's model); 0 until chosen.
   std::uint64_t chunk_bytes = 0;
+  // A box the array reads in this one's place and takes this one's bytes
+  // from: the cell-aligned box enclosing a Zarr view's chunk that is thinner
+  // than the cells (fs/paths/view_path.h), so that the chunks beside it, which
+  // need the same cells, find them in the array's chunk cache instead of
+  // reading them again. Null: the view is read itself. REQUIRES, when set:
+  // both are boxes of step 1 without fixed dimensions, `within` holding this
+  // one, no PLoD.
+  std::shared_ptr<const DataView> within = nullptr;
   // Size of the view's bytes: selection.elements() * itemsize (PLoD views
   // keep whole elements, with the dropped bytes filled).
   std::uint64_t bytes(std::uint32_t itemsize) const { return selection.elements() * itemsize; }

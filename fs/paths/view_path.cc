@@ -373,14 +373,48 @@ class Walker {
       dims.push_back(DimRange{first, stop, 1, false});
     }
     if (auto e = file_end(at + 1 + rank)) return *e;
+    std::shared_ptr<const DataView> within = plan ? nullptr : enclosing_cells(dims);
     Selection box(std::move(dims));
     std::string spelling = "box/" + box_spelling(box);
-    if (!edge || plan) return data_file(std::move(box), 0, std::move(spelling), plan);
+    if (!edge || plan) {
+      ViewNode n = data_file(std::move(box), 0, std::move(spelling), plan);
+      if (n.data) n.data->within = std::move(within);
+      return n;
+    }
     ViewNode n;
     n.kind = ViewKind::ZarrChunk;
     n.data = DataView{std::move(box), 0, std::move(spelling)};
+    n.data->within = std::move(within);
     n.chunk_shape = std::move(chunk);
     return n;
+  }
+
+  // The box of whole cells (natural_) holding a chunk's box `dims`, when it
+  // is larger than the box and no larger than kMaxZarrWithinBytes (see
+  // DataView::within); null otherwise. Only where every neighbour sharing
+  // the box's cells has the same enclosing box: along each dimension the
+  // chunk lies inside one layer of cells or is cut at cell boundaries. (A
+  // chunk across a boundary between layers would give a box of its own,
+  // which no neighbour reads again; it reads its cells itself.)
+  std::shared_ptr<const DataView> enclosing_cells(const std::vector<DimRange>& dims) const {
+    if (natural_.size() != dims.size()) return nullptr;
+    std::vector<DimRange> outer;
+    std::uint64_t bytes = itemsize_;
+    bool larger = false;
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      const std::uint64_t cell = natural_[d];
+      const std::uint64_t first = dims[d].start / cell * cell;
+      const std::uint64_t stop = std::min(shape_[d], util::div_up(dims[d].stop, cell) * cell);
+      const bool aligned = first == dims[d].start && stop == dims[d].stop;
+      if (!aligned && stop - first > cell) return nullptr;
+      larger = larger || !aligned;
+      if (__builtin_mul_overflow(bytes, stop - first, &bytes)) return nullptr;
+      outer.push_back(DimRange{first, stop, 1, false});
+    }
+    if (!larger || bytes > kMaxZarrWithinBytes) return nullptr;
+    Selection box(std::move(outer));
+    std::string spelling = "box/" + box_spelling(box);
+    return std::make_shared<const DataView>(DataView{std::move(box), 0, std::move(spelling)});
   }
 
   std::span<const std::string> c_;

@@ -91,6 +91,9 @@ struct ViewNode {
 // A Zarr view's chunks may be at most this large (an edge chunk is padded in
 // memory at its open): EINVAL beyond.
 inline constexpr std::uint64_t kMaxZarrChunkBytes = 256ull << 20;
+// The largest cell-aligned box a thin Zarr chunk is read through
+// (DataView::within): within what the array's chunk cache holds.
+inline constexpr std::uint64_t kMaxZarrWithinBytes = 128ull << 20;
 
 // Resolves the components after `A@` (possibly none) for an array of `shape`
 // and `itemsize`. With `with_listing` false, Dir nodes come back with an
