@@ -74,7 +74,13 @@ int Filesystem::set_xattr_unaudited(Ino ino, const std::string& name, const std:
   fresh.layout = rule.layout;  // the volume's default, stored with the schema
   ArraySchema current = stored_schema(ino).value_or(fresh);
   ArraySchema next = current;
+  // A new shape or dtype (allowed until the array holds data) is chosen for
+  // again, when the model chose the layout and cell for the old one.
+  const bool rechoose = !current.shape.empty() && (attr == "shape" || attr == "dtype") &&
+                        layouts::cell_chosen_by_model(current.layout_rule) && !current.layout_set;
+  if (rechoose) next.cell.clear();
   if (auto res = fs::set_schema_attr(next, attr, value)) return record(res.error, ino, res.message);
+  if (rechoose) choose_layout_by_model(next);
   return [&]() -> int {
     std::string msg;
     if (!current.shape.empty()) {

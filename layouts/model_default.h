@@ -56,6 +56,12 @@ inline constexpr std::string_view kGivenCell = " with the given cell";
 // The rule's first words: A@/info recognises a choice of the model by them.
 inline constexpr std::string_view kModelRulePrefix = "chosen by the volume's model";
 
+// Whether a stored layout_rule says the model chose the cell too (not only
+// the layout, for a cell the user gave).
+inline bool cell_chosen_by_model(std::string_view rule) {
+  return rule.starts_with(kModelRulePrefix) && rule.find(kGivenCell) == std::string_view::npos;
+}
+
 // The standard view mix of an array of `shape`.
 std::vector<std::pair<std::string, Selection>> standard_views(std::span<const std::uint64_t> shape);
 
