@@ -1,7 +1,9 @@
 // The I/O planner (layouts/io_plan.h) against brute force: a view's plan
 // reads exactly the sectors of the cells it touches (or, for partial-cell
 // plans, the checksum blocks holding it), contiguous sectors merge, MultiMap
-// batches a basic cube's tracks, and several plans combine into one.
+// batches a basic cube's tracks, several plans combine into one or are
+// concatenated, and the pipeline modeled_read_ms predicts a chunked read with
+// (device, cells' work, hand-over) against hand computation.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -37,6 +39,14 @@ void needed_sectors(const Layout& layout, std::span<const std::uint64_t> cc, con
   for (std::uint32_t b = 0; b * block_sectors < sectors.size(); ++b)
     if (mask.has(b))
       for (std::uint32_t s = 0; s < block_sectors; ++s) out->insert(sectors[b * block_sectors + s]);
+}
+
+// A modeled part of a read: its device time and its result's MiB.
+layouts::IoPlan part(double device_ms, std::uint64_t useful_mib) {
+  layouts::IoPlan p;
+  p.modeled_ms = device_ms;
+  p.bytes_useful = useful_mib << 20;
+  return p;
 }
 
 }  // namespace
@@ -217,4 +227,114 @@ TEST_CASE("io plan: a partial-cell plan reads exactly the blocks holding the sel
       }
     }
   }
+}
+
+TEST_CASE("host cost: a chunked read is a two-stage pipeline, device then hand-over", "[host_cost]") {
+  const geom::HostCost none;
+  const geom::HostCost host{0.5, 0.25};  // 0.25 ms per MiB handed over
+  std::vector<layouts::IoPlan> one = {part(10, 8)};
+  CHECK(layouts::modeled_read_ms(one, none) == Approx(10));
+  CHECK(layouts::modeled_read_ms(one, host) == Approx(0.5 + 10 + 8 * 0.25));
+
+  // Hand-over slower than the device (4 ms against 1 ms a chunk): the reader
+  // waits for the first chunk, then the hand-over sets the pace.
+  std::vector<layouts::IoPlan> bound_by_host = {part(1, 16), part(1, 16), part(1, 16), part(1, 16)};
+  CHECK(layouts::modeled_read_ms(bound_by_host, none) == Approx(4));
+  CHECK(layouts::modeled_read_ms(bound_by_host, host) == Approx(0.5 + 1 + 4 * 4));
+
+  // The device slower (5 ms against 1 ms): only the last chunk's hand-over shows.
+  std::vector<layouts::IoPlan> bound_by_device = {part(5, 4), part(5, 4), part(5, 4)};
+  CHECK(layouts::modeled_read_ms(bound_by_device, host) == Approx(0.5 + 15 + 1));
+
+  // Mixed: the hand-over of chunk 0 (4 ms) delays chunk 1's (the device is done with it at 2 ms).
+  std::vector<layouts::IoPlan> mixed = {part(1, 16), part(1, 0), part(6, 4)};
+  // hand-over ends: max(0, 1) + 4 = 5; max(5, 2) + 0 = 5; max(5, 8) + 1 = 9.
+  CHECK(layouts::modeled_read_ms(mixed, host) == Approx(0.5 + 9));
+  CHECK(layouts::modeled_read_ms({}, host) == Approx(0.5));
+}
+
+TEST_CASE("host cost: the cells' work is a stage between the device and the hand-over", "[host_cost]") {
+  geom::HostCost host;
+  host.request_ms = 0.5;
+  host.verify_ms_per_mib = 0.25;  // per MiB read
+  host.gather_ms_per_mib = 0.5;   // per MiB of the result
+  auto with = [](double device_ms, std::uint64_t read_mib, std::uint64_t useful_mib, std::uint64_t batches) {
+    layouts::IoPlan p = part(device_ms, useful_mib);
+    p.bytes_read = read_mib << 20;
+    p.batches.resize(batches);
+    return p;
+  };
+  // One batch: its cells are worked on after it arrives, all of them.
+  std::vector<layouts::IoPlan> one = {with(2, 4, 2, 1)};
+  CHECK(layouts::modeled_read_ms(one, host) == Approx(0.5 + 2 + (4 * 0.25 + 2 * 0.5)));
+  // Many batches, the device slower: the work hides behind it, but for the
+  // last batch's share.
+  std::vector<layouts::IoPlan> many = {with(10, 8, 4, 100)};
+  CHECK(layouts::modeled_read_ms(many, host) == Approx(0.5 + 10 + 4.0 / 100));
+  // One batch group of 128 requests (a basic cube's) arrives in waves of the
+  // queue depth (16): 8 of them, as 8 batches would.
+  layouts::IoPlan grouped = with(10, 8, 4, 1);
+  grouped.requests = 128;
+  layouts::IoPlan eight = with(10, 8, 4, 8);
+  CHECK(layouts::modeled_read_ms(std::vector<layouts::IoPlan>{grouped}, host) ==
+        Approx(layouts::modeled_read_ms(std::vector<layouts::IoPlan>{eight}, host)));
+  CHECK(layouts::modeled_read_ms(std::vector<layouts::IoPlan>{grouped}, host) == Approx(0.5 + 10 + 4.0 / 8));
+  // Many batches, the work slower: it starts with the first batch and sets the pace.
+  std::vector<layouts::IoPlan> cpu_bound = {with(1, 16, 16, 10)};
+  CHECK(layouts::modeled_read_ms(cpu_bound, host) == Approx(0.5 + 0.1 + 12));
+  // Across parts: part 1's cells wait for part 0's (ends 0.1 + 12); hand-over
+  // (2 ms per MiB) of part 0 then of part 1.
+  host.ms_per_mib = 2;
+  std::vector<layouts::IoPlan> two = {with(1, 16, 16, 10), with(1, 0, 1, 1)};
+  // cells: 12.1, then max(12.1, 2) + 0.5 = 12.6; hand-over: 12.1 + 32 = 44.1, then max(44.1, 12.6) + 2.
+  CHECK(layouts::modeled_read_ms(two, host) == Approx(0.5 + 46.1));
+}
+
+TEST_CASE("concatenate_plans: batches in order, counts and times added, whole-cell times where parts chose",
+          "[io_plan]") {
+  IoPlan a, b, c;
+  a.batches = {{{{100, 4}}}, {{{300, 2}}}};
+  a.cells = 3;
+  a.requests = 2;
+  a.sectors = 6;
+  a.bytes_read = 6 * 512;
+  a.bytes_useful = 1000;
+  a.merge_gap_sectors = 4;
+  a.modeled_ms = 2.5;  // no cell cut: no choice
+  b.batches = {{{{50, 1}, {60, 3}}}};
+  b.cells = 2;
+  b.requests = 2;
+  b.sectors = 4;
+  b.bytes_read = 4 * 512;
+  b.bytes_useful = 300;
+  b.merge_gap_sectors = 9;
+  b.modeled_ms = 1.0;
+  b.partial_cells = true;  // chose its blocks over whole cells of 1.75 ms
+  b.whole_cells_ms = 1.75;
+  c.cells = 1;
+  c.modeled_ms = 0.5;
+  c.whole_cells_ms = 0.5;  // a choice, and whole cells won
+  std::vector<IoPlan> parts{a, b, c};
+  const IoPlan all = concatenate_plans(std::move(parts));
+  REQUIRE(all.batches.size() == 3);
+  CHECK(all.batches[0].requests[0].lbn == 100);
+  CHECK(all.batches[1].requests[0].lbn == 300);
+  CHECK(all.batches[2].requests.size() == 2);
+  CHECK(all.batches[2].requests[1].lbn == 60);
+  CHECK(all.cells == 6);
+  CHECK(all.requests == 4);
+  CHECK(all.sectors == 10);
+  CHECK(all.bytes_read == 10 * 512);
+  CHECK(all.bytes_useful == 1300);
+  CHECK(all.merge_gap_sectors == 9);
+  CHECK(all.modeled_ms == Approx(4.0));
+  CHECK(all.partial_cells);
+  CHECK(all.whole_cells_ms == Approx(2.5 + 1.75 + 0.5));
+  // No part with a choice: none for the whole.
+  std::vector<IoPlan> plain{a, a};
+  const IoPlan twice = concatenate_plans(std::move(plain));
+  CHECK_FALSE(twice.partial_cells);
+  CHECK(twice.whole_cells_ms == -1);
+  CHECK(twice.modeled_ms == Approx(5.0));
+  CHECK(concatenate_plans({}).batches.empty());
 }
