@@ -105,9 +105,10 @@ TEST_CASE("default cell: a brick of power-of-two sides, grown in priority order,
   CHECK(CellGrid::default_cell(std::vector<std::uint64_t>{3, 1000}, 8, 512, c_order) ==
         std::vector<std::uint64_t>{3, 16});
   // Room for an odd number of doublings: the primary dimension gets the extra one.
-  CHECK(CellGrid::default_cell(std::vector<std::uint64_t>{100, 100, 100}, 4, 512, std::vector<std::uint32_t>{2, 1, 0}) ==
+  const std::vector<std::uint64_t> cube{100, 100, 100};
+  CHECK(CellGrid::default_cell(cube, 4, 512, std::vector<std::uint32_t>{2, 1, 0}) ==
         std::vector<std::uint64_t>{4, 4, 8});
-  CHECK(CellGrid::default_cell(std::vector<std::uint64_t>{100, 100, 100}, 4, 512, std::vector<std::uint32_t>{0, 1, 2}) ==
+  CHECK(CellGrid::default_cell(cube, 4, 512, std::vector<std::uint32_t>{0, 1, 2}) ==
         std::vector<std::uint64_t>{8, 4, 4});
   // An element larger than the sector: one element.
   CHECK(CellGrid::default_cell(std::vector<std::uint64_t>{10, 10}, 1024, 512, c_order) ==

@@ -321,7 +321,8 @@ TEST_CASE("mloc: assemble writes each kept group's bytes at their rank, most sig
   for (const MlocByteGroup& group : groups) {
     Bytes p(group.bytes * count);
     for (u32 j = 0; j < group.bytes; ++j)
-      for (u64 i = 0; i < count; ++i) p[j * count + i] = std::byte((values[i] >> (8 * (3 - (group.first_rank + j)))) & 0xFF);
+      for (u64 i = 0; i < count; ++i)
+        p[j * count + i] = std::byte((values[i] >> (8 * (3 - (group.first_rank + j)))) & 0xFF);
     planes.push_back(std::move(p));
   }
   std::vector<const std::byte*> ptrs;

@@ -50,7 +50,8 @@ inline indexes::KeySet keys(indexes::CompareOp op, int c) {
 }
 
 // Every comparison with a few constants: the index's rows equal the data's.
-inline void check_index_matches(ArrayFile& a, const Values& data, bool expect_aligned, const std::string& when = "") {
+inline void check_index_matches(ArrayFile& a, const Values& data, bool expect_aligned,
+                                const std::string& when = "") {
   using indexes::CompareOp;
   INFO(when);
   for (CompareOp op : {CompareOp::Eq, CompareOp::Ne, CompareOp::Lt, CompareOp::Ge})

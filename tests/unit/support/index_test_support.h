@@ -19,7 +19,9 @@
 namespace mmfs::indexes::testing {
 
 // A string's bytes.
-inline std::span<const std::byte> as_bytes(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
+inline std::span<const std::byte> as_bytes(const std::string& s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
 
 // A built index: the values it was built from, its stored object and header.
 struct Index {

@@ -21,8 +21,8 @@ namespace mmfs::fs::testing::mloc_images {
 using arrays::Mount;
 
 // The MlocParams of an array of `shape` and `dtype` (V-M-S, the default bins).
-inline MlocParams params_of(const std::vector<std::uint64_t>& shape, const std::string& dtype, const std::string& compress,
-                     std::vector<std::uint64_t> chunk = {}) {
+inline MlocParams params_of(const std::vector<std::uint64_t>& shape, const std::string& dtype,
+                            const std::string& compress, std::vector<std::uint64_t> chunk = {}) {
   MlocParams p;
   std::string msg;
   const int r = mloc_params(shape, dtype, std::move(chunk), "V-M-S", compress, "", &p, &msg);
@@ -48,8 +48,8 @@ inline std::unique_ptr<MlocImage> encode(const Mount& m, const MlocParams& p, co
 }
 
 // The selection's elements read from the image (the leading `keep` bytes of each; 0: all).
-inline Bytes read(const MlocImage& image, const layouts::Selection& sel, std::uint32_t itemsize, std::uint32_t keep = 0,
-           bool once = false) {
+inline Bytes read(const MlocImage& image, const layouts::Selection& sel, std::uint32_t itemsize,
+                  std::uint32_t keep = 0, bool once = false) {
   Bytes out(sel.elements() * itemsize, 0xAA);
   std::uint64_t bytes_read = 0;
   std::string msg;

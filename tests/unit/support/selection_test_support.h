@@ -29,7 +29,8 @@ inline Selection random_selection(const CellGrid& g, std::mt19937_64& rng) {
 }
 
 // The elements of `sel` in C order, straight from the C-order array.
-inline std::vector<std::byte> brute(const CellGrid& g, const std::vector<std::byte>& array, const Selection& sel) {
+inline std::vector<std::byte> brute(const CellGrid& g, const std::vector<std::byte>& array,
+                                    const Selection& sel) {
   std::vector<std::byte> out;
   const auto& dims = sel.dims();
   std::size_t n = dims.size();

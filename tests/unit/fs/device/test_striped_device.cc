@@ -122,12 +122,13 @@ TEST_CASE("striped device: a refused request fails with EINVAL and reaches no me
   Members m(2);
   StripedDevice dev(m.targets(), *g, 0, 100 * kTrack * kSector);  // the byte space may be less than the geometry's
   AlignedBuffer buf(4096);
-  std::vector<IoRequest> batch = {req(IoRequest::Op::Read, dev.size_bytes(), buf.data(), 512),  // past the end
-                                  req(IoRequest::Op::Read, 100, buf.data(), 512),               // misaligned offset
-                                  req(IoRequest::Op::Read, 0, buf.data(), 100),                 // misaligned length
-                                  req(IoRequest::Op::Read, 0, buf.data() + 1, 512),             // misaligned buffer
-                                  req(IoRequest::Op::Read, 0, buf.data(), 0),                   // empty
-                                  req(IoRequest::Op::Read, dev.size_bytes() - 512, buf.data(), 1024)};  // across the end
+  const std::uint64_t end = dev.size_bytes();
+  std::vector<IoRequest> batch = {req(IoRequest::Op::Read, end, buf.data(), 512),           // past the end
+                                  req(IoRequest::Op::Read, 100, buf.data(), 512),           // misaligned offset
+                                  req(IoRequest::Op::Read, 0, buf.data(), 100),             // misaligned length
+                                  req(IoRequest::Op::Read, 0, buf.data() + 1, 512),         // misaligned buffer
+                                  req(IoRequest::Op::Read, 0, buf.data(), 0),               // empty
+                                  req(IoRequest::Op::Read, end - 512, buf.data(), 1024)};  // across the end
   CHECK(dev.submit(batch) == EINVAL);
   for (const IoRequest& r : batch) CHECK(r.result == EINVAL);
   for (SwitchableDevice* v : m.views) CHECK(v->calls_ == 0);

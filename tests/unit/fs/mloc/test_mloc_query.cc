@@ -122,7 +122,8 @@ TEST_CASE("mloc query: the matching rows of every chunk or of some, against brut
     CHECK(indexes::rows_of(some) == want);
   }
   // Rows 0..1 of chunks (0, 1) and (1, 2) hold the box's corner: ranks of exactly those chunks.
-  const std::vector<std::uint64_t> corner = f.image->chunks_of(layouts::Selection({{7, 9, 1, false}, {15, 17, 1, false}}));
+  const std::vector<std::uint64_t> corner =
+      f.image->chunks_of(layouts::Selection({{7, 9, 1, false}, {15, 17, 1, false}}));
   std::set<std::uint64_t> want_ranks;
   for (std::uint64_t ci : {0u, 1u})
     for (std::uint64_t cj : {1u, 2u}) want_ranks.insert(f.image->grid().rank_of(std::vector<std::uint64_t>{ci, cj}));
