@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Checks that every #include "X/..." of the project's own code points down the
 layer order (docs/architecture.md): a library may include itself and the
-libraries below it, never one above; and that tests/unit/ mirrors the source
-folders. Exits 1 and names each upward include or misplaced test.
+libraries below it, never one above; that tests/unit/ mirrors the source
+folders; and that every library file D/x.cc has its tests in
+tests/unit/D/test_x.cc (unless UNTESTED_OK exempts it, with a reason). Exits 1
+and names each upward include, misplaced test or untested file.
 
-    scripts/check-layers.py            check the tree
-    scripts/check-layers.py --list     print the order and what each may use
+    scripts/check-layers.py              check the tree
+    scripts/check-layers.py --list       print the order and what each may use
+    scripts/check-layers.py --untested   list the library files without a test file of their name
 """
 import re
 import sys
@@ -53,6 +56,14 @@ ORDER += [
     ("bench", FS_ALL + ["probes", "daemon"]),
 ]
 SOURCES = (".h", ".cc", ".cpp")
+# The libraries whose files must each have a test file of their name (above
+# them, the daemon, probes and programs are tested by the integration tests).
+TESTED = ["util", "geometry", "layouts", "indexes"] + [name for name, _ in ORDER if name.startswith("fs/")]
+# Library .cc files allowed no tests/unit/<dir>/test_<name>.cc, each with why
+# (a file of declarations or generated tables, say). None at present.
+UNTESTED_OK = {
+    # "fs/util/example.cc": "declarations only: nothing to test",
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -105,11 +116,42 @@ def main(argv):
             if folder == "." or library_of(folder) is None or not (ROOT / folder).is_dir():
                 problems.append(f"tests/unit/{path.relative_to(unit).as_posix()}: not in a folder that mirrors "
                                 "a source folder")
+    untested = untested_files()
+    if "--untested" in argv:
+        for rel in untested:
+            print(rel)
+        return 0
+    problems += [f"{rel}: no tests/unit/{Path(rel).parent.as_posix()}/test_{Path(rel).stem}.cc "
+                 "(add one, or exempt the file in UNTESTED_OK with a reason)" for rel in untested]
+    for rel, why in sorted(UNTESTED_OK.items()):
+        if not (ROOT / rel).is_file():
+            problems.append(f"UNTESTED_OK names {rel}, which does not exist")
+        elif (ROOT / "tests" / "unit" / Path(rel).parent / f"test_{Path(rel).stem}.cc").is_file():
+            problems.append(f"UNTESTED_OK exempts {rel}, which has a test file: drop the exemption")
+        elif not why.strip():
+            problems.append(f"UNTESTED_OK exempts {rel} without a reason")
     for p in problems:
         print(p)
     print(f"check-layers: {checked} files, {len(problems)} problems" if problems
-          else f"check-layers: {checked} files, every include points down the layer order")
+          else f"check-layers: {checked} files, every include points down the layer order, every library file "
+               "has its test file")
     return 1 if problems else 0
+
+
+def untested_files():
+    """The library .cc files (directly in a TESTED folder) with neither a
+    tests/unit/<folder>/test_<name>.cc nor an exemption."""
+    out = []
+    for name in TESTED:
+        folder = ROOT / name
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.cc")):
+            rel = path.relative_to(ROOT).as_posix()
+            test = ROOT / "tests" / "unit" / name / f"test_{path.stem}.cc"
+            if not test.is_file() and rel not in UNTESTED_OK:
+                out.append(rel)
+    return out
 
 
 if __name__ == "__main__":

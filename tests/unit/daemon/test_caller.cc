@@ -1,6 +1,6 @@
 // The daemon's own permission checks and the view nodes' modes
-// (daemon/caller.h), and the per-reader filter of /.mmfs/errors
-// (fs/util/error_log.h).
+// (daemon/caller.h). The per-reader filter of /.mmfs/errors is tested with
+// its log in tests/unit/fs/util/test_error_log.cc.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "daemon/caller.h"
-#include "fs/util/error_log.h"
 
 using mmfs::daemon::Access;
 using mmfs::daemon::Caller;
@@ -91,18 +90,4 @@ TEST_CASE("request_owner: set for the length of a request, per thread", "[caller
     CHECK(request_owner() == 42u);
   }
   CHECK_FALSE(request_owner());
-}
-
-TEST_CASE("ErrorLog: each reader but root sees only its own lines", "[caller][error_log]") {
-  mmfs::fs::ErrorLog log(3);
-  log.record(EACCES, "/a", "one", 1000u);
-  log.record(ENOENT, "/secret/b", "two", 0u);
-  log.record(EIO, "/c", "three");  // the daemon's own
-  CHECK(log.text_for(0) == "EACCES /a: one\nENOENT /secret/b: two\nEIO /c: three\n");
-  CHECK(log.text_for(1000) == "EACCES /a: one\n");
-  CHECK(log.text_for(1001).empty());
-  log.append("line\nwith a break", 1001u);  // bounded: the oldest goes
-  CHECK(log.text_for(1000).empty());
-  CHECK(log.text_for(1001) == "line with a break\n");
-  CHECK(log.size() == 3);
 }

@@ -285,29 +285,3 @@ TEST_CASE("Capsule layout: bad geometry, cells and placements are refused", "[ca
   CHECK_THROWS_AS(ok.place({}), std::invalid_argument);
   CHECK_NOTHROW(ok.place({{T, 4 * T}}));
 }
-
-TEST_CASE("combine_plans reads several attributes' plans as one: sorted, joined, counted", "[capsule]") {
-  IoPlan a, b;
-  a.batches = {{{{100, 4}, {300, 2}}}};
-  a.cells = 6;
-  a.bytes_useful = 1000;
-  b.batches = {{{{104, 6}, {50, 1}}}, {{{302, 1}}}};
-  b.cells = 8;
-  b.bytes_useful = 500;
-  std::vector<IoPlan> plans{a, b};
-  IoPlan c = combine_plans(plans, 512, 2);
-  REQUIRE(c.batches.size() == 2);
-  auto pairs = [](const IoBatch& b) {
-    std::vector<std::pair<geom::Lbn, std::uint32_t>> v;
-    for (const geom::Request& r : b.requests) v.push_back({r.lbn, r.sectors});
-    return v;
-  };
-  using P = std::vector<std::pair<geom::Lbn, std::uint32_t>>;
-  CHECK(pairs(c.batches[0]) == P{{50, 1}, {100, 10}});
-  CHECK(pairs(c.batches[1]) == P{{300, 3}});
-  CHECK(c.requests == 3);
-  CHECK(c.sectors == 14);
-  CHECK(c.bytes_read == 14 * 512);
-  CHECK(c.cells == 14);
-  CHECK(c.bytes_useful == 1500);
-}

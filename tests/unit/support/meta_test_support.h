@@ -1,5 +1,5 @@
 // Support for the metadata store's tests (test_meta_store.cc,
-// test_meta_redundancy.cc): a model of the state with an order-independent
+// test_meta_open.cc): a model of the state with an order-independent
 // fingerprint, a filesystem-shaped workload, devices that tap or slow down
 // I/O, and the run/prefix bookkeeping of the crash and corruption tests.
 #pragma once

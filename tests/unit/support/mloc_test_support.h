@@ -37,6 +37,19 @@ inline MlocGrid make_grid(Shape shape, u32 itemsize, Shape chunk, u32 bins, Mloc
   return MlocGrid(std::move(shape), itemsize, float64, std::move(chunk), bins, p);
 }
 
+// Calls f(index) for every index of the box `extents`, C order.
+template <typename F>
+inline void for_each_index(const Shape& extents, F f) {
+  Shape x(extents.size(), 0);
+  for (u64 k = 0, n = product(extents); k < n; ++k) {
+    f(x);
+    for (std::size_t d = extents.size(); d-- > 0;) {
+      if (++x[d] < extents[d]) break;
+      x[d] = 0;
+    }
+  }
+}
+
 // The six orders of V, M and S, from their text.
 inline std::vector<std::string> all_priority_texts() {
   std::string letters = "MSV";

@@ -1,6 +1,6 @@
-// Volumes for the quadrangle layout and get_rectangle tests: a small zoned
-// disk (R > 0 in both zones for one- and two-sector blocks), alone or striped
-// over p members, and the Atlas 10K III.
+// Volumes for the Atropos, quadrangle layout and get_rectangle tests: a small
+// zoned disk (R > 0 in both zones for one- and two-sector blocks), alone or
+// striped over p members, and the Atlas 10K III.
 #pragma once
 
 #include <memory>
@@ -10,6 +10,7 @@
 #include "geometry/load.h"
 #include "geometry/striped.h"
 #include "geometry/zoned_disk.h"
+#include "layouts/atropos.h"
 
 namespace mmfs::layouts::testing {
 
@@ -65,6 +66,11 @@ inline const geom::ZonedDisk& member_disk(const geom::Geometry& g) {
 inline std::uint32_t members_of(const geom::Geometry& g) {
   if (const auto* s = dynamic_cast<const geom::StripedGeometry*>(&g)) return s->members();
   return 1;
+}
+
+// The first DLBN of the track (stripe unit) of the volume's zone holding `dlbn`.
+inline geom::Lbn track_start(const AtroposVolume& v, geom::Lbn dlbn) {
+  return v.zone_first_dlbn() + (dlbn - v.zone_first_dlbn()) / v.stripe_unit_sectors() * v.stripe_unit_sectors();
 }
 
 }  // namespace mmfs::layouts::testing

@@ -1,8 +1,8 @@
 // The machine's part of a read (geom::HostCost): a measured flash
-// geometry's "host" (parsed, printed, refused when malformed), the pipeline
-// (device, cells' work, hand-over) layouts::modeled_read_ms predicts a chunked
-// read with, and a view's plan on such a volume, whose modeled_ms is the
-// whole read and device_ms the device's part.
+// geometry's "host" (parsed, printed, refused when malformed), and a view's
+// plan on such a volume, whose modeled_ms is the whole read and device_ms the
+// device's part. The pipeline layouts::modeled_read_ms predicts a chunked
+// read with is tested in tests/unit/layouts/test_io_plan.cc.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -30,13 +30,6 @@ nlohmann::json small_ssd_json() {
   return {{"kind", "flash"},    {"sector_size", 4096},        {"capacity_sectors", 4096},
           {"track_sectors", 32}, {"queues", 32},              {"latency_ms", 0.08},
           {"bandwidth_mb_s", 2000.0}, {"depth", 128},         {"name", "small-ssd"}};
-}
-
-layouts::IoPlan part(double device_ms, std::uint64_t useful_mib) {
-  layouts::IoPlan p;
-  p.modeled_ms = device_ms;
-  p.bytes_useful = useful_mib << 20;
-  return p;
 }
 
 }  // namespace
@@ -86,67 +79,6 @@ TEST_CASE("host cost: a flash geometry's host is read, printed only when set, an
     CHECK(error_of([&] { geom::load_geometry(k); }) == geom::ErrorKind::Invalid);
     CHECK(message_of([&] { geom::load_geometry(k); }).find("host") != std::string::npos);
   }
-}
-
-TEST_CASE("host cost: a chunked read is a two-stage pipeline, device then hand-over", "[host_cost]") {
-  const geom::HostCost none;
-  const geom::HostCost host{0.5, 0.25};  // 0.25 ms per MiB handed over
-  std::vector<layouts::IoPlan> one = {part(10, 8)};
-  CHECK(layouts::modeled_read_ms(one, none) == Approx(10));
-  CHECK(layouts::modeled_read_ms(one, host) == Approx(0.5 + 10 + 8 * 0.25));
-
-  // Hand-over slower than the device (4 ms against 1 ms a chunk): the reader
-  // waits for the first chunk, then the hand-over sets the pace.
-  std::vector<layouts::IoPlan> bound_by_host = {part(1, 16), part(1, 16), part(1, 16), part(1, 16)};
-  CHECK(layouts::modeled_read_ms(bound_by_host, none) == Approx(4));
-  CHECK(layouts::modeled_read_ms(bound_by_host, host) == Approx(0.5 + 1 + 4 * 4));
-
-  // The device slower (5 ms against 1 ms): only the last chunk's hand-over shows.
-  std::vector<layouts::IoPlan> bound_by_device = {part(5, 4), part(5, 4), part(5, 4)};
-  CHECK(layouts::modeled_read_ms(bound_by_device, host) == Approx(0.5 + 15 + 1));
-
-  // Mixed: the hand-over of chunk 0 (4 ms) delays chunk 1's (the device is done with it at 2 ms).
-  std::vector<layouts::IoPlan> mixed = {part(1, 16), part(1, 0), part(6, 4)};
-  // hand-over ends: max(0, 1) + 4 = 5; max(5, 2) + 0 = 5; max(5, 8) + 1 = 9.
-  CHECK(layouts::modeled_read_ms(mixed, host) == Approx(0.5 + 9));
-  CHECK(layouts::modeled_read_ms({}, host) == Approx(0.5));
-}
-
-TEST_CASE("host cost: the cells' work is a stage between the device and the hand-over", "[host_cost]") {
-  geom::HostCost host;
-  host.request_ms = 0.5;
-  host.verify_ms_per_mib = 0.25;  // per MiB read
-  host.gather_ms_per_mib = 0.5;   // per MiB of the result
-  auto with = [](double device_ms, std::uint64_t read_mib, std::uint64_t useful_mib, std::uint64_t batches) {
-    layouts::IoPlan p = part(device_ms, useful_mib);
-    p.bytes_read = read_mib << 20;
-    p.batches.resize(batches);
-    return p;
-  };
-  // One batch: its cells are worked on after it arrives, all of them.
-  std::vector<layouts::IoPlan> one = {with(2, 4, 2, 1)};
-  CHECK(layouts::modeled_read_ms(one, host) == Approx(0.5 + 2 + (4 * 0.25 + 2 * 0.5)));
-  // Many batches, the device slower: the work hides behind it, but for the
-  // last batch's share.
-  std::vector<layouts::IoPlan> many = {with(10, 8, 4, 100)};
-  CHECK(layouts::modeled_read_ms(many, host) == Approx(0.5 + 10 + 4.0 / 100));
-  // One batch group of 128 requests (a basic cube's) arrives in waves of the
-  // queue depth (16): 8 of them, as 8 batches would.
-  layouts::IoPlan grouped = with(10, 8, 4, 1);
-  grouped.requests = 128;
-  layouts::IoPlan eight = with(10, 8, 4, 8);
-  CHECK(layouts::modeled_read_ms(std::vector<layouts::IoPlan>{grouped}, host) ==
-        Approx(layouts::modeled_read_ms(std::vector<layouts::IoPlan>{eight}, host)));
-  CHECK(layouts::modeled_read_ms(std::vector<layouts::IoPlan>{grouped}, host) == Approx(0.5 + 10 + 4.0 / 8));
-  // Many batches, the work slower: it starts with the first batch and sets the pace.
-  std::vector<layouts::IoPlan> cpu_bound = {with(1, 16, 16, 10)};
-  CHECK(layouts::modeled_read_ms(cpu_bound, host) == Approx(0.5 + 0.1 + 12));
-  // Across parts: part 1's cells wait for part 0's (ends 0.1 + 12); hand-over
-  // (2 ms per MiB) of part 0 then of part 1.
-  host.ms_per_mib = 2;
-  std::vector<layouts::IoPlan> two = {with(1, 16, 16, 10), with(1, 0, 1, 1)};
-  // cells: 12.1, then max(12.1, 2) + 0.5 = 12.6; hand-over: 12.1 + 32 = 44.1, then max(44.1, 12.6) + 2.
-  CHECK(layouts::modeled_read_ms(two, host) == Approx(0.5 + 46.1));
 }
 
 TEST_CASE("host cost: a view's plan on a volume with a host predicts the read; without, the device",

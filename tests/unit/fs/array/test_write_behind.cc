@@ -19,27 +19,14 @@
 #include "fs/device/fault_device.h"
 #include "fs/array/write_behind.h"
 #include "tests/unit/support/fs_test_support.h"
+#include "tests/unit/support/write_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;
 using testing::toy_disk;
 using namespace testing::arrays;
 
-namespace {
-
-using Bytes = std::vector<std::uint8_t>;
-
-const std::byte* as_bytes(const Bytes& b) { return reinterpret_cast<const std::byte*>(b.data()); }
-
-// The number of bytes that differ (Catch would print both vectors whole).
-std::size_t differing(const Bytes& got, const Bytes& want) {
-  if (got.size() != want.size()) return std::max(got.size(), want.size());
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) n += got[i] != want[i];
-  return n;
-}
-
-}  // namespace
+using namespace testing::writes;
 
 TEST_CASE("write-behind applies writes in order and drain waits for the queued ones", "[write_behind]") {
   std::vector<std::pair<std::uint64_t, std::uint8_t>> seen;  // (offset, first byte), in apply order
@@ -200,44 +187,4 @@ TEST_CASE("array file: a device that fails under queued writes is reported by th
   msg.clear();
   CHECK(a->flush(true, &msg) == EIO);
   CHECK_FALSE(msg.empty());
-}
-
-TEST_CASE("array file: cells written in part into reused buffers read as zeros where nothing was written",
-          "[write_behind][array_file]") {
-  // A write-back of finished cells only (the flusher's tick during a write)
-  // keeps their buffers for the next cells, unclear; write_back clears the
-  // bytes nobody wrote. Without that, old cells' bytes would show through.
-  auto g = toy_disk();
-  auto golden = formatted(*g);
-  for (const char* layout : {"naive", "hilbert"}) {
-    INFO("layout " << layout);
-    Mount m = mount(copy_of(*golden));
-    auto a = create_array(m, "reuse", make_schema({64, 64, 64}, "float64", layout));
-    const std::uint64_t N = a->size();
-    Bytes model(N, 0);
-    std::mt19937_64 rng(11);
-    std::string msg;
-    // The first half, every byte (random, never zero-filled): its cells finish.
-    Bytes half(N / 2);
-    for (auto& x : half) x = std::uint8_t(1 + rng() % 255);
-    REQUIRE(a->write(0, as_bytes(half), half.size(), &msg) == 0);
-    std::copy(half.begin(), half.end(), model.begin());
-    REQUIRE(a->flush_periodic(&msg) == 0);  // finished cells go out; their buffers stay for reuse
-    // A few small pieces in the second half: new cells in those buffers, mostly unwritten.
-    for (int i = 0; i < 40; ++i) {
-      const std::uint64_t at = N / 2 + rng() % (N / 2 - 16);
-      Bytes piece(1 + rng() % 16, 0);
-      for (auto& x : piece) x = std::uint8_t(rng());
-      REQUIRE(a->write(at, as_bytes(piece), piece.size(), &msg) == 0);
-      std::copy(piece.begin(), piece.end(), model.begin() + std::ptrdiff_t(at));
-    }
-    REQUIRE(a->flush(true, &msg) == 0);
-    Bytes got(N);
-    std::size_t read = 0;
-    REQUIRE(a->read(0, N, reinterpret_cast<std::byte*>(got.data()), &read, &msg) == 0);
-    CHECK(differing(got, model) == 0);
-    auto b = open_stored(m, a->ino());
-    REQUIRE(b->read(0, N, reinterpret_cast<std::byte*>(got.data()), &read, &msg) == 0);
-    CHECK(differing(got, model) == 0);
-  }
 }

@@ -1,4 +1,5 @@
-// The data-area allocator (fs/meta/allocator.h).
+// The data-area allocator (fs/meta/allocator.h): runs, track groups, small
+// objects, and the aligned stripes of a zone a quadrangle array asks for.
 #include <catch2/catch.hpp>
 #include <random>
 #include <set>
@@ -8,6 +9,9 @@
 #include "geometry/zoned_disk.h"
 #include "layouts/layout.h"
 #include "layouts/multimap.h"
+#include "layouts/quadrangle_array.h"
+#include "tests/unit/support/quadrangle_array_test_support.h"
+#include "tests/unit/support/quadrangle_test_support.h"
 
 using namespace mmfs;
 using fs::Allocator;
@@ -15,6 +19,14 @@ using geom::Lbn;
 using layouts::Extent;
 using layouts::SpaceRequest;
 using layouts::SpaceShape;
+
+namespace testing = layouts::testing;
+using layouts::allocate_linear;
+using testing::Array;
+using testing::check_cells;
+using testing::check_extents;
+using testing::make;
+using testing::member_disk;
 
 TEST_CASE("allocator: whole-track runs from the bottom, small objects from the top", "[alloc]") {
   auto g = geom::load_geometry("atlas10k3");
@@ -205,4 +217,125 @@ TEST_CASE("allocator: track groups never straddle the requested boundary", "[all
   bands.boundary_tracks = Ny;
   std::vector<Extent> lin = layouts::allocate_linear(*g, bands, 3 * T);
   for (std::size_t i = 0; i < lin.size(); ++i) CHECK(lin[i].start == (i + 1) * Ny * T);
+}
+
+TEST_CASE("quadrangle array: the allocator hands out aligned stripes of the zone, also in fragmented space",
+          "[quadrangle_array][alloc]") {
+  for (std::uint32_t p : {1u, 2u, 4u}) {
+    auto g = testing::small_volume(p);
+    const Array a{{20, 3000}, 8, {2, 32}, {1, 0}};  // 6, 4 or 2 stripes for p = 1, 2, 4
+    auto probe = make(*g, a);
+    const std::uint64_t stripe = probe->stripe_sectors();
+    const std::uint64_t T = 47;
+    // The area starts mid-stripe; single tracks taken here and there break the alignment.
+    fs::Allocator alloc(*g, 3 * T + 5, g->capacity_sectors());
+    std::vector<std::vector<Extent>> tracks;
+    for (int i = 0; i < 40; ++i) {
+      std::vector<Extent> t;
+      REQUIRE(alloc.allocate({SpaceShape::Runs, T}, &t) == 0);
+      tracks.push_back(t);
+    }
+    for (std::size_t i = 0; i < tracks.size(); ++i)
+      if (i % 7 != 3) REQUIRE(alloc.free(tracks[i][0]));  // keep every 7th track in use
+    // First fit over the aligned stripes of the zone that are wholly free.
+    std::vector<Lbn> expected;
+    auto is_free = [&](Lbn lo, Lbn hi) {
+      for (const Extent& f : alloc.free_extents())
+        if (f.start <= lo && hi <= f.start + f.sectors) return true;
+      return false;
+    };
+    for (Lbn s = probe->zone_first_lbn(); s + stripe <= probe->zone_first_lbn() + probe->zone_stripe_sectors();
+         s += stripe)
+      if (is_free(s, s + stripe) && expected.size() < probe->space().groups) expected.push_back(s);
+    const std::uint64_t before = alloc.free_sectors();
+    std::vector<Extent> out;
+    INFO("p " << p << " stripes " << probe->space().groups);
+    if (expected.size() < probe->space().groups) {
+      CHECK(alloc.allocate(probe->space(), &out) == ENOSPC);
+      CHECK(out.empty());
+      CHECK(alloc.free_sectors() == before);
+      continue;
+    }
+    REQUIRE(alloc.allocate(probe->space(), &out) == 0);
+    REQUIRE(out.size() == expected.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      CHECK(out[i].start == expected[i]);
+      CHECK(out[i].sectors == stripe);
+    }
+    probe->place(out);
+    check_extents(*probe);
+    check_cells(*probe);
+    // Another array of the same kind takes the next free stripes; nothing overlaps.
+    auto second = make(*g, a);
+    std::vector<Extent> more;
+    if (alloc.allocate(second->space(), &more) == 0) {
+      second->place(more);
+      check_extents(*second);
+      for (const Extent& x : more)
+        for (const Extent& y : out) CHECK((x.start + x.sectors <= y.start || y.start + y.sectors <= x.start));
+    }
+  }
+}
+
+TEST_CASE("quadrangle array: ENOSPC when no aligned stripes fit its zone, even with other zones free",
+          "[quadrangle_array][alloc]") {
+  auto g = testing::small_volume(2);
+  // 2-D, one-sector cells, 16 of zone 0's 16 stripes.
+  auto whole = make(*g, {{80, 1472}, 8, {1, 64}, {1, 0}});
+  REQUIRE(whole->zone() == 0);
+  REQUIRE(whole->space().groups == 16);
+  fs::Allocator alloc(*g, 0, g->capacity_sectors());
+  std::vector<Extent> out;
+  REQUIRE(alloc.allocate(whole->space(), &out) == 0);
+  whole->place(out);
+  check_extents(*whole);
+  REQUIRE(alloc.free(out[5]));  // one stripe free again
+  auto one = make(*g, {{5, 46}, 8, {1, 64}, {1, 0}});
+  REQUIRE(one->zone() == 0);
+  auto two = make(*g, {{10, 46}, 8, {1, 64}, {1, 0}});
+  REQUIRE(two->space().groups == 2);
+  const std::uint64_t before = alloc.free_sectors();
+  std::vector<Extent> got;
+  CHECK(alloc.allocate(two->space(), &got) == ENOSPC);  // zone 1 is free but has other parameters
+  CHECK(got.empty());
+  CHECK(alloc.free_sectors() == before);
+  REQUIRE(alloc.allocate(one->space(), &got) == 0);
+  CHECK(got == std::vector<Extent>{out[5]});
+  CHECK(alloc.allocate(one->space(), &got) == ENOSPC);
+}
+
+TEST_CASE("quadrangle array: requests without the new fields allocate as before", "[quadrangle_array][alloc]") {
+  auto g = testing::small_volume(2);
+  SpaceRequest groups{SpaceShape::TrackGroups, 0, 7, 6, 0};
+  groups.sectors = 6 * 7 * 47;
+  fs::Allocator a(*g, 5, g->capacity_sectors()), b(*g, 5, g->capacity_sectors());
+  std::vector<Extent> plain, same;
+  REQUIRE(a.allocate(groups, &plain) == 0);
+  // The first groups go back to back from the first whole track.
+  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(plain[i].start == 47 + i * 7 * 47);
+  // An alignment of 1 and a range covering everything change nothing.
+  groups.align_tracks = 1;
+  groups.within = {0, g->capacity_sectors()};
+  REQUIRE(b.allocate(groups, &same) == 0);
+  CHECK(same == plain);
+  CHECK(allocate_linear(*g, groups, 5) == plain);
+}
+
+TEST_CASE("quadrangle array: an alignment past a zone's end moves to the next zone's first track",
+          "[quadrangle_array][alloc]") {
+  auto g = testing::small_volume(0);  // zone 0: 80 tracks of 47; zone 1: 122 tracks of 23
+  const geom::ZonedDisk::Zone& z1 = member_disk(*g).zones()[1];
+  SpaceRequest req{SpaceShape::TrackGroups, 0, 7, 13, 0};
+  req.sectors = 13 * 7 * 47;
+  req.align_tracks = 7;
+  fs::Allocator a(*g, 0, g->capacity_sectors());
+  std::vector<Extent> out;
+  REQUIRE(a.allocate(req, &out) == 0);
+  const std::vector<Extent> lin = allocate_linear(*g, req, 0);
+  REQUIRE(out.size() == 13);
+  for (std::size_t i = 0; i < 11; ++i) CHECK(out[i] == Extent{i * 7 * 47, 7 * 47});  // tracks 0, 7, ..., 70
+  // Zone 0's tracks 77..79 hold no group: the next ones start at zone 1's tracks 0 and 7.
+  CHECK(out[11] == Extent{z1.first_lbn, 7 * 23});
+  CHECK(out[12] == Extent{z1.first_lbn + 7 * 23, 7 * 23});
+  CHECK(lin == out);
 }

@@ -11,23 +11,16 @@
 #include <vector>
 
 #include "fs/meta/keys.h"
-#include "fs/meta/metadata.h"
+#include "tests/unit/support/keys_test_support.h"
 
 using namespace mmfs::fs;
 
 namespace {
 
-// The constructions the key sites wrote out (metadata.cc's put_be64,
-// cell_checksums.cc's key()).
-std::string be64(std::uint64_t v) {
-  std::string s;
-  for (int i = 7; i >= 0; --i) s.push_back(char((v >> (8 * i)) & 0xff));
-  return s;
-}
-std::string old_key(char letter, std::uint64_t ino) { return std::string{letter, '/'} + be64(ino); }
+using testing::be64;
+using testing::kInos;
 
-constexpr std::uint64_t kInos[] = {0, 1, 2, 255, 256, 0x0102030405060708ull, 0xff00ff00ff00ff00ull,
-                                   ~std::uint64_t(0)};
+std::string old_key(char letter, std::uint64_t ino) { return std::string{letter, '/'} + be64(ino); }
 
 }  // namespace
 
@@ -137,14 +130,4 @@ TEST_CASE("keys: big-endian inode numbers keep scans in number order", "[keys]")
   // A prefix scan of one inode sees only its own keys.
   CHECK_FALSE(keys::xattr(1, "a").starts_with(keys::xattr_prefix(256)));
   CHECK(keys::xattr(256, "a").starts_with(keys::xattr_prefix(256)));
-}
-
-TEST_CASE("keys: inode numbers as values", "[keys]") {
-  for (std::uint64_t ino : kInos) {
-    CHECK(encode_ino(ino) == be64(ino));
-    CHECK(decode_ino(encode_ino(ino)) == ino);
-  }
-  CHECK_FALSE(decode_ino(""));
-  CHECK_FALSE(decode_ino(be64(1).substr(0, 7)));
-  CHECK_FALSE(decode_ino(be64(1) + "x"));
 }

@@ -1,30 +1,24 @@
-// The scrub (fs/scrub/scrub_map.h, fs/scrub/scrub.h, fs/scrub/scrub_runner.h; docs/daemon.md "Scrub"),
-// without a mount: coverage counting, the owner of each sector, gathering a
-// multi-sector cell from sectors arriving in any order, a flipped byte found
-// and named (and a rewrite's race not reported), the whole engine over real
-// in-memory volumes, and the free-bandwidth hook leaving SectorIo's modeled
-// time unchanged.
+// The scrub engine (fs/scrub/scrub.h; docs/daemon.md "Scrub"), without a
+// mount: coverage counting, gathering a multi-sector cell from sectors
+// arriving in any order, a flipped byte found and named (and a rewrite's race
+// not reported), and the whole engine over real in-memory volumes. The owner
+// map is tested in test_scrub_map.cc, the runner in test_scrub_runner.cc.
 #include <catch2/catch.hpp>
-#include <sys/stat.h>
 
-#include <chrono>
 #include <cstring>
 #include <cstdio>
 #include <map>
 #include <random>
 #include <set>
-#include <thread>
 #include <vector>
 
-#include "tests/unit/support/array_test_support.h"
-#include "fs/meta/cell_checksums.h"
 #include "fs/file/plain_file.h"
+#include "fs/meta/cell_checksums.h"
 #include "fs/scrub/scrub.h"
 #include "fs/scrub/scrub_map.h"
-#include "fs/scrub/scrub_runner.h"
+#include "tests/unit/support/array_test_support.h"
 #include "tests/unit/support/fs_test_support.h"
-#include "geometry/memstore.h"
-#include "tests/unit/support/mems_test_support.h"
+#include "tests/unit/support/scrub_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;
@@ -32,6 +26,7 @@ using namespace mmfs::fs;
 namespace {
 
 using testing::toy_disk;
+using testing::toy_map;
 using namespace testing::arrays;
 
 // Checksums kept by the test: (ino, unit) -> recorded values.
@@ -45,26 +40,6 @@ class FakeMetadata final : public ScrubMetadata {
   }
   bool unchanged(const ScrubObject&) const override { return !moved; }
 };
-
-// A map of 1,000 sectors: metadata [0, 100), data [100, 1000) free, and an
-// array (ino 7, "/t/a") of 4 cells of 3 sectors: cell c at 200 + 10c, except
-// cell 2, split in two runs (300..301 and 400).
-std::unique_ptr<OwnerMap> toy_map() {
-  auto map = std::make_unique<OwnerMap>(1000, 512);
-  map->add_region(OwnerKind::Metadata, 0, 100);
-  map->add_region(OwnerKind::Free, 100, 900);
-  ScrubObject a;
-  a.kind = OwnerKind::ArrayCell;
-  a.ino = 7;
-  a.path = "/t/a";
-  a.unit_sectors = 3;
-  a.units = 4;
-  a.checked_bytes = 1500;  // the brick: the padding past it is not checksummed
-  a.pieces = {{0, 200, 3}, {3, 210, 3}, {6, 300, 2}, {8, 400, 1}, {9, 230, 3}};
-  map->add_object(std::move(a));
-  map->seal();
-  return map;
-}
 
 std::vector<std::byte> cell_bytes(int seed) {
   std::vector<std::byte> b(3 * 512);
@@ -156,29 +131,6 @@ TEST_CASE("coverage counts every sector once, across chunks, and finds the gaps"
   CoverageMap w(100);
   w.mark(50, 50);
   CHECK(w.next_uncovered(60) == 0);
-}
-
-TEST_CASE("the owner map names each sector's unit and the unit's runs", "[scrub]") {
-  auto map = toy_map();
-  CHECK(map->owner(0).kind == OwnerKind::Metadata);
-  CHECK(map->owner(150).kind == OwnerKind::Free);
-  CHECK(map->owner(1000).kind == OwnerKind::Outside);
-  Owner o = map->owner(212);
-  CHECK(o.kind == OwnerKind::ArrayCell);
-  CHECK(o.unit == 1);
-  CHECK(o.sector == 2);
-  o = map->owner(400);  // the split cell's last sector
-  CHECK(o.kind == OwnerKind::ArrayCell);
-  CHECK(o.unit == 2);
-  CHECK(o.sector == 2);
-  const auto runs = map->object(0).unit_runs(2);
-  REQUIRE(runs.size() == 2);
-  CHECK(runs[0].lbn == 300);
-  CHECK(runs[0].sectors == 2);
-  CHECK(runs[1].lbn == 400);
-  CHECK(runs[1].sectors == 1);
-  CHECK(map->describe(231) == "cell 3 of /t/a");
-  CHECK(map->describe(50) == "the metadata region");
 }
 
 TEST_CASE("a multi-sector cell is verified once all its sectors arrived, in any order", "[scrub]") {
@@ -320,62 +272,6 @@ TEST_CASE("incomplete cells past the memory cap wait for the completion pass", "
   CHECK(t.found.empty());
 }
 
-TEST_CASE("the map of a real volume places array cells, file blocks and superblocks", "[scrub]") {
-  auto g = toy_disk();
-  auto dev = formatted(*g);
-  MemoryDevice& raw = *dev;
-  Mount m = mount(std::make_unique<testing::RefDevice>(raw));
-  ArraySchema s = make_schema({24, 16}, "float64", "naive");
-  s.cell = {4, 4};  // 128 bytes: a quarter of a sector
-  auto a = create_array(m, "a", s);
-  std::vector<double> values(24 * 16);
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = double(i) + 0.5;
-  std::string msg;
-  REQUIRE(a->write(0, reinterpret_cast<const std::byte*>(values.data()), values.size() * 8, &msg) == 0);
-  REQUIRE(a->flush(true, &msg) == 0);
-  Inode f;
-  const Ino fino = new_file(m.md(), "f", &f);
-  PlainFile pf(m.md(), m.vol->allocator(), *m.io, *g, fino, 0);
-  std::vector<std::byte> text(10000, std::byte{'x'});
-  REQUIRE(pf.write(0, text.data(), text.size()) == 0);
-  REQUIRE(pf.commit() == 0);
-  REQUIRE(m.md().sync() == 0);
-
-  auto map = OwnerMap::from_volume(*m.vol);
-  CHECK(map->unmapped_objects() == 0);
-  const ScrubObject* array = nullptr;
-  const ScrubObject* file = nullptr;
-  int superblocks = 0;
-  for (const auto& o : map->objects()) {
-    if (o.kind == OwnerKind::ArrayCell) array = &o;
-    if (o.kind == OwnerKind::PlainBlock) file = &o;
-    superblocks += o.kind == OwnerKind::Superblock;
-  }
-  CHECK(superblocks == 2);
-  REQUIRE(array);
-  CHECK(array->path == "/a");
-  CHECK(array->units == 24);
-  CHECK(array->unit_sectors == 1);
-  CHECK(array->checked_bytes == 128);
-  REQUIRE(file);
-  CHECK(file->path == "/f");
-  CHECK(file->units == 3);  // 10,000 bytes: three 4 KiB blocks
-  CHECK(file->unit_sectors == 8);
-  // Every element's sector belongs to its cell.
-  for (std::uint64_t i : {0u, 5u, 23u}) {
-    for (std::uint64_t j : {0u, 7u, 15u}) {
-      std::string text_lbn;
-      REQUIRE(a->lbn_text(std::vector<std::uint64_t>{i, j}, &text_lbn, &msg) == 0);
-      const Owner o = map->owner(std::stoull(text_lbn));
-      CHECK(o.kind == OwnerKind::ArrayCell);
-      CHECK(o.unit == (i / 4) * 4 + j / 4);
-    }
-  }
-  CHECK(map->owner(0).kind == OwnerKind::Superblock);
-  CHECK(map->owner(m.vol->superblock().meta_offset / 512 + 1).kind == OwnerKind::Metadata);
-  CHECK(map->owner(m.vol->superblock().data_end_lbn - 1).kind != OwnerKind::Outside);
-}
-
 TEST_CASE("the engine over a whole volume verifies everything and names one flipped byte", "[scrub]") {
   auto g = toy_disk();
   auto dev = formatted(*g);
@@ -440,98 +336,4 @@ TEST_CASE("the engine over a whole volume verifies everything and names one flip
   REQUIRE(by_path.count("/f"));
   CHECK(by_path["/f"].what == "block 1 of /f failed its checksum");
   CHECK(st["errors"] == 2);
-}
-
-TEST_CASE("free bandwidth rides along foreground batches without changing their modeled time", "[scrub]") {
-  geom::MemStore g(geom::testing::g2());
-  g.set_name("g2");
-  auto dev = formatted(g, 16ull << 20);
-  auto twin = copy_of(*dev);
-  Mount with = mount(std::move(dev));
-  Mount alone = mount(std::move(twin));
-  const auto& sb = with.vol->superblock();
-  // Single sectors and 8-sector requests across the data area: foreground batches.
-  std::vector<std::vector<SectorRun>> batches;
-  AlignedBuffer buf(64 * 512);
-  std::mt19937_64 rng(3);
-  for (int b = 0; b < 40; ++b) {
-    std::vector<SectorRun> runs;
-    for (int k = 0; k < 1 + b % 3; ++k) {
-      const geom::Lbn lbn = sb.data_first_lbn + rng() % (sb.data_end_lbn - sb.data_first_lbn - 8);
-      runs.push_back({lbn, std::uint64_t(k == 0 ? 1 : 8), buf.data() + k * 8 * 512});
-    }
-    batches.push_back(std::move(runs));
-  }
-  std::shared_ptr<ScrubRunner> runner;
-  std::string msg;
-  auto engine = std::make_unique<ScrubEngine>(OwnerMap::from_volume(*with.vol), store_metadata(with.vol->store()),
-                                              ScrubOptions{}, nullptr);
-  ScrubRunnerOptions options;
-  options.idle_ms = 1e9;  // never idle: no request of its own
-  REQUIRE(ScrubRunner::start(*with.io, g, ScrubMode::FreeBandwidth, std::move(engine), options, &runner, &msg) == 0);
-  for (const auto& runs : batches) {
-    REQUIRE(with.io->read(runs) == 0);
-    REQUIRE(alone.io->read(runs) == 0);
-  }
-  const auto a = alone.io->stats(), w = with.io->stats();
-  CHECK(w["modeled_ms"].get<double>() == Approx(a["modeled_ms"].get<double>()).epsilon(1e-12));
-  CHECK(w["requests"] == a["requests"]);
-  CHECK(w["sectors_read"] == a["sectors_read"]);
-  CHECK(w["scrub_own_sectors"] == 0);
-  const std::uint64_t rode = w["scrub_ride_along_sectors"];
-  CHECK(rode > 40 * 2);
-  // The ride-along sectors reach the engine (through the runner's queue).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (runner->status()["free_bandwidth"]["delivered"] != rode && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const auto st = runner->status();
-  CHECK(st["free_bandwidth"]["delivered"] == rode);
-  CHECK(st["free_bandwidth"]["picked"] == rode);
-  // Covered by them, unless a later foreground batch read the same sector first.
-  CHECK(st["sectors_by"]["free_bandwidth"].get<std::uint64_t>() <= rode);
-  CHECK(st["sectors_by"]["free_bandwidth"].get<std::uint64_t>() > rode * 9 / 10);
-  CHECK(st["sectors_scanned"] == st["sectors_by"]["free_bandwidth"].get<std::uint64_t>() +
-                                     st["sectors_by"]["foreground"].get<std::uint64_t>());
-  CHECK(st["mode"] == "free-bandwidth");
-  CHECK(st["state"] == "running");
-  CHECK(st["errors"] == 0);
-  runner->stop();
-  CHECK(runner->state() == ScrubState::Stopped);
-  // Stopped: the hook is gone.
-  REQUIRE(with.io->read(batches[0]) == 0);
-  CHECK(with.io->stats()["scrub_ride_along_sectors"] == rode);
-  // Free bandwidth needs equivalence classes.
-  auto disk = toy_disk();
-  auto ddev = formatted(*disk);
-  Mount dm = mount(std::move(ddev));
-  std::shared_ptr<ScrubRunner> none;
-  auto dengine = std::make_unique<ScrubEngine>(OwnerMap::from_volume(*dm.vol), store_metadata(dm.vol->store()),
-                                               ScrubOptions{}, nullptr);
-  CHECK(ScrubRunner::start(*dm.io, *disk, ScrubMode::FreeBandwidth, std::move(dengine), {}, &none, &msg) == ENOTSUP);
-  CHECK(msg.find("MEMS") != std::string::npos);
-}
-
-TEST_CASE("the idle-time runner scrubs a volume to the end and stops on demand", "[scrub]") {
-  auto g = toy_disk();
-  auto dev = formatted(*g);
-  Mount m = mount(std::move(dev));
-  std::vector<ScrubFinding> found;
-  auto engine = std::make_unique<ScrubEngine>(OwnerMap::from_volume(*m.vol), store_metadata(m.vol->store()),
-                                              ScrubOptions{}, [&](const ScrubFinding& f) { found.push_back(f); });
-  ScrubRunnerOptions options;
-  options.idle_ms = 1;
-  std::shared_ptr<ScrubRunner> runner;
-  std::string msg;
-  REQUIRE(ScrubRunner::start(*m.io, *g, ScrubMode::IdleTime, std::move(engine), options, &runner, &msg) == 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (runner->state() == ScrubState::Running && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  REQUIRE(runner->state() == ScrubState::Done);
-  const auto st = runner->status();
-  CHECK(st["progress"] == 1.0);
-  CHECK(st["cells_verified"] == 2);  // the superblocks: nothing else holds data
-  CHECK(m.io->stats()["scrub_own_sectors"] == st["sectors_total"]);
-  CHECK(found.empty());
-  runner->stop();  // after the end: still fine
-  CHECK(runner->state() == ScrubState::Done);
 }

@@ -17,7 +17,6 @@
 #include "fs/array/array_state.h"
 #include "fs/device/block_device.h"
 #include "fs/util/buffer_pool.h"
-#include "fs/util/size_text.h"
 
 using mmfs::fs::AlignedBuffer;
 using mmfs::fs::BufferPool;
@@ -232,18 +231,3 @@ TEST_CASE("an idle buffer is poisoned under ASan", "[buffer_pool]") {
   pool.give(p, m);
 }
 #endif
-
-TEST_CASE("sizes as written on command lines", "[buffer_pool][size_text]") {
-  using mmfs::fs::parse_size;
-  CHECK(parse_size("64M") == 64 * MiB);
-  CHECK(parse_size("64MiB") == 64 * MiB);
-  CHECK(parse_size("2g") == 2048 * MiB);
-  CHECK(parse_size("4096") == 4096);
-  CHECK(parse_size("0") == 0);
-  CHECK(parse_size("") == 0);
-  CHECK(parse_size("M") == 0);
-  CHECK(parse_size("12x") == 0);
-  CHECK(parse_size("-1") == 0);
-  CHECK(parse_size("99999999999999999999") == 0);
-  CHECK(parse_size("17179869184P") == 0);  // past 2^64
-}

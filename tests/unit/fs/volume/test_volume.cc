@@ -1,5 +1,6 @@
-// Volumes: format, open, fsck, and crash consistency of the whole metadata
-// path (fs/volume/volume.h, fs/meta/metadata.h, fs/volume/fsck.h) on the fault-injecting device.
+// Volumes: format, open, and crash consistency of the whole metadata path
+// (fs/volume/volume.h, fs/meta/metadata.h) on the fault-injecting device,
+// checked with fsck (whose own tests are in test_fsck.cc).
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -15,30 +16,16 @@
 #include "fs/volume/fsck.h"
 #include "fs/volume/volume.h"
 #include "geometry/load.h"
+#include "tests/unit/support/volume_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;
 
 namespace {
 
-// A small uniform disk: 2 surfaces x 250 cylinders x 64 sectors = 15.6 MiB.
-std::unique_ptr<geom::Geometry> small_disk() {
-  return geom::load_geometry(nlohmann::json{{"kind", "disk"}, {"sector_size", 512}, {"cylinders", 250},
-                                            {"surfaces", 2}, {"sectors_per_track", 64}, {"rpm", 10000},
-                                            {"settle_ms", 1.0}, {"settle_cylinders", 4}, {"name", "small"}});
-}
-
-std::unique_ptr<MemoryDevice> formatted(const geom::Geometry& g, std::uint64_t bytes = 16 << 20) {
-  auto dev = std::make_unique<MemoryDevice>(bytes, 512);
-  FormatOptions opt;
-  opt.meta_bytes = 4 << 20;
-  opt.label = "test";
-  std::string msg;
-  int r = format_volume(*dev, g, opt, nullptr, &msg);
-  INFO(msg);
-  REQUIRE(r == 0);
-  return dev;
-}
+using testing::volumes::formatted;
+using testing::volumes::open_ok;
+using testing::volumes::small_disk;
 
 std::map<std::string, std::string> dump(const MetaStore& s) {
   std::map<std::string, std::string> m;
@@ -47,15 +34,6 @@ std::map<std::string, std::string> dump(const MetaStore& s) {
     return true;
   });
   return m;
-}
-
-std::unique_ptr<Volume> open_ok(std::unique_ptr<BlockDevice> dev) {
-  int err = 0;
-  std::string msg;
-  auto v = Volume::open(std::move(dev), &err, &msg);
-  INFO(msg);
-  REQUIRE(v);
-  return v;
 }
 
 }  // namespace
@@ -330,41 +308,6 @@ TEST_CASE("device nodes keep their rdev; names_of finds every link", "[volume]")
   CHECK(again->metadata().inode(chr.ino)->rdev == chr_dev);
   CHECK(again->metadata().inode(blk.ino)->rdev == blk_dev);
   CHECK(S_ISBLK(again->metadata().inode(blk.ino)->mode));
-}
-
-TEST_CASE("fsck repairs link counts, dangling entries and orphans", "[volume]") {
-  auto g = small_disk();
-  auto vol = open_ok(formatted(*g));
-  Metadata& m = vol->metadata();
-  Inode f, orphan;
-  REQUIRE(m.create(kRootIno, "f", S_IFREG | 0644, 0, 0, "", &f) == 0);
-  REQUIRE(m.create(kRootIno, "o", S_IFREG | 0644, 0, 0, "", &orphan) == 0);
-  std::vector<Extent> ext;
-  REQUIRE(m.allocate_small_extents(orphan.ino, 64, &ext) == 0);
-  WriteBatch damage;
-  Inode wrong = f;
-  wrong.nlink = 5;
-  damage.put(keys::inode(f.ino), encode_inode(wrong));
-  damage.del(keys::dirent(kRootIno, "o"));  // orphan
-  std::string dangling(8, '\0');
-  dangling[7] = char(200);
-  damage.put(keys::dirent(kRootIno, "ghost"), dangling);
-  damage.put(keys::xattr(999, "user.x"), "stray");                  // records of an inode that does not exist
-  damage.put(keys::checksum_prefix(999) + std::string(8, '\0'), "abcd");
-  REQUIRE(vol->store().apply(damage) == 0);
-  REQUIRE(vol->store().sync() == 0);
-  auto n = check_volume(*vol, false);
-  CHECK(n.problems.size() == 5);
-  CHECK(n.exit_code() == 4);
-  auto y = check_volume(*vol, true);
-  CHECK(y.exit_code() == 1);
-  CHECK(check_volume(*vol, false).exit_code() == 0);
-  CHECK(m.inode(f.ino)->nlink == 1);
-  CHECK_FALSE(m.inode(orphan.ino));
-  CHECK_FALSE(m.xattr(999, "user.x"));
-  int stray = 0;
-  vol->store().scan(keys::checksum_prefix(999), [&](std::string_view, std::string_view) { return ++stray, true; });
-  CHECK(stray == 0);
 }
 
 TEST_CASE("crash consistency: 500 random cut points over namespace, xattr and extent operations", "[volume][crash]") {

@@ -17,34 +17,15 @@
 #include "geometry/striped.h"
 #include "layouts/layout.h"
 #include "layouts/multimap.h"
+#include "tests/unit/support/device_test_support.h"
 
 using namespace mmfs::fs;
 
 namespace {
 
+using testing::devices::SwitchableDevice;
+
 constexpr std::uint64_t kMember = 24ull << 20;
-
-// A member device that can be switched off (every request fails with EIO) and on.
-class SwitchableDevice final : public BlockDevice {
- public:
-  explicit SwitchableDevice(MemoryDevice* base) : base_(base) {}
-  std::uint64_t size_bytes() const override { return base_->size_bytes(); }
-  std::uint32_t block_size() const override { return base_->block_size(); }
-  int submit(std::span<IoRequest> batch) override {
-    if (off_) {
-      for (auto& r : batch) r.result = EIO;
-      return batch.empty() ? 0 : EIO;
-    }
-    ++calls_;
-    return base_->submit(batch);
-  }
-  int flush() override { return off_ ? EIO : 0; }
-  std::atomic<bool> off_{false};
-  std::atomic<int> calls_{0};
-
- private:
-  MemoryDevice* base_;
-};
 
 // The members' storage outlives the volumes opened on it; each open gets fresh switchable views.
 struct Members {

@@ -1,7 +1,8 @@
-// The metadata store's second copy (version 2 regions, fs/meta/meta_open.cc):
-// every single-block corruption is survived with no loss and repaired from
-// the twin; a structure lost in both copies is refused, and salvage keeps the
-// longest consistent prefix; open() reads the live metadata, not the log area.
+// Opening the metadata store (fs/meta/meta_open.cc) with the second copy of
+// version 2 regions: every single-block corruption is survived with no loss
+// and repaired from the twin; a structure lost in both copies is refused,
+// and salvage keeps the longest consistent prefix; open() reads the live
+// metadata, not the log area.
 #include <catch2/catch.hpp>
 
 #include <cerrno>

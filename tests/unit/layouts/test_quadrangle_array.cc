@@ -1,7 +1,9 @@
 // The quadrangle layout as a Layout on a volume geometry
 // (layouts/quadrangle_array.h): volume LBNs against AtroposVolume and
-// StripedGeometry by brute force, its space request, the allocators, the I/O
-// planner and make_layout.
+// StripedGeometry by brute force, its space request, placement on the
+// allocators' extents, the I/O planner and make_layout. How the allocator
+// (fs/meta/allocator.h) hands out its aligned stripes is tested in
+// tests/unit/fs/meta/test_allocator.cc.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -12,6 +14,7 @@
 #include "layouts/io_plan.h"
 #include "layouts/layout.h"
 #include "layouts/quadrangle_array.h"
+#include "tests/unit/support/quadrangle_array_test_support.h"
 #include "tests/unit/support/quadrangle_test_support.h"
 
 using namespace mmfs;
@@ -19,31 +22,13 @@ using namespace mmfs::layouts;
 using testing::member_disk;
 using testing::member_sector;
 using testing::members_of;
+using testing::Array;
+using testing::check_cells;
+using testing::check_extents;
+using testing::for_each_cell;
+using testing::make;
 
 namespace {
-
-template <typename F>
-void for_each_cell(const std::vector<std::uint64_t>& grid, F f) {
-  std::vector<std::uint64_t> c(grid.size(), 0);
-  for (;;) {
-    f(c);
-    std::size_t d = grid.size();
-    while (d > 0) {
-      --d;
-      if (++c[d] < grid[d]) break;
-      c[d] = 0;
-      if (d == 0) return;
-    }
-  }
-}
-
-struct Array {
-  std::vector<std::uint64_t> shape;
-  std::uint32_t itemsize;
-  std::vector<std::uint64_t> cell;
-  std::vector<std::uint32_t> order;
-  std::vector<std::uint64_t> depth_cube = {};
-};
 
 // 2-D, 3-D and 4-D arrays of several dtypes; cells of one, two and four
 // sectors (padded when smaller), partial cubes at the edges.
@@ -58,59 +43,6 @@ std::vector<Array> arrays() {
       {{5, 6, 300}, 2, {1, 2, 128}, {2, 0, 1}, {2, 2, 1}},  // explicit 2 x 2 depth split, permuted order
       {{3, 4, 2, 200}, 1, {1, 1, 2, 100}, {3, 0, 1, 2}},    // 4-D uint8, padded 200-byte cells
   };
-}
-
-// Every cell: one run of spc sectors whose volume LBNs map (StripedGeometry::
-// locate) to exactly AtroposVolume's (device, DLBN) of the QuadrangleLayout's
-// volume sectors; no two cells share a sector; no residual sector is used.
-void check_cells(const QuadrangleArrayLayout& l) {
-  const geom::Geometry& g = l.geometry();
-  const AtroposVolume& v = l.volume();
-  const geom::ZonedDisk::Zone& zone = member_disk(g).zones()[l.zone()];
-  std::set<geom::Lbn> used;
-  for_each_cell(l.grid().grid(), [&](const std::vector<std::uint64_t>& cell) {
-    Run r[2];
-    REQUIRE(l.cell_runs(cell, r) == 1);
-    REQUIRE(r[0].sectors == l.sectors_per_cell());
-    VolumeRun vr[2];
-    REQUIRE(l.quadrangles().cell_runs(cell, vr) == 1);
-    REQUIRE(l.batch_key(cell) == v.coord(vr[0].sector / v.block_sectors()).quadrangle);
-    for (std::uint32_t s = 0; s < r[0].sectors; ++s) {
-      const DeviceBlock want = v.locate_sector(vr[0].sector + s);
-      const testing::MemberSector got = member_sector(g, r[0].lbn + s);
-      REQUIRE(got == testing::MemberSector{want.device, want.dlbn});
-      REQUIRE((got.lbn - zone.first_lbn) % v.stripe_unit_sectors() < std::uint64_t(v.width()) * v.block_sectors());
-      REQUIRE(used.insert(r[0].lbn + s).second);
-    }
-  });
-  CHECK(used.size() == l.grid().cells() * l.sectors_per_cell());
-}
-
-// Every extent is whole stripes of the layout's zone: d*p volume tracks of
-// exactly N sectors from a volume track aligned to d*p from the zone start
-// (member 0, a member track d-aligned from the zone's first track).
-void check_extents(const QuadrangleArrayLayout& l) {
-  const geom::Geometry& g = l.geometry();
-  const AtroposVolume& v = l.volume();
-  const std::uint32_t p = members_of(g);
-  const geom::ZonedDisk::Zone& zone = member_disk(g).zones()[l.zone()];
-  std::uint64_t stripes = 0;
-  for (const Extent& e : l.extents()) {
-    REQUIRE(e.sectors > 0);
-    REQUIRE(e.sectors % (std::uint64_t(v.depth()) * p * v.stripe_unit_sectors()) == 0);
-    REQUIRE(g.zone_bounds(e.start) == g.zone_bounds(e.start + e.sectors - 1));
-    REQUIRE(g.zone_bounds(e.start).low == l.zone_first_lbn());
-    REQUIRE(g.track_length(e.start) == v.stripe_unit_sectors());
-    REQUIRE(g.track_boundaries(e.start).low == e.start);
-    REQUIRE((g.track_of(e.start) - g.track_of(l.zone_first_lbn())) % (std::uint64_t(v.depth()) * p) == 0);
-    const testing::MemberSector m = member_sector(g, e.start);
-    REQUIRE(m.member == 0);
-    const std::uint64_t member_track = (m.lbn - zone.first_lbn) / v.stripe_unit_sectors();
-    REQUIRE(member_track % v.depth() == 0);
-    REQUIRE(member_track + e.sectors / (std::uint64_t(p) * v.stripe_unit_sectors()) <= zone.tracks);
-    stripes += e.sectors / (std::uint64_t(v.depth()) * p * v.stripe_unit_sectors());
-  }
-  CHECK(stripes == l.space().groups);
 }
 
 // A row along the primary dimension (L = w*p*k cells from a multiple of L):
@@ -158,10 +90,6 @@ void check_rows(const QuadrangleArrayLayout& l) {
   });
 }
 
-std::unique_ptr<QuadrangleArrayLayout> make(const geom::Geometry& g, const Array& a) {
-  return std::make_unique<QuadrangleArrayLayout>(g, CellGrid(a.shape, a.itemsize, a.cell, a.order), a.depth_cube);
-}
-
 }  // namespace
 
 TEST_CASE("quadrangle array: volume LBNs are AtroposVolume's (device, DLBN), whole stripes, whole-track rows",
@@ -205,91 +133,6 @@ TEST_CASE("quadrangle array: on the Atlas 10K III alone and striped, 4 KiB cells
     check_cells(*l);
     check_rows(*l);
   }
-}
-
-TEST_CASE("quadrangle array: the allocator hands out aligned stripes of the zone, also in fragmented space",
-          "[quadrangle_array][alloc]") {
-  for (std::uint32_t p : {1u, 2u, 4u}) {
-    auto g = testing::small_volume(p);
-    const Array a{{20, 3000}, 8, {2, 32}, {1, 0}};  // 6, 4 or 2 stripes for p = 1, 2, 4
-    auto probe = make(*g, a);
-    const std::uint64_t stripe = probe->stripe_sectors();
-    const std::uint64_t T = 47;
-    // The area starts mid-stripe; single tracks taken here and there break the alignment.
-    fs::Allocator alloc(*g, 3 * T + 5, g->capacity_sectors());
-    std::vector<std::vector<Extent>> tracks;
-    for (int i = 0; i < 40; ++i) {
-      std::vector<Extent> t;
-      REQUIRE(alloc.allocate({SpaceShape::Runs, T}, &t) == 0);
-      tracks.push_back(t);
-    }
-    for (std::size_t i = 0; i < tracks.size(); ++i)
-      if (i % 7 != 3) REQUIRE(alloc.free(tracks[i][0]));  // keep every 7th track in use
-    // First fit over the aligned stripes of the zone that are wholly free.
-    std::vector<Lbn> expected;
-    auto is_free = [&](Lbn lo, Lbn hi) {
-      for (const Extent& f : alloc.free_extents())
-        if (f.start <= lo && hi <= f.start + f.sectors) return true;
-      return false;
-    };
-    for (Lbn s = probe->zone_first_lbn(); s + stripe <= probe->zone_first_lbn() + probe->zone_stripe_sectors();
-         s += stripe)
-      if (is_free(s, s + stripe) && expected.size() < probe->space().groups) expected.push_back(s);
-    const std::uint64_t before = alloc.free_sectors();
-    std::vector<Extent> out;
-    INFO("p " << p << " stripes " << probe->space().groups);
-    if (expected.size() < probe->space().groups) {
-      CHECK(alloc.allocate(probe->space(), &out) == ENOSPC);
-      CHECK(out.empty());
-      CHECK(alloc.free_sectors() == before);
-      continue;
-    }
-    REQUIRE(alloc.allocate(probe->space(), &out) == 0);
-    REQUIRE(out.size() == expected.size());
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      CHECK(out[i].start == expected[i]);
-      CHECK(out[i].sectors == stripe);
-    }
-    probe->place(out);
-    check_extents(*probe);
-    check_cells(*probe);
-    // Another array of the same kind takes the next free stripes; nothing overlaps.
-    auto second = make(*g, a);
-    std::vector<Extent> more;
-    if (alloc.allocate(second->space(), &more) == 0) {
-      second->place(more);
-      check_extents(*second);
-      for (const Extent& x : more)
-        for (const Extent& y : out) CHECK((x.start + x.sectors <= y.start || y.start + y.sectors <= x.start));
-    }
-  }
-}
-
-TEST_CASE("quadrangle array: ENOSPC when no aligned stripes fit its zone, even with other zones free",
-          "[quadrangle_array][alloc]") {
-  auto g = testing::small_volume(2);
-  // 2-D, one-sector cells, 16 of zone 0's 16 stripes.
-  auto whole = make(*g, {{80, 1472}, 8, {1, 64}, {1, 0}});
-  REQUIRE(whole->zone() == 0);
-  REQUIRE(whole->space().groups == 16);
-  fs::Allocator alloc(*g, 0, g->capacity_sectors());
-  std::vector<Extent> out;
-  REQUIRE(alloc.allocate(whole->space(), &out) == 0);
-  whole->place(out);
-  check_extents(*whole);
-  REQUIRE(alloc.free(out[5]));  // one stripe free again
-  auto one = make(*g, {{5, 46}, 8, {1, 64}, {1, 0}});
-  REQUIRE(one->zone() == 0);
-  auto two = make(*g, {{10, 46}, 8, {1, 64}, {1, 0}});
-  REQUIRE(two->space().groups == 2);
-  const std::uint64_t before = alloc.free_sectors();
-  std::vector<Extent> got;
-  CHECK(alloc.allocate(two->space(), &got) == ENOSPC);  // zone 1 is free but has other parameters
-  CHECK(got.empty());
-  CHECK(alloc.free_sectors() == before);
-  REQUIRE(alloc.allocate(one->space(), &got) == 0);
-  CHECK(got == std::vector<Extent>{out[5]});
-  CHECK(alloc.allocate(one->space(), &got) == ENOSPC);
 }
 
 TEST_CASE("quadrangle array: the zone is the outermost that holds the array", "[quadrangle_array]") {
@@ -440,40 +283,4 @@ TEST_CASE("quadrangle array: make_layout, the depth split, describe() and refusa
   auto from_schema = fs::make_array_layout(*g, schema);
   CHECK(from_schema->name() == "quadrangle");
   CHECK(from_schema->space().shape == SpaceShape::TrackGroups);
-}
-
-TEST_CASE("quadrangle array: requests without the new fields allocate as before", "[quadrangle_array][alloc]") {
-  auto g = testing::small_volume(2);
-  SpaceRequest groups{SpaceShape::TrackGroups, 0, 7, 6, 0};
-  groups.sectors = 6 * 7 * 47;
-  fs::Allocator a(*g, 5, g->capacity_sectors()), b(*g, 5, g->capacity_sectors());
-  std::vector<Extent> plain, same;
-  REQUIRE(a.allocate(groups, &plain) == 0);
-  // The first groups go back to back from the first whole track.
-  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(plain[i].start == 47 + i * 7 * 47);
-  // An alignment of 1 and a range covering everything change nothing.
-  groups.align_tracks = 1;
-  groups.within = {0, g->capacity_sectors()};
-  REQUIRE(b.allocate(groups, &same) == 0);
-  CHECK(same == plain);
-  CHECK(allocate_linear(*g, groups, 5) == plain);
-}
-
-TEST_CASE("quadrangle array: an alignment past a zone's end moves to the next zone's first track",
-          "[quadrangle_array][alloc]") {
-  auto g = testing::small_volume(0);  // zone 0: 80 tracks of 47; zone 1: 122 tracks of 23
-  const geom::ZonedDisk::Zone& z1 = member_disk(*g).zones()[1];
-  SpaceRequest req{SpaceShape::TrackGroups, 0, 7, 13, 0};
-  req.sectors = 13 * 7 * 47;
-  req.align_tracks = 7;
-  fs::Allocator a(*g, 0, g->capacity_sectors());
-  std::vector<Extent> out;
-  REQUIRE(a.allocate(req, &out) == 0);
-  const std::vector<Extent> lin = allocate_linear(*g, req, 0);
-  REQUIRE(out.size() == 13);
-  for (std::size_t i = 0; i < 11; ++i) CHECK(out[i] == Extent{i * 7 * 47, 7 * 47});  // tracks 0, 7, ..., 70
-  // Zone 0's tracks 77..79 hold no group: the next ones start at zone 1's tracks 0 and 7.
-  CHECK(out[11] == Extent{z1.first_lbn, 7 * 23});
-  CHECK(out[12] == Extent{z1.first_lbn + 7 * 23, 7 * 23});
-  CHECK(lin == out);
 }
