@@ -34,9 +34,11 @@ What is measured, all in one run:
    Target: mmfs ≤ 1.5× the real store.
 3. dask -- dask.array.from_array(X, chunks).mean().compute(scheduler=
    "threads") with X = mmfs.open(A) and X = np.memmap(a.raw), for every
-   --dask-chunks entry (natural: the array's brick, its xarray
-   preferred_chunks; auto: dask's choice on the mmfs array); both means
-   checked against numpy's to 1e-9 relative. Target: mmfs ≤ 1.0× memmap.
+   --dask-chunks entry (natural: the chunk the array prefers,
+   mmfs.Array.chunks, its xarray preferred_chunks: the layout's brick grown
+   to >= 16 MiB; auto: dask's choice on the mmfs array, multiples of it;
+   brick: the layout's brick itself); both means checked against numpy's to
+   1e-9 relative. Target: mmfs ≤ 1.0× memmap.
 
 Every time covers the user's whole call (open_dataset / open_zarr /
 mmfs.open / open included). Cold caches: before every timed read `sync;
@@ -93,12 +95,13 @@ sections (all by default; --sections to pick):
 cold caches: drop_caches before every timed read, a fresh mount before every
 read on mmfs. Times include opening (open_dataset, open_zarr, mmfs.open).
 
-run time at 1024x1024x256 (2 cores): the dask row of the natural chunk takes
-most of it. With the default multimap layout of atlas10k3 the natural chunk
-is 8x8x8 (4 KiB): 524288 dask chunks, about 1-1.5 ms and 12 KB of memory each,
-so 10-15 minutes per read and about 1 hour for 3 runs of mmfs and memmap;
---dask-chunks auto (or --dask-max-chunks N) leaves it out. The zarr views in
-chunks (S0,S1,1) and (1,S1,S2) read every 8x8x8 cell once per chunk that
+run time at 1024x1024x256 (2 cores): the natural dask chunk (mmfs.Array.chunks)
+is the brick grown to >= 16 MiB (8x8x8 cells: 128x128x128, 128 chunks). The
+--dask-chunks entry `brick` (not in the default) is the layout's cell itself:
+with 8x8x8 cells (4 KiB) that is 524288 dask chunks, about 1-1.5 ms and 12 KB
+of memory each, so 10-15 minutes per read (--dask-max-chunks N leaves such
+rows out). The zarr views in chunks (S0,S1,1) and (1,S1,S2) read every 8x8x8
+cell once per chunk that
 needs it (8x the chunk's bytes): about 16 GiB from the device for a view
 that touches every chunk.
 
@@ -133,12 +136,13 @@ def parse_args(argv):
     ap.add_argument("--chunk", type=int, default=64, help="chunk edge of the HDF5 file and of the first zarr "
                                                           "store (clipped to the dims)")
     ap.add_argument("--dask-chunks", default="natural,auto",
-                    help="comma-separated dask chunkings of section 3: natural (the array's brick), auto "
-                         "(dask's choice on the mmfs array), or C0xC1xC2")
+                    help="comma-separated dask chunkings of section 3: natural (mmfs.Array.chunks, the xarray "
+                         "preferred_chunks: the brick grown to >= 16 MiB), auto (dask's choice on the mmfs array: "
+                         "multiples of natural), brick (the layout's brick, mmfs.Array.brick), or C0xC1xC2")
     ap.add_argument("--dask-max-chunks", type=int, default=0,
-                    help="skip a dask chunking of more chunks than this (0: no limit); the natural chunk of the "
-                         "default multimap layout on atlas10k3 is 8x8x8, 524288 chunks of a 1024x1024x256 array, "
-                         "and dask takes about 1 ms and 12 KB per chunk")
+                    help="skip a dask chunking of more chunks than this (0: no limit); the brick of an 8x8x8 "
+                         "cell makes 524288 chunks of a 1024x1024x256 array, and dask takes about 1 ms and 12 KB "
+                         "per chunk")
     ap.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated among " + ", ".join(SECTIONS))
     ap.add_argument("--view-readers", default=",".join(VIEW_READER_NAMES),
                     help="comma-separated readers of section 1 among " + ", ".join(VIEW_READER_NAMES))
@@ -176,13 +180,13 @@ def parse_args(argv):
     a.view_readers = listopt("view-readers", a.view_readers, VIEW_READER_NAMES)
     a.dask_chunks = listopt("dask-chunks", a.dask_chunks, None)
     for c in a.dask_chunks:
-        if c not in ("natural", "auto"):
+        if c not in ("natural", "auto", "brick"):
             try:
                 t = tuple(int(x) for x in c.split("x"))
             except ValueError:
                 t = ()
             if len(t) != 3 or min(t) < 1:
-                ap.error(f"--dask-chunks: {c!r} is not natural, auto or C0xC1xC2")
+                ap.error(f"--dask-chunks: {c!r} is not natural, auto, brick or C0xC1xC2")
     if not a.sections:
         ap.error("--sections: empty")
     if "dask" in a.sections and not a.dask_chunks:

@@ -154,15 +154,18 @@ DASK_READERS = {
 }
 
 
-def resolve_dask_chunks(specs, path, brick):
-    """--dask-chunks entries as chunk tuples: 'natural' (the array's brick, its
-    xarray preferred_chunks), 'auto' (dask's choice for the mmfs array, which
-    aligns to the brick) or C0xC1x... ; a list of (label, tuple)."""
+def resolve_dask_chunks(specs, path, preferred, brick):
+    """--dask-chunks entries as chunk tuples: 'natural' (the chunk the array
+    prefers, mmfs.Array.chunks, its xarray preferred_chunks), 'auto' (dask's
+    choice for the mmfs array: multiples of mmfs.Array.chunks), 'brick' (the
+    layout's brick, mmfs.Array.brick) or C0xC1x... ; a list of (label, tuple)."""
     import dask.array as da
     import mmfs
     out = []
     for s in specs:
         if s == "natural":
+            c = tuple(preferred)
+        elif s == "brick":
             c = tuple(brick)
         elif s == "auto":
             c = tuple(int(x) for x in da.from_array(mmfs.open(path), chunks="auto").chunksize)
@@ -317,9 +320,8 @@ class Measure:
 
     def run(self):
         a = self.a
-        brick = self.b.brick
         if "dask" in a.sections:
-            self.dask_chunks = resolve_dask_chunks(a.dask_chunks, self.b.array, brick)
+            self.dask_chunks = resolve_dask_chunks(a.dask_chunks, self.b.array, self.b.preferred, self.b.brick)
             for label, c in self.dask_chunks:
                 n = n_chunks(self.b.shape, c)
                 log(f"dask chunks {label}: {c} ({n} chunks)")

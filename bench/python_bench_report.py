@@ -99,6 +99,7 @@ def to_json(b, m, machine, rows):
         "cold_cache": {"drop_caches": b.drop.ok, "error": b.drop.error, "remount_mmfs": a.remount},
         "setup": b.setup,
         "array": {"info": b.info, "brick": list(b.brick) if b.brick else None,
+                  "chunks": list(b.preferred) if getattr(b, "preferred", None) else None,
                   "preferred_chunks": b.preferred_chunks,
                   "zarr_chunk_plans": {chunk_label(c): p for c, p in b.zarr_plans.items()}},
         "readers": {"views": {k: v[0] for k, v in VIEW_READERS.items()},
@@ -152,8 +153,10 @@ def report(b, m, res):
              f"mounted by the daemon{' with `-o ' + a.mount_options + '`' if a.mount_options else ''}; the array "
              f"`a` made by `mmfs.create(path, shape, \"float64\", data=...)`"
              f"{' with layout=' + repr(a.layout) if a.layout else ' (the volume default layout)'}: layout "
-             f"`{info.get('layout')}`, cell {'×'.join(map(str, info.get('cell') or []))}, natural chunk "
-             f"(`mmfs.Array.brick`, xarray's `preferred_chunks`) {'×'.join(map(str, b.brick or []))}. The package "
+             f"`{info.get('layout')}`, cell {'×'.join(map(str, info.get('cell') or []))}, brick "
+             f"(`mmfs.Array.brick`) {'×'.join(map(str, b.brick or []))}, natural dask chunk (`mmfs.Array.chunks`, "
+             f"xarray's `preferred_chunks`: the brick grown to ≥ 16 MiB or the whole array) "
+             f"{'×'.join(map(str, getattr(b, 'preferred', None) or []))}. The package "
              f"is `{b.setup.get('mmfs_package')}`.")
     L.append(f"* `a.h5`: netCDF4/HDF5 written with h5netcdf (dims `dim_0..dim_{b.n - 1}` as dimension scales), "
              f"chunked {ch}, uncompressed. `zarr-*.zarr`: zarr v3 groups written by zarr-python, array `a` in "
@@ -219,9 +222,10 @@ def report(b, m, res):
         L += ["", "## 3. dask over mmfs and over numpy.memmap", ""]
         L.append(f"`dask.array.from_array(X, chunks).mean().compute(scheduler=\"threads\")` with X = "
                  f"`mmfs.open(A)` and X = `np.memmap` of `a.raw` (same bytes, same disk), both cold; both means "
-                 f"checked against numpy's. `natural` = the array's natural chunk (`mmfs.Array.brick`, "
-                 f"`encoding['preferred_chunks']`), `auto` = dask's `chunks=\"auto\"` on the mmfs array (multiples "
-                 f"of the brick), used for both. Target: mmfs ≤ {DASK_MAX:g}× memmap. Times in ms.")
+                 f"checked against numpy's. `natural` = the chunk the array prefers (`mmfs.Array.chunks`, "
+                 f"`encoding['preferred_chunks']`: the brick grown to ≥ 16 MiB), `auto` = dask's "
+                 f"`chunks=\"auto\"` on the mmfs array (multiples of `natural`), `brick` = the layout's brick "
+                 f"(`mmfs.Array.brick`), used for both. Target: mmfs ≤ {DASK_MAX:g}× memmap. Times in ms.")
         L.append("")
         L.append("| chunks | tasks (chunks) | dask-mmfs | dask-memmap | mmfs÷memmap | target |")
         L.append("|---|---:|---:|---:|---:|:-:|")

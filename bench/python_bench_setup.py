@@ -93,6 +93,7 @@ class PyBench(RealBench):
         self.ref = None
         self.info = None
         self.brick = None
+        self.preferred = None
         self.preferred_chunks = None
         self.zarr_plans = {}
         self.ref_mean = None
@@ -305,15 +306,18 @@ class PyBench(RealBench):
         st = os.stat(self.array)
         if st.st_size != self.nbytes:
             raise BenchError(f"{self.array}: st_size {st.st_size}, expected {self.nbytes}")
-        # The natural chunk: mmfs.Array.brick, which the xarray backend gives as preferred_chunks.
+        # The layout's brick (mmfs.Array.brick) and the natural dask chunk, mmfs.Array.chunks
+        # (the brick grown to >= 16 MiB), which the xarray backend gives as preferred_chunks.
         import mmfs
         import xarray as xr
-        self.brick = tuple(int(c) for c in mmfs.open(self.array).brick)
+        arr = mmfs.open(self.array)
+        self.brick = tuple(int(c) for c in arr.brick)
+        self.preferred = tuple(int(c) for c in arr.chunks)
         with xr.open_dataset(self.array, engine="mmfs") as ds:
             pc = dict(ds[ARRAY].encoding.get("preferred_chunks") or {})
         self.preferred_chunks = pc
-        if tuple(pc.get(d) for d in dim_names(self.n)) != self.brick:
-            log(f"WARNING: preferred_chunks {pc} is not mmfs.Array.brick {self.brick}")
+        if tuple(pc.get(d) for d in dim_names(self.n)) != self.preferred:
+            log(f"WARNING: preferred_chunks {pc} is not mmfs.Array.chunks {self.preferred}")
         # What one chunk of each zarr view costs the device (untimed): A@/plan/zarr/C/c/0/0/0.
         self.zarr_plans = {}
         for c in self.zarr_chunks:

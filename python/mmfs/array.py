@@ -12,7 +12,7 @@ from ._errors import Error, wrap_oserror
 from ._indexing import Selection, resolve
 from .attrs import Attrs
 
-__all__ = ["Array", "Box", "open", "schema_value"]
+__all__ = ["Array", "Box", "CHUNK_BYTES", "open", "preferred_chunks", "schema_value"]
 
 SCHEMA_PREFIX = "user.mmfs."
 
@@ -30,13 +30,68 @@ def _parse_shape(text: str) -> Tuple[int, ...]:
     return tuple(int(s) for s in text.split(",") if s.strip())
 
 
+def _parse_extent(text: Optional[str], ndim: int) -> Optional[Tuple[int, ...]]:
+    """``user.mmfs.cell`` or ``user.mmfs.chunk`` (``a,b,c``) as a tuple of
+    ``ndim`` positive ints; ``None`` for ``none``, absent or malformed text."""
+    if not text:
+        return None
+    try:
+        extent = tuple(int(s) for s in text.split(","))
+    except ValueError:
+        return None
+    return extent if len(extent) == ndim and all(e > 0 for e in extent) else None
+
+
+#: The least size in bytes of :attr:`Array.chunks` (unless one chunk spans the
+#: array). Read when ``chunks`` is computed, so it may be changed.
+CHUNK_BYTES = 16 << 20
+
+
+def preferred_chunks(brick: Tuple[int, ...], shape: Tuple[int, ...], itemsize: int,
+                     target: Optional[int] = None) -> Tuple[int, ...]:
+    """The dask chunk grown from ``brick`` (see :attr:`Array.chunks`): in
+    rounds, each dimension not yet spanning ``shape`` is doubled in turn, the
+    last (fastest-varying) first, clipped to the shape, until a chunk holds at
+    least ``target`` bytes (default :data:`CHUNK_BYTES`, 16 MiB) or spans the
+    array. Each extent is the brick's times a power of two, or the whole
+    dimension, so chunk boundaries are cell boundaries; the chunk keeps the
+    brick's proportions as long as the shape allows.
+
+    >>> preferred_chunks((8, 8, 8), (1024, 1024, 256), 8)
+    (128, 128, 128)
+    >>> preferred_chunks((8, 8, 8), (1024, 1024, 16), 8)
+    (256, 512, 16)
+    """
+    if target is None:
+        target = CHUNK_BYTES
+    chunk = [max(1, min(int(b), int(s))) for b, s in zip(brick, shape)]
+    size = itemsize * int(np.prod(chunk, dtype=np.int64))
+    while size < target:
+        grew = False
+        for d in reversed(range(len(chunk))):
+            if chunk[d] >= shape[d]:
+                continue
+            grown = min(2 * chunk[d], int(shape[d]))
+            size = size // chunk[d] * grown
+            chunk[d] = grown
+            grew = True
+            if size >= target:
+                break
+        if not grew:
+            break
+    return tuple(chunk)
+
+
 class Array:
     """An mmfs array file (docs/reference.md §4), or a PLoD copy of one.
 
-    It holds the file's path and its shape and dtype (read when opened; both
-    are frozen once the array holds data), never a file descriptor: every read
-    opens the one view it needs, so an ``Array`` is cheap, picklable and safe
-    to share between threads and processes.
+    It holds the file's path and its shape and dtype (read when opened: two
+    ``getxattr`` calls; both are frozen once the array holds data), never a
+    file descriptor: every read opens the one view it needs, so an ``Array``
+    is cheap, picklable and safe to share between threads and processes. The
+    other schema attributes it uses (``dims``, ``layout``, ``cell``,
+    ``chunk``) are read when first asked for, once each, and kept (see
+    :attr:`layout`).
 
     ``a[key]`` takes numpy basic indexing and returns exactly what numpy
     returns for the same key on ``np.asarray(a)`` (a new array, or a numpy
@@ -45,17 +100,23 @@ class Array:
     ``A@/box/SEL``). ``np.asarray(a)`` reads the whole file.
     """
 
-    __slots__ = ("_path", "_plod", "_shape", "_dtype")
+    # _schema: the user.mmfs.* texts read so far (name -> text, None when
+    # absent). Filled lazily, one getxattr per name; a dict's item assignment
+    # is atomic, so threads sharing the Array at worst read a name twice and
+    # store the same text. Replaced (never mutated) when relayout changes it.
+    __slots__ = ("_path", "_plod", "_shape", "_dtype", "_schema")
 
     def __init__(self, path: "os.PathLike[str] | str", *, plod: Optional[int] = None) -> None:
         self._path = os.path.abspath(os.fspath(path))
         self._plod = None if plod is None else int(plod)
+        self._schema: Dict[str, Optional[str]] = {}
         with wrap_oserror(self._path):
-            if os.path.isdir(self._path):
-                raise Error(errno.EISDIR, f"{os.strerror(errno.EISDIR)}: a directory is not an array "
-                            "(mmfs.open_table opens a directory of columns)", self._path)
             shape = _io.get_xattr(self._path, SCHEMA_PREFIX + "shape")
             if shape is None:
+                # Only now find out why (a stat per open would cost a FUSE call).
+                if os.path.isdir(self._path):  # missing: stat raises ENOENT below
+                    raise Error(errno.EISDIR, f"{os.strerror(errno.EISDIR)}: a directory is not an array "
+                                "(mmfs.open_table opens a directory of columns)", self._path)
                 os.stat(self._path)  # a missing file: ENOENT
                 raise Error(errno.ENODATA, f"{os.strerror(errno.ENODATA)}: not an mmfs array file "
                             "(it has no user.mmfs.shape)", self._path)
@@ -63,9 +124,7 @@ class Array:
         self._shape = _parse_shape(shape)
         self._dtype = _io.little_endian(dtype)
         if self._plod is not None:
-            if not 1 <= self._plod <= self._dtype.itemsize:
-                raise ValueError(f"plod({self._plod}): K must be 1..{self._dtype.itemsize} (the itemsize of "
-                                 f"{self._dtype.name})")
+            _check_plod(self._plod, self._dtype)
 
     # --- identity and pickling ------------------------------------------------
 
@@ -80,7 +139,7 @@ class Array:
         return self._plod
 
     def __reduce__(self):
-        return (_reopen, (self._path, self._plod, self._shape, self._dtype.str))
+        return (_reopen, (self._path, self._plod, self._shape, self._dtype.str, dict(self._schema)))
 
     def __dask_tokenize__(self) -> Tuple[Any, ...]:
         try:
@@ -124,17 +183,33 @@ class Array:
     def __len__(self) -> int:
         return self._shape[0]
 
+    def _schema_text(self, name: str) -> Optional[str]:
+        """``user.mmfs.NAME``: read once (one getxattr), then kept."""
+        cache = self._schema
+        try:
+            return cache[name]
+        except KeyError:
+            pass
+        with wrap_oserror(self._path):
+            text = _io.get_xattr(self._path, SCHEMA_PREFIX + name)
+        cache[name] = text
+        return text
+
     @property
     def layout(self) -> str:
-        """The layout placing the array (``user.mmfs.layout``, read now)."""
-        with wrap_oserror(self._path):
-            return _io.get_xattr(self._path, SCHEMA_PREFIX + "layout") or ""
+        """The layout placing the array (``user.mmfs.layout``). Like ``dims``,
+        ``brick`` and ``chunks``, it is read on first use and kept: the
+        Array's :meth:`relayout` forgets it, but a re-layout by another
+        ``Array`` or process is seen by a new ``mmfs.open`` (or :attr:`info`,
+        which is read afresh)."""
+        return self._schema_text("layout") or ""
 
     @property
     def info(self) -> Dict[str, Any]:
-        """``A@/info`` (docs/reference.md §5), read now: shape, dtype, layout,
-        order, cell, index, bins, device bytes, ... A PLoD copy has no info of
-        its own: this is the original's, with ``"plod": K`` added."""
+        """``A@/info`` (docs/reference.md §5), read now (on every access; nothing
+        else reads it): shape, dtype, layout, order, cell, index, bins, device
+        bytes, ... A PLoD copy has no info of its own: this is the original's,
+        with ``"plod": K`` added."""
         info = _io.read_json(self._path + "@/info", self._path)
         if self._plod is not None:
             info["plod"] = self._plod
@@ -152,7 +227,7 @@ class Array:
         has it, else ``dim_0, dim_1, ...``."""
         default = tuple(f"dim_{i}" for i in range(self.ndim))
         try:
-            text = _io.get_xattr(self._path, SCHEMA_PREFIX + "dims")
+            text = self._schema_text("dims")
         except OSError:
             return default
         if not text:
@@ -163,22 +238,27 @@ class Array:
     @property
     def brick(self) -> Tuple[int, ...]:
         """The layout's natural brick, in elements: MLOC's ``chunk``, else the
-        ``cell`` a layout places (from ``A@/info``), clipped to the shape. Reads
-        aligned to it touch no cell twice; it is the xarray backend's
-        ``preferred_chunks``."""
-        info = self.info
-        brick = info.get("chunk") if info.get("layout") == "mloc" else None
-        if not isinstance(brick, list) or len(brick) != self.ndim:
-            brick = info.get("cell")
-        if not isinstance(brick, list) or len(brick) != self.ndim:
+        ``cell`` a layout places (``user.mmfs.chunk`` and ``user.mmfs.cell``,
+        which show the effective values, as ``A@/info`` does), clipped to the
+        shape. Reads aligned to it touch no cell twice."""
+        brick = _parse_extent(self._schema_text("chunk"), self.ndim) if self.layout == "mloc" else None
+        if brick is None:
+            brick = _parse_extent(self._schema_text("cell"), self.ndim)
+        if brick is None:
             return self._shape
-        return tuple(max(1, min(int(b), s)) for b, s in zip(brick, self._shape))
+        return tuple(max(1, min(b, s)) for b, s in zip(brick, self._shape))
 
     @property
     def chunks(self) -> Tuple[int, ...]:
-        """Same as :attr:`brick` (h5py's and zarr's name: ``dask.array.from_array``
-        with ``chunks="auto"`` aligns its chunks to it)."""
-        return self.brick
+        """The dask chunk the array prefers: the :attr:`brick` doubled along its
+        dimensions in turn (last first, a round at a time, never past the
+        shape) until a chunk holds at least 16 MiB (:data:`CHUNK_BYTES`) or
+        spans the array, so each chunk is whole cells and one view read of a
+        useful size (:func:`preferred_chunks`). It is the xarray backend's
+        ``preferred_chunks``; ``dask.array.from_array(a)`` (``chunks="auto"``)
+        takes multiples of it, as for h5py's and zarr's ``chunks``;
+        ``from_array(a, chunks=a.chunks)`` takes it as it is."""
+        return preferred_chunks(self.brick, self._shape, self._dtype.itemsize)
 
     # --- paths of views ---------------------------------------------------------
 
@@ -236,7 +316,9 @@ class Array:
         if self._plod is not None:
             raise ValueError("a PLoD copy has no PLoD copies of its own (the daemon serves "
                              "slice, box and query views of it)")
-        return Array(self._path, plod=k)
+        k = _check_plod(int(k), self._dtype)
+        # the original's shape, dtype and schema read so far: nothing to read again
+        return _reopen(self._path, k, self._shape, self._dtype.str, dict(self._schema))
 
     @property
     def box(self) -> "_BoxMaker":
@@ -267,9 +349,12 @@ class Array:
         self._writable("relayout")
         changes = [("layout", layout), ("cell", cell), ("order", order), ("basic_cube", basic_cube),
                    ("chunk", chunk), ("priority", priority), ("compress", compress)]
-        for name, value in changes:
-            if value is not None:
-                _io.set_xattr(self._path, SCHEMA_PREFIX + name, schema_value(value))
+        try:
+            for name, value in changes:
+                if value is not None:
+                    _io.set_xattr(self._path, SCHEMA_PREFIX + name, schema_value(value))
+        finally:
+            self._schema = {}  # a re-layout may change layout, cell and chunk: read them again
         return self
 
     def set_index(self, index: str, bins: Any = None) -> "Array":
@@ -286,11 +371,20 @@ class Array:
         return self
 
 
-def _reopen(path: str, plod: Optional[int], shape: Tuple[int, ...], dtype: str) -> Array:
+def _check_plod(k: int, dtype: np.dtype) -> int:
+    if not 1 <= k <= dtype.itemsize:
+        raise ValueError(f"plod({k}): K must be 1..{dtype.itemsize} (the itemsize of {dtype.name})")
+    return k
+
+
+def _reopen(path: str, plod: Optional[int], shape: Tuple[int, ...], dtype: str,
+            schema: Optional[Dict[str, Optional[str]]] = None) -> Array:
     """Unpickles an Array without touching the file (it may be unpickled where
-    the mount is not yet reachable; the first read will say)."""
+    the mount is not yet reachable; the first read will say), with the schema
+    texts the pickled one had read."""
     a = Array.__new__(Array)
     a._path, a._plod, a._shape, a._dtype = path, plod, tuple(shape), np.dtype(dtype)
+    a._schema = dict(schema or {})
     return a
 
 

@@ -185,11 +185,17 @@ class Attrs(MutableMapping):
                     if exc.errno != errno.ENODATA:
                         raise
 
-    def _names(self) -> List[str]:
+    def _listing(self) -> Tuple[List[str], bool]:
+        """The attribute names (one listxattr), and whether ``user.hdf5.types``
+        is among the xattrs."""
         with wrap_oserror(self._path):
             names = os.listxattr(self._path)
-        return [n[5:] for n in names
+        keys = [n[5:] for n in names
                 if n.startswith("user.") and not n.startswith("user.mmfs.") and n != TYPES_XATTR]
+        return keys, TYPES_XATTR in names
+
+    def _names(self) -> List[str]:
+        return self._listing()[0]
 
     def __getitem__(self, key: str) -> Any:
         name = self._xattr(key)
@@ -237,10 +243,12 @@ class Attrs(MutableMapping):
         return len(self._names())
 
     def to_dict(self) -> Dict[str, Any]:
-        """All attributes, decoded, in one dict."""
-        types = self._types()
+        """All attributes, decoded, in one dict: one listxattr, then one
+        getxattr per attribute (and one of ``user.hdf5.types`` when it exists)."""
+        keys, typed = self._listing()
+        types = self._types() if keys and typed else {}
         out: Dict[str, Any] = {}
-        for key in self._names():
+        for key in keys:
             try:
                 raw = os.getxattr(self._path, "user." + key)
             except OSError:

@@ -26,14 +26,20 @@ over :class:`MmfsDataStore`), with the same options and defaults:
 ``drop_variables``. So a netCDF-4 file imported by mmfs-import opens as
 ``engine="h5netcdf"`` opens the file.
 
-Data is read lazily: indexing a variable reads one view of its file
+Opening reads no data and no ``A@/info``: an array file costs one
+``getxattr`` each of ``user.mmfs.shape``, ``dtype``, ``dims``, ``layout`` and
+``cell`` (``chunk`` too for MLOC), and one ``listxattr`` for its attributes
+(plus a ``getxattr`` per attribute and of ``user.hdf5.types`` when there are
+any). Data is read lazily: indexing a variable reads one view of its file
 (``ds.t.isel(x=5)`` reads ``t@/slice/0/5``; decoding is applied to what was
-read), and ``encoding["preferred_chunks"]`` is the layout's natural brick
-(:attr:`mmfs.Array.brick`), so ``chunks={}`` gives dask chunks aligned with
-it (``chunks="auto"``: multiples of it).
+read). ``encoding["preferred_chunks"]`` is :attr:`mmfs.Array.chunks`, whole
+cells of the layout grown to at least 16 MiB, so ``chunks={}`` gives dask
+chunks of a useful size aligned with the cells (``chunks="auto"``: multiples
+of them).
 """
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -45,6 +51,7 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 
 from . import _io
+from ._errors import Error
 from .array import Array
 from .attrs import Attrs
 
@@ -128,6 +135,13 @@ def _group_path(path: str, group: Optional[str]) -> str:
 NON_COORD_PREFIX = "_nc4_non_coord_"
 
 
+def _shown(name: str) -> str:
+    """The variable name of the file ``name``: netCDF-4 stores a variable
+    named as a dimension it does not run along as ``_nc4_non_coord_NAME``;
+    h5netcdf shows ``NAME``."""
+    return name[len(NON_COORD_PREFIX):] if name.startswith(NON_COORD_PREFIX) else name
+
+
 class MmfsDataStore(AbstractDataStore):
     """The variables (undecoded), dimensions and attributes of an array file
     or a directory of them, for xarray's CF decoding (see the module doc).
@@ -137,24 +151,58 @@ class MmfsDataStore(AbstractDataStore):
                  default_dims: str = "shared", drop_variables: "str | Iterable[str] | None" = None) -> None:
         if default_dims not in ("shared", "per_variable"):
             raise ValueError(f"default_dims is 'shared' or 'per_variable', not {default_dims!r}")
-        self.path = _group_path(os.path.abspath(os.fspath(path)), group)
+        base = os.path.abspath(os.fspath(path))
+        self.path = _group_path(base, group)
         self.default_dims = default_dims
         # not opened at all (xarray's decoding drops them too)
         self.drop = set([drop_variables] if isinstance(drop_variables, str) else (drop_variables or ()))
+        # a directory (True), an array file (False), or not known yet (None);
+        # _group_path checked a group's directory
+        self._isdir: Optional[bool] = True if self.path != base else None
         self._loaded: Optional[Tuple[Dict[str, xr.Variable], Dict[str, int]]] = None
 
-    def _files(self) -> List[Tuple[str, str]]:
-        if os.path.isdir(self.path):
-            files = [(name, os.path.join(self.path, name)) for name in _array_files(self.path)]
-        else:
-            files = [(os.path.basename(self.path), self.path)]
-        return files
+    def _files(self) -> List[Tuple[str, str, Optional[Array]]]:
+        """(file name, path, its Array when already opened) of each array file."""
+        if self._isdir is None:
+            # An array file is told by its user.mmfs.shape, which opening it
+            # reads anyway: no stat of the path (a FUSE call) on that path.
+            if _shown(os.path.basename(self.path)) in self.drop:
+                self._isdir = os.path.isdir(self.path)  # dropped: not opened
+            else:
+                try:
+                    array = Array(self.path)
+                except Error as exc:
+                    if exc.errno != errno.EISDIR:
+                        raise
+                    self._isdir = True
+                else:
+                    self._isdir = False
+                    return [(os.path.basename(self.path), self.path, array)]
+        if self._isdir:
+            # every array file, in readdir order, opened once (its shape read
+            # once); dropped ones are not opened
+            files = []
+            with os.scandir(self.path) as it:
+                for entry in it:
+                    if not entry.is_file(follow_symlinks=True):
+                        continue
+                    if _shown(entry.name) in self.drop:
+                        continue
+                    try:
+                        files.append((entry.name, entry.path, Array(entry.path)))
+                    except OSError:
+                        continue  # not an array file (or gone meanwhile)
+            return files
+        return [(os.path.basename(self.path), self.path, None)]
 
-    def _variable(self, name: str, file: str, sizes: Dict[str, Tuple[int, str]]) -> xr.Variable:
-        array = Array(file)
+    def _variable(self, name: str, file: str, sizes: Dict[str, Tuple[int, str]],
+                  array: Optional[Array] = None) -> xr.Variable:
+        if array is None:
+            array = Array(file)
         dims = array.dims
-        named = _io.get_xattr(file, "user.mmfs.dims") is not None and dims != tuple(
-            f"dim_{i}" for i in range(array.ndim))
+        # Array.dims is dim_0, dim_1, ... when user.mmfs.dims is absent (or
+        # unusable): such names are not the file's own
+        named = dims != tuple(f"dim_{i}" for i in range(array.ndim))
         if not named and self.default_dims == "per_variable":
             dims = tuple(f"{name}_dim_{i}" for i in range(array.ndim))
         for dim, n in zip(dims, array.shape):
@@ -170,7 +218,7 @@ class MmfsDataStore(AbstractDataStore):
             "source": array.path,
             "dtype": array.dtype,
             "original_shape": array.shape,
-            "preferred_chunks": dict(zip(dims, array.brick)),
+            "preferred_chunks": dict(zip(dims, array.chunks)),
             "mmfs_layout": array.layout,
         }
         return xr.Variable(dims, data, attrs=netcdf_attrs(array.attrs), encoding=encoding)
@@ -180,16 +228,14 @@ class MmfsDataStore(AbstractDataStore):
             sizes: Dict[str, Tuple[int, str]] = {}
             variables: Dict[str, xr.Variable] = {}
             files: Dict[str, str] = {}
-            for name, file in self._files():
-                # netCDF-4 stores a variable named as a dimension it does not
-                # run along as _nc4_non_coord_NAME; h5netcdf shows NAME
-                shown = name[len(NON_COORD_PREFIX):] if name.startswith(NON_COORD_PREFIX) else name
+            for name, file, array in self._files():
+                shown = _shown(name)
                 if shown in self.drop:
                     continue
                 if shown in files:
                     raise ValueError(f"{files[shown]!r} and {file!r} are both the variable {shown!r}")
                 files[shown] = file
-                variables[shown] = self._variable(shown, file, sizes)
+                variables[shown] = self._variable(shown, file, sizes, array)
             self._loaded = variables, {dim: n for dim, (n, _) in sizes.items()}
         return self._loaded
 
@@ -200,7 +246,9 @@ class MmfsDataStore(AbstractDataStore):
         return dict(self._load()[1])
 
     def get_attrs(self) -> Dict[str, Any]:
-        return netcdf_attrs(Attrs(self.path)) if os.path.isdir(self.path) else {}
+        if self._isdir is None:
+            self._load()
+        return netcdf_attrs(Attrs(self.path)) if self._isdir else {}
 
     def get_encoding(self) -> Dict[str, Any]:
         return {"source": self.path}

@@ -46,6 +46,18 @@ def test_mmfs_bench_python_runs_the_script():
     assert "python_bench.py" in proc.stdout and "--dask-chunks" in proc.stdout
 
 
+def test_dask_chunk_entries(monkeypatch):
+    """--dask-chunks: natural is mmfs.Array.chunks (the xarray preferred_chunks),
+    brick the layout's brick, CxCxC as given; a bad entry exits 2."""
+    from python_bench_measure import resolve_dask_chunks
+    got = resolve_dask_chunks(["natural", "brick", "4x5x6"], None, (128, 128, 128), (8, 8, 8))
+    assert got == [("natural", (128, 128, 128)), ("brick", (8, 8, 8)), ("4x5x6", (4, 5, 6))]
+    proc = run_script("--dask-chunks", "natural,auto,brick,2x2x2", "--help")
+    assert proc.returncode == 0, proc.stderr
+    proc = run_script("--dask-chunks", "cells", "--dir", "/nonexistent/never-created")
+    assert proc.returncode == 2 and "brick" in proc.stderr
+
+
 def test_views():
     from python_bench_measure import isel_of, make_views
     shape = (1024, 1024, 256)

@@ -206,7 +206,7 @@ def test_metadata(arrays, module_volume):
     assert len(a.dims) == data.ndim
     brick = a.brick
     assert len(brick) == data.ndim and all(1 <= b <= s for b, s in zip(brick, data.shape))
-    assert a.chunks == brick
+    assert a.chunks == mmfs.array.preferred_chunks(brick, data.shape, data.itemsize)
     plan = a.plan((0, slice(None)))
     assert plan["bytes_useful"] == data[0].nbytes and plan["requests"] >= 1
     assert a.plan() == read_json(view(a.path, "plan", "box", ",".join(":" for _ in data.shape)))
@@ -222,6 +222,119 @@ def test_metadata(arrays, module_volume):
     with pytest.raises(mmfs.Error) as e:
         mmfs.open(plain)
     assert e.value.errno == 61 and "user.mmfs.shape" in str(e.value)  # ENODATA
+
+
+def info_brick(info, shape):
+    """The natural brick as A@/info states it: MLOC's chunk, else the cell,
+    clipped to the shape."""
+    brick = info["chunk"] if info["layout"] == "mloc" else info["cell"]
+    return tuple(max(1, min(int(b), s)) for b, s in zip(brick, shape))
+
+
+def test_schema_is_read_once_from_xattrs(arrays, monkeypatch):
+    """mmfs.open reads user.mmfs.shape and dtype; dims, layout, brick and
+    chunks read their xattrs on first use, once each, and never A@/info; the
+    brick so read is A@/info's for every layout and dtype."""
+    import os
+    calls = []
+    real = os.getxattr
+
+    def counting(path, name, *args, **kwargs):
+        calls.append(name)
+        return real(path, name, *args, **kwargs)
+
+    seen_layouts = set()
+    for dtype, (opened, data) in arrays.items():
+        layout = CASES[DTYPES.index(dtype)][2]
+        monkeypatch.setattr(os, "getxattr", counting)
+        calls.clear()
+        with mmfs.trace() as t:
+            a = mmfs.open(opened.path)
+            assert calls == ["user.mmfs.shape", "user.mmfs.dtype"]
+            for _ in range(2):
+                dims, brick, chunks, got_layout = a.dims, a.brick, a.chunks, a.layout
+            b = pickle.loads(pickle.dumps(a))   # the pickle carries what was read
+            assert (b.dims, b.brick, b.chunks, b.layout) == (dims, brick, chunks, got_layout)
+            p = a.plod(1)                       # so does a PLoD copy
+            assert (p.dims, p.brick, p.chunks, p.layout) == (dims, brick, chunks, got_layout)
+        monkeypatch.setattr(os, "getxattr", real)
+        assert t.paths == []  # no A@/info
+        expected = ["user.mmfs.shape", "user.mmfs.dtype", "user.mmfs.dims", "user.mmfs.layout"]
+        expected += ["user.mmfs.chunk"] if layout == "mloc" else ["user.mmfs.cell"]
+        assert sorted(calls) == sorted(expected), (dtype, layout, calls)
+        info = a.info
+        assert got_layout == info["layout"] == layout
+        assert brick == info_brick(info, data.shape), (dtype, layout, brick, info)
+        assert chunks == mmfs.array.preferred_chunks(brick, data.shape, data.itemsize)
+        assert dims == tuple(info["dims"])
+        seen_layouts.add(layout)
+    assert seen_layouts == set(LAYOUTS)
+
+
+def test_brick_of_every_layout_equals_info(module_volume):
+    """user.mmfs.cell (and MLOC's user.mmfs.chunk) show the effective values,
+    defaults included: the brick read from them is A@/info's, for every
+    layout with and without a cell or chunk given, and for the volume's
+    default layout."""
+    root = module_volume.mnt / "bricks"
+    root.mkdir()
+    cases = [(layout, shape, extra) for layout in LAYOUTS for shape in ((40, 30, 20), (300,), (33, 17))
+             for extra in ({}, {"chunk" if layout == "mloc" else "cell": tuple(min(4, s) for s in shape)})
+             if not (layout == "multimap" and len(shape) == 1 and extra)]
+    cases += [(None, (64, 64, 32), {}), (None, (500, 7), {})]
+    for i, (layout, shape, extra) in enumerate(cases):
+        a = mmfs.create(root / f"b{i}", shape, "float32", layout=layout, **extra)
+        info = a.info
+        assert a.brick == info_brick(info, shape), (layout, shape, extra, a.brick, info)
+        if extra:
+            assert a.brick == tuple(extra.values())[0]
+
+
+def test_preferred_chunks_rule():
+    """Array.chunks: the brick doubled in rounds (last dimension first),
+    clipped to the shape, until 16 MiB or the whole array."""
+    pc = mmfs.array.preferred_chunks
+    assert mmfs.array.CHUNK_BYTES == 16 << 20
+    assert pc((8, 8, 8), (1024, 1024, 256), 8) == (128, 128, 128)       # 16 MiB
+    assert pc((8, 8, 8), (1024, 1024, 16), 8) == (256, 512, 16)         # the thin dimension spans first
+    assert pc((16, 32, 16), (64, 64, 32), 8) == (64, 64, 32)            # 1 MiB: spans the array
+    assert pc((4, 4, 2), (12, 10, 8), 8, 512) == (4, 4, 4)              # 512 B reached
+    assert pc((4, 4, 2), (12, 10, 8), 8, 1024) == (4, 8, 4)
+    assert pc((4096,), (10 ** 9,), 1) == (16 << 20,)
+    assert pc((7, 5), (7, 5), 8) == (7, 5)
+    rng = np.random.default_rng(3)
+    for _ in range(2000):
+        ndim = int(rng.integers(1, 5))
+        shape = tuple(int(s) for s in rng.integers(1, 3000, ndim))
+        brick = tuple(int(rng.integers(1, s + 1)) for s in shape)
+        itemsize = int(rng.choice([1, 2, 4, 8]))
+        target = int(rng.choice([1, 4096, 1 << 20, 16 << 20]))
+        c = pc(brick, shape, itemsize, target)
+        assert all(b <= x <= s for b, x, s in zip(brick, c, shape)), (brick, shape, c)
+        # whole cells: each extent is the brick times a power of two, or the whole dimension
+        for b, x, s in zip(brick, c, shape):
+            q, r = divmod(x, b)
+            assert x == s or (r == 0 and q & (q - 1) == 0), (brick, shape, c)
+        size = itemsize * int(np.prod(c))
+        assert size >= min(target, itemsize * int(np.prod(shape))), (brick, shape, c, target)
+        # and no bigger than needed: each doubling was made while still short of the target
+        assert c == brick or size < 2 * target, (brick, shape, c, target)
+
+
+def test_relayout_forgets_the_schema(module_volume):
+    root = module_volume.mnt / "relayout-cache"
+    root.mkdir()
+    a = mmfs.create(root / "r", (32, 32, 16), "float64", layout="naive", cell=(8, 8, 8))
+    assert (a.layout, a.brick) == ("naive", (8, 8, 8))
+    a.relayout("hilbert", cell=(4, 4, 4))
+    assert (a.layout, a.brick) == ("hilbert", (4, 4, 4))
+    a.relayout("mloc", chunk=(16, 8, 8))
+    assert (a.layout, a.brick) == ("mloc", (16, 8, 8))
+    # another Array's change is seen by a new open (the schema is read once per Array)
+    b = mmfs.open(a.path)
+    assert b.layout == "mloc"
+    a.relayout("zorder", cell=(8, 8, 8))
+    assert b.layout == "mloc" and mmfs.open(a.path).layout == "zorder"
 
 
 def test_pickle_and_threads(arrays):
