@@ -139,6 +139,7 @@ FsckReport check_volume(Volume& vol, bool repair) {
   std::set<Ino> reached = {kRootIno};
   std::vector<Ino> stack = {kRootIno};
   std::map<Ino, Ino> dir_parent = {{kRootIno, kRootIno}};
+  std::set<const Dirent*> second_names;  // dropped: they count toward no link
   while (!stack.empty()) {
     Ino dir = stack.back();
     stack.pop_back();
@@ -147,6 +148,7 @@ FsckReport check_volume(Volume& vol, bool repair) {
         if (S_ISDIR(inodes[d->child].mode)) {
           problem(fmt::format("directory {} has a second name '{}'", d->child, d->name), true);
           fix.del(keys::dirent(d->parent, d->name));
+          second_names.insert(d);
         }
         continue;
       }
@@ -174,7 +176,9 @@ FsckReport check_volume(Volume& vol, bool repair) {
     if (S_ISDIR(n.mode)) {
       expect = 2;
       for (const Dirent* d : children[ino])
-        if (!removed.count(d->child) && S_ISDIR(inodes[d->child].mode) && dir_parent[d->child] == ino) ++expect;
+        if (!removed.count(d->child) && !second_names.count(d) && S_ISDIR(inodes[d->child].mode) &&
+            dir_parent[d->child] == ino)
+          ++expect;
     } else {
       for (const Dirent* d : names_of[ino])
         if (reached.count(d->parent) && !removed.count(d->parent)) ++expect;

@@ -143,3 +143,29 @@ TEST_CASE("fsck: a damaged superblock copy is reported by name and rewritten", "
   CHECK(vol->backup_valid());
   CHECK(check_volume(*vol, false).exit_code() == 0);
 }
+
+TEST_CASE("fsck: a directory's second name in its own parent is dropped and not counted", "[volume][fsck]") {
+  // The second entry is in the same directory as the first: repairing it
+  // must leave the parent's link count as if it never was (2 + one subdirectory).
+  auto g = small_disk();
+  auto vol = open_ok(formatted(*g));
+  Metadata& m = vol->metadata();
+  Inode a, sub;
+  REQUIRE(m.create(kRootIno, "a", S_IFDIR | 0755, 0, 0, "", &a) == 0);
+  REQUIRE(m.create(a.ino, "sub", S_IFDIR | 0755, 0, 0, "", &sub) == 0);
+  REQUIRE(m.sync() == 0);
+  WriteBatch damage;
+  damage.put(keys::dirent(a.ino, "twin"), encode_ino(sub.ino));
+  REQUIRE(vol->store().apply(damage) == 0);
+  REQUIRE(vol->store().sync() == 0);
+  const FsckReport found = check_volume(*vol, false);
+  CHECK(found.exit_code() == 4);
+  REQUIRE(found.problems.size() == 1);
+  CHECK(mentions(found.problems, "has a second name"));
+  CHECK(check_volume(*vol, true).exit_code() == 1);
+  const FsckReport again = check_volume(*vol, false);
+  CHECK(again.exit_code() == 0);
+  CHECK(again.problems.empty());
+  CHECK(m.inode(a.ino)->nlink == 3);
+  CHECK(m.lookup(a.ino, "sub").has_value() != m.lookup(a.ino, "twin").has_value());  // one name is left
+}
