@@ -73,7 +73,7 @@ def test_default_layout_is_the_volumes(d, tmp_path):
     arr = random_array(np.random.default_rng(5), (4, 9), "float32")
     src = write_h5(tmp_path / "in.h5", {"/v": arr})
     mmfs_import(f"{src}:/v", d / "a").ok()
-    assert getfattr(d / "a", "user.mmfs.layout") == "multimap"
+    assert getfattr(d / "a", "user.mmfs.layout") == read_json(view(d / "a", "info"))["layout_choice"]["layout"]
     check_array(d / "a", arr)
 
 
