@@ -68,6 +68,10 @@ def choice_on(geometry, args, scratch):
         image.unlink(missing_ok=True)
 
 
+def ms(v):
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
 def markdown(rows, args):
     out = [f"# The default layout chosen by the model: shape {args.shape} {args.dtype}", "",
            f"Command: `python3 bench/default_layout_report.py --shape {args.shape} --dtype {args.dtype} "
@@ -87,9 +91,9 @@ def markdown(rows, args):
         for cand in (c["candidates"] if c else []):
             bold = cand["layout"] == c["layout"] and cand["cell"] == c["cell"]
             b = "**" if bold else ""
-            views = " | ".join(f"{v:.3g}" for v in cand["views_ms"].values())
+            views = " | ".join(ms(v) for v in cand["views_ms"].values())
             out.append(f"| {b}{cand['layout']}{b} | {','.join(map(str, cand['cell']))} | {cand['worst_view']} | "
-                       f"{b}{cand['worst_ms']:.3g}{b} | {views} |")
+                       f"{b}{ms(cand['worst_ms'])}{b} | {views} |")
         out.append("")
     return "\n".join(out) + "\n"
 
