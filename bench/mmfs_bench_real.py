@@ -161,6 +161,92 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return h + " (default: %(default)s)"
 
 
+# --------------------------------------------------------------------------
+# what bench/python_bench.py (`mmfs-bench python`) shares with this script:
+# the parsing of list and shape options, the run guarded by the cleanup, the
+# machine's description and the output files
+
+
+def parse_shape(ap, text, spelling):
+    """The dims of `text` ("S0,S1,..."); else `ap` exits naming --shape and `spelling`."""
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        ap.error(f"--shape: expected {spelling}, got {text!r}")
+
+
+def list_option(ap, name, value, allowed):
+    """The comma-separated items of option --`name`; `ap` exits on an item not in
+    `allowed` (None: any) or on one given twice."""
+    items = [x.strip() for x in value.split(",") if x.strip()]
+    bad = [x for x in items if allowed is not None and x not in allowed]
+    if bad:
+        ap.error(f"--{name}: unknown {', '.join(bad)}; accepted: {', '.join(allowed)}")
+    if len(set(items)) != len(items):
+        ap.error(f"--{name}: duplicates")
+    return items
+
+
+def note_loadavg(machine, key):
+    """machine[key]: the load average now (left out when /proc/loadavg cannot be read)."""
+    try:
+        machine[key] = " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        pass
+
+
+def machine_at_start(a, **extra):
+    """machine_info without fio, with `extra` and the load average at the start."""
+    machine = machine_info(a)
+    machine.pop("fio", None)
+    machine.update(extra)
+    note_loadavg(machine, "loadavg")
+    return machine
+
+
+def run_guarded(b, name, steps, t_start):
+    """Runs steps() (the setup and the measurements of Bench `b`; it returns the
+    machine's description), then b.cleanup() whatever happens, ignoring SIGTERM,
+    SIGHUP and SIGINT while it cleans up. A BenchError or OSError is logged as
+    `name: ...` and added to b.failures. When steps() finished, setup["total_s"]
+    is the time since `t_start` and the machine gets the load average at the end.
+    Returns (exit status, the machine or None when steps() did not finish)."""
+    status, machine = 0, None
+    try:
+        machine = steps()
+    except BenchError as e:
+        log(f"{name}: {e}")
+        b.failures.append(str(e))
+        status = 1
+    except OSError as e:
+        import traceback
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        log(f"{name}: {e} (in {where.name}, line {where.lineno})")
+        b.failures.append(str(e))
+        status = 1
+    except KeyboardInterrupt:
+        log(f"{name}: interrupted")
+        status = 130
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)  # let the cleanup finish
+        b.cleanup()
+    if machine is not None:
+        b.setup["total_s"] = time.perf_counter() - t_start
+        note_loadavg(machine, "loadavg_end")
+    return status, machine
+
+
+def write_outputs(out, md, res):
+    """PREFIX.md and PREFIX.json (`out` is PREFIX), then the markdown on stdout."""
+    with open(out + ".md", "w") as f:
+        f.write(md + "\n")
+    with open(out + ".json", "w") as f:
+        json.dump(res, f, indent=1, default=str)
+        f.write("\n")
+    print(md)
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog=os.environ.get("MMFS_BENCH_REAL_PROG") or None,  # `mmfs-bench real` may set it
@@ -208,10 +294,7 @@ def parse_args(argv):
     a.beams = a.beams if a.beams is not None else (2 if q else 4)
     if a.out is None:
         a.out = "/tmp/mmfs-bench-real-quick" if q else os.path.join(REPO, "docs", "benchmarks", "mmfs-bench-real")
-    try:
-        a.shape = tuple(int(x) for x in a.shape.split(","))
-    except ValueError:
-        ap.error(f"--shape: expected S0,S1,..., got {a.shape!r}")
+    a.shape = parse_shape(ap, a.shape, "S0,S1,...")
     if not 2 <= len(a.shape) <= 16 or min(a.shape) < 1:
         ap.error("--shape: 2 to 16 positive dims")
     if a.runs < 1 or a.beams < 1:
@@ -226,19 +309,9 @@ def parse_args(argv):
         ap.error(f"--cubes: percents, e.g. 1,5,10; got {a.cubes!r}")
     if any(not 0 < p <= 100 for p in a.cubes):
         ap.error("--cubes: each p in (0, 100]")
-
-    def listopt(name, value, allowed):
-        items = [x.strip() for x in value.split(",") if x.strip()]
-        bad = [x for x in items if allowed is not None and x not in allowed]
-        if bad:
-            ap.error(f"--{name}: unknown {', '.join(bad)}; accepted: {', '.join(allowed)}")
-        if len(set(items)) != len(items):
-            ap.error(f"--{name}: duplicates")
-        return items
-
-    a.layouts = listopt("layouts", a.layouts, None)
-    a.baselines = listopt("baselines", a.baselines, list(BASELINES))
-    a.workloads = listopt("workloads", a.workloads, KINDS)
+    a.layouts = list_option(ap, "layouts", a.layouts, None)
+    a.baselines = list_option(ap, "baselines", a.baselines, list(BASELINES))
+    a.workloads = list_option(ap, "workloads", a.workloads, KINDS)
     if not a.layouts and not a.baselines:
         ap.error("nothing to measure: no layouts and no baselines")
     if not a.workloads:
@@ -257,29 +330,15 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
     b = Bench(a)
-    status = 0
     t_start = time.perf_counter()
-    machine = None
-    measured = False
-    try:
+
+    def steps():
         b.check_tools()
         os.makedirs(a.dir, exist_ok=True)
-        machine = machine_info(a)
-        machine.pop("fio", None)
-        machine["zarr"] = getattr(zarr, "__version__", None)
-        try:
-            machine["loadavg"] = " ".join(open("/proc/loadavg").read().split()[:3])
-        except OSError:
-            pass
+        machine = machine_at_start(a, zarr=getattr(zarr, "__version__", None))
         if a.layouts:
             b.copy_binaries()
-        b.reused = b.try_reuse()
-        if not b.reused:
-            b.check_space()
-            t0 = time.perf_counter()
-            b.build_data()
-            b.setup["build_s"] = time.perf_counter() - t0
-        elif a.layouts:
+        if b.reuse_or_build() and a.layouts:
             b.mount()
         b.build_reference()
         if "h5py-chunked" in a.baselines:
@@ -295,30 +354,10 @@ def main(argv=None):
         t0 = time.perf_counter()
         b.measure()
         b.setup["measure_s"] = time.perf_counter() - t0
-        measured = True
-    except BenchError as e:
-        log(f"mmfs-bench real: {e}")
-        b.failures.append(str(e))
-        status = 1
-    except OSError as e:
-        import traceback
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        log(f"mmfs-bench real: {e} (in {where.name}, line {where.lineno})")
-        b.failures.append(str(e))
-        status = 1
-    except KeyboardInterrupt:
-        log("mmfs-bench real: interrupted")
-        status = 130
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(sig, signal.SIG_IGN)  # let the cleanup finish
-        b.cleanup()
-    if measured:
-        b.setup["total_s"] = time.perf_counter() - t_start
-        try:
-            machine["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
-        except OSError:
-            pass
+        return machine
+
+    status, machine = run_guarded(b, "mmfs-bench real", steps, t_start)
+    if machine is not None:  # measured
         rows = b.results()
         res = b.to_json(machine, rows)
         out_dir = os.path.dirname(a.out)
@@ -338,12 +377,7 @@ def main(argv=None):
                 res["plot_error"] = f"plotting failed: {type(e).__name__}: {e}"
                 log("WARNING: " + res["plot_error"])
         md = report(b, res)
-        with open(a.out + ".md", "w") as f:
-            f.write(md + "\n")
-        with open(a.out + ".json", "w") as f:
-            json.dump(res, f, indent=1, default=str)
-            f.write("\n")
-        print(md)
+        write_outputs(a.out, md, res)
         log(f"wrote {a.out}.md, {a.out}.json" + (f" and {len(res.get('plots', []))} plot(s)" if res.get("plots")
                                                   else "") + f" in {time.perf_counter() - t_start:.0f} s")
         if b.failures:

@@ -32,6 +32,43 @@ def fmt_sig(x):
     return f"{x:.3g}"
 
 
+# The lines this report shares with `mmfs-bench python`'s (python_bench_report.py).
+
+def machine_line(m, software):
+    """The machine and the run: date, host, kernel, CPUs, memory, the load average
+    at the start and at the end, `software` (the versions compared) and mmfs's commit."""
+    return (f"{m['date']} · `{m['host']}` · kernel {m['kernel']} · {m['nproc']} CPUs"
+            f"{' (' + m['cpu'] + ')' if m.get('cpu') else ''} · {m.get('mem_total', '?')} RAM · "
+            f"load average {m.get('loadavg', '?')} at the start, {m.get('loadavg_end', '?')} at the end · "
+            f"{software} · mmfs {m.get('git')}")
+
+
+def array_line(b, m, how):
+    """The setup's array: shape, size, the generator, `how` the data is used, the
+    disk under test (from machine `m`) and the kept run a --reuse took up."""
+    a = b.a
+    return (f"* Array {'×'.join(map(str, b.shape))} float64 ({fmt_bytes(b.nbytes)}), standard normals from "
+            f"`numpy.random.default_rng({a.seed})`{how} Disk under test: `{a.dir}` on "
+            f"{m.get('dir_filesystem') or '?'}."
+            + (f" Data taken up from a kept run of {b.setup.get('reused_from')} (--reuse)."
+               if b.setup.get("reused_from") else ""))
+
+
+def ingest_lines(b, what):
+    """The ingest rates (`what` they are) as one line, or none without ingest times."""
+    ing = b.setup.get("ingest_s") or {}
+    if not ing:
+        return []
+    return [f"* Ingest ({what}): " + ", ".join(f"{k} {b.nbytes / MiB / v:.0f} MiB/s" for k, v in ing.items() if v)
+            + "."]
+
+
+def run_time_start(st):
+    """The start of the run-time line: the setup's time, or that it was taken up."""
+    return "* Run time: " + ("setup taken up (--reuse)" if st.get("reused_from")
+                             else "setup %.0f s" % st.get("build_s", 0))
+
+
 def report(b, res):
     a = b.a
     m = res["machine"]
@@ -40,19 +77,12 @@ def report(b, res):
     tnames = [t["name"] for t in b.targets]
     L = ["# mmfs-bench real: cold-cache workloads, mmfs layouts vs h5py, zarr and numpy.memmap", ""]
     L += ["```", res["command"], "```", ""]
-    L.append(f"{m['date']} · `{m['host']}` · kernel {m['kernel']} · {m['nproc']} CPUs"
-             f"{' (' + m['cpu'] + ')' if m.get('cpu') else ''} · {m.get('mem_total', '?')} RAM · "
-             f"load average {m.get('loadavg', '?')} at the start, {m.get('loadavg_end', '?')} at the end · Python {m['python']}, numpy {m['numpy']}, "
-             f"h5py {m['h5py']} (HDF5 {m['hdf5']}), zarr {m.get('zarr')} · mmfs {m['git']}")
+    L.append(machine_line(m, f"Python {m['python']}, numpy {m['numpy']}, h5py {m['h5py']} (HDF5 {m['hdf5']}), "
+                             f"zarr {m.get('zarr')}"))
     L.append("")
     L.append("## Setup")
     L.append("")
-    shp = "×".join(map(str, b.shape))
-    L.append(f"* Array {shp} float64 ({fmt_bytes(b.nbytes)}), standard normals from "
-             f"`numpy.random.default_rng({a.seed})`, written slab by slab (one chunk row along dim 0) "
-             f"into every target. Disk under test: `{a.dir}` on {m.get('dir_filesystem') or '?'}."
-             + (f" Data taken up from a kept run of {b.setup.get('reused_from')} (--reuse)."
-                if b.setup.get("reused_from") else ""))
+    L.append(array_line(b, m, ", written slab by slab (one chunk row along dim 0) into every target."))
     if a.layouts:
         L.append(f"* mmfs: one `mkfs.mmfs -g {a.geometry}` image of {fmt_bytes(b.setup.get('image_bytes'))} "
                  f"(sparse) in the same directory, mounted by the daemon"
@@ -82,13 +112,10 @@ def report(b, res):
                                   f"local directory store",
                           "memmap": "`memmap` the raw C-order file through `numpy.memmap`"}[x]
                          for x in a.baselines) + ".")
-    ing = b.setup.get("ingest_s") or {}
-    if ing:
-        L.append("* Ingest (warm, including fsync; not a measurement of this benchmark): "
-                 + ", ".join(f"{k} {b.nbytes / MiB / v:.0f} MiB/s" for k, v in ing.items() if v) + ".")
+    L += ingest_lines(b, "warm, including fsync; not a measurement of this benchmark")
     st = b.setup
-    L.append(f"* Run time: {'setup taken up (--reuse)' if st.get('reused_from') else 'setup %.0f s' % st.get('build_s', 0)}"
-             f", plans {st.get('plans_s', 0):.0f} s, measurements {st.get('measure_s', 0):.0f} s "
+    L.append(run_time_start(st) + f", plans {st.get('plans_s', 0):.0f} s, "
+             f"measurements {st.get('measure_s', 0):.0f} s "
              f"({sum(len(w['sels']) for w in b.workloads) * len(b.targets) * a.runs} cold reads), "
              f"total {st.get('total_s', 0):.0f} s.")
     L.append("")

@@ -38,6 +38,13 @@ SCHEMA = "mmfs-bench-real/1"
 MANIFEST_VERSION = 1
 
 
+def json_head(schema, machine):
+    """The first keys of a result document (here and in `mmfs-bench python`): its
+    schema, the clock, the command line and the machine."""
+    return {"schema": schema, "clock": "real", "command": shlex.join([sys.executable] + sys.argv),
+            "machine": machine}
+
+
 def mem_available():
     try:
         with open("/proc/meminfo") as f:
@@ -51,6 +58,32 @@ def mem_available():
 
 class Bench:
     def __init__(self, a):
+        self.init_state(a)
+        self.ref_in_ram = False
+        self.cell = None
+        d = a.dir
+        self.image = os.path.join(d, "mmfs-real.img")
+        self.files = {
+            "h5py-contig": os.path.join(d, "contig.h5"),
+            "h5py-chunked": os.path.join(d, "chunked.h5"),
+            "zarr": os.path.join(d, "array.zarr"),
+            "memmap": os.path.join(d, "array.raw"),
+        }
+        self.targets = [dict(name=f"mmfs-{lb}", kind="mmfs", layout=lb, label=lb,
+                             description=f"mmfs, layout {lb}") for lb in a.layouts]
+        self.targets += [dict(name=b, kind="baseline", layout=None, label=b, description=BASELINES[b])
+                         for b in a.baselines]
+        self.workloads = make_workloads(self.shape, a.beams, a.cubes, a.plod, a.workloads, a.seed)
+        self.times = {}              # (workload id, target) -> [seconds per run]
+        self.stats = {}              # (workload id, target) -> [daemon stats per run]
+        self.errors = {}             # (workload id, target) -> message
+        self.verified = {}           # (workload id, target) -> bool
+        self.plans = {}              # (workload id, layout) -> modeled summary
+        self.infos = {}
+
+    def init_state(self, a):
+        """What every run holds, this benchmark's and `mmfs-bench python`'s
+        (python_bench_setup.PyBench, which calls only this of __init__)."""
         self.a = a
         self.shape = a.shape
         self.n = len(a.shape)
@@ -64,30 +97,9 @@ class Bench:
         self.made_dir = not os.path.exists(a.dir)
         self.bindir = None
         self.ref = None
-        self.ref_in_ram = False
-        self.cell = None
-        d = a.dir
-        self.image = os.path.join(d, "mmfs-real.img")
-        self.files = {
-            "h5py-contig": os.path.join(d, "contig.h5"),
-            "h5py-chunked": os.path.join(d, "chunked.h5"),
-            "zarr": os.path.join(d, "array.zarr"),
-            "memmap": os.path.join(d, "array.raw"),
-        }
-        self.manifest = os.path.join(d, "manifest.json")
-        self.daemon_log = os.path.join(d, "daemon.log")
-        self.targets = [dict(name=f"mmfs-{lb}", kind="mmfs", layout=lb, label=lb,
-                             description=f"mmfs, layout {lb}") for lb in a.layouts]
-        self.targets += [dict(name=b, kind="baseline", layout=None, label=b, description=BASELINES[b])
-                         for b in a.baselines]
-        self.workloads = make_workloads(self.shape, a.beams, a.cubes, a.plod, a.workloads, a.seed)
-        self.times = {}              # (workload id, target) -> [seconds per run]
-        self.stats = {}              # (workload id, target) -> [daemon stats per run]
-        self.errors = {}             # (workload id, target) -> message
-        self.verified = {}           # (workload id, target) -> bool
-        self.plans = {}              # (workload id, layout) -> modeled summary
-        self.infos = {}
         self.setup = {}
+        self.manifest = os.path.join(a.dir, "manifest.json")
+        self.daemon_log = os.path.join(a.dir, "daemon.log")
 
     # paths ------------------------------------------------------------
     def arr(self, layout):
@@ -110,8 +122,12 @@ class Bench:
             raise BenchError(f"zarr {zarr.__version__} is installed; zarr >= 3 is needed")
         if os.geteuid() != 0:
             log("WARNING: not root: dropping caches will fail and the daemon may not mount")
-        if not a.layouts:
-            return
+        if a.layouts:
+            self.check_binaries()
+
+    def check_binaries(self):
+        """The daemon and mkfs.mmfs of --build, and fusermount3."""
+        a = self.a
         self.mmfs_bin = os.path.join(a.build, "daemon", "mmfs")
         self.mkfs_bin = os.path.join(a.build, "mkfs", "mkfs.mmfs")
         for what, p in (("daemon", self.mmfs_bin), ("mkfs", self.mkfs_bin)):
@@ -182,12 +198,11 @@ class Bench:
         if diff:
             log(f"--reuse: the kept data differs in {', '.join(diff)}; building it again")
             return False
-        if not set(self.a.layouts) <= set(m.get("layouts", [])) or not set(self.a.baselines) <= set(
-                m.get("baselines", [])):
-            log("--reuse: the kept data lacks some layouts or baselines; building it again")
+        lacks = self.kept_data_lacks(m)
+        if lacks:
+            log(f"--reuse: {lacks}")
             return False
-        paths = [self.files[b] for b in self.a.baselines] + ([self.image] if self.a.layouts else [])
-        if not all(os.path.exists(p) for p in paths):
+        if not all(os.path.exists(p) for p in self.kept_files()):
             log("--reuse: some kept files are missing; building the data again")
             return False
         log(f"--reuse: taking up the data kept in {self.a.dir}")
@@ -195,6 +210,36 @@ class Bench:
         self.setup["ingest_s"] = m.get("ingest_s")
         self.setup["image_bytes"] = m.get("image_bytes")
         return True
+
+    def reuse_or_build(self):
+        """The data: taken up with --reuse when it can be (not mounted: the caller
+        mounts what it reads), else built (the build's time in setup["build_s"]).
+        Returns self.reused."""
+        self.reused = self.try_reuse()
+        if not self.reused:
+            self.check_space()
+            t0 = time.perf_counter()
+            self.build_data()
+            self.setup["build_s"] = time.perf_counter() - t0
+        return self.reused
+
+    def kept_data_lacks(self, m):
+        """What the kept data of manifest `m` (which matches manifest_wanted) lacks for this run, or None."""
+        if not set(self.a.layouts) <= set(m.get("layouts", [])) or not set(self.a.baselines) <= set(
+                m.get("baselines", [])):
+            return "the kept data lacks some layouts or baselines; building it again"
+        return None
+
+    def kept_files(self):
+        """The files a --reuse takes up."""
+        return [self.files[b] for b in self.a.baselines] + ([self.image] if self.a.layouts else [])
+
+    def write_manifest(self, **extra):
+        """--keep: the manifest a --reuse compares, manifest_wanted() with `extra` and the date."""
+        m = self.manifest_wanted()
+        m.update(extra, date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"))
+        with open(self.manifest, "w") as f:
+            json.dump(m, f, indent=1)
 
     def remove_data(self):
         for p in [self.manifest, self.image] + list(self.files.values()):
@@ -222,6 +267,17 @@ class Bench:
         if is_mounted(self.mnt):
             subprocess.run(["fusermount3", "-uz", self.mnt], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
+    def make_image(self):
+        """A sparse image of image_size() made by mkfs.mmfs -g --geometry, then mounted; returns its size."""
+        a = self.a
+        size = self.image_size()
+        log(f"mkfs.mmfs -g {a.geometry} -s {size} {self.image}")
+        p = run_cmd([self.mkfs_bin, "-f", "-s", str(size), "-g", a.geometry, self.image])
+        self.setup["mkfs_output"] = p.stdout.strip()
+        self.setup["image_bytes"] = size
+        self.mount()
+        return size
+
     def build_data(self):
         a = self.a
         self.remove_data()
@@ -229,12 +285,7 @@ class Bench:
         fds = {}
         self.setup["image_bytes"] = None
         if a.layouts:
-            size = self.image_size()
-            log(f"mkfs.mmfs -g {a.geometry} -s {size} {self.image}")
-            p = run_cmd([self.mkfs_bin, "-f", "-s", str(size), "-g", a.geometry, self.image])
-            self.setup["mkfs_output"] = p.stdout.strip()
-            self.setup["image_bytes"] = size
-            self.mount()
+            self.make_image()
             shape_x = ",".join(map(str, self.shape)).encode()
             for lb in a.layouts:
                 path = self.arr(lb)
@@ -321,12 +372,8 @@ class Bench:
                 os.close(raw)
         self.setup["ingest_s"] = ingest
         if a.keep:
-            m = self.manifest_wanted()
-            m.update(layouts=list(a.layouts), baselines=list(a.baselines), ingest_s=ingest,
-                     image_bytes=self.setup["image_bytes"],
-                     date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"))
-            with open(self.manifest, "w") as f:
-                json.dump(m, f, indent=1)
+            self.write_manifest(layouts=list(a.layouts), baselines=list(a.baselines), ingest_s=ingest,
+                                image_bytes=self.setup["image_bytes"])
 
     def mmfs_errors(self):
         try:
@@ -553,11 +600,7 @@ class Bench:
 
     def to_json(self, machine, rows):
         a = self.a
-        return {
-            "schema": SCHEMA,
-            "clock": "real",
-            "command": shlex.join([sys.executable] + sys.argv),
-            "machine": machine,
+        return json_head(SCHEMA, machine) | {
             "config": {"shape": list(self.shape), "dtype": "float64", "bytes": self.nbytes,
                        "geometry": a.geometry, "layouts": a.layouts, "baselines": a.baselines,
                        "runs": a.runs, "beams": a.beams, "cubes": a.cubes, "plod": a.plod, "seed": a.seed,

@@ -63,7 +63,6 @@ readers, cold timed reads, checks) and python_bench_report.py (rows, targets,
 JSON, markdown). Helpers come from bench_daemon*.py and mmfs_bench_real*.py.
 """
 import argparse
-import json
 import os
 import signal
 import statistics
@@ -77,8 +76,9 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "python"))  # this checkout's mmfs package, before an installed one
 
-from bench_daemon import BenchError, log, machine_info  # noqa: E402
-from mmfs_bench_real import HelpFormatter  # noqa: E402
+from bench_daemon import log  # noqa: E402
+from mmfs_bench_real import (HelpFormatter, list_option, machine_at_start, parse_shape, run_guarded,  # noqa: E402
+                             write_outputs)
 
 SECTIONS = ["views", "zarr", "dask"]
 VIEW_READER_NAMES = ["xr-mmfs", "raw", "mmfs.open", "xr-h5netcdf", "xr-zarr", "xr-zarr-view"]
@@ -156,29 +156,16 @@ def parse_args(argv):
     ap.add_argument("--no-remount", dest="remount", action="store_false",
                     help="do not remount the daemon before every read on mmfs (its caches may then be warm)")
     a = ap.parse_args(argv)
-    try:
-        a.shape = tuple(int(x) for x in a.shape.split(","))
-    except ValueError:
-        ap.error(f"--shape: expected S0,S1,S2, got {a.shape!r}")
+    a.shape = parse_shape(ap, a.shape, "S0,S1,S2")
     if len(a.shape) != 3 or min(a.shape) < 1:
         ap.error("--shape: three positive dims")
     if a.runs < 1 or a.chunk < 1:
         ap.error("--runs and --chunk must be positive")
     if a.dask_max_chunks < 0:
         ap.error("--dask-max-chunks: 0 (no limit) or a positive count")
-
-    def listopt(name, value, allowed):
-        items = [x.strip() for x in value.split(",") if x.strip()]
-        bad = [x for x in items if allowed is not None and x not in allowed]
-        if bad:
-            ap.error(f"--{name}: unknown {', '.join(bad)}; accepted: {', '.join(allowed)}")
-        if len(set(items)) != len(items):
-            ap.error(f"--{name}: duplicates")
-        return items
-
-    a.sections = listopt("sections", a.sections, SECTIONS)
-    a.view_readers = listopt("view-readers", a.view_readers, VIEW_READER_NAMES)
-    a.dask_chunks = listopt("dask-chunks", a.dask_chunks, None)
+    a.sections = list_option(ap, "sections", a.sections, SECTIONS)
+    a.view_readers = list_option(ap, "view-readers", a.view_readers, VIEW_READER_NAMES)
+    a.dask_chunks = list_option(ap, "dask-chunks", a.dask_chunks, None)
     for c in a.dask_chunks:
         if c not in ("natural", "auto", "brick"):
             try:
@@ -214,72 +201,34 @@ def main(argv=None):
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"xarray\..*")
     b = PyBench(a)
     m = None
-    status = 0
-    measured = False
     t_start = time.perf_counter()
-    machine = None
-    try:
+
+    def steps():
+        nonlocal m
         b.check_tools()
         os.makedirs(a.dir, exist_ok=True)
-        machine = machine_info(a)
-        machine.pop("fio", None)
-        machine["packages"] = python_versions()
-        try:
-            machine["loadavg"] = " ".join(open("/proc/loadavg").read().split()[:3])
-        except OSError:
-            pass
+        machine = machine_at_start(a, packages=python_versions())
         b.copy_binaries()
         b.build_reference()
-        b.reused = b.try_reuse()
-        if not b.reused:
-            b.check_space()
-            t0 = time.perf_counter()
-            b.build_data()
-            b.setup["build_s"] = time.perf_counter() - t0
-        else:
+        if b.reuse_or_build():
             b.mount()
         b.read_info()
         m = Measure(b)
         t0 = time.perf_counter()
         m.run()
         b.setup["measure_s"] = time.perf_counter() - t0
-        measured = True
-    except BenchError as e:
-        log(f"mmfs-bench python: {e}")
-        b.failures.append(str(e))
-        status = 1
-    except OSError as e:
-        import traceback
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        log(f"mmfs-bench python: {e} (in {where.name}, line {where.lineno})")
-        b.failures.append(str(e))
-        status = 1
-    except KeyboardInterrupt:
-        log("mmfs-bench python: interrupted")
-        status = 130
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(sig, signal.SIG_IGN)  # let the cleanup finish
-        b.cleanup()
-    if measured:
-        b.setup["total_s"] = time.perf_counter() - t_start
+        return machine
+
+    status, machine = run_guarded(b, "mmfs-bench python", steps, t_start)
+    if machine is not None:  # measured
         if b.remount_s:
             b.setup["remount_ms_median"] = statistics.median(b.remount_s) * 1e3
             b.setup["remounts"] = len(b.remount_s)
-        try:
-            machine["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
-        except OSError:
-            pass
         rows = results(b, m)
         res = to_json(b, m, machine, rows)
         md = report(b, m, res)
         os.makedirs(os.path.dirname(a.out), exist_ok=True)
-        with open(a.out + ".md", "w") as f:
-            f.write(md + "\n")
-        with open(a.out + ".json", "w") as f:
-            json.dump(res, f, indent=1, default=str)
-            f.write("\n")
-        print(md)
+        write_outputs(a.out, md, res)
         log(f"wrote {a.out}.md and {a.out}.json in {time.perf_counter() - t_start:.0f} s")
         if b.failures:
             status = 1

@@ -1,11 +1,9 @@
 """The results of bench/python_bench.py (`mmfs-bench python`): result rows per
 section with their ratios and targets (reported, not enforced), the JSON
 document and the markdown report."""
-import shlex
-import sys
-
 from bench_daemon_util import MiB, fmt_bytes, summary
-from mmfs_bench_real_report import fmt_ms
+from mmfs_bench_real_report import array_line, fmt_ms, ingest_lines, machine_line, run_time_start
+from mmfs_bench_real_run import json_head
 from python_bench_measure import DASK_READERS, VIEW_READERS, ZARR_READERS, n_chunks
 from python_bench_setup import chunk_label
 
@@ -83,11 +81,7 @@ def _chunks_touched(sel, shape, chunks):
 
 def to_json(b, m, machine, rows):
     a = b.a
-    return {
-        "schema": SCHEMA,
-        "clock": "real",
-        "command": shlex.join([sys.executable] + sys.argv),
-        "machine": machine,
+    return json_head(SCHEMA, machine) | {
         "config": {"shape": list(b.shape), "dtype": "float64", "bytes": b.nbytes, "geometry": a.geometry,
                    "layout": a.layout or None, "runs": a.runs, "seed": a.seed, "chunk": list(b.chunks),
                    "zarr_chunks": [list(c) for c in b.zarr_chunks], "dask_chunks": a.dask_chunks,
@@ -132,23 +126,14 @@ def report(b, m, res):
     a = b.a
     mach = res["machine"]
     rows = res["results"]
-    shp = "×".join(map(str, b.shape))
     ch = "×".join(map(str, b.chunks))
     L = ["# mmfs-bench python: the mmfs Python package and the Zarr view beside h5netcdf, zarr and numpy.memmap",
          "", "```", res["command"], "```", ""]
-    L.append(f"{mach['date']} · `{mach['host']}` · kernel {mach['kernel']} · {mach['nproc']} CPUs"
-             f"{' (' + mach['cpu'] + ')' if mach.get('cpu') else ''} · {mach.get('mem_total', '?')} RAM · load "
-             f"average {mach.get('loadavg', '?')} at the start, {mach.get('loadavg_end', '?')} at the end · "
-             + ", ".join(f"{k} {v}" for k, v in (mach.get("packages") or {}).items() if v)
-             + f" · mmfs {mach.get('git')}")
+    L.append(machine_line(mach, ", ".join(f"{k} {v}" for k, v in (mach.get("packages") or {}).items() if v)))
     L += ["", "## Setup", ""]
     info = b.info or {}
-    L.append(f"* Array {shp} float64 ({fmt_bytes(b.nbytes)}), standard normals from "
-             f"`numpy.random.default_rng({a.seed})`; every read is compared with it (bit for bit; the dask means "
-             f"to 1e-9 relative of numpy's mean, {b.ref_mean!r}). Disk under test: `{a.dir}` on "
-             f"{mach.get('dir_filesystem') or '?'}."
-             + (f" Data taken up from a kept run of {b.setup.get('reused_from')} (--reuse)."
-                if b.setup.get("reused_from") else ""))
+    L.append(array_line(b, mach, "; every read is compared with it (bit for bit; the dask means to 1e-9 relative "
+                                 f"of numpy's mean, {b.ref_mean!r})."))
     L.append(f"* mmfs: a `mkfs.mmfs -g {a.geometry}` image of {fmt_bytes(b.setup.get('image_bytes'))} (sparse), "
              f"mounted by the daemon{' with `-o ' + a.mount_options + '`' if a.mount_options else ''}; the array "
              f"`a` made by `mmfs.create(path, shape, \"float64\", data=...)`"
@@ -163,14 +148,10 @@ def report(b, m, res):
              f"chunks " + ", ".join("×".join(map(str, c)) for c in b.zarr_chunks)
              + ", no compressors or filters (the mmfs Zarr view is uncompressed too), local directory stores. "
              "`a.raw`: the C-order bytes, for `numpy.memmap`.")
-    ing = b.setup.get("ingest_s") or {}
-    if ing:
-        L.append("* Ingest (warm, with fsync; not measured here): "
-                 + ", ".join(f"{k} {b.nbytes / MiB / v:.0f} MiB/s" for k, v in ing.items() if v) + ".")
+    L += ingest_lines(b, "warm, with fsync; not measured here")
     st = b.setup
-    L.append(f"* Run time: {'setup taken up (--reuse)' if st.get('reused_from') else 'setup %.0f s' % st.get('build_s', 0)}"
-             f", measurements {st.get('measure_s', 0):.0f} s, total {st.get('total_s', 0):.0f} s; "
-             f"a remount took {st.get('remount_ms_median', 0):.0f} ms (median, not in any time below).")
+    L.append(run_time_start(st) + f", measurements {st.get('measure_s', 0):.0f} s, total "
+             f"{st.get('total_s', 0):.0f} s; a remount took {st.get('remount_ms_median', 0):.0f} ms (median, not in any time below).")
     L += ["", "## Method", ""]
     if b.drop.ok:
         L.append("**Cold caches**: `sync; echo 3 > /proc/sys/vm/drop_caches` before every timed read"

@@ -15,10 +15,10 @@ benchmark's state, builds (or with --reuse takes up) the data in --dir:
   only; the view `A@/zarr/...` is an array).
 
 PyBench reuses the machinery of `mmfs-bench real` (mmfs_bench_real_run.Bench):
-copy_binaries, mount, remount, force_unmount, mmfs_errors and cleanup are
-inherited; this class sets the attributes they read."""
-import datetime
-import json
+its common state (init_state), check_binaries, copy_binaries, try_reuse,
+reuse_or_build, make_image, write_manifest, mount, remount, force_unmount,
+mmfs_errors and cleanup are inherited; this class sets the attributes they
+read and answers the hooks kept_data_lacks and kept_files."""
 import os
 import shutil
 import sys
@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from bench_daemon_util import GiB, MiB, BenchError, CacheDropper, fmt_bytes, log, read_json_file, run_cmd, write_all
+from bench_daemon_util import GiB, MiB, BenchError, fmt_bytes, log, read_json_file, write_all
 from mmfs_bench_real_run import Bench as RealBench
 from mmfs_bench_real_run import mem_available
 from mmfs_bench_real_targets import is_mounted
@@ -77,35 +77,20 @@ def aligned_slabs(shape, chunks, itemsize=8, slab_bytes=SLAB_BYTES):
 
 class PyBench(RealBench):
     def __init__(self, a):  # noqa: super().__init__ is not called: it builds real's workloads
-        self.a = a
-        self.shape = a.shape
-        self.n = len(a.shape)
-        self.nbytes = int(np.prod(self.shape)) * 8
-        self.chunks = tuple(min(a.chunk, s) for s in self.shape)     # the HDF5 file's and zarr's 64³
+        self.init_state(a)  # self.chunks: the HDF5 file's and zarr's 64³
         self.zarr_chunks = zarr_chunk_shapes(self.shape, a.chunk)
-        self.drop = CacheDropper()
-        self.failures = []
-        self.daemon = None
-        self.mnt = None
-        self.reused = False
-        self.made_dir = not os.path.exists(a.dir)
-        self.bindir = None
-        self.ref = None
         self.info = None
         self.brick = None
         self.preferred = None
         self.preferred_chunks = None
         self.zarr_plans = {}
         self.ref_mean = None
-        self.setup = {}
         d = a.dir
         self.image = os.path.join(d, "mmfs-python.img")
         self.h5 = os.path.join(d, "a.h5")
         self.raw = os.path.join(d, "a.raw")
         self.zarr_stores = {c: os.path.join(d, f"zarr-{chunk_label(c)}.zarr") for c in self.zarr_chunks}
         self.view_group = os.path.join(d, "mmfs-zarr.zarr")
-        self.manifest = os.path.join(d, "manifest.json")
-        self.daemon_log = os.path.join(d, "daemon.log")
         self.remount_s = []
 
     # paths ------------------------------------------------------------
@@ -142,15 +127,7 @@ class PyBench(RealBench):
         self.setup["mmfs_package"] = os.path.dirname(mmfs.__file__)
         if os.geteuid() != 0:
             log("WARNING: not root: dropping caches will fail and the daemon may not mount")
-        a = self.a
-        self.mmfs_bin = os.path.join(a.build, "daemon", "mmfs")
-        self.mkfs_bin = os.path.join(a.build, "mkfs", "mkfs.mmfs")
-        for what, p in (("daemon", self.mmfs_bin), ("mkfs", self.mkfs_bin)):
-            if not os.access(p, os.X_OK):
-                raise BenchError(f"the mmfs {what} binary {p} is missing or not executable; build it "
-                                 f"(meson compile -C {a.build}), pass --build DIR or set $MMFS_BUILD")
-        if shutil.which("fusermount3") is None:
-            raise BenchError("fusermount3 is not installed (apt-get install fuse3)")
+        self.check_binaries()
 
     def image_size(self):
         # multimap pads basic cubes: 1.6x plus room for metadata is plenty (a sparse file)
@@ -182,26 +159,11 @@ class PyBench(RealBench):
                 "geometry": self.a.geometry, "layout": self.a.layout, "chunk": self.a.chunk,
                 "zarr_chunks": [list(c) for c in self.zarr_chunks]}
 
-    def try_reuse(self):
-        if not self.a.reuse:
-            return False
-        m, err = read_json_file(self.manifest)
-        if m is None:
-            log(f"--reuse: no usable manifest in {self.a.dir} ({err}); building the data")
-            return False
-        want = self.manifest_wanted()
-        diff = [k for k in want if m.get(k) != want[k]]
-        if diff:
-            log(f"--reuse: the kept data differs in {', '.join(diff)}; building it again")
-            return False
-        if not all(os.path.exists(p) for p in [self.image, self.h5, self.raw] + list(self.zarr_stores.values())):
-            log("--reuse: some kept files are missing; building the data again")
-            return False
-        log(f"--reuse: taking up the data kept in {self.a.dir}")
-        self.setup["reused_from"] = m.get("date")
-        self.setup["ingest_s"] = m.get("ingest_s")
-        self.setup["image_bytes"] = m.get("image_bytes")
-        return True
+    def kept_data_lacks(self, m):
+        return None  # manifest_wanted names all the data
+
+    def kept_files(self):
+        return [self.image, self.h5, self.raw] + list(self.zarr_stores.values())
 
     def remove_data(self):
         for p in [self.manifest, self.image, self.h5, self.raw, self.view_group] + list(self.zarr_stores.values()):
@@ -236,12 +198,7 @@ class PyBench(RealBench):
         a = self.a
         self.remove_data()
         ingest = {}
-        size = self.image_size()
-        log(f"mkfs.mmfs -g {a.geometry} -s {size} {self.image}")
-        p = run_cmd([self.mkfs_bin, "-f", "-s", str(size), "-g", a.geometry, self.image])
-        self.setup["mkfs_output"] = p.stdout.strip()
-        self.setup["image_bytes"] = size
-        self.mount()
+        size = self.make_image()
         log(f"writing {fmt_bytes(self.nbytes)} into mmfs, HDF5, {len(self.zarr_chunks)} zarr store(s) and a raw file")
         t0 = time.perf_counter()
         try:
@@ -283,11 +240,7 @@ class PyBench(RealBench):
         self.setup["ingest_s"] = ingest
         log("written: " + ", ".join(f"{k} {v:.1f} s" for k, v in ingest.items()))
         if a.keep:
-            m = self.manifest_wanted()
-            m.update(ingest_s=ingest, image_bytes=size,
-                     date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"))
-            with open(self.manifest, "w") as f:
-                json.dump(m, f, indent=1)
+            self.write_manifest(ingest_s=ingest, image_bytes=size)
 
     @staticmethod
     def fsync(path):

@@ -14,7 +14,6 @@ using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
 using mmfs::daemon::LoadedArrays;
-using mmfs::fs::testing::toy_disk;
 
 TEST_CASE("loaded arrays: the recent ones stay loaded, older ones go when nothing holds them", "[daemon]") {
   const auto g = toy_disk();

@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "layouts/curve_order.h"
+#include "tests/unit/support/layout_test_support.h"
 
 using mmfs::layouts::HilbertOrder;
 using mmfs::layouts::ZOrder;
+using mmfs::layouts::testing::d2xy;
 using u64 = std::uint64_t;
 using Cell = std::vector<u64>;
 using Shape = std::vector<u64>;
@@ -114,26 +116,6 @@ u64 ref_hilbert_index(const Cell& p, unsigned b) {
     h = (h << n) | w;
   }
   return h;
-}
-
-// Wikipedia's textbook 2-D Hilbert d2xy (side n, a power of two).
-void d2xy(u64 n, u64 d, u64& x, u64& y) {
-  u64 t = d;
-  x = y = 0;
-  for (u64 s = 1; s < n; s *= 2) {
-    const u64 rx = 1 & (t / 2);
-    const u64 ry = 1 & (t ^ rx);
-    if (ry == 0) {
-      if (rx == 1) {
-        x = s - 1 - x;
-        y = s - 1 - y;
-      }
-      std::swap(x, y);
-    }
-    x += s * rx;
-    y += s * ry;
-    t /= 4;
-  }
 }
 
 // The gap-free order by brute force: the grid's cells sorted by their index

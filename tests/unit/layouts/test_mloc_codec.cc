@@ -64,9 +64,7 @@ TEST_CASE("mloc: split then scatter reproduces a chunk; planes and positions mat
         for (u64 r = 0; r < g.chunks(); ++r) {
           INFO("itemsize " << item << " float64 " << f64 << " bins " << B << " rank " << r);
           const Bytes elems = random_bytes(rng, brick * item);
-          std::vector<u32> bins(brick);
-          for (auto& b : bins) b = u32(rng() % B);
-          mloc_mark_padding(g, r, bins.data());
+          const std::vector<u32> bins = random_bins(g, r, B, rng);
           MlocChunkSplit split;
           mloc_split_chunk(g, elems.data(), brick, bins.data(), &split);
           mloc_split_chunk(g, elems.data(), brick, bins.data(), &reused);

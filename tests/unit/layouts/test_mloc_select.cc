@@ -51,9 +51,7 @@ void check(std::mt19937_64& rng, const Shape& shape, const Shape& chunk, u32 ite
     MlocSelectionTargets targets(g, selection);
     for (u64 rank = 0; rank < g.chunks(); ++rank) {
       const Bytes elems = random_bytes(rng, brick * item);
-      std::vector<u32> bin_of(brick);
-      for (auto& b : bin_of) b = u32(rng() % bins);
-      mloc_mark_padding(g, rank, bin_of.data());
+      const std::vector<u32> bin_of = random_bins(g, rank, bins, rng);
       MlocChunkSplit split;
       mloc_split_chunk(g, elems.data(), brick, bin_of.data(), &split);
       // Brute force: the whole brick, then each selected element by its coordinates.

@@ -1,11 +1,12 @@
 // Int16 arrays with a bitmap index for the array index unit tests
 // (fs/array/array_index.h, fs/array/array_file_index.cc): random small values,
-// writes and reads of them, and the check that the index's answers equal the
-// data's.
+// writes and reads of them, an array created holding them, and the check that
+// the index's answers equal the data's.
 #pragma once
 
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -14,6 +15,7 @@
 #include "fs/array/array_file.h"
 #include "indexes/bitmap.h"
 #include "indexes/values.h"
+#include "tests/unit/support/array_test_support.h"
 
 namespace mmfs::fs::testing::array_indexes {
 
@@ -42,6 +44,16 @@ inline Values read_values(ArrayFile& a) {
   REQUIRE(r == 0);
   REQUIRE(got == a.size());
   return v;
+}
+
+// A new array `name` of `s` on `m` holding `data` from element 0 on, flushed.
+inline std::shared_ptr<ArrayFile> create_with_values(const arrays::Mount& m, const std::string& name,
+                                                     const ArraySchema& s, const Values& data) {
+  auto a = arrays::create_array(m, name, s);
+  REQUIRE(write_values(*a, 0, data) == 0);
+  std::string msg;
+  REQUIRE(a->flush(true, &msg) == 0);
+  return a;
 }
 
 // The keys of `x OP c` for int16.

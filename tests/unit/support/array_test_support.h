@@ -1,6 +1,7 @@
 // Shared by the unit tests of array files and their indexes
 // (test_array_file.cc, test_array_index.cc): a formatted in-memory volume, a
-// mounted one with the pieces an array needs, schemas and arrays.
+// mounted one with the pieces an array needs, schemas and arrays. The names
+// of fs_test_support.h these tests use are in this namespace too.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -17,21 +18,21 @@
 #include "fs/device/fault_device.h"
 #include "fs/device/sector_io.h"
 #include "fs/volume/volume.h"
+#include "tests/unit/support/fs_test_support.h"
+#include "tests/unit/support/volume_test_support.h"
 
 namespace mmfs::fs::testing::arrays {
+
+using testing::Bytes;
+using testing::bytes_diff;
+using testing::random_bytes;
+using testing::RefDevice;
+using testing::toy_disk;
 
 inline constexpr std::uint64_t kToyDeviceBytes = 8ull << 20;
 
 inline std::unique_ptr<MemoryDevice> formatted(const geom::Geometry& g, std::uint64_t bytes = kToyDeviceBytes) {
-  auto dev = std::make_unique<MemoryDevice>(bytes, 512);
-  FormatOptions opt;
-  opt.meta_bytes = 4 << 20;
-  opt.label = "arrays";
-  std::string msg;
-  int r = format_volume(*dev, g, opt, nullptr, &msg);
-  INFO(msg);
-  REQUIRE(r == 0);
-  return dev;
+  return volumes::formatted(g, bytes, "arrays");
 }
 
 inline std::unique_ptr<MemoryDevice> copy_of(MemoryDevice& d) {
@@ -52,12 +53,8 @@ struct Mount {
 };
 
 inline Mount mount(std::unique_ptr<BlockDevice> dev) {
-  int err = 0;
-  std::string msg;
   Mount m;
-  m.vol = Volume::open(std::move(dev), &err, &msg);
-  INFO(msg);
-  REQUIRE(m.vol);
+  m.vol = volumes::open_ok(std::move(dev));
   m.io = std::make_unique<SectorIo>(m.vol->device(), m.vol->geometry());
   return m;
 }

@@ -1,6 +1,7 @@
-// Helpers of the array-file tests: a byte model of the array, views resolved
-// from path components, reads of a view checked against the model's
-// extraction (whole, in pieces, and without a copy).
+// Helpers of the array-file tests: a byte model of the array, an array filled
+// with random bytes, views resolved from path components, reads of a view
+// checked against the model's extraction (whole, in pieces, and without a
+// copy).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,10 +21,6 @@
 #include "tests/unit/support/fs_test_support.h"
 
 namespace mmfs::fs::testing::arrays {
-
-using testing::Bytes;
-using testing::bytes_diff;
-using testing::random_bytes;
 
 // Reads `length` bytes at `offset` of the array file; REQUIREs success.
 inline Bytes read_file(ArrayFile& a, std::uint64_t offset, std::size_t length) {
@@ -41,6 +39,16 @@ inline Bytes read_all(ArrayFile& a) { return read_file(a, 0, a.size()); }
 inline int write_file(ArrayFile& a, std::uint64_t offset, const Bytes& data) {
   std::string msg;
   return a.write(offset, reinterpret_cast<const std::byte*>(data.data()), data.size(), &msg);
+}
+
+// A new array `name` of `s` on `m` filled with random bytes from `rng`, flushed.
+inline std::shared_ptr<ArrayFile> create_random(const Mount& m, const std::string& name, const ArraySchema& s,
+                                                std::mt19937_64& rng) {
+  auto a = create_array(m, name, s);
+  REQUIRE(write_file(*a, 0, random_bytes(rng, a->size())) == 0);
+  std::string msg;
+  REQUIRE(a->flush(true, &msg) == 0);
+  return a;
 }
 
 // ---- Views: our own selector description and a brute-force extraction ----

@@ -66,4 +66,26 @@ void for_each_cell(const std::vector<std::uint64_t>& grid, F f) {
   }
 }
 
+// Wikipedia's textbook 2-D Hilbert d2xy (side n, a power of two): the curve
+// the Hilbert orders and layouts are checked against (test_curve_order.cc,
+// test_linear_layouts.cc).
+inline void d2xy(std::uint64_t n, std::uint64_t d, std::uint64_t& x, std::uint64_t& y) {
+  std::uint64_t t = d;
+  x = y = 0;
+  for (std::uint64_t s = 1; s < n; s *= 2) {
+    const std::uint64_t rx = 1 & (t / 2);
+    const std::uint64_t ry = 1 & (t ^ rx);
+    if (ry == 0) {
+      if (rx == 1) {
+        x = s - 1 - x;
+        y = s - 1 - y;
+      }
+      std::swap(x, y);
+    }
+    x += s * rx;
+    y += s * ry;
+    t /= 4;
+  }
+}
+
 }  // namespace mmfs::layouts::testing

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "layouts/mloc.h"
+#include "layouts/mloc_codec.h"
 
 namespace mmfs::layouts::testing {
 
@@ -30,6 +31,15 @@ inline Bytes random_bytes(std::mt19937_64& rng, std::size_t n) {
   Bytes b(n);
   for (auto& x : b) x = std::byte(rng() & 0xFF);
   return b;
+}
+
+// A bin in [0, bins) drawn for every element of chunk `rank` of `g`, its
+// padding marked (mloc_mark_padding): the bins of a random chunk.
+inline std::vector<u32> random_bins(const MlocGrid& g, u64 rank, u32 bins, std::mt19937_64& rng) {
+  std::vector<u32> out(product(g.chunk()));
+  for (auto& b : out) b = u32(rng() % bins);
+  mloc_mark_padding(g, rank, out.data());
+  return out;
 }
 
 inline MlocGrid make_grid(Shape shape, u32 itemsize, Shape chunk, u32 bins, MlocPriority p = kVMS,

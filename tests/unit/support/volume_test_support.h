@@ -1,5 +1,6 @@
 // Volumes for the volume and fsck unit tests: a small uniform disk, a
-// device formatted on it, and opening one that must open.
+// device formatted on it, and opening one that must open. The plain-file and
+// array tests (array_test_support.h) format and open theirs with these too.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -23,11 +24,14 @@ inline std::unique_ptr<geom::Geometry> small_disk() {
                                             {"settle_ms", 1.0}, {"settle_cylinders", 4}, {"name", "small"}});
 }
 
-inline std::unique_ptr<MemoryDevice> formatted(const geom::Geometry& g, std::uint64_t bytes = 16 << 20) {
+// A memory device of `bytes` formatted on `g` with a 4 MiB metadata region
+// and `label`.
+inline std::unique_ptr<MemoryDevice> formatted(const geom::Geometry& g, std::uint64_t bytes = 16 << 20,
+                                               const std::string& label = "test") {
   auto dev = std::make_unique<MemoryDevice>(bytes, 512);
   FormatOptions opt;
   opt.meta_bytes = 4 << 20;
-  opt.label = "test";
+  opt.label = label;
   std::string msg;
   int r = format_volume(*dev, g, opt, nullptr, &msg);
   INFO(msg);
@@ -42,6 +46,13 @@ inline std::unique_ptr<Volume> open_ok(std::unique_ptr<BlockDevice> dev) {
   INFO(msg);
   REQUIRE(v);
   return v;
+}
+
+// A volume formatted on small_disk() and opened (it keeps no reference to the
+// geometry it was formatted on).
+inline std::unique_ptr<Volume> fresh_volume() {
+  auto g = small_disk();
+  return open_ok(formatted(*g));
 }
 
 }  // namespace mmfs::fs::testing::volumes

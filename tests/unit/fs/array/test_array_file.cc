@@ -38,8 +38,6 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
-using mmfs::fs::testing::RefDevice;
-using mmfs::fs::testing::toy_disk;
 
 TEST_CASE("array file: random writes, reads and views match a byte model on every layout", "[array_file]") {
   auto g = toy_disk();

@@ -37,8 +37,6 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
-using mmfs::fs::testing::RefDevice;
-using mmfs::fs::testing::toy_disk;
 
 TEST_CASE("array file: flush(true) survives a remount and a power cut; fsck is clean", "[array_file]") {
   auto g = toy_disk();

@@ -22,8 +22,6 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
-using mmfs::fs::testing::RefDevice;
-using mmfs::fs::testing::toy_disk;
 
 TEST_CASE("array file info: attributes as getfattr shows them, the layout's choices where none was set",
           "[array_file_info]") {
@@ -56,11 +54,8 @@ TEST_CASE("array file info: A@/info's fields are the schema's and the placement'
   Mount m = mount(formatted(*g));
   ArraySchema s = make_schema({40, 30}, "float64", "hilbert");
   s.cell = {8, 8};
-  auto a = create_array(m, "a", s);
   std::mt19937_64 rng(3);
-  REQUIRE(write_file(*a, 0, random_bytes(rng, a->size())) == 0);
-  std::string msg;
-  REQUIRE(a->flush(true, &msg) == 0);
+  auto a = create_random(m, "a", s, rng);
   const nlohmann::json j = a->info();
   CHECK(j["shape"] == nlohmann::json{40, 30});
   CHECK(j["dtype"] == "float64");
@@ -118,11 +113,9 @@ TEST_CASE("array file info: A@/plan of a view reads its bytes, in the chunks the
   const auto g = toy_disk();
   Mount m = mount(formatted(*g));
   const ArraySchema s = make_schema({64, 64}, "float64", "naive");
-  auto a = create_array(m, "a", s);
   std::mt19937_64 rng(5);
-  REQUIRE(write_file(*a, 0, random_bytes(rng, a->size())) == 0);
+  auto a = create_random(m, "a", s, rng);
   std::string msg;
-  REQUIRE(a->flush(true, &msg) == 0);
   for (const std::vector<std::string>& path :
        {std::vector<std::string>{"slice", "0", "5"}, std::vector<std::string>{"slice", "1", "63"}}) {
     const DataView v = resolve(path, s);

@@ -27,7 +27,6 @@ using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
 using namespace mmfs::fs::testing::array_indexes;
-using mmfs::fs::testing::toy_disk;
 using indexes::CompareOp;
 
 namespace {
@@ -120,11 +119,10 @@ TEST_CASE("array file query: with an index, its rows and the header's counts; di
   const auto g = toy_disk();
   Mount m = mount(formatted(*g));
   std::mt19937_64 rng(8);
-  auto a = create_array(m, "a", indexed(make_schema({kRows, kCols}, "int16", "naive"), "e1", "exact"));
   Values data = random_values(rng, kRows * kCols);
-  REQUIRE(write_values(*a, 0, data) == 0);
+  auto a = create_with_values(m, "a", indexed(make_schema({kRows, kCols}, "int16", "naive"), "e1", "exact"),
+                              data);
   std::string msg;
-  REQUIRE(a->flush(true, &msg) == 0);
   const indexes::KeySet k = atom(CompareOp::Eq, 3);
   CHECK(a->exact_count(k) == truth(data, k).size());
   std::vector<indexes::Estimate> est;
@@ -183,11 +181,8 @@ TEST_CASE("array file query: the plans of a scan and of the cells holding some r
   Mount m = mount(formatted(*g));
   ArraySchema s = make_schema({kRows, kCols}, "int16", "naive");
   s.cell = {8, 8};  // 4 x 6 cells
-  auto a = create_array(m, "a", s);
   std::mt19937_64 rng(10);
-  REQUIRE(write_values(*a, 0, random_values(rng, kRows * kCols)) == 0);
-  std::string msg;
-  REQUIRE(a->flush(true, &msg) == 0);
+  auto a = create_with_values(m, "a", s, random_values(rng, kRows * kCols));
   CHECK(a->scan_plan(std::nullopt).cells == 4 * 6);
   CHECK(a->scan_plan(layouts::Selection({{0, 8, 1, false}, {0, 41, 1, false}})).cells == 6);
   CHECK(a->scan_plan(layouts::Selection({{9, 10, 1, true}, {17, 18, 1, true}})).cells == 1);

@@ -36,8 +36,6 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
-using mmfs::fs::testing::RefDevice;
-using mmfs::fs::testing::toy_disk;
 
 namespace {
 

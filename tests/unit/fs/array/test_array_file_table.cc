@@ -19,8 +19,6 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
-using mmfs::fs::testing::RefDevice;
-using mmfs::fs::testing::toy_disk;
 
 namespace {
 
@@ -110,11 +108,9 @@ TEST_CASE("array file table: placements that do not extend the current one, and 
   const auto g = toy_disk();
   Mount m = mount(formatted(*g));
   const ArraySchema s = make_schema({20, 30}, "float64", "naive");
-  auto a = create_array(m, "a", s);
   std::mt19937_64 rng(14);
-  REQUIRE(write_file(*a, 0, random_bytes(rng, a->size())) == 0);
+  auto a = create_random(m, "a", s, rng);
   std::string msg;
-  REQUIRE(a->flush(true, &msg) == 0);
   const std::uint64_t free_before = m.vol->allocator().free_sectors();
   std::unique_lock lock(a->placement_mutex());
   ArrayFile::Staged staged;

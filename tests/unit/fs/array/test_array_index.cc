@@ -19,9 +19,6 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
-using mmfs::fs::testing::RefDevice;
-using mmfs::fs::testing::toy_disk;
-
 using namespace mmfs::fs::testing::array_indexes;
 
 TEST_CASE("array index: built from the data, exact, durable, dropped with none", "[array_index]") {
@@ -37,11 +34,8 @@ TEST_CASE("array index: built from the data, exact, durable, dropped with none",
     Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
     std::shared_ptr<ArrayFile> a;
     if (ino == 0) {
-      a = create_array(m, "a", s);
+      a = create_with_values(m, "a", s, data);
       ino = a->ino();
-      REQUIRE(write_values(*a, 0, data) == 0);
-      std::string msg;
-      REQUIRE(a->flush(true, &msg) == 0);
       free_before = m.vol->allocator().free_sectors();
     } else {
       a = open_stored(m, ino);
@@ -82,11 +76,9 @@ TEST_CASE("array index: a damaged index leaves the array usable and is rebuilt b
   std::uint64_t free_before = 0;
   {
     Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
-    auto a = create_array(m, "d", make_schema({30, 20}, "int16", "naive"));
+    auto a = create_with_values(m, "d", make_schema({30, 20}, "int16", "naive"), data);
     ino = a->ino();
-    REQUIRE(write_values(*a, 0, data) == 0);
     std::string msg;
-    REQUIRE(a->flush(true, &msg) == 0);
     REQUIRE(m.md().sync() == 0);
     free_before = m.vol->allocator().free_sectors();
     REQUIRE(a->change_schema(s, &msg) == 0);

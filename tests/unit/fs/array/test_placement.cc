@@ -19,7 +19,6 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
-using mmfs::fs::testing::toy_disk;
 
 namespace {
 

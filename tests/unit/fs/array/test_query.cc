@@ -22,7 +22,6 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
-using mmfs::fs::testing::toy_disk;
 
 namespace {
 

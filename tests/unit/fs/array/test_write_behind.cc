@@ -23,7 +23,6 @@
 
 using namespace mmfs;
 using namespace mmfs::fs;
-using testing::toy_disk;
 using namespace testing::arrays;
 
 using namespace testing::writes;

@@ -21,6 +21,7 @@
 
 #include "fs/device/block_device.h"
 #include "fs/device/nbd_device.h"
+#include "tests/unit/support/device_test_support.h"
 
 extern char** environ;
 
@@ -28,6 +29,9 @@ using namespace mmfs::fs;
 namespace stdfs = std::filesystem;
 
 namespace {
+
+using testing::devices::fill_random;
+using testing::devices::req;
 
 // A scratch directory (for sockets and image files), removed with its contents.
 struct NbdScratch {
@@ -122,19 +126,6 @@ std::unique_ptr<BlockDevice> open_nbd(const std::string& uri, bool read_only = f
   return dev;
 }
 
-IoRequest request(IoRequest::Op op, std::uint64_t offset, void* buffer, std::uint32_t length) {
-  IoRequest r;
-  r.op = op;
-  r.offset = offset;
-  r.buffer = buffer;
-  r.length = length;
-  return r;
-}
-
-void fill_random(std::span<std::byte> s, std::mt19937_64& rng) {
-  for (auto& b : s) b = static_cast<std::byte>(rng());
-}
-
 }  // namespace
 
 TEST_CASE("NBD URIs are told from paths", "[nbd]") {
@@ -184,11 +175,11 @@ TEST_CASE("NbdDevice: reads and writes of many sizes and offsets match a model",
     AlignedBuffer a(8192), b(8192);
     fill_random(a.span(), rng);
     std::vector<IoRequest> batch = {
-        request(IoRequest::Op::Write, 0, a.data(), 8192),
-        request(IoRequest::Op::Write, 100, a.data(), 512),            // misaligned offset
-        request(IoRequest::Op::Read, size - 512, b.data(), 1024),     // past the end
-        request(IoRequest::Op::Read, 4096, b.data() + 1, 512),        // misaligned buffer
-        request(IoRequest::Op::Read, 0, b.data(), 0),                 // empty
+        req(IoRequest::Op::Write, 0, a.data(), 8192),
+        req(IoRequest::Op::Write, 100, a.data(), 512),         // misaligned offset
+        req(IoRequest::Op::Read, size - 512, b.data(), 1024),  // past the end
+        req(IoRequest::Op::Read, 4096, b.data() + 1, 512),     // misaligned buffer
+        req(IoRequest::Op::Read, 0, b.data(), 0),              // empty
     };
     CHECK(dev->submit(batch) == EINVAL);
     CHECK(batch[0].result == 0);
@@ -219,10 +210,10 @@ TEST_CASE("NbdDevice: a batch of hundreds of requests, and several threads at on
     fill_random(data.back().span(), rng);
   }
   for (int i = 0; i < kRequests; ++i) {
-    writes.push_back(request(IoRequest::Op::Write, slots[i] * kSlot, data[i].data(),
-                             static_cast<std::uint32_t>(data[i].size())));
-    reads.push_back(request(IoRequest::Op::Read, slots[i] * kSlot, back[i].data(),
-                            static_cast<std::uint32_t>(back[i].size())));
+    writes.push_back(req(IoRequest::Op::Write, slots[i] * kSlot, data[i].data(),
+                         static_cast<std::uint32_t>(data[i].size())));
+    reads.push_back(req(IoRequest::Op::Read, slots[i] * kSlot, back[i].data(),
+                        static_cast<std::uint32_t>(back[i].size())));
   }
   REQUIRE(dev->submit(writes) == 0);
   std::shuffle(reads.begin(), reads.end(), rng);
@@ -249,8 +240,8 @@ TEST_CASE("NbdDevice: a batch of hundreds of requests, and several threads at on
         }
         for (int i = 0; i < 16; ++i) {
           const std::uint64_t off = t * quarter + ((round * 16 + i) * 8192) % quarter;
-          ws.push_back(request(IoRequest::Op::Write, off, w[i].data(), 8192));
-          rs.push_back(request(IoRequest::Op::Read, off, b[i].data(), 8192));
+          ws.push_back(req(IoRequest::Op::Write, off, w[i].data(), 8192));
+          rs.push_back(req(IoRequest::Op::Read, off, b[i].data(), 8192));
         }
         if (dev->submit(ws) != 0 || dev->submit(rs) != 0) ++failures[t];
         for (int i = 0; i < 16; ++i) {
@@ -272,7 +263,7 @@ TEST_CASE("NbdDevice: the requests of a batch are in flight together", "[nbd]") 
   std::vector<AlignedBuffer> bufs;
   std::vector<IoRequest> reads;
   for (int i = 0; i < 96; ++i) bufs.emplace_back(4096);
-  for (int i = 0; i < 96; ++i) reads.push_back(request(IoRequest::Op::Read, i * 4096ull, bufs[i].data(), 4096));
+  for (int i = 0; i < 96; ++i) reads.push_back(req(IoRequest::Op::Read, i * 4096ull, bufs[i].data(), 4096));
   const auto t0 = std::chrono::steady_clock::now();
   REQUIRE(dev->submit(reads) == 0);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
@@ -383,7 +374,7 @@ TEST_CASE("NbdDevice: a killed server gives EIO, and a server that returns is us
 
   server->kill(SIGKILL);
   std::vector<IoRequest> batch;
-  for (int i = 0; i < 64; ++i) batch.push_back(request(IoRequest::Op::Read, i * 4096ull, back.data() + i * 4096, 4096));
+  for (int i = 0; i < 64; ++i) batch.push_back(req(IoRequest::Op::Read, i * 4096ull, back.data() + i * 4096, 4096));
   CHECK(dev->submit(batch) == EIO);
   for (const auto& r : batch) CHECK(r.result == EIO);
   CHECK(dev->write(0, data.data(), 4096) == EIO);
@@ -400,7 +391,7 @@ TEST_CASE("NbdDevice: a killed server gives EIO, and a server that returns is us
   std::vector<IoRequest> reads;
   for (int i = 0; i < 256; ++i) bufs.emplace_back(64 << 10);
   for (int i = 0; i < 256; ++i)
-    reads.push_back(request(IoRequest::Op::Read, (i % 256) * (64ull << 10), bufs[i].data(), 64 << 10));
+    reads.push_back(req(IoRequest::Op::Read, (i % 256) * (64ull << 10), bufs[i].data(), 64 << 10));
   std::thread killer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     server->kill(SIGKILL);

@@ -17,6 +17,7 @@
 #include "fs/volume/volume.h"
 #include "geometry/load.h"
 #include "tests/unit/support/fs_test_support.h"
+#include "tests/unit/support/volume_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;
@@ -31,15 +32,7 @@ using testing::bytes_diff;
 using testing::random_bytes;
 
 std::unique_ptr<MemoryDevice> formatted(const geom::Geometry& g, std::uint64_t bytes = 8ull << 20) {
-  auto dev = std::make_unique<MemoryDevice>(bytes, 512);
-  FormatOptions opt;
-  opt.meta_bytes = 4 << 20;
-  opt.label = "plain";
-  std::string msg;
-  int r = format_volume(*dev, g, opt, nullptr, &msg);
-  INFO(msg);
-  REQUIRE(r == 0);
-  return dev;
+  return testing::volumes::formatted(g, bytes, "plain");
 }
 
 struct Mount {
@@ -55,12 +48,8 @@ struct Mount {
 };
 
 Mount mount(MemoryDevice& dev) {
-  int err = 0;
-  std::string msg;
   Mount m;
-  m.vol = Volume::open(std::make_unique<RefDevice>(dev), &err, &msg);
-  INFO(msg);
-  REQUIRE(m.vol);
+  m.vol = testing::volumes::open_ok(std::make_unique<RefDevice>(dev));
   m.io = std::make_unique<SectorIo>(m.vol->device(), m.vol->geometry());
   return m;
 }

@@ -19,15 +19,10 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
-using mmfs::fs::testing::Bytes;
-using mmfs::fs::testing::random_bytes;
-using mmfs::fs::testing::toy_disk;
 
 namespace {
 
-using testing::mloc_images::all;
-using testing::mloc_images::params_of;
-using testing::mloc_images::read;
+using namespace testing::mloc_images;
 
 using Calls = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
 

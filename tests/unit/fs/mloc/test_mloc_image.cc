@@ -19,17 +19,10 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
-using mmfs::fs::testing::Bytes;
-using mmfs::fs::testing::random_bytes;
-using mmfs::fs::testing::RefDevice;
-using mmfs::fs::testing::toy_disk;
 
 namespace {
 
-using testing::mloc_images::all;
-using testing::mloc_images::encode;
-using testing::mloc_images::params_of;
-using testing::mloc_images::read;
+using namespace testing::mloc_images;
 
 }  // namespace
 

@@ -24,8 +24,6 @@
 using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
-using mmfs::fs::testing::Bytes;
-using mmfs::fs::testing::toy_disk;
 using indexes::KeySet;
 using indexes::ValueType;
 

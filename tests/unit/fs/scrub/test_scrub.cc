@@ -25,7 +25,6 @@ using namespace mmfs::fs;
 
 namespace {
 
-using testing::toy_disk;
 using testing::toy_map;
 using namespace testing::arrays;
 
@@ -273,23 +272,13 @@ TEST_CASE("incomplete cells past the memory cap wait for the completion pass", "
 }
 
 TEST_CASE("the engine over a whole volume verifies everything and names one flipped byte", "[scrub]") {
-  auto g = toy_disk();
-  auto dev = formatted(*g);
-  MemoryDevice& raw = *dev;
-  Mount m = mount(std::make_unique<testing::RefDevice>(raw));
   ArraySchema s = make_schema({32, 32, 32}, "float64", "multimap");  // 4 KiB cells: 8 sectors
-  auto a = create_array(m, "a", s);
-  std::vector<double> values(32 * 32 * 32);
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = double(i) * 1.25 + 1;
+  auto v = testing::scrub_volume(s, [](std::size_t i) { return double(i) * 1.25 + 1; }, 20000, 'y');
+  MemoryDevice& raw = *v.dev;
+  Mount& m = v.m;
+  auto& a = v.a;
+  const Ino fino = v.fino;
   std::string msg;
-  REQUIRE(a->write(0, reinterpret_cast<const std::byte*>(values.data()), values.size() * 8, &msg) == 0);
-  REQUIRE(a->flush(true, &msg) == 0);
-  const Ino fino = new_file(m.md(), "f");
-  PlainFile pf(m.md(), m.vol->allocator(), *m.io, *g, fino, 0);
-  std::vector<std::byte> text(20000, std::byte{'y'});
-  REQUIRE(pf.write(0, text.data(), text.size()) == 0);
-  REQUIRE(pf.commit() == 0);
-  REQUIRE(m.md().sync() == 0);
 
   auto run = [&](std::vector<ScrubFinding>* found) {
     auto engine = std::make_unique<ScrubEngine>(OwnerMap::from_volume(*m.vol), store_metadata(m.vol->store()),

@@ -18,7 +18,6 @@ using namespace mmfs::fs;
 
 namespace {
 
-using testing::toy_disk;
 using testing::toy_map;
 using namespace testing::arrays;
 
@@ -48,25 +47,12 @@ TEST_CASE("the owner map names each sector's unit and the unit's runs", "[scrub]
 }
 
 TEST_CASE("the map of a real volume places array cells, file blocks and superblocks", "[scrub]") {
-  auto g = toy_disk();
-  auto dev = formatted(*g);
-  MemoryDevice& raw = *dev;
-  Mount m = mount(std::make_unique<testing::RefDevice>(raw));
   ArraySchema s = make_schema({24, 16}, "float64", "naive");
   s.cell = {4, 4};  // 128 bytes: a quarter of a sector
-  auto a = create_array(m, "a", s);
-  std::vector<double> values(24 * 16);
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = double(i) + 0.5;
+  auto v = testing::scrub_volume(s, [](std::size_t i) { return double(i) + 0.5; }, 10000, 'x');
+  Mount& m = v.m;
+  auto& a = v.a;
   std::string msg;
-  REQUIRE(a->write(0, reinterpret_cast<const std::byte*>(values.data()), values.size() * 8, &msg) == 0);
-  REQUIRE(a->flush(true, &msg) == 0);
-  Inode f;
-  const Ino fino = new_file(m.md(), "f", &f);
-  PlainFile pf(m.md(), m.vol->allocator(), *m.io, *g, fino, 0);
-  std::vector<std::byte> text(10000, std::byte{'x'});
-  REQUIRE(pf.write(0, text.data(), text.size()) == 0);
-  REQUIRE(pf.commit() == 0);
-  REQUIRE(m.md().sync() == 0);
 
   auto map = OwnerMap::from_volume(*m.vol);
   CHECK(map->unmapped_objects() == 0);

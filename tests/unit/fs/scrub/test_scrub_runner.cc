@@ -25,7 +25,6 @@ using namespace mmfs::fs;
 
 namespace {
 
-using testing::toy_disk;
 using namespace testing::arrays;
 
 }  // namespace

@@ -22,9 +22,7 @@ using namespace mmfs::fs;
 
 namespace {
 
-using testing::volumes::formatted;
-using testing::volumes::open_ok;
-using testing::volumes::small_disk;
+using namespace testing::volumes;
 
 bool mentions(const std::vector<std::string>& lines, const std::string& text) {
   return std::any_of(lines.begin(), lines.end(),
@@ -34,8 +32,7 @@ bool mentions(const std::vector<std::string>& lines, const std::string& text) {
 }  // namespace
 
 TEST_CASE("fsck repairs link counts, dangling entries and orphans", "[volume]") {
-  auto g = small_disk();
-  auto vol = open_ok(formatted(*g));
+  auto vol = fresh_volume();
   Metadata& m = vol->metadata();
   Inode f, orphan;
   REQUIRE(m.create(kRootIno, "f", S_IFREG | 0644, 0, 0, "", &f) == 0);
@@ -69,8 +66,7 @@ TEST_CASE("fsck repairs link counts, dangling entries and orphans", "[volume]") 
 }
 
 TEST_CASE("fsck: a clean volume has nothing to report or repair", "[volume][fsck]") {
-  auto g = small_disk();
-  auto vol = open_ok(formatted(*g));
+  auto vol = fresh_volume();
   Metadata& m = vol->metadata();
   Inode d, f;
   REQUIRE(m.create(kRootIno, "d", S_IFDIR | 0755, 0, 0, "", &d) == 0);
@@ -91,8 +87,7 @@ TEST_CASE("fsck: a clean volume has nothing to report or repair", "[volume][fsck
 }
 
 TEST_CASE("fsck: directory parents, a directory's second name and the inode counter", "[volume][fsck]") {
-  auto g = small_disk();
-  auto vol = open_ok(formatted(*g));
+  auto vol = fresh_volume();
   Metadata& m = vol->metadata();
   Inode a, b, sub;
   REQUIRE(m.create(kRootIno, "a", S_IFDIR | 0755, 0, 0, "", &a) == 0);

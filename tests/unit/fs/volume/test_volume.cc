@@ -23,9 +23,7 @@ using namespace mmfs::fs;
 
 namespace {
 
-using testing::volumes::formatted;
-using testing::volumes::open_ok;
-using testing::volumes::small_disk;
+using namespace testing::volumes;
 
 std::map<std::string, std::string> dump(const MetaStore& s) {
   std::map<std::string, std::string> m;
@@ -238,8 +236,7 @@ TEST_CASE("random bit flips in superblocks and metadata are detected, never cras
 }
 
 TEST_CASE("metadata operations: POSIX semantics and fsck", "[volume]") {
-  auto g = small_disk();
-  auto vol = open_ok(formatted(*g));
+  auto vol = fresh_volume();
   Metadata& m = vol->metadata();
   Inode d, f, h;
   REQUIRE(m.create(kRootIno, "dir", S_IFDIR | 0755, 0, 0, "", &d) == 0);
