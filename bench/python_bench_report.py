@@ -190,8 +190,10 @@ def report(b, m, res):
         if plans:
             L.append("")
             L.append("The device's part of one chunk of the view (its plan, `A@/plan/zarr/C0,C1,C2/c/0/0/0`): "
-                     + "; ".join(plans) + ". Every chunk file is read on its own: cells two chunks share are "
-                     "read once for each.")
+                     + "; ".join(plans) + ". A chunk thinner than the cells is read through the box of whole "
+                     "cells around it, which the array's chunk cache keeps for the chunks beside it (docs/daemon.md, "
+                     "the Zarr v3 view): a scan reads each cell about once, a single thin chunk reads its whole "
+                     "layer of cells.")
         L.append("")
         L.append("| chunks C | view | MiB | chunks | real | mmfs | mmfs÷real | target |")
         L.append("|---|---|---:|---:|---:|---:|---:|:-:|")
