@@ -193,3 +193,4 @@ std::vector<std::string> attach_dimension_scales(hid_t group, const std::vector<
 }
 
 }  // namespace mmfs::h5
+
