@@ -193,4 +193,3 @@ std::vector<std::string> attach_dimension_scales(hid_t group, const std::vector<
 }
 
 }  // namespace mmfs::h5
-
