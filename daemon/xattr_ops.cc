@@ -95,6 +95,8 @@ int Filesystem::set_xattr_unaudited(Ino ino, const std::string& name, const std:
     }
     // Setting the shape makes the file an array (and gives it views, A@).
     if (int r = check_may_become_array(ino, name)) return r;
+    // The model's choice takes milliseconds: made before the registry lock.
+    if (!next.layout_set) choose_layout_by_model(next);
     std::lock_guard lock(mu_);
     n = md.inode(ino);  // again, under the registry lock (a release may have just committed)
     if (!n) return ENOENT;
@@ -107,7 +109,6 @@ int Filesystem::set_xattr_unaudited(Ino ino, const std::string& name, const std:
       return record(EINVAL, ino,
                     fmt::format("{}: the file holds {} bytes but shape {} of {} needs {} (or an empty file)", name,
                                 plain->size(), fs::schema_attr_text(next, "shape"), next.dtype.name, need));
-    if (!next.layout_set) choose_layout_by_model(next);
     if (file && file->plain) commit_open_file(ino, *file);
     auto created = md.inode(ino);
     std::shared_ptr<ArrayFile> array;

@@ -67,13 +67,13 @@ nlohmann::json ModelChoice::to_json() const {
     cands.push_back({{"layout", c.layout}, {"cell", c.cell}, {"worst_view", c.worst_view},
                      {"worst_ms", c.worst_ms}, {"views_ms", views}});
   }
-  return {{"layout", layout}, {"cell", cell}, {"worst_ms", worst_ms}, {"candidates", cands}};
+  return {{"layout", layout}, {"cell", cell}, {"worst_ms", worst_ms}, {"priced_shape", priced_shape},
+          {"candidates", cands}};
 }
 
 ModelChoice choose_by_model(const geom::Geometry& geometry, std::span<const std::uint64_t> shape,
                             std::uint32_t itemsize, std::span<const std::uint32_t> order,
                             std::span<const std::uint64_t> fixed_cell) {
-  const auto views = standard_views(shape);
   std::vector<std::vector<std::uint64_t>> cells;
   if (!fixed_cell.empty()) {
     cells.emplace_back(fixed_cell.begin(), fixed_cell.end());
@@ -86,8 +86,34 @@ ModelChoice choose_by_model(const geom::Geometry& geometry, std::span<const std:
     }
   }
   const geom::HostCost host = geometry.host_cost();
+  // Planning a view costs time and memory in the cells it touches: a larger
+  // array is priced on a proxy in its proportions, every dimension halved in
+  // turn (the longest first, never below a candidate's cell) until it holds
+  // at most kMaxPricedBytes.
+  std::vector<std::uint64_t> priced(shape.begin(), shape.end());
+  auto priced_bytes = [&] {
+    long double b = itemsize;
+    for (auto x : priced) b *= static_cast<long double>(x);
+    return b;
+  };
+  std::vector<std::size_t> by_length(priced.size());
+  for (std::size_t d = 0; d < by_length.size(); ++d) by_length[d] = d;
+  std::stable_sort(by_length.begin(), by_length.end(), [&](auto a, auto b) { return priced[a] > priced[b]; });
+  for (bool halved = true; halved && priced_bytes() > static_cast<long double>(kMaxPricedBytes);) {
+    halved = false;
+    for (std::size_t d : by_length) {
+      if (priced_bytes() <= static_cast<long double>(kMaxPricedBytes)) break;
+      std::uint64_t widest_cell = 1;
+      for (const auto& c : cells) widest_cell = std::max(widest_cell, c[d]);
+      if (priced[d] / 2 < widest_cell) continue;
+      priced[d] /= 2;
+      halved = true;
+    }
+  }
+  const auto views = standard_views(priced);
 
   ModelChoice choice;
+  choice.priced_shape = priced;
   choice.worst_ms = std::numeric_limits<double>::infinity();
   std::vector<std::string> skipped;
   for (const char* name : kCandidateLayouts) {
@@ -95,8 +121,7 @@ ModelChoice choose_by_model(const geom::Geometry& geometry, std::span<const std:
       PricedCandidate cand{name, cell, {}, 0, ""};
       try {
         std::vector<std::uint32_t> ord(order.begin(), order.end());
-        auto layout = make_layout(name, geometry,
-                                  CellGrid({shape.begin(), shape.end()}, itemsize, cell, std::move(ord)));
+        auto layout = make_layout(name, geometry, CellGrid(priced, itemsize, cell, std::move(ord)));
         layout->place(allocate_linear(geometry, layout->space(), 0));
         for (const auto& [spelling, sel] : views) {
           IoPlan plan = plan_selection(*layout, sel);
@@ -138,13 +163,16 @@ ModelChoice choose_by_model(const geom::Geometry& geometry, std::span<const std:
     if (c.layout == choice.layout && c.cell == choice.cell) chosen = &c;
   choice.rule = fmt::format(
       "chosen by the volume's model: {} with cell {}, the fastest worst view of {} candidates{} ({} ms, {}){} "
-      "over the three middle slices, beams and a 1/20 box (layout_choice lists them)",
+      "over the three middle slices, beams and a 1/20 box{} (layout_choice lists them)",
       choice.layout, fmt::join(choice.cell, ","), choice.candidates.size(),
       fixed_cell.empty() ? "" : std::string(kGivenCell), ms_text(choice.worst_ms),
       chosen ? chosen->worst_view : "",
       second ? fmt::format("; next best {} with cell {}: {} ms", second->layout, fmt::join(second->cell, ","),
                            ms_text(second->worst_ms))
-             : "");
+             : "",
+      std::equal(priced.begin(), priced.end(), shape.begin(), shape.end())
+          ? ""
+          : fmt::format(" of a proxy of shape {} in the array's proportions", fmt::join(priced, ",")));
   return choice;
 }
 

@@ -48,6 +48,7 @@ struct ModelChoice {
   double worst_ms = 0;
   std::string rule;                         // one line for A@/info "layout_rule"
   std::vector<PricedCandidate> candidates;  // every candidate priced, in the order tried
+  std::vector<std::uint64_t> priced_shape;  // the shape the views were priced on (a proxy of a large array)
   nlohmann::json to_json() const;           // A@/info "layout_choice"
 };
 
@@ -61,6 +62,9 @@ inline constexpr std::string_view kModelRulePrefix = "chosen by the volume's mod
 inline bool cell_chosen_by_model(std::string_view rule) {
   return rule.starts_with(kModelRulePrefix) && rule.find(kGivenCell) == std::string_view::npos;
 }
+
+// Arrays larger than this are priced on a proxy shape (choose_by_model).
+inline constexpr std::uint64_t kMaxPricedBytes = 1ull << 30;
 
 // The standard view mix of an array of `shape`.
 std::vector<std::pair<std::string, Selection>> standard_views(std::span<const std::uint64_t> shape);

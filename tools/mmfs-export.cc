@@ -29,15 +29,6 @@
 #define MMFS_VERSION "unknown"
 #endif
 
-// LeakSanitizer (ASan builds, meson -Dsanitize=true): Debian 12's HDF5 1.10.8
-// H5DSattach_scale (tools/h5/dimension_scales.cc) reads a dataset's
-// DIMENSION_LIST through a variable-length conversion and does not reclaim
-// one of its buffers, about 19 bytes per attached scale. The leak is the
-// library's, and the sanitizer's fast unwinder sees no further than the
-// library's own frames, so the suppression names the library; this hook is
-// read by the sanitizer runtime at exit and is inert in other builds.
-extern "C" __attribute__((used)) const char* __lsan_default_suppressions() { return "leak:libhdf5_serial.so\n"; }
-
 namespace {
 
 using namespace mmfs::h5;

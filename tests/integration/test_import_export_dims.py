@@ -128,6 +128,10 @@ def test_tree_export_round_trip(d, tmp_path):
         np.testing.assert_array_equal(f["Q"][()], data["Q"])
         np.testing.assert_array_equal(f["lat"][()], data["lat"])
         assert scale_names(f, "T") == [["time"], ["lat"], ["lon"]]
+        # CLASS is written fixed-length, as HDF5's conventions have it: HDF5 1.10's H5DSattach_scale
+        # compares a variable-length one by its pointer's bytes and then fails 1 time in 16.
+        assert f["T"].attrs["CLASS"] in ("not structure here", b"not structure here")
+        assert not f["T"].attrs.get_id("CLASS").get_type().is_variable_str()
         assert scale_names(f, "Q") == [["x"]]
         assert f["lat"].is_scale and f["lat"].attrs["units"] == "degrees_north"
         for name, n in (("time", 4), ("lon", 6), ("x", 7)):

@@ -322,6 +322,23 @@ Dataspace space_for(const std::vector<hsize_t>& dims) {
 
 void write_strings(hid_t object, const std::string& name, const std::vector<hsize_t>& dims,
                    const std::vector<std::string>& strings) {
+  // A scalar CLASS is written as HDF5's own conventions write it (H5DS, H5IM,
+  // H5TB): a fixed-length NUL-terminated string. HDF5 1.10.8's
+  // H5DSattach_scale reads a dataset's CLASS into a buffer of the
+  // attribute's storage size and compares it as text: a variable-length
+  // CLASS gives it the bytes of a pointer, so attaching a scale failed
+  // whenever that pointer's lowest byte was zero (and leaked the string).
+  if (name == "CLASS" && dims.empty() && strings.size() == 1) {
+    Datatype fixed(H5Tcopy(H5T_C_S1), "H5Tcopy");
+    check_ok(H5Tset_size(fixed.get(), strings[0].size() + 1), "H5Tset_size");
+    check_ok(H5Tset_strpad(fixed.get(), H5T_STR_NULLTERM), "H5Tset_strpad");
+    check_ok(H5Tset_cset(fixed.get(), H5T_CSET_UTF8), "H5Tset_cset");
+    Dataspace scalar = space_for(dims);
+    Attribute attr(H5Acreate2(object, name.c_str(), fixed.get(), scalar.get(), H5P_DEFAULT, H5P_DEFAULT),
+                   fmt::format("creating attribute '{}'", name));
+    check_ok(H5Awrite(attr.get(), fixed.get(), strings[0].c_str()), fmt::format("writing attribute '{}'", name));
+    return;
+  }
   Datatype type(H5Tcopy(H5T_C_S1), "H5Tcopy");
   check_ok(H5Tset_size(type.get(), H5T_VARIABLE), "H5Tset_size");
   check_ok(H5Tset_cset(type.get(), H5T_CSET_UTF8), "H5Tset_cset");

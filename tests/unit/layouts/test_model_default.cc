@@ -85,3 +85,27 @@ TEST_CASE("model default: on the modeled Atlas disk it beats MultiMap's one-sect
                                  << mm->worst_ms << " ms");
   CHECK(choice.worst_ms <= mm->worst_ms);
 }
+
+TEST_CASE("model default: a large array is priced on a proxy of its proportions, in milliseconds",
+          "[model_default]") {
+  auto g = geom::load_geometry("atlas10k3");
+  const std::vector<std::uint32_t> order{2, 1, 0};
+  const std::vector<std::uint64_t> huge{16384, 16384, 4096};  // 8 TiB of float64
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto choice = layouts::choose_by_model(*g, huge, 8, order);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  WARN("8 TiB array: chose " << choice.layout << " in " << secs << " s on a proxy of "
+                             << choice.priced_shape[0] << "x" << choice.priced_shape[1] << "x"
+                             << choice.priced_shape[2]);
+  long double bytes = 8;
+  for (auto x : choice.priced_shape) bytes *= x;
+  CHECK(bytes <= static_cast<long double>(layouts::kMaxPricedBytes));
+  // The proportions are kept (every side halved in turn, the longest first), the stored cell is the real shape's.
+  CHECK(choice.priced_shape == std::vector<std::uint64_t>{512, 1024, 256});
+  CHECK(choice.rule.find("proxy of shape 512,1024,256") != std::string::npos);
+  CHECK(choice.cell.size() == 3);
+  // An array within the limit is priced on itself.
+  const std::vector<std::uint64_t> small{256, 256, 256};
+  CHECK(layouts::choose_by_model(*g, small, 8, order).priced_shape == small);
+  CHECK(layouts::choose_by_model(*g, small, 8, order).rule.find("proxy") == std::string::npos);
+}
