@@ -2,7 +2,7 @@
 """mmfs-bench python: the mmfs Python package (`mmfs.open`, the xarray engine
 "mmfs", dask over `mmfs.Array`) and the read-only Zarr v3 view (`A@/zarr/`)
 on the real clock with cold caches, beside h5netcdf, zarr-python and
-numpy.memmap reading the same data on the same disk (issue 54).
+numpy.memmap reading the same data on the same disk (docs/python.md).
 
 Setup (in --dir; bench/python_bench_setup.py): an image formatted by
 mkfs.mmfs (--geometry, default atlas10k3 as `mmfs-bench real`), mounted with

@@ -1,4 +1,4 @@
-"""netCDF-4 files written by xarray itself through mmfs and back (issue 54): for each
+"""netCDF-4 files written by xarray itself through mmfs and back (docs/python.md, docs/import-export.md): for each
 Dataset below, written with ``to_netcdf(engine="h5netcdf")``,
 
     A = xr.open_dataset(FILE, engine="h5netcdf")

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 
+#include "fs/array/array_schema.h"
 #include "tools/h5/attributes.h"
 #include "tools/h5/dimension_scales.h"
 #include "tools/h5/h5_walk.h"
@@ -108,17 +109,6 @@ Group open_or_create_group(hid_t file, const std::string& object) {
                fmt::format("creating group {}", object));
 }
 
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t from = 0;
-  for (;;) {
-    const auto comma = text.find(',', from);
-    out.push_back(text.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
-    if (comma == std::string::npos) return out;
-    from = comma + 1;
-  }
-}
-
 }  // namespace
 
 void export_tree(const std::string& dir_arg, const std::string& file_name, const std::string& group,
@@ -182,7 +172,10 @@ void export_tree(const std::string& dir_arg, const std::string& file_name, const
   for (std::size_t i = 0; i < sources.size(); ++i) {
     std::string text;
     if (get_xattr(plan.arrays[i].path, "user.mmfs.dims", &text)) continue;  // an older volume: no names
-    std::vector<std::string> dims = split_commas(text);
+    // Parsed as the daemon parses the attribute (fs/array/array_schema.h).
+    fs::ArraySchema names;
+    if (fs::set_schema_attr(names, "dims", text)) continue;
+    std::vector<std::string> dims = std::move(names.dims);
     if (dims.size() != sources[i].array_shape.size() || are_default_dims(dims)) continue;
     named[plan.arrays[i].group].push_back({plan.arrays[i].name, sources[i].array_shape, std::move(dims)});
   }
