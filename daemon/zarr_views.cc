@@ -44,7 +44,7 @@ std::variant<fs::ViewNode, fs::PathError> Filesystem::resolve_array_view(const s
                     (components[0] == "zarr" || (components[0] == "plan" && components.size() > 1 &&
                                                  components[1] == "zarr"));
   const std::vector<std::uint64_t> chunk = zarr ? natural_chunk(array) : std::vector<std::uint64_t>{};
-  return fs::resolve_view(components, schema.shape, schema.dtype.itemsize, listing, chunk);
+  return fs::resolve_view(components, schema.shape, schema.dtype.itemsize, listing, chunk, schema.copies.size());
 }
 
 nlohmann::json Filesystem::zarr_attributes(Ino ino) const {

@@ -87,7 +87,8 @@ ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::
 }
 
 int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
-                     std::unique_ptr<ArrayState>* out, std::string* message, const std::vector<Extent>* given) {
+                     std::unique_ptr<ArrayState>* out, std::string* message, const std::vector<Extent>* given,
+                     std::uint8_t slot) {
   if (!layout_implemented(schema.layout)) {
     *message = fmt::format("user.mmfs.layout: '{}' is not implemented in this release (use naive, zorder, hilbert, "
                            "multimap, quadrangle, capsule or mloc)", schema.layout);
@@ -127,6 +128,14 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
                              ctx.allocator.free_sectors() * ctx.geometry.sector_size() >> 20);
       return r;
     }
+  } else if (slot != 0) {
+    const auto stored = ctx.metadata.store().get(keys::copy_extents(ino, slot));
+    auto decoded = stored ? decode_extents(*stored) : std::nullopt;
+    if (!decoded) {
+      *message = fmt::format("the extent map of copy slot {} is missing or does not decode", slot);
+      return EUCLEAN;
+    }
+    extents = std::move(*decoded);
   } else {
     extents = ctx.metadata.extents(ino);
   }
@@ -143,10 +152,12 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
                                                 ctx.geometry.sector_size(), schema.checksum_block);
   try {
     const bool fresh = allocate || given;
-    CellChecksums sums = fresh ? CellChecksums::fresh(ino, cells, 'c', blocks)
-                               : CellChecksums(ctx.metadata.store(), ino, cells, 'c', blocks);
-    CellChecksums alt = fresh ? CellChecksums::fresh(ino, cells, 'a', blocks)
-                              : CellChecksums(ctx.metadata.store(), ino, cells, 'a', blocks);
+    const char sum_table = slot ? keys::kCopyChecksumTable : keys::kChecksumTable;
+    const char alt_table = slot ? keys::kCopyAltChecksumTable : keys::kAltChecksumTable;
+    CellChecksums sums = fresh ? CellChecksums::fresh(ino, cells, sum_table, blocks, slot)
+                               : CellChecksums(ctx.metadata.store(), ino, cells, sum_table, blocks, slot);
+    CellChecksums alt = fresh ? CellChecksums::fresh(ino, cells, alt_table, blocks, slot)
+                              : CellChecksums(ctx.metadata.store(), ino, cells, alt_table, blocks, slot);
     *out = std::make_unique<ArrayState>(std::move(layout), std::move(sums), std::move(alt), ctx.io);
   } catch (const std::bad_alloc&) {
     // The checksum tables (8 bytes per cell in memory) do not fit: give the space back.
@@ -185,10 +196,14 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
     placement = cell_placement(std::move(state), ctx.geometry);
   }
   std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, ino, schema, std::move(placement)));
+  bool behind = false;
   {
     std::unique_lock lock(a->mu_);
     if (int r = a->load_index_locked(message)) return r;
+    if (int r = a->open_copies_locked(message)) return r;
+    for (const ArrayCopy& c : a->copies_) behind = behind || !c.current();
   }
+  if (behind) a->kick_catch_up();  // a crash or an unmount left copies behind
   *out = std::move(a);
   return 0;
 }
@@ -233,7 +248,14 @@ ArraySchema placed_schema(const ArrayContext& ctx, const ArraySchema& schema) {
 
 int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySchema& requested, PlainFile* source,
                       std::shared_ptr<ArrayFile>* out, std::string* message) {
-  const ArraySchema schema = placed_schema(ctx, requested);
+  // Copies are built from the placed data by a second commit (change_copies_locked).
+  ArraySchema schema = placed_schema(ctx, requested);
+  const std::vector<CopySpec> copies = std::move(schema.copies);
+  schema.copies.clear();
+  if (is_mloc(schema) && !copies.empty()) {
+    *message = "copies of an mloc array are not implemented in this release (give the array another layout)";
+    return ENOTSUP;
+  }
   if (is_mloc(schema) && (source == nullptr || source->size() == 0)) {
     // Nothing to place: an empty image (no space) until the first write.
     MlocParams params;
@@ -320,6 +342,15 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
     std::unique_lock lock(a->mu_);
     if (int e = a->load_index_locked(message)) return e;
   }
+  if (r == 0 && !copies.empty()) {
+    std::unique_lock lock(a->mu_);
+    ArraySchema with = a->schema_;
+    with.copies = copies;
+    if (int e = a->change_copies_locked(with, false, message)) {
+      *out = std::move(a);  // the array stands, without its copies
+      return e;
+    }
+  }
   *out = std::move(a);
   return -r;  // applied; a failed sync is still an error for the caller
 }
@@ -354,6 +385,8 @@ int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_on
   if (retired_) return 0;
   if (has_dirty_locked()) {
     if (int r = index_before_write_back_locked(message)) return r;
+    // Copies the write-back leaves behind are recorded first (a crash after it must not let them serve).
+    if (int r = record_copies_locked(message)) return r;
     std::uint64_t bad = 0;
     auto make_durable = [&](WriteBatch& alternatives) {
       if (int r = ctx_.metadata.apply(alternatives, {})) return r;
@@ -400,7 +433,11 @@ int ArrayFile::flush_periodic(std::string* message) {
   const bool writing = now != periodic_generation_;
   periodic_generation_ = now;
   const ArrayState* cells = cells_locked();
-  return flush_locked(false, message, writing && cells && !index_ && keep_incomplete(*cells));
+  const int r = flush_locked(false, message, writing && cells && !index_ && keep_incomplete(*cells));
+  // Idle since the last period: the copies catch up.
+  if (!writing && std::any_of(copies_.begin(), copies_.end(), [](const ArrayCopy& c) { return !c.current(); }))
+    kick_catch_up();
+  return r;
 }
 
 int ArrayFile::settle(std::string* message) {
@@ -408,7 +445,10 @@ int ArrayFile::settle(std::string* message) {
   std::unique_lock lock(mu_);
   if (retired_) return 0;
   if (is_mloc(schema_) && cells_locked()) return seal_locked(schema_, message);
-  return flush_locked(true, message);
+  const int r = flush_locked(true, message);
+  // The primary is durable: the copies catch up after it.
+  if (std::any_of(copies_.begin(), copies_.end(), [](const ArrayCopy& c) { return !c.current(); })) kick_catch_up();
+  return r;
 }
 
 int ArrayFile::mloc_params_of(const ArraySchema& schema, MlocParams* out, std::string* message) const {
@@ -569,6 +609,7 @@ int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
   ArrayState& cells = *writable_cells_locked();
   cells.write_bytes(offset, data, length);
   note_write_locked(offset, data, length);
+  note_copies_write_locked(offset, length);
   ++generation_;
   // Without an index (whose delta reads the rows it notes back from the
   // device), the cells a writer has not finished stay dirty.
@@ -612,6 +653,7 @@ int ArrayFile::zero(std::string* message) {
   WriteBatch batch;
   cells.sums().stage(batch);
   cells.alternatives().stage(batch);
+  clear_copies_locked(batch);
   std::vector<Extent> dropped;
   std::unique_ptr<ArrayIndex> fresh;
   if (index_) {  // every element is zero again: so is the index
@@ -659,17 +701,54 @@ int ArrayFile::copy_into_locked(ArrayState& fresh, std::string* message) {
   return 0;
 }
 
-int ArrayFile::change_schema(const ArraySchema& next, std::string* message) {
+namespace {
+// The same copies in the same order (slots aside).
+bool same_copies(const std::vector<CopySpec>& a, const std::vector<CopySpec>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const CopySpec& x, const CopySpec& y) { return x.same_placement(y); });
+}
+}  // namespace
+
+int ArrayFile::change_schema(const ArraySchema& requested, std::string* message) {
   std::unique_lock lock(mu_);
   if (retired_) {
     *message = "the array file was removed";
     return ESTALE;
   }
   bool data = holds_data_locked();
-  if (data && (next.shape != schema_.shape || next.dtype != schema_.dtype)) {
+  if (data && (requested.shape != schema_.shape || requested.dtype != schema_.dtype)) {
     *message = "shape and dtype are frozen once the array holds data (truncate it to 0 first, or make a new file)";
     return EBUSY;
   }
+  if (is_mloc(requested) && !requested.copies.empty()) {
+    *message = "copies of an mloc array are not implemented in this release (remove user.mmfs.copies first, or "
+               "give the array another layout)";
+    return ENOTSUP;
+  }
+  if (!same_copies(requested.copies, schema_.copies)) {
+    // The daemon sets one attribute at a time: a change of the list changes nothing else.
+    ArraySchema next = schema_;
+    next.copies = requested.copies;
+    return change_copies_locked(next, false, message);
+  }
+  ArraySchema next = requested;
+  // A new grid (shape or dtype, before any data) cannot keep the copies' cells: they are dropped and built again.
+  std::vector<CopySpec> rebuild;
+  if (!schema_.copies.empty() && (next.shape != schema_.shape || next.dtype != schema_.dtype)) {
+    ArraySchema bare = schema_;
+    bare.copies.clear();
+    if (int r = change_copies_locked(bare, false, message)) return r;
+    rebuild = next.copies;
+    next.copies.clear();
+  }
+  const int r = change_placement_locked(next, data, message);
+  if (r != 0 || rebuild.empty()) return r;
+  ArraySchema with = schema_;
+  with.copies = rebuild;
+  return change_copies_locked(with, false, message);
+}
+
+int ArrayFile::change_placement_locked(const ArraySchema& next, bool data, std::string* message) {
   bool placement = next.shape != schema_.shape || next.dtype != schema_.dtype || next.layout != schema_.layout ||
                    next.order != schema_.order || next.cell != schema_.cell || next.basic_cube != schema_.basic_cube;
   if (placement && schema_.table_part) {
@@ -770,6 +849,7 @@ void ArrayFile::retire_if(const std::function<bool()>& remove) {
   if (retired_ || !remove()) return;
   retired_ = true;
   if (ArrayState* cells = writable_cells_locked()) cells->clear();
+  for (ArrayCopy& c : copies_) c.placement->cells()->clear();
   ++generation_;
   reader_.clear();
 }

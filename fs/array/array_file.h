@@ -14,6 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <shared_mutex>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include <roaring/roaring.hh>
 
 #include "fs/array/array_index.h"
 #include "fs/array/array_schema.h"
@@ -63,12 +67,27 @@ struct QueryCost {
   std::vector<geom::Request> index_trace;  // the index's device requests
 };
 
+// An extra copy of an array (user.mmfs.copies, fs/array/array_file_copies.cc):
+// the same elements in another placement, kept in step with the primary.
+struct ArrayCopy {
+  CopySpec spec;
+  ArraySchema schema;  // as placed (copy_schema with the volume's checksum block)
+  std::unique_ptr<Placement> placement;
+  // The copy's cells whose bytes lag the primary's: never read until caught
+  // up. The store's record (keys::copy_record) holds at least these once the
+  // primary's write-back that made them lag is durable.
+  Roaring behind;
+  bool unrecorded = false;  // `behind` has cells the record lacks
+  bool current() const { return behind.isEmpty(); }
+};
+
 // `schema` as the volume places it: with the volume's checksum block
 // (fs/meta/cell_checksums.h). mloc images keep checksums of their own pieces.
 ArraySchema placed_schema(const ArrayContext& ctx, const ArraySchema& schema);
 
 class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayFile> {
  public:
+  ~ArrayFile() override;
   // The xattr record holding the schema (outside the user namespace, so no
   // client can name it).
   static constexpr std::string_view kSchemaXattr = "mmfs.schema";
@@ -164,9 +183,14 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   void retire_if(const std::function<bool()>& remove);
   bool retired() const;
 
-  // Stops prefetching and waits for the loads in flight (before the volume
-  // goes away at unmount: they use its device).
+  // Stops prefetching and the copies' catch-up, and waits for the loads in
+  // flight (before the volume goes away at unmount: they use its device).
   void quiesce();
+  // Copies (fs/array/array_file_copies.cc): starts catching up the copies
+  // that lag in the background, unless that runs already.
+  void kick_catch_up();
+  // Catches every copy up now (returns when each is current and durable).
+  int catch_up(std::string* message);
   // Waits for the background loads in flight, without stopping new ones.
   void wait_for_prefetches();
 
@@ -238,15 +262,48 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // The placement of `schema`: on the stored extents, on newly allocated
   // ones (`allocate`), or on `given` ones the caller allocated and still owns
   // (fresh checksums, as for allocate).
+  // `slot`: an extra copy's placement (its extents and checksum tables).
   static int build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
                    std::unique_ptr<ArrayState>* out, std::string* message,
-                   const std::vector<Extent>* given = nullptr);
+                   const std::vector<Extent>* given = nullptr, std::uint8_t slot = 0);
   // Copies the array's bytes (from whichever placement holds them) into `fresh`, written back.
   int copy_into_locked(ArrayState& fresh, std::string* message);
+  // change_schema once the copies are settled: the record, the index, or a new placement.
+  int change_placement_locked(const ArraySchema& next, bool data, std::string* message);
   // The non-mloc part of change_schema: `next` on fresh extents, the data copied when `data`.
   int relayout_locked(const ArraySchema& next, bool data, std::string* message);
   // complete_only: write back only the complete dirty cells (ArrayState::write_back).
   int flush_locked(bool durable, std::string* message, bool complete_only = false);
+
+  // Copies (fs/array/array_file_copies.cc).
+  // At open: each copy of schema_ on its stored extents, with its record of cells behind.
+  int open_copies_locked(std::string* message);
+  // Makes `next.copies` the array's copies: keeps those whose placement is
+  // unchanged (all are rebuilt when `rebuild` says the grid changed), builds
+  // the new ones from the data and drops the others, in one commit with
+  // `next` as the schema record. Returns when durable.
+  int change_copies_locked(const ArraySchema& next, bool rebuild, std::string* message);
+  // The copies' cells that the C-order bytes [offset, offset+length) lie in lag.
+  void note_copies_write_locked(std::uint64_t offset, std::size_t length);
+  // Before the primary's write-back: the record of cells behind, durable.
+  int record_copies_locked(std::string* message);
+  void stage_copies_record_locked(WriteBatch& batch);
+  // Catches copy `k` (1-based) up on at most about `budget` bytes of its
+  // cells; `whole`: until it is current.
+  int catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, std::string* message);
+  // Every copy's cells back to unwritten (truncate to 0), staged into `batch`.
+  void clear_copies_locked(WriteBatch& batch);
+  // The placement `k` names (0: the primary; 1..: copies_[k-1]).
+  Placement& placement_at(std::uint32_t k) const { return k == 0 ? *placement_ : *copies_[k - 1].placement; }
+  // The placement that reads `selection` cheapest under the volume's model
+  // (the primary or a current copy), and its chunk size.
+  std::uint32_t serving_locked(const layouts::Selection& selection, const std::string& spelling,
+                               std::uint64_t* budget) const;
+  // The model's time per element of a chunk from the middle of a view read
+  // through placement `k` in chunks of `budget` bytes.
+  double chunk_cost_locked(std::uint32_t k, const layouts::Selection& selection, std::uint64_t budget) const;
+  void catch_up_worker();
+  void stop_catch_up();
 
   // The placement behind reads. Every array but a sealed mloc one has cells;
   // a sealed mloc array has only its image, and its first write unpacks the
@@ -287,14 +344,15 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   void replace_placement_locked(std::unique_ptr<Placement> next);
 
   // The view's size, and its chunking, under the placement lock; sets
-  // view->chunk_bytes when it is 0.
+  // view->chunk_bytes (and view->served) when it is 0.
   std::uint64_t view_chunking(DataView* view, std::unique_ptr<layouts::SelectionChunks>* out) const;
   // The size of the chunks a view of `selection` is read in
   // (layouts::choose_chunk_budget, priced by the volume's model on a chunk
   // from the middle of the view): a layout's runs grow with the cell layers
   // a chunk spans, as a 2^k-aligned block of a Hilbert or Z-order grid is
   // one run. Remembered per view spelling and placement.
-  std::uint64_t chunk_bytes_locked(const layouts::Selection& selection, const std::string& spelling) const;
+  std::uint64_t chunk_bytes_locked(const layouts::Selection& selection, const std::string& spelling,
+                                   std::uint32_t k = 0) const;
   // ChunkSource: chunk `index` of `view` from whichever placement holds it
   // (dirty cells written back first), PLoD applied.
   int load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message,
@@ -336,11 +394,28 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   mutable std::mutex budget_mu_;
   mutable std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> chunk_budgets_;
   std::atomic<std::uint64_t> placement_epoch_{0};
+  // The placement chosen to serve each view spelling (serving_locked), for
+  // the placement epoch and set of current copies it was chosen under.
+  struct ServingChoice {
+    std::uint64_t epoch = 0;
+    std::uint32_t current = 0;
+    std::uint32_t copy = 0;
+    std::uint64_t budget = 0;
+  };
+  mutable std::map<std::string, ServingChoice> serving_cache_;  // guarded by budget_mu_
   // A@/info's layout_choice (the model's prices of every candidate), computed
   // at the first info of the schema it is for (choice_key_, its record).
   mutable std::mutex choice_mu_;
   mutable std::string choice_key_;
   mutable nlohmann::json choice_json_;
+
+  // Extra copies (guarded by mu_), and their background catch-up.
+  std::vector<ArrayCopy> copies_;
+  std::string catch_up_error_;  // guarded by mu_: why the last catch-up failed (A@/info)
+  std::mutex catch_up_mu_;
+  std::thread catch_up_thread_;  // guarded by catch_up_mu_
+  bool catch_up_running_ = false;
+  bool catch_up_stopped_ = false;
 
   // Last: destroyed first, its worker done with the members above.
   std::unique_ptr<WriteBehind> write_behind_;

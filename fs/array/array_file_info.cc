@@ -11,6 +11,7 @@
 
 #include "fs/array/array_file_internal.h"
 #include "fs/array/array_layout.h"
+#include "fs/array/copy_spec.h"
 #include "layouts/capsule.h"
 #include "layouts/default_layout.h"
 #include "layouts/model_default.h"
@@ -84,8 +85,32 @@ nlohmann::json ArrayFile::info() const {
   j["bytes"] = bytes_.load();
   std::uint64_t sectors = 0;
   for (const Extent& e : placement_->extents()) sectors += e.sectors;
+  std::uint64_t copy_bytes = 0;
+  for (const ArrayCopy& c : copies_) copy_bytes += c.placement->device_bytes();
   j["device_bytes"] = {{"data", sectors * ctx_.geometry.sector_size()},
-                       {"index", index_ ? index_->device_bytes() : 0}};
+                       {"index", index_ ? index_->device_bytes() : 0},
+                       {"copies", copy_bytes}};
+  if (!copies_.empty()) {
+    // Each copy: its placement, whether it serves views, and its space.
+    nlohmann::json list = nlohmann::json::array();
+    for (std::size_t i = 0; i < copies_.size(); ++i) {
+      const ArrayCopy& c = copies_[i];
+      const CellGrid& cg = c.placement->grid();
+      nlohmann::json one = {{"copy", i + 1},
+                            {"layout", c.spec.layout},
+                            {"spec", copies_text({c.spec})},
+                            {"order", cg.order()},
+                            {"cell", cg.cell()},
+                            {"state", c.current() ? "current" : "behind"},
+                            {"cells_behind", c.behind.cardinality()},
+                            {"device_bytes", c.placement->device_bytes()},
+                            {"extents", c.placement->extents().size()}};
+      c.placement->describe(&one);
+      list.push_back(std::move(one));
+    }
+    j["copies"] = std::move(list);
+    if (!catch_up_error_.empty()) j["copies_error"] = catch_up_error_;
+  }
   if (!index_damage_.empty()) j["index_detail"] = {{"damaged", index_damage_}};
   if (index_) {
     const auto& h = index_->header();
@@ -111,36 +136,72 @@ nlohmann::json ArrayFile::info() const {
   return j;
 }
 
+namespace {
+
+// The plan of the reads a view's read makes through one placement: one per
+// chunk it is read in (load_chunk plans ch.selection(c), a single chunk
+// included), issued one after another; one plan of the whole selection
+// would join requests no read ever joins.
+void plan_through(const Placement& placement, const DataView& view, std::uint64_t budget,
+                  const geom::Geometry& geometry, nlohmann::json* out) {
+  if (!placement.chunks_by_model()) {
+    const layouts::IoPlan p = placement.modeled_plan(view.selection, view.plod_bytes);
+    const geom::HostCost host = geometry.host_cost();
+    *out = p.to_json();
+    add_host_time(host, p.modeled_ms, layouts::modeled_read_ms({&p, 1}, host), out);
+    return;
+  }
+  const layouts::SelectionChunks ch(view.selection, placement.grid(), budget);
+  std::vector<layouts::IoPlan> parts;
+  parts.reserve(ch.count());
+  for (std::uint64_t c = 0; c < ch.count(); ++c) parts.push_back(placement.modeled_plan(ch.selection(c), 0));
+  const double read_ms = layouts::modeled_read_ms(parts, geometry.host_cost());
+  const layouts::IoPlan all = layouts::concatenate_plans(std::move(parts));
+  *out = all.to_json();
+  add_host_time(geometry.host_cost(), all.modeled_ms, read_ms, out);
+  (*out)["chunks"] = ch.count();
+  (*out)["chunk_bytes"] = budget;
+}
+
+}  // namespace
+
 int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* message) const {
   std::shared_lock lock(mu_);
   try {
-    if (!placement_->chunks_by_model()) {
-      const layouts::IoPlan p = placement_->modeled_plan(view.selection, view.plod_bytes);
-      const geom::HostCost host = ctx_.geometry.host_cost();
-      *out = p.to_json();
-      add_host_time(host, p.modeled_ms, layouts::modeled_read_ms({&p, 1}, host), out);
-      return 0;
+    std::uint32_t served = 0;
+    std::uint64_t budget = 0;
+    if (view.copy >= 0) {
+      if (std::size_t(view.copy) > copies_.size()) {
+        *message = fmt::format("copy {} does not exist (the array has {} copies)", view.copy, copies_.size());
+        return ENOENT;
+      }
+      served = std::uint32_t(view.copy);
+      budget = chunk_bytes_locked(view.selection, view.spelling, served);
+    } else {
+      served = serving_locked(view.selection, view.spelling, &budget);
     }
-    // The plan of the reads this view's read makes: one per chunk it is read
-    // in (load_chunk plans ch.selection(c), a single chunk included), issued
-    // one after another; one plan of the whole selection would join requests
-    // no read ever joins.
-    const std::uint64_t budget = chunk_bytes_locked(view.selection, view.spelling);
-    const layouts::SelectionChunks ch(view.selection, grid_locked(), budget);
-    std::vector<layouts::IoPlan> parts;
-    parts.reserve(ch.count());
-    for (std::uint64_t c = 0; c < ch.count(); ++c) parts.push_back(placement_->modeled_plan(ch.selection(c), 0));
-    const double read_ms = layouts::modeled_read_ms(parts, ctx_.geometry.host_cost());
-    const layouts::IoPlan all = layouts::concatenate_plans(std::move(parts));
-    *out = all.to_json();
-    add_host_time(ctx_.geometry.host_cost(), all.modeled_ms, read_ms, out);
-    (*out)["chunks"] = ch.count();
-    (*out)["chunk_bytes"] = budget;
+    plan_through(placement_at(served), view, budget, ctx_.geometry, out);
+    if (copies_.empty()) return 0;
+    // Which placement serves the view, and what each would cost.
+    (*out)["served_by"] = served;
+    nlohmann::json all = nlohmann::json::array();
+    for (std::uint32_t k = 0; k <= copies_.size(); ++k) {
+      nlohmann::json one;
+      if (k == served) one = *out;
+      else plan_through(placement_at(k), view, chunk_bytes_locked(view.selection, view.spelling, k), ctx_.geometry,
+                        &one);
+      all.push_back({{"copy", k},
+                     {"layout", k == 0 ? schema_.layout : copies_[k - 1].spec.layout},
+                     {"state", k == 0 || copies_[k - 1].current() ? "current" : "behind"},
+                     {"requests", one["requests"]},
+                     {"modeled_ms", one["modeled_ms"]}});
+    }
+    (*out)["copies"] = std::move(all);
+    return 0;
   } catch (const std::exception& e) {
     *message = fmt::format("planning {} failed: {}", view.spelling, e.what());
     return EINVAL;
   }
-  return 0;
 }
 
 int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out, std::string* message) const {

@@ -36,32 +36,43 @@ constexpr double kChunkGain = 0.9;
 
 std::uint64_t ArrayFile::view_chunking(DataView* view, std::unique_ptr<layouts::SelectionChunks>* out) const {
   std::shared_lock lock(mu_);
-  if (view->chunk_bytes == 0) view->chunk_bytes = chunk_bytes_locked(view->selection, view->spelling);
-  *out = std::make_unique<layouts::SelectionChunks>(view->selection, grid_locked(), view->chunk_bytes);
+  if (view->chunk_bytes == 0) {
+    if (view->copy >= 0) {  // A@/copy/K@: that placement only (load_chunk refuses a K that is gone)
+      view->served = std::uint32_t(view->copy) <= copies_.size() ? std::uint32_t(view->copy) : 0;
+      view->chunk_bytes = chunk_bytes_locked(view->selection, view->spelling, view->served);
+    } else {
+      view->served = serving_locked(view->selection, view->spelling, &view->chunk_bytes);
+    }
+  }
+  const std::uint32_t k = view->served <= copies_.size() ? view->served : 0;
+  *out = std::make_unique<layouts::SelectionChunks>(view->selection, placement_at(k).grid(), view->chunk_bytes);
   return view->bytes(grid_locked().itemsize());
 }
 
-std::uint64_t ArrayFile::chunk_bytes_locked(const Selection& selection, const std::string& spelling) const {
+std::uint64_t ArrayFile::chunk_bytes_locked(const Selection& selection, const std::string& spelling,
+                                            std::uint32_t k) const {
+  const Placement& placement = placement_at(k);
   const std::uint64_t base = ctx_.chunk_bytes;
-  const std::uint64_t total = selection.elements() * grid_locked().itemsize();
-  if (!placement_->chunks_by_model() || total <= base) return base;
+  const std::uint64_t total = selection.elements() * placement.grid().itemsize();
+  if (!placement.chunks_by_model() || total <= base) return base;
   const std::uint64_t epoch = placement_epoch_.load();
+  const std::string key = k == 0 ? spelling : fmt::format("{}#{}", spelling, k);
   {
     std::lock_guard lock(budget_mu_);
-    auto it = chunk_budgets_.find(spelling);
+    auto it = chunk_budgets_.find(key);
     if (it != chunk_budgets_.end() && it->second.first == epoch) return it->second.second;
   }
   // The model's time per byte of a chunk from the middle of the view.
   auto cost = [&](std::uint64_t budget) {
-    const layouts::SelectionChunks ch(selection, grid_locked(), budget);
+    const layouts::SelectionChunks ch(selection, placement.grid(), budget);
     const Selection part = ch.selection(ch.count() / 2);
-    const layouts::IoPlan p = placement_->modeled_plan(part, 0);
+    const layouts::IoPlan p = placement.modeled_plan(part, 0);
     return p.modeled_ms / double(std::max<std::uint64_t>(1, part.elements()));
   };
   const std::uint64_t best = layouts::choose_chunk_budget(base, ctx_.max_chunk_scale, total, kChunkGain, cost);
   std::lock_guard lock(budget_mu_);
   if (chunk_budgets_.size() >= 256) chunk_budgets_.clear();  // views come and go; choosing again is cheap
-  chunk_budgets_[spelling] = {epoch, best};
+  chunk_budgets_[key] = {epoch, best};
   return best;
 }
 
@@ -117,15 +128,48 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
       if (int r = flush_locked(false, message)) return r;
     }
   }
+  // A@/copy/K@ reads copy K only: caught up first if it lags.
+  if (view.copy > 0) {
+    std::shared_lock lock(mu_);
+    if (std::size_t(view.copy) > copies_.size()) {
+      *message = fmt::format("copy {} does not exist (the array has {} cop{})", view.copy, copies_.size(),
+                             copies_.size() == 1 ? "y" : "ies");
+      return ENOENT;
+    }
+    if (!copies_[view.copy - 1].current()) {
+      lock.unlock();
+      std::unique_lock ex(mu_);
+      if (std::size_t(view.copy) <= copies_.size())
+        if (int r = catch_up_locked(std::size_t(view.copy), 0, true, message)) return r;
+    }
+  }
   std::shared_lock lock(mu_);
-  const std::uint64_t budget = view.chunk_bytes ? view.chunk_bytes : chunk_bytes_locked(view.selection, view.spelling);
-  layouts::SelectionChunks ch(view.selection, grid_locked(), budget);
+  if (view.served > copies_.size() || (view.copy >= 0 && std::size_t(view.copy) > copies_.size())) {
+    *message = "the array's copies changed during the read: read again";
+    return EAGAIN;
+  }
+  const Placement& cut = placement_at(view.served);
+  const std::uint64_t budget =
+      view.chunk_bytes ? view.chunk_bytes : chunk_bytes_locked(view.selection, view.spelling, view.served);
+  layouts::SelectionChunks ch(view.selection, cut.grid(), budget);
   Selection part = ch.selection(index);
   std::uint64_t bytes = part.elements() * grid_locked().itemsize();
   *out = AlignedBuffer(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
   const bool once = ch.count() == 1;  // no later piece of this view wants the same chunks
-  if (int r = read_selection_locked(part, view.plod_bytes, out->data(), nullptr, message, device_done, nullptr, once))
+  // The chunk's boundaries are the serving copy's; its bytes come from the
+  // primary when that copy has fallen behind since (a write in between).
+  std::uint32_t from = view.served;
+  if (view.copy < 0 && from > 0 && !copies_[from - 1].current()) from = 0;
+  if (view.copy > 0 && !copies_[view.copy - 1].current()) {
+    *message = fmt::format("copy {} fell behind during the read: read again", view.copy);
+    return EAGAIN;
+  }
+  std::uint64_t ignored = 0;
+  if (int r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, device_done,
+                                                nullptr, once)) {
+    if (from > 0) *message = fmt::format("copy {}: {}", from, *message);
     return r;
+  }
   if (view.plod_bytes != 0)
     layouts::apply_plod({out->data(), bytes}, grid_locked().itemsize(), schema_.dtype.name == "float64", view.plod_bytes);
   return 0;
@@ -133,7 +177,10 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
 
 ChunkStats ArrayFile::chunk_stats() const { return reader_.stats(); }
 
-void ArrayFile::quiesce() { reader_.quiesce(); }
+void ArrayFile::quiesce() {
+  reader_.quiesce();
+  stop_catch_up();
+}
 
 void ArrayFile::wait_for_prefetches() { reader_.wait_for_prefetches(); }
 

@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "fs/array/copy_spec.h"
+
 namespace mmfs::fs {
 
 namespace {
@@ -43,7 +45,7 @@ constexpr std::array<string_view, 7> kLayouts{"naive",    "zorder",  "hilbert", 
 constexpr std::array<string_view, 7> kIndexes{"none", "e1", "bn", "range", "interval", "re", "ie"};
 
 // Position in schema_attr_names(); the switch statements below rely on it.
-enum class Field { shape, dtype, layout, order, cell, basic_cube, priority, chunk, compress, index, bins, dims };
+enum class Field { shape, dtype, layout, order, cell, basic_cube, priority, chunk, compress, index, bins, dims, copies };
 
 std::optional<Field> field_of(string_view name) {
   const auto& names = schema_attr_names();
@@ -195,6 +197,7 @@ string_view what_of(Field f) {
     case Field::index: return "an index";
     case Field::bins: return "a binning";
     case Field::dims: return "a list of dimension names";
+    case Field::copies: return "a list of copies";
   }
   return "";
 }
@@ -229,6 +232,9 @@ std::string accepted_of(Field f, std::size_t rank) {
     case Field::dims:
       return "one name per dimension separated by commas, each a letter or '_' then letters, digits or '_' "
              "(at most 64 characters), no two alike (e.g. time,lat,lon)";
+    case Field::copies:
+      return "none, or LAYOUT[:KEY=VALUE...] separated by ';' (KEY: order cell basic_cube priority chunk "
+             "compress), e.g. naive:order=2,1,0;hilbert:cell=16,16,4";
   }
   return "";
 }
@@ -334,6 +340,12 @@ SchemaResult parse_field(ArraySchema& s, Field f, string_view value) {
     s.dims = std::move(names);
     return {};
   }
+  if (f == Field::copies) {
+    std::vector<CopySpec> copies;
+    if (auto r = parse_copies(s, value, &copies)) return r;
+    s.copies = std::move(copies);
+    return {};
+  }
   if (f == Field::dtype) {
     auto d = parse_dtype(value);
     if (!d) return malformed(f, value);
@@ -389,7 +401,7 @@ SchemaResult check_cross(const ArraySchema& s, std::optional<Field> focus) {
     }
   }
 
-  if (s.shape.empty()) return {};
+  if (s.shape.empty()) return check_copies(s);
   for (auto f : {Field::cell, Field::chunk}) {
     auto v = dims_of(s, f);
     for (std::size_t d = 0; d < v.size(); ++d) {
@@ -417,7 +429,7 @@ SchemaResult check_cross(const ArraySchema& s, std::optional<Field> focus) {
                                    "in 64 bits",
                                    attr(Field::shape), join(s.shape), s.dtype.name));
   }
-  return {};
+  return check_copies(s);
 }
 
 SchemaResult unknown_name(string_view name) {
@@ -429,6 +441,12 @@ SchemaResult unknown_name(string_view name) {
 
 // Reads one JSON field into `s` (canonicalized); false if it has the wrong type.
 bool decode_field(ArraySchema& s, Field f, const nlohmann::json& v) {
+  if (f == Field::copies) {
+    auto copies = decode_copies(v);
+    if (!copies) return false;
+    s.copies = std::move(*copies);
+    return true;
+  }
   if (f == Field::dims) {
     if (!v.is_array()) return false;
     std::vector<std::string> names;
@@ -489,7 +507,8 @@ std::optional<Dtype> parse_dtype(string_view text) {
 const std::vector<std::string>& schema_attr_names() {
   static const std::vector<std::string> names{"shape",    "dtype",      "layout", "order",
                                               "cell",     "basic_cube", "priority", "chunk",
-                                              "compress", "index",      "bins",   "dims"};
+                                              "compress", "index",      "bins",   "dims",
+                                              "copies"};
   return names;
 }
 
@@ -537,6 +556,7 @@ SchemaResult reset_schema_attr(ArraySchema& schema, string_view name) {
     case Field::index: candidate.index = defaults.index; break;
     case Field::bins: candidate.bins.clear(); break;
     case Field::dims: candidate.dims.clear(); break;
+    case Field::copies: candidate.copies.clear(); break;
     case Field::shape: break;
   }
   if (auto r = check_cross(candidate, f)) return r;
@@ -607,6 +627,7 @@ std::string schema_attr_text(const ArraySchema& s, string_view name) {
       if (!s.bins.empty()) return s.bins;
       return s.dtype.kind == 'f' ? "100" : "exact";
     case Field::dims: return join_names(dim_names(s));
+    case Field::copies: return copies_text(s.copies);
   }
   return "";
 }
@@ -626,6 +647,7 @@ std::string encode_schema(const ArraySchema& s) {
   if (s.checksum_block != 0) j["checksum_block"] = s.checksum_block;
   // Only when set: a record without it reads as before, in older releases too.
   if (!s.dims.empty()) j["dims"] = s.dims;
+  if (!s.copies.empty()) j["copies"] = encode_copies(s.copies);
   if (s.layout_set) j["layout_set"] = true;
   if (!s.layout_rule.empty()) j["layout_rule"] = s.layout_rule;
   // replace: a hand-built schema with stray bytes must not make encoding throw.

@@ -29,7 +29,7 @@ std::optional<Dtype> parse_dtype(std::string_view text);
 
 inline constexpr std::string_view kSchemaPrefix = "user.mmfs.";
 // Schema attribute names without the prefix, in display order:
-// shape dtype layout order cell basic_cube priority chunk compress index bins
+// shape dtype layout order cell basic_cube priority chunk compress index bins dims copies
 const std::vector<std::string>& schema_attr_names();
 bool is_schema_attr(std::string_view name);  // name without prefix
 // Layout names of docs/reference.md §4: naive zorder hilbert multimap quadrangle capsule mloc.
@@ -47,6 +47,30 @@ struct TablePart {
   bool operator==(const TablePart&) const = default;
 };
 
+// One extra placement of an array (user.mmfs.copies, fs/array/copy_spec.h):
+// a layout with its own placement attributes (empty: the layout's choice).
+struct CopySpec {
+  std::string layout;
+  std::vector<std::uint32_t> order;
+  std::vector<std::uint64_t> cell;
+  std::vector<std::uint64_t> basic_cube;
+  std::string priority = "V-M-S";
+  std::vector<std::uint64_t> chunk;
+  std::string compress = "none";
+  // Not an attribute: which keys of the store hold the copy (fs/meta/keys.h),
+  // 1..255, kept while the copy is, whatever its position in the list.
+  std::uint8_t slot = 0;
+  // The same placement (every field but the slot).
+  bool same_placement(const CopySpec& o) const {
+    return layout == o.layout && order == o.order && cell == o.cell && basic_cube == o.basic_cube &&
+           priority == o.priority && chunk == o.chunk && compress == o.compress;
+  }
+  bool operator==(const CopySpec&) const = default;
+};
+
+// At most this many extra copies.
+inline constexpr std::size_t kMaxCopies = 8;
+
 struct ArraySchema {
   std::vector<std::uint64_t> shape;       // empty: not (yet) an array
   Dtype dtype{"float64", 8, 'f'};
@@ -60,6 +84,7 @@ struct ArraySchema {
   std::string index = "none";             // none e1 bn range interval re ie
   std::string bins;                       // empty: default ("exact" for integer dtypes, "100" for floats)
   std::vector<std::string> dims;          // dimension names; empty: dim_0, dim_1, ... (no effect on placement)
+  std::vector<CopySpec> copies;           // extra placements of the same elements (empty: none)
   std::optional<TablePart> table_part;    // an attribute of a table in capsules (layout capsule, 1-D)
   // Not an attribute: the bytes of a cell each data checksum covers (a
   // multiple of the sector size), set when the array is placed

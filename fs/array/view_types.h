@@ -33,6 +33,13 @@ struct DataView {
   // both are boxes of step 1 without fixed dimensions, `within` holding this
   // one, no PLoD.
   std::shared_ptr<const DataView> within = nullptr;
+  // The placement the view is read through: -1 the cheapest current one
+  // (the primary or a copy, ArrayFile::serving_locked), K >= 0 copy K only
+  // (A@/copy/K@/..., 0 = the primary).
+  int copy = -1;
+  // The placement whose grid cuts the view into chunks (set with
+  // chunk_bytes by ArrayFile::view_chunking; part of a chunk's cache key).
+  std::uint32_t served = 0;
   // Size of the view's bytes: selection.elements() * itemsize (PLoD views
   // keep whole elements, with the dropped bytes filled).
   std::uint64_t bytes(std::uint32_t itemsize) const { return selection.elements() * itemsize; }

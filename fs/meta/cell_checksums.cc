@@ -48,16 +48,19 @@ bool all_zero(std::span<const std::byte> bytes) {
 }
 }  // namespace
 
-CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells, char tag, ChecksumBlocks blocks)
-    : ino_(ino), tag_(tag), blocks_(blocks), store_(&store) {
+CellChecksums::CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells, char tag, ChecksumBlocks blocks,
+                             std::uint8_t slot)
+    : ino_(ino), tag_(tag), slot_(slot), blocks_(blocks), store_(&store) {
   entries_ = cells * blocks.per_cell;
   reset(util::div_up(entries_, kCellsPerRecord), false);
   // Which records exist, without reading them: copying a 2 GiB array's
   // 2 MiB table into fresh memory was most of its first open (about 1 ms of
   // page faults on this VM) and a beam reads a handful of its records.
-  store.scan(keys::checksum_prefix(ino, tag), [&](std::string_view k, std::string_view) {
+  store.scan(keys::checksum_table_prefix(ino, tag, slot), [&](std::string_view k, std::string_view) {
     const auto parsed = keys::parse(k);
-    if (!parsed || (parsed->kind != keys::Kind::Checksums && parsed->kind != keys::Kind::AltChecksums)) return true;
+    if (!parsed || (parsed->kind != keys::Kind::Checksums && parsed->kind != keys::Kind::AltChecksums &&
+                    parsed->kind != keys::Kind::CopyChecksums && parsed->kind != keys::Kind::CopyAltChecksums))
+      return true;
     const std::uint64_t r = parsed->record;
     if (r >= dirty_.size()) return true;  // past the table (records of a longer one are not ours to read)
     records_[r].store(unloaded(), std::memory_order_relaxed);
@@ -92,7 +95,7 @@ const std::uint32_t* CellChecksums::load(std::uint64_t r) const {
   std::lock_guard lock(*load_mu_);
   if (const std::uint32_t* p = records_[r].load(std::memory_order_acquire); p != unloaded()) return p;  // another reader's
   const std::uint32_t* p = zeros();
-  if (auto v = store_->get(keys::checksum_record(ino_, r, tag_))) {
+  if (auto v = store_->get(keys::checksum_record(ino_, r, tag_, slot_))) {
     const std::uint64_t first = r * kCellsPerRecord;
     const std::uint64_t n = std::min<std::uint64_t>(v->size() / 4, entries_ - first);
     auto page = std::make_unique<std::uint32_t[]>(kCellsPerRecord);
@@ -186,24 +189,25 @@ void CellChecksums::stage(WriteBatch& batch) {
       // A record of zeros reads as its absence: none is kept (a new array's
       // tables and an alternatives' table between rewrites cost nothing to
       // store or to load).
-      batch.del(keys::checksum_record(ino_, r, tag_));
+      batch.del(keys::checksum_record(ino_, r, tag_, slot_));
       continue;
     }
     std::string v(4 * n, '\0');
     for (std::uint64_t i = 0; i < n; ++i) util::put_le32(v.data() + 4 * i, entry(first + i));
-    batch.put(keys::checksum_record(ino_, r, tag_), std::move(v));
+    batch.put(keys::checksum_record(ino_, r, tag_, slot_), std::move(v));
   }
 }
 
-void CellChecksums::stage_removal(const MetaStore& store, Ino ino, WriteBatch& batch, char tag) {
-  store.scan(keys::checksum_prefix(ino, tag), [&](std::string_view k, std::string_view) {
+void CellChecksums::stage_removal(const MetaStore& store, Ino ino, WriteBatch& batch, char tag, std::uint8_t slot) {
+  store.scan(keys::checksum_table_prefix(ino, tag, slot), [&](std::string_view k, std::string_view) {
     batch.del(std::string(k));
     return true;
   });
 }
 
-CellChecksums CellChecksums::fresh(Ino ino, std::uint64_t cells, char tag, ChecksumBlocks blocks) {
-  CellChecksums t(ino, tag, blocks);
+CellChecksums CellChecksums::fresh(Ino ino, std::uint64_t cells, char tag, ChecksumBlocks blocks,
+                                   std::uint8_t slot) {
+  CellChecksums t(ino, tag, blocks, slot);
   t.entries_ = cells * blocks.per_cell;
   t.reset(util::div_up(t.entries_, kCellsPerRecord), true);
   return t;

@@ -62,20 +62,23 @@ class CellChecksums {
   // The table of array `ino` with `cells` cells in the store. `tag` names
   // the table (the letter of its keys, fs/meta/keys.h): 'c' the checksums of
   // the committed contents, 'a' the alternatives of cells being rewritten in
-  // place (see ArrayState).
+  // place (see ArrayState); an extra copy's tables are 'k' and 'j' with
+  // its `slot` (1..255) in their keys.
   // `blocks`: how each cell is checksummed (one entry per block). A record
   // is read from the store when an entry of it is first used, so an array's
   // first open reads none (a beam needs a few of the 512 records of a 2 GiB
   // array): the store must outlive the table. Only this table writes its
   // records while it is in use.
-  CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells, char tag = 'c', ChecksumBlocks blocks = {});
+  CellChecksums(const MetaStore& store, Ino ino, std::uint64_t cells, char tag = 'c', ChecksumBlocks blocks = {},
+                std::uint8_t slot = 0);
 
   // Reads every stored record now: the table no longer needs the store.
   void load_all();
 
   // A new, all-unwritten table for `cells` cells whose every record is dirty,
   // so stage() writes it in full (a new placement replacing the old table).
-  static CellChecksums fresh(Ino ino, std::uint64_t cells, char tag = 'c', ChecksumBlocks blocks = {});
+  static CellChecksums fresh(Ino ino, std::uint64_t cells, char tag = 'c', ChecksumBlocks blocks = {},
+                             std::uint8_t slot = 0);
   // Grows or shrinks the table (plain files: one checksum per block, so one
   // per "cell"); the
   // records that change become dirty. Records past a shrunk end must be
@@ -121,10 +124,12 @@ class CellChecksums {
   // Puts every dirty record into `batch` (commit it with the data's metadata).
   void stage(WriteBatch& batch);
   // Deletes every record of the array (with the array's removal).
-  static void stage_removal(const MetaStore& store, Ino ino, WriteBatch& batch, char tag = 'c');
+  static void stage_removal(const MetaStore& store, Ino ino, WriteBatch& batch, char tag = 'c',
+                            std::uint8_t slot = 0);
 
  private:
-  CellChecksums(Ino ino, char tag, ChecksumBlocks blocks) : ino_(ino), tag_(tag), blocks_(blocks) {}
+  CellChecksums(Ino ino, char tag, ChecksumBlocks blocks, std::uint8_t slot)
+      : ino_(ino), tag_(tag), slot_(slot), blocks_(blocks) {}
   // A record's entries: kCellsPerRecord values (those past the table's end are 0).
   const std::uint32_t* record(std::uint64_t r) const {
     const std::uint32_t* p = records_[r].load(std::memory_order_acquire);
@@ -140,6 +145,7 @@ class CellChecksums {
 
   Ino ino_;
   char tag_ = 'c';
+  std::uint8_t slot_ = 0;
   ChecksumBlocks blocks_;
   const MetaStore* store_ = nullptr;  // where records not yet read are (null: none are)
   bool recorded_ = false;             // some entry was nonzero in the store or has been set since

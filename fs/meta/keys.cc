@@ -26,8 +26,13 @@ std::string extents(Ino ino) { return filed('e', ino); }
 std::string checksum_prefix(Ino ino, char table) { return filed(table, ino); }
 std::string checksum_prefix(Ino ino) { return checksum_prefix(ino, kChecksumTable); }
 std::string alt_checksum_prefix(Ino ino) { return checksum_prefix(ino, kAltChecksumTable); }
-std::string checksum_record(Ino ino, std::uint64_t record, char table) {
+std::string checksum_table_prefix(Ino ino, char table, std::uint8_t slot) {
   std::string k = checksum_prefix(ino, table);
+  if (is_copy_table(table)) k.push_back(char(slot));
+  return k;
+}
+std::string checksum_record(Ino ino, std::uint64_t record, char table, std::uint8_t slot) {
+  std::string k = checksum_table_prefix(ino, table, slot);
   util::append_be64(k, record);
   return k;
 }
@@ -38,6 +43,8 @@ std::string index_pending(Ino ino) { return index_prefix(ino) + "p"; }
 std::string index_extents(Ino ino) { return extents(ino) + "i"; }
 std::string mloc_extents(Ino ino) { return extents(ino) + "m"; }
 std::string mloc_record(Ino ino) { return xattr(ino, "mmfs.mloc"); }
+std::string copy_extents(Ino ino, std::uint8_t slot) { return extents(ino) + "k" + char(slot); }
+std::string copy_record(Ino ino) { return xattr(ino, "mmfs.copies"); }
 
 std::string_view scan_prefix(Kind kind) {
   switch (kind) {
@@ -46,9 +53,12 @@ std::string_view scan_prefix(Kind kind) {
     case Kind::Xattr: return "x/";
     case Kind::Extents:
     case Kind::IndexExtents:
-    case Kind::MlocExtents: return "e/";
+    case Kind::MlocExtents:
+    case Kind::CopyExtents: return "e/";
     case Kind::Checksums: return "c/";
     case Kind::AltChecksums: return "a/";
+    case Kind::CopyChecksums: return "k/";
+    case Kind::CopyAltChecksums: return "j/";
     case Kind::IndexRecord:
     case Kind::IndexPending: return "q/";
     case Kind::NextIno: return "n";
@@ -86,13 +96,23 @@ std::optional<Key> parse(std::string_view key) {
       if (rest.empty()) k.kind = Kind::Extents;
       else if (rest == "i") k.kind = Kind::IndexExtents;
       else if (rest == "m") k.kind = Kind::MlocExtents;
-      else return std::nullopt;
+      else if (rest.size() == 2 && rest[0] == 'k' && rest[1] != '\0') {
+        k.kind = Kind::CopyExtents;
+        k.slot = std::uint8_t(rest[1]);
+      } else return std::nullopt;
       return k;
     case kChecksumTable:
     case kAltChecksumTable:
       if (rest.size() != 8) return std::nullopt;
       k.kind = key[0] == kChecksumTable ? Kind::Checksums : Kind::AltChecksums;
       k.record = util::get_be64(rest.data());
+      return k;
+    case kCopyChecksumTable:
+    case kCopyAltChecksumTable:
+      if (rest.size() != 9 || rest[0] == '\0') return std::nullopt;
+      k.kind = key[0] == kCopyChecksumTable ? Kind::CopyChecksums : Kind::CopyAltChecksums;
+      k.slot = std::uint8_t(rest[0]);
+      k.record = util::get_be64(rest.data() + 1);
       return k;
     case 'q':
       if (rest.empty()) k.kind = Kind::IndexRecord;

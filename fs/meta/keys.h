@@ -9,8 +9,11 @@
 //   e/<ino>              Extents        the file's extent map
 //   e/<ino>i             IndexExtents   the bitmap index's extent map
 //   e/<ino>m             MlocExtents    the mloc image's extent map
+//   e/<ino>k<slot>       CopyExtents    the extent map of an extra copy (slot: 1 byte, 1..255)
 //   c/<ino><record>      Checksums      a cell checksum record (record: 8 bytes, big-endian)
 //   a/<ino><record>      AltChecksums   a record of checksums of cells being rewritten in place
+//   k/<ino><slot><record>  CopyChecksums     a copy's cell checksum record
+//   j/<ino><slot><record>  CopyAltChecksums  a copy's record of checksums of cells being rewritten
 //   q/<ino>              IndexRecord    the bitmap index's record
 //   q/<ino>p             IndexPending   the marker of an index that may lag its data
 //   n                    NextIno        the inode counter
@@ -34,8 +37,11 @@ enum class Kind : std::uint8_t {
   Extents,
   IndexExtents,
   MlocExtents,
+  CopyExtents,
   Checksums,
   AltChecksums,
+  CopyChecksums,
+  CopyAltChecksums,
   IndexRecord,
   IndexPending,
   NextIno,
@@ -45,6 +51,13 @@ enum class Kind : std::uint8_t {
 // the committed contents' and the alternatives' of cells being rewritten.
 inline constexpr char kChecksumTable = 'c';
 inline constexpr char kAltChecksumTable = 'a';
+// The same two tables of an array's extra copies (user.mmfs.copies), whose
+// keys carry the copy's slot after the inode.
+inline constexpr char kCopyChecksumTable = 'k';
+inline constexpr char kCopyAltChecksumTable = 'j';
+inline constexpr bool is_copy_table(char table) {
+  return table == kCopyChecksumTable || table == kCopyAltChecksumTable;
+}
 
 // Building.
 std::string inode(Ino ino);
@@ -54,7 +67,11 @@ std::string xattr(Ino ino, std::string_view name);
 std::string xattr_prefix(Ino ino);
 std::string extents(Ino ino);
 // Cell checksum records of a table (kChecksumTable, kAltChecksumTable).
-std::string checksum_record(Ino ino, std::uint64_t record, char table = kChecksumTable);
+// `slot`: a copy table's copy (ignored for the primary's tables).
+std::string checksum_record(Ino ino, std::uint64_t record, char table = kChecksumTable, std::uint8_t slot = 0);
+// Every key of one table: of a copy table, of the copy `slot` only.
+std::string checksum_table_prefix(Ino ino, char table, std::uint8_t slot);
+// Every key of `table` filed under `ino` (of a copy table: every copy's).
 std::string checksum_prefix(Ino ino, char table);
 std::string checksum_prefix(Ino ino);      // the committed contents' table
 std::string alt_checksum_prefix(Ino ino);  // checksums of cells being rewritten in place
@@ -70,6 +87,11 @@ std::string index_extents(Ino ino);
 // record outside the user namespace.
 std::string mloc_extents(Ino ino);
 std::string mloc_record(Ino ino);
+// An array's extra copies (fs/array/array_copies.h): the extent map of the
+// copy in `slot`, and the record of the cells each copy has not caught up
+// on (an xattr record outside the user namespace).
+std::string copy_extents(Ino ino, std::uint8_t slot);
+std::string copy_record(Ino ino);
 
 // Scanning: the prefix every key of `kind` begins with. Kinds of one letter
 // share it: a scan of scan_prefix(Kind::Extents) visits every extent map
@@ -81,7 +103,8 @@ std::string_view scan_prefix(Kind kind);
 struct Key {
   Kind kind = Kind::Inode;
   Ino ino = 0;               // the inode it is filed under (a dirent's: the parent); NextIno: 0
-  std::uint64_t record = 0;  // Checksums, AltChecksums: the record number
+  std::uint64_t record = 0;  // Checksums, AltChecksums (and the copies'): the record number
+  std::uint8_t slot = 0;     // CopyExtents, CopyChecksums, CopyAltChecksums: the copy's slot (1..255)
   std::string_view name;     // Dirent, Xattr: the name (a view into the parsed key)
   bool operator==(const Key&) const = default;
 };

@@ -240,13 +240,19 @@ int Metadata::remove_inode(Ino ino, WriteBatch& b, std::vector<Extent>& dropped)
   b.del(keys::inode(ino));
   b.del(keys::extents(ino));
   for (const Extent& e : extents(ino)) dropped.push_back(e);
-  // The array's bitmap index and mloc image go with it.
+  // The array's bitmap index, mloc image and extra copies go with it.
   for (const std::string& key : {keys::index_extents(ino), keys::mloc_extents(ino)})
     if (auto v = store_.get(key)) {
       b.del(key);
       if (auto xs = decode_extents(*v))
         for (const Extent& e : *xs) dropped.push_back(e);
     }
+  store_.scan(keys::extents(ino) + "k", [&](std::string_view k, std::string_view v) {
+    b.del(std::string(k));
+    if (auto xs = decode_extents(v))
+      for (const Extent& e : *xs) dropped.push_back(e);
+    return true;
+  });
   store_.scan(keys::index_prefix(ino), [&](std::string_view k, std::string_view) {
     b.del(std::string(k));
     return true;
@@ -255,7 +261,9 @@ int Metadata::remove_inode(Ino ino, WriteBatch& b, std::vector<Extent>& dropped)
     b.del(std::string(k));
     return true;
   });
-  for (const std::string& prefix : {keys::checksum_prefix(ino), keys::alt_checksum_prefix(ino)})
+  for (const std::string& prefix :
+       {keys::checksum_prefix(ino), keys::alt_checksum_prefix(ino),
+        keys::checksum_prefix(ino, keys::kCopyChecksumTable), keys::checksum_prefix(ino, keys::kCopyAltChecksumTable)})
     store_.scan(prefix, [&](std::string_view k, std::string_view) {
       b.del(std::string(k));
       return true;

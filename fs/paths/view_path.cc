@@ -110,12 +110,18 @@ std::string joined(std::span<const std::string> components, std::size_t count) {
 class Walker {
  public:
   Walker(std::span<const std::string> c, std::span<const std::uint64_t> shape, std::uint32_t itemsize,
-         bool with_listing, std::span<const std::uint64_t> natural_chunk)
-      : c_(c), shape_(shape), itemsize_(itemsize), with_listing_(with_listing), natural_(natural_chunk) {}
+         bool with_listing, std::span<const std::uint64_t> natural_chunk, std::size_t copies)
+      : c_(c), shape_(shape), itemsize_(itemsize), with_listing_(with_listing), natural_(natural_chunk),
+        copies_(copies) {}
 
   std::variant<ViewNode, PathError> top() {
-    if (c_.empty()) return dir(names(kTopListing));
+    if (c_.empty()) {
+      std::vector<std::string> listing = names(kTopListing);
+      if (copies_ > 0) listing.push_back("copy");
+      return dir(std::move(listing));
+    }
     const std::string& name = c_[0];
+    if (name == "copy") return copy();
     if (name == "info") {
       if (auto e = file_end(1)) return *e;
       ViewNode n;
@@ -137,11 +143,60 @@ class Walker {
                                        joined(c_, 2), next));
     }
     return error(ENOENT, fmt::format("'{}' is not a view of an array; accepted: info, slice, box, plod, query, "
-                                     "lbn, plan, zarr",
-                                     name));
+                                     "lbn, plan, zarr{}",
+                                     name, copies_ > 0 ? ", copy" : ""));
   }
 
  private:
+  // copy, copy/K (the whole array through copy K), copy/K@ and the data
+  // views under it, read through copy K only.
+  std::variant<ViewNode, PathError> copy() const {
+    if (c_.size() == 1) {
+      std::vector<std::string> listing = listed(0, copies_ + 1);
+      std::vector<std::string> at = listed(0, copies_ + 1, "@");
+      listing.insert(listing.end(), at.begin(), at.end());
+      return dir(std::move(listing));
+    }
+    std::string_view k_text = c_[1];
+    const bool views = !k_text.empty() && k_text.back() == '@';
+    if (views) k_text.remove_suffix(1);
+    const std::string accepted =
+        fmt::format("K or K@ with 0 <= K <= {} (0: the primary placement; 1..: user.mmfs.copies in order)", copies_);
+    std::uint64_t k = 0;
+    if (auto e = number(k_text, k, fmt::format("'{}': copy number", joined(c_, 2)), accepted)) return *e;
+    if (k > copies_)
+      return error(ERANGE, fmt::format("'{}': copy {} is out of range: the array has {} cop{}; accepted: {}",
+                                       joined(c_, 2), k, copies_, copies_ == 1 ? "y" : "ies", accepted));
+    if (!views) {
+      if (auto e = file_end(2))
+        return error(e->error, fmt::format("{}; the views of copy/{} are under copy/{}@ (e.g. copy/{}@/slice/0/0)",
+                                           e->message, k, k, k));
+      ViewNode n = data_file(Selection::all(shape_), 0, fmt::format("copy/{}", k), false);
+      n.data->copy = int(k);
+      return n;
+    }
+    if (c_.size() == 2) return dir({"slice", "box", "plod"});
+    const std::string& next = c_[2];
+    if (next != "slice" && next != "box" && next != "plod")
+      return error(ENOENT, fmt::format("'{}': '{}' cannot follow a copy; accepted: slice, box, plod (queries are "
+                                       "answered from the primary: A@/query/...)",
+                                       joined(c_, 3), next));
+    const Walker sub(c_.subspan(2), shape_, itemsize_, with_listing_, natural_, copies_);
+    auto resolved = sub.data_tree(0, false);
+    if (auto* e = std::get_if<PathError>(&resolved))
+      return error(e->error, fmt::format("copy/{}@/{}", k, e->message));
+    ViewNode n = std::move(std::get<ViewNode>(resolved));
+    if (n.query)
+      return error(ENOENT, fmt::format("'{}': queries are answered from the primary (A@/query/...), not through a "
+                                       "copy",
+                                       joined(c_, c_.size())));
+    if (n.data) {
+      n.data->copy = int(k);
+      n.data->spelling = fmt::format("copy/{}@/{}", k, n.data->spelling);
+    }
+    return n;
+  }
+
   // "first" .. "first+count-1", each + suffix; nothing when no listing is wanted.
   std::vector<std::string> listed(std::uint64_t first, std::uint64_t count, std::string_view suffix = {}) const {
     return with_listing_ ? numbers(first, count, suffix) : std::vector<std::string>{};
@@ -422,14 +477,16 @@ class Walker {
   std::uint32_t itemsize_;
   bool with_listing_;
   std::span<const std::uint64_t> natural_;
+  std::size_t copies_ = 0;
 };
 
 }  // namespace
 
 std::variant<ViewNode, PathError> resolve_view(std::span<const std::string> components,
                                                std::span<const std::uint64_t> shape, std::uint32_t itemsize,
-                                               bool with_listing, std::span<const std::uint64_t> natural_chunk) {
-  return Walker(components, shape, itemsize, with_listing, natural_chunk).top();
+                                               bool with_listing, std::span<const std::uint64_t> natural_chunk,
+                                               std::size_t copies) {
+  return Walker(components, shape, itemsize, with_listing, natural_chunk, copies).top();
 }
 
 std::variant<ViewNode, PathError> resolve_table_view(std::span<const std::string> c, std::uint64_t records,

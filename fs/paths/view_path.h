@@ -44,6 +44,11 @@
 //                       array a Data view (its box), at an edge ZarrChunk:
 //                       the box padded with zeros to the chunk shape
 //   plan/zarr/.../c/I0/...   Plan of the chunk's box
+//   copy                Dir (with `copies` > 0 only in A@'s listing): 0 .. N, 0@ .. N@
+//   copy/K              File (Data): the whole array read through copy K only
+//                       (0 = the primary, 1..N = user.mmfs.copies in order)
+//   copy/K@             Dir: slice box plod
+//   copy/K@/slice/..., copy/K@/box/SEL, copy/K@/plod/...   as without copy/K@, through copy K
 //
 // Errors: an unknown name ENOENT; a malformed number, selector or condition
 // EINVAL (a condition's message names the position of the problem); an
@@ -120,7 +125,8 @@ std::variant<ViewNode, PathError> resolve_table_view(std::span<const std::string
 std::variant<ViewNode, PathError> resolve_view(std::span<const std::string> components,
                                                std::span<const std::uint64_t> shape, std::uint32_t itemsize,
                                                bool with_listing = true,
-                                               std::span<const std::uint64_t> natural_chunk = {});
+                                               std::span<const std::uint64_t> natural_chunk = {},
+                                               std::size_t copies = 0);
 
 // A box selector (one path component): comma-separated items, exactly one
 // per dimension, numpy basic indexing without negative indices:

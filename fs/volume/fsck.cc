@@ -48,7 +48,7 @@ FsckReport check_volume(Volume& vol, bool repair) {
   // 3. Every record.
   std::map<Ino, Inode> inodes;
   std::vector<Dirent> dirents;
-  std::set<Ino> xattr_owners, extent_owners, checksum_owners, alt_owners, index_owners, mloc_owners;
+  std::set<Ino> xattr_owners, extent_owners, checksum_owners, alt_owners, index_owners, mloc_owners, copy_owners;
   std::uint64_t next_ino = 0;
   store.scan("", [&](std::string_view key, std::string_view value) {
     const std::string k(key);
@@ -93,6 +93,17 @@ FsckReport check_volume(Volume& vol, bool repair) {
         mloc_owners.insert(ino);
         if (!decode_extents(value))
           problem(fmt::format("the mloc image extent map of inode {} does not decode", ino), false);
+        break;
+      case keys::Kind::CopyExtents:
+        copy_owners.insert(ino);
+        if (!decode_extents(value))
+          problem(fmt::format("the extent map of copy slot {} of inode {} does not decode", parsed->slot, ino), false);
+        break;
+      case keys::Kind::CopyChecksums:
+      case keys::Kind::CopyAltChecksums:
+        copy_owners.insert(ino);
+        if (value.empty() || value.size() % 4)
+          problem(fmt::format("a copy's checksum record of inode {} is malformed", ino), false);
         break;
       case keys::Kind::IndexRecord:
       case keys::Kind::IndexPending: index_owners.insert(ino); break;
@@ -221,6 +232,16 @@ FsckReport check_volume(Volume& vol, bool repair) {
         fix.del(std::string(k));
         return true;
       });
+    }
+  for (Ino ino : copy_owners)
+    if (!inodes.count(ino) || removed.count(ino)) {
+      problem(fmt::format("extra copies of missing inode {}", ino), true);
+      for (const std::string& prefix : {keys::extents(ino) + "k", keys::checksum_prefix(ino, keys::kCopyChecksumTable),
+                                        keys::checksum_prefix(ino, keys::kCopyAltChecksumTable)})
+        store.scan(prefix, [&](std::string_view k, std::string_view) {
+          fix.del(std::string(k));
+          return true;
+        });
     }
   for (Ino ino : mloc_owners)
     if (!inodes.count(ino) || removed.count(ino)) {

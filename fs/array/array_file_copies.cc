@@ -1,0 +1,528 @@
+// An array's extra copies (user.mmfs.copies; docs/on-disk-format.md,
+// "Copies"): building and dropping them in one commit, which copy serves a
+// view, and how a copy catches up on the primary's writes.
+//
+// A write reaches the primary as before; the copies' cells it lands in are
+// noted as behind. Before the primary's write-back puts those bytes on the
+// device, the record of cells behind is made durable, so after a crash at
+// any moment every copy cell that may differ from the primary is in the
+// record. A copy with any cell behind serves no view; the catch-up (in the
+// background after fsync, the last close or an idle spell; at once for a
+// read of A@/copy/K@) reads the primary's bytes of the lagging cells, writes
+// them into the copy as any write-back does (alternatives first, so a crash
+// tears no cell) and commits the copy's checksums with the smaller record.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "fs/array/array_file.h"
+#include "fs/array/array_file_internal.h"
+#include "fs/array/copy_spec.h"
+#include "layouts/selection_chunks.h"
+#include "util/coding.h"
+
+namespace mmfs::fs {
+
+using layouts::CellGrid;
+using layouts::DimRange;
+using layouts::Selection;
+using detail::is_mloc;
+
+namespace {
+
+// The catch-up works in steps of about this many bytes, the lock released between them.
+constexpr std::uint64_t kCatchUpStep = 64ull << 20;
+
+// Boxes (one step-1 DimRange per dimension) that together hold exactly the
+// C-order elements [lo, hi) of an array of `shape`.
+void range_boxes(std::span<const std::uint64_t> shape, std::uint64_t lo, std::uint64_t hi,
+                 const std::function<void(const std::vector<DimRange>&)>& emit) {
+  const std::size_t n = shape.size();
+  std::vector<DimRange> box(n);
+  std::vector<std::uint64_t> stride(n, 1);
+  for (std::size_t d = n - 1; d-- > 0;) stride[d] = stride[d + 1] * shape[d + 1];
+  // [a, b): elements of the sub-array of dimensions d.. (box[0..d) fixed).
+  std::function<void(std::size_t, std::uint64_t, std::uint64_t)> walk = [&](std::size_t d, std::uint64_t a,
+                                                                            std::uint64_t b) {
+    const std::uint64_t st = stride[d];
+    std::uint64_t first = a / st;
+    if (a % st != 0 || b < (first + 1) * st) {  // the first index along d is cut
+      const std::uint64_t end = std::min(b, (first + 1) * st);
+      box[d] = DimRange{first, first + 1, 1, false};
+      walk(d + 1, a - first * st, end - first * st);
+      if (end == b) return;
+      a = end;
+      ++first;
+    }
+    const std::uint64_t full_end = b / st;
+    if (full_end > first) {
+      box[d] = DimRange{first, full_end, 1, false};
+      for (std::size_t e = d + 1; e < n; ++e) box[e] = DimRange{0, shape[e], 1, false};
+      emit(box);
+    }
+    if (b % st != 0) {
+      box[d] = DimRange{full_end, full_end + 1, 1, false};
+      walk(d + 1, 0, b - full_end * st);
+    }
+  };
+  if (lo < hi) walk(0, lo, hi);
+}
+
+// Adds the cells of `g` that `box` touches.
+void add_cells(const CellGrid& g, const std::vector<DimRange>& box, Roaring* out) {
+  const std::size_t n = g.dims();
+  std::vector<std::uint64_t> lo(n), hi(n), at(n);
+  for (std::size_t d = 0; d < n; ++d) {
+    lo[d] = box[d].start / g.cell()[d];
+    hi[d] = (box[d].stop - 1) / g.cell()[d];
+  }
+  at = lo;
+  for (;;) {
+    const std::uint64_t first = g.linear(at);
+    out->addRange(first, first + (hi[n - 1] - lo[n - 1] + 1));
+    std::size_t d = n - 1;
+    while (d-- > 0) {
+      if (++at[d] <= hi[d]) break;
+      at[d] = lo[d];
+    }
+    if (d == std::size_t(-1)) return;
+  }
+}
+
+void coords_of(const CellGrid& g, std::uint64_t linear, std::vector<std::uint64_t>* out) {
+  out->resize(g.dims());
+  for (std::size_t d = g.dims(); d-- > 0;) {
+    (*out)[d] = linear % g.grid()[d];
+    linear /= g.grid()[d];
+  }
+}
+
+// The record of cells behind: per copy with any, its slot (1 byte), the
+// length of its bitmap (4 bytes, little-endian) and CRoaring's portable
+// serialization of its cell numbers.
+std::string encode_behind(const std::vector<ArrayCopy>& copies) {
+  std::string out;
+  for (const ArrayCopy& c : copies) {
+    if (c.behind.isEmpty()) continue;
+    Roaring b = c.behind;
+    b.runOptimize();
+    const std::size_t size = b.getSizeInBytes(true);
+    const std::size_t at = out.size();
+    out.resize(at + 5 + size);
+    out[at] = char(c.spec.slot);
+    util::put_le32(out.data() + at + 1, std::uint32_t(size));
+    b.write(out.data() + at + 5, true);
+  }
+  return out;
+}
+
+bool decode_behind(std::string_view v, std::map<std::uint8_t, Roaring>* out) {
+  while (!v.empty()) {
+    if (v.size() < 5) return false;
+    const std::uint8_t slot = std::uint8_t(v[0]);
+    const std::uint32_t size = util::get_le32(v.data() + 1);
+    if (slot == 0 || v.size() - 5 < size || out->count(slot)) return false;
+    try {
+      Roaring b = Roaring::readSafe(v.data() + 5, size);
+      if (b.getSizeInBytes(true) != size) return false;
+      (*out)[slot] = std::move(b);
+    } catch (const std::exception&) {
+      return false;
+    }
+    v.remove_prefix(5 + size);
+  }
+  return true;
+}
+
+}  // namespace
+
+ArrayFile::~ArrayFile() { stop_catch_up(); }
+
+int ArrayFile::open_copies_locked(std::string* message) {
+  copies_.clear();
+  if (schema_.copies.empty()) return 0;
+  std::map<std::uint8_t, Roaring> behind;
+  if (auto v = ctx_.metadata.store().get(keys::copy_record(ino_)))
+    if (!decode_behind(*v, &behind)) {
+      *message = "the record of the copies' lagging cells does not decode (run mmfsck)";
+      return EUCLEAN;
+    }
+  for (std::size_t i = 0; i < schema_.copies.size(); ++i) {
+    ArrayCopy c;
+    c.spec = schema_.copies[i];
+    c.schema = copy_schema(schema_, i);
+    if (c.spec.slot == 0) {
+      *message = fmt::format("copy {} has no keys in the store (run mmfsck)", i + 1);
+      return EUCLEAN;
+    }
+    std::unique_ptr<ArrayState> state;
+    if (int r = build(ctx_, ino_, c.schema, false, &state, message, nullptr, c.spec.slot)) {
+      *message = fmt::format("copy {} ({}): {}", i + 1, copies_text({c.spec}), *message);
+      return r;
+    }
+    std::uint64_t settled = 0;
+    if (int r = state->settle_torn_rewrites(&settled)) {
+      *message = fmt::format("copy {}: reading the cells a crash interrupted the rewrite of failed", i + 1);
+      return r;
+    }
+    c.placement = cell_placement(std::move(state), ctx_.geometry);
+    if (auto it = behind.find(c.spec.slot); it != behind.end()) c.behind = std::move(it->second);
+    copies_.push_back(std::move(c));
+  }
+  return 0;
+}
+
+void ArrayFile::stage_copies_record_locked(WriteBatch& batch) {
+  const std::string record = encode_behind(copies_);
+  if (record.empty())
+    batch.del(keys::copy_record(ino_));
+  else
+    batch.put(keys::copy_record(ino_), record);
+}
+
+int ArrayFile::record_copies_locked(std::string* message) {
+  if (std::none_of(copies_.begin(), copies_.end(), [](const ArrayCopy& c) { return c.unrecorded; })) return 0;
+  WriteBatch batch;
+  stage_copies_record_locked(batch);
+  if (int r = ctx_.metadata.apply(batch, {})) {
+    *message = "metadata commit failed (the copies' record of cells behind)";
+    return r;
+  }
+  if (int r = ctx_.metadata.sync()) {
+    *message = "metadata sync failed (the copies' record of cells behind)";
+    return r;
+  }
+  for (ArrayCopy& c : copies_) c.unrecorded = false;
+  return 0;
+}
+
+void ArrayFile::note_copies_write_locked(std::uint64_t offset, std::size_t length) {
+  if (copies_.empty() || length == 0) return;
+  const std::uint32_t item = schema_.dtype.itemsize;
+  const std::uint64_t lo = offset / item, hi = (offset + length + item - 1) / item;
+  range_boxes(schema_.shape, lo, hi, [&](const std::vector<DimRange>& box) {
+    for (ArrayCopy& c : copies_) {
+      add_cells(c.placement->grid(), box, &c.behind);
+      c.unrecorded = true;
+    }
+  });
+}
+
+void ArrayFile::clear_copies_locked(WriteBatch& batch) {
+  for (ArrayCopy& c : copies_) {
+    ArrayState& cells = *c.placement->cells();
+    cells.clear();
+    cells.sums().stage(batch);
+    cells.alternatives().stage(batch);
+    c.behind = Roaring();
+    c.unrecorded = false;
+  }
+  if (!copies_.empty()) batch.del(keys::copy_record(ino_));
+}
+
+int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::string* message) {
+  if (!next.copies.empty()) {
+    if (is_mloc(next)) {
+      *message = "copies of an mloc array are not implemented in this release (give the array another layout)";
+      return ENOTSUP;
+    }
+    if (next.table_part) {
+      *message = "the array is an attribute of a table in capsules: it cannot have copies";
+      return EBUSY;
+    }
+    if (grid_locked().cells() >= (1ull << 32)) {
+      *message = "an array of 2^32 cells or more cannot have copies (choose larger cells)";
+      return EFBIG;
+    }
+  }
+  if (int r = flush_locked(false, message)) return r;
+  ArraySchema target = next;
+  {
+    std::vector<CopySpec> current = schema_.copies;
+    if (rebuild)  // none is kept, but their slots are not reused in this commit
+      for (CopySpec& c : current) c.layout.clear();
+    assign_copy_slots(current, &target.copies);
+  }
+  std::vector<ArrayCopy> result;
+  std::vector<Extent> allocated;
+  auto release = [&] {
+    for (const Extent& e : allocated) ctx_.allocator.free(e);
+  };
+  const bool data = holds_data_locked();
+  for (std::size_t i = 0; i < target.copies.size(); ++i) {
+    const CopySpec& spec = target.copies[i];
+    auto kept = std::find_if(copies_.begin(), copies_.end(),
+                             [&](const ArrayCopy& c) { return c.spec.slot == spec.slot; });
+    if (kept != copies_.end()) continue;  // moved over after the commit
+    ArrayCopy c;
+    c.spec = spec;
+    c.schema = placed_schema(ctx_, copy_schema(target, i));
+    if (is_mloc(c.schema)) {
+      release();
+      *message = fmt::format("copy {}: an mloc copy is not implemented in this release (use naive, zorder, "
+                             "hilbert, multimap, quadrangle or capsule)", i + 1);
+      return ENOTSUP;
+    }
+    std::unique_ptr<ArrayState> state;
+    if (int r = build(ctx_, ino_, c.schema, true, &state, message, nullptr, spec.slot)) {
+      release();
+      *message = fmt::format("copy {} ({}): {}", i + 1, copies_text({spec}), *message);
+      return r;
+    }
+    for (const Extent& e : state->layout().extents()) allocated.push_back(e);
+    if (data)
+      if (int r = copy_into_locked(*state, message)) {
+        release();
+        return r;
+      }
+    c.placement = cell_placement(std::move(state), ctx_.geometry);
+    result.push_back(std::move(c));
+  }
+  // The new copies' cells on stable storage before the record that points at them.
+  if (!allocated.empty())
+    if (int r = ctx_.io.flush()) {
+      release();
+      *message = "device flush failed";
+      return r;
+    }
+  WriteBatch batch;
+  std::vector<Extent> dropped;
+  target.checksum_block = schema_.checksum_block;
+  batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(target));
+  for (ArrayCopy& c : result) {
+    ArrayState& cells = *c.placement->cells();
+    batch.put(keys::copy_extents(ino_, c.spec.slot), encode_extents(cells.layout().extents()));
+    cells.sums().stage(batch);
+    cells.alternatives().stage(batch);
+  }
+  for (const ArrayCopy& c : copies_) {
+    const bool kept = std::any_of(target.copies.begin(), target.copies.end(),
+                                  [&](const CopySpec& s) { return s.slot == c.spec.slot; });
+    if (kept) continue;
+    batch.del(keys::copy_extents(ino_, c.spec.slot));
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, keys::kCopyChecksumTable, c.spec.slot);
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, keys::kCopyAltChecksumTable, c.spec.slot);
+    for (const Extent& e : c.placement->extents()) dropped.push_back(e);
+  }
+  // The copies in the order of the list: kept ones moved over, new ones built above.
+  std::vector<ArrayCopy> ordered;
+  for (const CopySpec& spec : target.copies) {
+    auto kept = std::find_if(copies_.begin(), copies_.end(), [&](const ArrayCopy& c) { return c.spec.slot == spec.slot; });
+    auto built = std::find_if(result.begin(), result.end(), [&](const ArrayCopy& c) { return c.spec.slot == spec.slot; });
+    ArrayCopy c = kept != copies_.end() && kept->placement ? std::move(*kept) : std::move(*built);
+    c.spec = spec;
+    ordered.push_back(std::move(c));
+  }
+  // The record names only copies that remain; every cell behind is in it.
+  std::vector<ArrayCopy> previous = std::move(copies_);
+  copies_ = std::move(ordered);
+  stage_copies_record_locked(batch);
+  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+    // Not applied: the old copies stand (give the kept ones back).
+    for (ArrayCopy& c : copies_)
+      for (ArrayCopy& p : previous)
+        if (!p.placement && p.spec.slot == c.spec.slot) p = std::move(c);
+    copies_ = std::move(previous);
+    release();
+    *message = "metadata commit failed";
+    return r;
+  }
+  for (ArrayCopy& c : copies_) c.unrecorded = false;
+  schema_ = target;
+  ++placement_epoch_;
+  if (int r = ctx_.metadata.sync()) {
+    *message = "metadata sync failed";
+    return r;
+  }
+  return 0;
+}
+
+int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, std::string* message) {
+  ArrayCopy& c = copies_.at(k - 1);
+  if (c.current()) return 0;
+  // The primary's bytes on the device, and the record holding every cell behind durable.
+  if (int r = flush_locked(false, message)) return r;
+  ArrayState& cells = *c.placement->cells();
+  const CellGrid& g = cells.grid();
+  const std::size_t n = g.dims();
+  const std::uint32_t item = g.itemsize();
+  const std::uint64_t per_row = g.cells() / g.grid()[0];
+  const std::uint64_t slab_rows =
+      std::max<std::uint64_t>(1, kCatchUpStep / std::max<std::uint64_t>(1, per_row * cells.cell_storage()));
+  std::vector<std::uint64_t> array_stride(n, 1);
+  for (std::size_t d = n - 1; d-- > 0;) array_stride[d] = array_stride[d + 1] * g.shape()[d + 1];
+  AlignedBuffer scratch;
+  std::vector<std::uint64_t> at;
+  std::uint64_t done = 0;
+  while (!c.behind.isEmpty() && (whole || done < budget)) {
+    const std::uint64_t g0 = c.behind.minimum() / per_row;
+    const std::uint64_t g1 = std::min(g.grid()[0], g0 + slab_rows);
+    Roaring slab;
+    slab.addRange(g0 * per_row, g1 * per_row);
+    slab &= c.behind;
+    // The cell-aligned box around the slab's lagging cells.
+    std::vector<std::uint64_t> lo(n, ~std::uint64_t{0}), hi(n, 0);
+    for (auto it = slab.begin(); it != slab.end(); ++it) {
+      coords_of(g, *it, &at);
+      for (std::size_t d = 0; d < n; ++d) {
+        lo[d] = std::min(lo[d], at[d]);
+        hi[d] = std::max(hi[d], at[d]);
+      }
+    }
+    std::vector<DimRange> box(n);
+    bool contiguous = true;  // whole rows of dimension 0: one run of C-order bytes
+    for (std::size_t d = 0; d < n; ++d) {
+      box[d] = DimRange{lo[d] * g.cell()[d], std::min(g.shape()[d], (hi[d] + 1) * g.cell()[d]), 1, false};
+      if (d > 0 && box[d].count() != g.shape()[d]) contiguous = false;
+    }
+    const Selection sel(box);
+    const std::uint64_t bytes = sel.elements() * item;
+    AlignedBuffer buf(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
+    if (int r = read_selection_locked(sel, 0, buf.data(), nullptr, message, {}, &scratch)) return r;
+    if (contiguous) {
+      cells.write_bytes(box[0].start * array_stride[0] * item, buf.data(), bytes);
+    } else {
+      const std::uint64_t row = box[n - 1].count() * item;
+      std::vector<std::uint64_t> idx(n, 0);
+      for (std::uint64_t r = 0, rows = bytes / row; r < rows; ++r) {
+        std::uint64_t element = box[n - 1].start;
+        for (std::size_t d = 0; d + 1 < n; ++d) element += (box[d].start + idx[d]) * array_stride[d];
+        cells.write_bytes(element * item, buf.data() + r * row, row);
+        for (std::size_t d = n - 1; d-- > 0;) {
+          if (++idx[d] < box[d].count()) break;
+          idx[d] = 0;
+        }
+      }
+    }
+    std::uint64_t bad = 0;
+    auto make_durable = [&](WriteBatch& alternatives) {
+      if (int r = ctx_.metadata.apply(alternatives, {})) return r;
+      return ctx_.metadata.sync();
+    };
+    if (int r = cells.write_back(&bad, make_durable)) {
+      *message = r == EIO ? fmt::format("copy {}: {}", k, bad_cell_message(bad)) : "writing a copy's cells failed";
+      return r;
+    }
+    if (int r = ctx_.io.flush()) {
+      *message = "device flush failed";
+      return r;
+    }
+    c.behind -= slab;
+    WriteBatch batch;
+    cells.sums().stage(batch);
+    cells.alternatives().stage(batch);
+    stage_copies_record_locked(batch);
+    if (int r = ctx_.metadata.apply(batch, {})) {
+      c.behind |= slab;
+      *message = "metadata commit failed";
+      return r;
+    }
+    for (ArrayCopy& other : copies_) other.unrecorded = false;
+    done += bytes;
+  }
+  if (c.current()) ++placement_epoch_;  // views may be served by it again
+  return 0;
+}
+
+int ArrayFile::catch_up(std::string* message) {
+  std::unique_lock lock(mu_);
+  for (std::size_t k = 1; k <= copies_.size(); ++k)
+    if (int r = catch_up_locked(k, 0, true, message)) return r;
+  return copies_.empty() ? 0 : ctx_.metadata.sync();
+}
+
+void ArrayFile::kick_catch_up() {
+  std::lock_guard guard(catch_up_mu_);
+  if (catch_up_running_ || catch_up_stopped_) return;
+  if (catch_up_thread_.joinable()) catch_up_thread_.join();  // done: it cleared running last
+  catch_up_running_ = true;
+  catch_up_thread_ = std::thread([this] { catch_up_worker(); });
+}
+
+void ArrayFile::catch_up_worker() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      {
+        std::lock_guard guard(catch_up_mu_);
+        if (catch_up_stopped_) break;
+      }
+      if (retired_) break;
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < copies_.size() && k == 0; ++i)
+        if (!copies_[i].current()) k = i + 1;
+      if (k == 0) break;
+      std::string msg;
+      if (int r = catch_up_locked(k, kCatchUpStep, false, &msg)) {
+        catch_up_error_ = fmt::format("{} (errno {})", msg, r);
+        break;
+      }
+      catch_up_error_.clear();
+    }
+    std::this_thread::yield();  // a writer waiting for the lock gets it between steps
+  }
+  std::lock_guard guard(catch_up_mu_);
+  catch_up_running_ = false;
+}
+
+void ArrayFile::stop_catch_up() {
+  std::thread worker;
+  {
+    std::lock_guard guard(catch_up_mu_);
+    catch_up_stopped_ = true;
+    worker = std::move(catch_up_thread_);
+  }
+  if (worker.joinable()) worker.join();
+}
+
+double ArrayFile::chunk_cost_locked(std::uint32_t k, const Selection& selection, std::uint64_t budget) const {
+  const Placement& p = placement_at(k);
+  const layouts::SelectionChunks ch(selection, p.grid(), budget);
+  const Selection part = ch.selection(ch.count() / 2);
+  const layouts::IoPlan plan = p.modeled_plan(part, 0);
+  const geom::HostCost host = ctx_.geometry.host_cost();
+  const double ms = host.empty() ? plan.modeled_ms : layouts::modeled_read_ms({&plan, 1}, host);
+  return ms / double(std::max<std::uint64_t>(1, part.elements()));
+}
+
+std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::string& spelling,
+                                        std::uint64_t* budget) const {
+  if (copies_.empty()) {
+    *budget = chunk_bytes_locked(selection, spelling, 0);
+    return 0;
+  }
+  std::uint32_t current = 0;  // one bit per current copy
+  for (std::size_t i = 0; i < copies_.size(); ++i)
+    if (copies_[i].current()) current |= 1u << i;
+  const std::uint64_t epoch = placement_epoch_.load();
+  {
+    std::lock_guard lock(budget_mu_);
+    auto it = serving_cache_.find(spelling);
+    if (it != serving_cache_.end() && it->second.epoch == epoch && it->second.current == current) {
+      *budget = it->second.budget;
+      return it->second.copy;
+    }
+  }
+  std::uint32_t best = 0;
+  *budget = chunk_bytes_locked(selection, spelling, 0);
+  double best_cost = chunk_cost_locked(0, selection, *budget);
+  for (std::uint32_t k = 1; k <= copies_.size(); ++k) {
+    if (!copies_[k - 1].current()) continue;
+    const std::uint64_t b = chunk_bytes_locked(selection, spelling, k);
+    const double cost = chunk_cost_locked(k, selection, b);
+    if (cost < best_cost) {
+      best = k;
+      best_cost = cost;
+      *budget = b;
+    }
+  }
+  std::lock_guard lock(budget_mu_);
+  if (serving_cache_.size() >= 256) serving_cache_.clear();
+  serving_cache_[spelling] = ServingChoice{epoch, current, best, *budget};
+  return best;
+}
+
+}  // namespace mmfs::fs
