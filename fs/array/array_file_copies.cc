@@ -21,6 +21,7 @@
 #include "fs/array/array_file.h"
 #include "fs/array/array_file_internal.h"
 #include "fs/array/copy_spec.h"
+#include "layouts/c_order_boxes.h"
 #include "layouts/selection_chunks.h"
 #include "util/coding.h"
 
@@ -35,62 +36,6 @@ namespace {
 
 // The catch-up works in steps of about this many bytes, the lock released between them.
 constexpr std::uint64_t kCatchUpStep = 64ull << 20;
-
-// Boxes (one step-1 DimRange per dimension) that together hold exactly the
-// C-order elements [lo, hi) of an array of `shape`.
-void range_boxes(std::span<const std::uint64_t> shape, std::uint64_t lo, std::uint64_t hi,
-                 const std::function<void(const std::vector<DimRange>&)>& emit) {
-  const std::size_t n = shape.size();
-  std::vector<DimRange> box(n);
-  std::vector<std::uint64_t> stride(n, 1);
-  for (std::size_t d = n - 1; d-- > 0;) stride[d] = stride[d + 1] * shape[d + 1];
-  // [a, b): elements of the sub-array of dimensions d.. (box[0..d) fixed).
-  std::function<void(std::size_t, std::uint64_t, std::uint64_t)> walk = [&](std::size_t d, std::uint64_t a,
-                                                                            std::uint64_t b) {
-    const std::uint64_t st = stride[d];
-    std::uint64_t first = a / st;
-    if (a % st != 0 || b < (first + 1) * st) {  // the first index along d is cut
-      const std::uint64_t end = std::min(b, (first + 1) * st);
-      box[d] = DimRange{first, first + 1, 1, false};
-      walk(d + 1, a - first * st, end - first * st);
-      if (end == b) return;
-      a = end;
-      ++first;
-    }
-    const std::uint64_t full_end = b / st;
-    if (full_end > first) {
-      box[d] = DimRange{first, full_end, 1, false};
-      for (std::size_t e = d + 1; e < n; ++e) box[e] = DimRange{0, shape[e], 1, false};
-      emit(box);
-    }
-    if (b % st != 0) {
-      box[d] = DimRange{full_end, full_end + 1, 1, false};
-      walk(d + 1, 0, b - full_end * st);
-    }
-  };
-  if (lo < hi) walk(0, lo, hi);
-}
-
-// Adds the cells of `g` that `box` touches.
-void add_cells(const CellGrid& g, const std::vector<DimRange>& box, Roaring* out) {
-  const std::size_t n = g.dims();
-  std::vector<std::uint64_t> lo(n), hi(n), at(n);
-  for (std::size_t d = 0; d < n; ++d) {
-    lo[d] = box[d].start / g.cell()[d];
-    hi[d] = (box[d].stop - 1) / g.cell()[d];
-  }
-  at = lo;
-  for (;;) {
-    const std::uint64_t first = g.linear(at);
-    out->addRange(first, first + (hi[n - 1] - lo[n - 1] + 1));
-    std::size_t d = n - 1;
-    while (d-- > 0) {
-      if (++at[d] <= hi[d]) break;
-      at[d] = lo[d];
-    }
-    if (d == std::size_t(-1)) return;
-  }
-}
 
 void coords_of(const CellGrid& g, std::uint64_t linear, std::vector<std::uint64_t>* out) {
   out->resize(g.dims());
@@ -203,9 +148,10 @@ void ArrayFile::note_copies_write_locked(std::uint64_t offset, std::size_t lengt
   if (copies_.empty() || length == 0) return;
   const std::uint32_t item = schema_.dtype.itemsize;
   const std::uint64_t lo = offset / item, hi = (offset + length + item - 1) / item;
-  range_boxes(schema_.shape, lo, hi, [&](const std::vector<DimRange>& box) {
+  layouts::c_order_boxes(schema_.shape, lo, hi, [&](const std::vector<DimRange>& box) {
     for (ArrayCopy& c : copies_) {
-      add_cells(c.placement->grid(), box, &c.behind);
+      layouts::touched_cell_runs(c.placement->grid(), box,
+                                 [&](std::uint64_t first, std::uint64_t count) { c.behind.addRange(first, first + count); });
       c.unrecorded = true;
     }
   });

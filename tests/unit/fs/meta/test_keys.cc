@@ -89,6 +89,44 @@ TEST_CASE("keys: parse gives back the kind and the fields", "[keys]") {
   CHECK(keys::scan_prefix(K::NextIno) == "n");
 }
 
+TEST_CASE("keys: an extra copy's keys carry its slot", "[keys]") {
+  using K = keys::Kind;
+  for (std::uint64_t ino : kInos) {
+    CAPTURE(ino);
+    for (std::uint8_t slot : {std::uint8_t(1), std::uint8_t(7), std::uint8_t(255)}) {
+      CAPTURE(int(slot));
+      const std::string ext = keys::copy_extents(ino, slot);
+      CHECK(ext == old_key('e', ino) + "k" + char(slot));
+      auto k = keys::parse(ext);
+      REQUIRE(k);
+      CHECK(k->kind == K::CopyExtents);
+      CHECK(k->slot == slot);
+      CHECK(ext.starts_with(keys::scan_prefix(K::Extents)));  // the allocator's rebuild sees it
+      for (char table : {keys::kCopyChecksumTable, keys::kCopyAltChecksumTable}) {
+        const std::string rec = keys::checksum_record(ino, 300, table, slot);
+        CHECK(rec == old_key(table, ino) + char(slot) + be64(300));
+        CHECK(rec.starts_with(keys::checksum_table_prefix(ino, table, slot)));
+        CHECK(rec.starts_with(keys::checksum_prefix(ino, table)));  // removal with the inode
+        CHECK_FALSE(rec.starts_with(keys::checksum_table_prefix(ino, table, std::uint8_t(slot ^ 2))));
+        k = keys::parse(rec);
+        REQUIRE(k);
+        CHECK(k->kind == (table == keys::kCopyChecksumTable ? K::CopyChecksums : K::CopyAltChecksums));
+        CHECK(k->slot == slot);
+        CHECK(k->record == 300);
+        CHECK(k->ino == ino);
+      }
+    }
+    // The primary's tables have no slot byte.
+    CHECK(keys::checksum_table_prefix(ino, keys::kChecksumTable, 9) == keys::checksum_prefix(ino));
+  }
+  const std::string ino = be64(42);
+  CHECK_FALSE(keys::parse(std::string("e/") + ino + "k"));                      // no slot
+  CHECK_FALSE(keys::parse(std::string("e/") + ino + "k" + std::string(1, '\0')));  // slot 0
+  CHECK_FALSE(keys::parse(std::string("k/") + ino + be64(1)));                  // no slot byte
+  CHECK_FALSE(keys::parse(std::string("j/") + ino + std::string(1, '\0') + be64(1)));
+  CHECK(keys::copy_record(42) == keys::xattr(42, "mmfs.copies"));
+}
+
 TEST_CASE("keys: malformed keys are refused", "[keys]") {
   const std::string ino = be64(42);
   for (const std::string& bad : {

@@ -1,0 +1,335 @@
+// An array's extra copies (fs/array/array_file_copies.cc): every view
+// through every copy equals the bytes written, for every layout as primary
+// and as copy; a copy that lags serves nothing stale; dropping copies gives
+// their space back; and a power cut at any device event, during writes and
+// their catch-up or while copies are built and dropped, leaves each copy
+// current or recorded as behind, never read stale.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fs/array/array_file.h"
+#include "fs/array/copy_spec.h"
+#include "fs/device/fault_device.h"
+#include "fs/paths/view_path.h"
+#include "fs/volume/fsck.h"
+#include "tests/unit/support/array_file_test_support.h"
+#include "tests/unit/support/array_test_support.h"
+#include "tests/unit/support/array_view_support.h"
+#include "tests/unit/support/fs_test_support.h"
+
+using namespace mmfs;
+using namespace mmfs::fs;
+using namespace mmfs::fs::testing::arrays;
+
+namespace {
+
+ArraySchema with_copies(ArraySchema s, const char* copies) {
+  const SchemaResult r = set_schema_attr(s, "copies", copies);
+  INFO(r.message);
+  REQUIRE(r.error == 0);
+  return s;
+}
+
+// The view `components` of `a` (below A@), read in full.
+Bytes view_bytes(ArrayFile& a, const std::vector<std::string>& components) {
+  const ArraySchema s = a.schema();
+  auto r = resolve_view(components, s.shape, s.dtype.itemsize, false, {}, s.copies.size());
+  if (auto* e = std::get_if<PathError>(&r)) FAIL("view did not resolve: " << e->message);
+  const DataView v = *std::get<ViewNode>(r).data;
+  return read_view_bytes(a, v, 0, v.bytes(s.dtype.itemsize));
+}
+
+// Every copy's whole array, slices along every dimension and a stepped box equal `model`.
+void check_every_copy(ArrayFile& a, const Bytes& model) {
+  const ArraySchema s = a.schema();
+  const std::uint32_t I = s.dtype.itemsize;
+  for (std::size_t k = 0; k <= s.copies.size(); ++k) {
+    INFO("copy " << k);
+    CHECK(bytes_diff(view_bytes(a, {"copy", std::to_string(k)}), model) == "");
+    for (std::size_t d = 0; d < s.shape.size(); ++d) {
+      std::vector<Sel> sel(s.shape.size());
+      for (std::size_t e = 0; e < s.shape.size(); ++e) sel[e] = Sel{false, 0, s.shape[e], 1};
+      sel[d] = Sel{true, s.shape[d] / 2, 0, 1};
+      CHECK(bytes_diff(view_bytes(a, {"copy", fmt::format("{}@", k), "slice", std::to_string(d),
+                                      std::to_string(s.shape[d] / 2)}),
+                       extract(model, s.shape, I, sel)) == "");
+    }
+    std::vector<Sel> box(s.shape.size());
+    for (std::size_t e = 0; e < s.shape.size(); ++e) box[e] = Sel{false, 1, s.shape[e], 2};
+    CHECK(bytes_diff(view_bytes(a, {"copy", fmt::format("{}@", k), "box", spell(box)}),
+                     extract(model, s.shape, I, box)) == "");
+  }
+  CHECK(bytes_diff(read_all(a), model) == "");
+}
+
+bool all_current(const ArrayFile& a) {
+  const nlohmann::json info = a.info();
+  if (!info.contains("copies")) return true;
+  for (const auto& c : info["copies"])
+    if (c["state"] != "current") return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("array copies: every layout as primary and as copy serves every view", "[array_file][copies]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  std::mt19937_64 rng(41);
+  for (const std::string& primary : kLayouts) {
+    INFO("primary " << primary);
+    const ArraySchema s = make_schema({12, 9, 10}, "int32", primary);
+    auto a = create_array(m, "p-" + primary, s);
+    Bytes model(a->size(), 0);
+    random_writes(*a, model, rng, 10);
+    std::string copies;
+    for (const std::string& c : kLayouts) copies += (copies.empty() ? "" : ";") + c;
+    copies += ";naive:order=0,2,1:cell=3,3,3";
+    std::string msg;
+    REQUIRE(a->change_schema(with_copies(a->schema(), copies.c_str()), &msg) == 0);
+    REQUIRE(a->schema().copies.size() == kLayouts.size() + 1);
+    check_every_copy(*a, model);
+    // Writes reach every copy: read at once (never stale), then after the catch-up and a reopen.
+    random_writes(*a, model, rng, 10);
+    check_every_copy(*a, model);
+    REQUIRE(a->flush(true, &msg) == 0);
+    REQUIRE(a->catch_up(&msg) == 0);
+    CHECK(all_current(*a));
+    const Ino ino = a->ino();
+    a->quiesce();
+    a.reset();
+    a = open_stored(m, ino);
+    check_every_copy(*a, model);
+  }
+}
+
+TEST_CASE("array copies: a lagging copy serves no view until caught up", "[array_file][copies]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  std::mt19937_64 rng(43);
+  auto a = create_array(m, "lag", with_copies(make_schema({32, 16, 8}, "float64", "multimap"), "naive;hilbert"));
+  Bytes model(a->size(), 0);
+  random_writes(*a, model, rng, 5);
+  std::string msg;
+  REQUIRE(a->flush(false, &msg) == 0);  // written back; no catch-up started (that is fsync's, or idle time's)
+  nlohmann::json info = a->info();
+  REQUIRE(info["copies"].size() == 2);
+  CHECK(info["copies"][0]["state"] == "behind");
+  CHECK(info["copies"][0]["cells_behind"].get<std::uint64_t>() > 0);
+  // A plan names only current placements as the server.
+  const DataView slice = resolve({"slice", "2", "3"}, a->schema());
+  nlohmann::json plan;
+  REQUIRE(a->plan(slice, &plan, &msg) == 0);
+  CHECK(plan["served_by"] == 0);
+  CHECK(plan["copies"][1]["state"] == "behind");
+  CHECK(bytes_diff(view_bytes(*a, {"slice", "2", "3"}), extract(model, {32, 16, 8}, 8,
+                                                                 {Sel{false, 0, 32, 1}, Sel{false, 0, 16, 1},
+                                                                  Sel{true, 3, 0, 1}})) == "");
+  // Reading through copy 2 catches it up first; copy 1 stays behind.
+  CHECK(bytes_diff(view_bytes(*a, {"copy", "2"}), model) == "");
+  info = a->info();
+  CHECK(info["copies"][0]["state"] == "behind");
+  CHECK(info["copies"][1]["state"] == "current");
+  REQUIRE(a->catch_up(&msg) == 0);
+  CHECK(all_current(*a));
+  check_every_copy(*a, model);
+}
+
+TEST_CASE("array copies: dropping copies gives their space back; truncate zeroes them", "[array_file][copies]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  std::mt19937_64 rng(47);
+  const std::uint64_t free0 = m.vol->allocator().free_sectors();
+  auto a = create_random(m, "space", make_schema({20, 20, 20}, "float64", "hilbert"), rng);
+  const std::uint64_t free1 = m.vol->allocator().free_sectors();
+  std::string msg;
+  REQUIRE(a->change_schema(with_copies(a->schema(), "naive;zorder:cell=4,4,4"), &msg) == 0);
+  const nlohmann::json info = a->info();
+  std::uint64_t sum = 0;
+  for (const auto& c : info["copies"]) sum += c["device_bytes"].get<std::uint64_t>();
+  CHECK(info["device_bytes"]["copies"] == sum);
+  CHECK(free1 - m.vol->allocator().free_sectors() == sum / 512);
+  // Reordered: the same copies kept (their slots and bytes), nothing rebuilt.
+  const auto before = a->schema().copies;
+  REQUIRE(a->change_schema(with_copies(a->schema(), "zorder:cell=4,4,4;naive"), &msg) == 0);
+  CHECK(a->schema().copies[0].slot == before[1].slot);
+  CHECK(a->schema().copies[1].slot == before[0].slot);
+  CHECK(free1 - m.vol->allocator().free_sectors() == sum / 512);
+  // Truncate to 0 zeroes every copy.
+  REQUIRE(a->zero(&msg) == 0);
+  check_every_copy(*a, Bytes(a->size(), 0));
+  REQUIRE(a->change_schema(with_copies(a->schema(), "none"), &msg) == 0);
+  CHECK(m.vol->allocator().free_sectors() == free1);
+  int keys_left = 0;
+  for (const std::string& prefix : {keys::extents(a->ino()) + "k", keys::checksum_prefix(a->ino(), 'k'),
+                                    keys::checksum_prefix(a->ino(), 'j'), keys::copy_record(a->ino())})
+    m.md().store().scan(prefix, [&](std::string_view, std::string_view) {
+      ++keys_left;
+      return true;
+    });
+  CHECK(keys_left == 0);
+  CHECK(free0 > free1);
+  CHECK(check_volume(*m.vol, false).problems.empty());
+}
+
+TEST_CASE("array copies: refused where not implemented, and nothing changes", "[array_file][copies]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  std::mt19937_64 rng(53);
+  auto a = create_random(m, "refused", make_schema({16, 16, 8}, "float64", "naive"), rng);
+  const std::uint64_t free = m.vol->allocator().free_sectors();
+  std::string msg;
+  CHECK(a->change_schema(with_copies(a->schema(), "hilbert;mloc"), &msg) == ENOTSUP);
+  CHECK(msg.find("mloc") != std::string::npos);
+  CHECK(a->schema().copies.empty());
+  CHECK(m.vol->allocator().free_sectors() == free);
+  auto b = create_random(m, "mloc", make_schema({16, 16, 8}, "float64", "mloc"), rng);
+  CHECK(b->change_schema(with_copies(b->schema(), "naive"), &msg) == ENOTSUP);
+  CHECK(b->schema().copies.empty());
+}
+
+TEST_CASE("array copies: a power cut during writes and their catch-up never leaves a copy read stale",
+          "[array_file][copies][crash]") {
+  auto g = toy_disk();
+  std::mt19937_64 rng(59);
+  auto golden = formatted(*g);
+  Ino ino = 0;
+  Bytes model;
+  {
+    Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*golden)));
+    auto a = create_array(m, "cut", with_copies(make_schema({24, 20, 10}, "int16", "multimap"), "naive;hilbert"));
+    ino = a->ino();
+    model.assign(a->size(), 0);
+    random_writes(*a, model, rng, 20);
+    std::string msg;
+    REQUIRE(a->flush(true, &msg) == 0);
+    REQUIRE(a->catch_up(&msg) == 0);
+  }
+  // The operation cut: writes, a write-back (the record first), and the catch-up.
+  auto operate = [&](ArrayFile& a, std::mt19937_64& r) {
+    Bytes scratch = model;
+    for (int i = 0; i < 6; ++i) {
+      const std::uint64_t off = r() % scratch.size();
+      const Bytes data = random_bytes(r, std::size_t(1 + r() % std::min<std::uint64_t>(3000, scratch.size() - off)));
+      if (write_file(a, off, data) != 0) return;
+    }
+    std::string msg;
+    if (a.flush(false, &msg) != 0) return;
+    (void)a.catch_up(&msg);
+  };
+  std::uint64_t events = 0;
+  {
+    auto* fault = new FaultInjectingDevice(copy_of(*golden), 1);
+    Mount m = mount(std::unique_ptr<BlockDevice>(fault));
+    auto a = open_stored(m, ino);
+    const std::uint64_t before = fault->events();
+    std::mt19937_64 r(7);
+    operate(*a, r);
+    events = fault->events() - before;
+    REQUIRE(events > 4);
+  }
+  int behind_seen = 0;
+  for (std::uint64_t i = 0; i < 60; ++i) {
+    const std::uint64_t cut = 1 + (i * 7919) % events;
+    INFO("iteration " << i << " cut " << cut << " of " << events);
+    auto* fault = new FaultInjectingDevice(copy_of(*golden), 2000 + i);
+    std::unique_ptr<MemoryDevice> image;
+    {
+      Mount m = mount(std::unique_ptr<BlockDevice>(fault));
+      auto a = open_stored(m, ino);
+      fault->fail_after(fault->events() + cut);
+      std::mt19937_64 r(7);
+      operate(*a, r);
+      image = fault->crash_image();
+      a->quiesce();
+    }
+    Mount m = mount(std::move(image));
+    auto a = open_stored(m, ino);
+    a->quiesce();  // no background catch-up: each copy is read as the cut left it
+    const Bytes primary = view_bytes(*a, {"copy", "0"});
+    const nlohmann::json info = a->info();
+    for (std::size_t k = 1; k <= 2; ++k) {
+      INFO("copy " << k << " " << info["copies"][k - 1].dump());
+      if (info["copies"][k - 1]["state"] == "behind") ++behind_seen;
+      // Current: its bytes as they lie; behind: caught up first. Either way the primary's.
+      REQUIRE(bytes_diff(view_bytes(*a, {"copy", std::to_string(k)}), primary) == "");
+    }
+    auto report = check_volume(*m.vol, false);
+    INFO((report.problems.empty() ? "" : report.problems[0]));
+    REQUIRE(report.problems.empty());
+  }
+  CHECK(behind_seen > 0);
+}
+
+TEST_CASE("array copies: a power cut while copies are built and dropped leaves the old set or the new",
+          "[array_file][copies][crash]") {
+  auto g = toy_disk();
+  std::mt19937_64 rng(61);
+  auto golden = formatted(*g);
+  Ino ino = 0;
+  Bytes model;
+  ArraySchema old_schema;
+  {
+    Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*golden)));
+    auto a = create_array(m, "swap", with_copies(make_schema({30, 20, 10}, "float32", "naive"), "hilbert;zorder"));
+    ino = a->ino();
+    model.assign(a->size(), 0);
+    random_writes(*a, model, rng, 20);
+    std::string msg;
+    REQUIRE(a->flush(true, &msg) == 0);
+    REQUIRE(a->catch_up(&msg) == 0);
+    old_schema = a->schema();
+  }
+  const ArraySchema target = with_copies(old_schema, "multimap;hilbert");
+  std::uint64_t events = 0;
+  {
+    auto* fault = new FaultInjectingDevice(copy_of(*golden), 1);
+    Mount m = mount(std::unique_ptr<BlockDevice>(fault));
+    auto a = open_stored(m, ino);
+    const std::uint64_t before = fault->events();
+    std::string msg;
+    REQUIRE(a->change_schema(target, &msg) == 0);
+    events = fault->events() - before;
+  }
+  int old_kept = 0, new_kept = 0;
+  for (std::uint64_t i = 0; i < 40; ++i) {
+    const std::uint64_t cut = i % 8 == 7 ? 0 : 1 + (i * 104729) % events;
+    INFO("iteration " << i << " cut " << cut << " of " << events);
+    auto* fault = new FaultInjectingDevice(copy_of(*golden), 3000 + i);
+    std::unique_ptr<MemoryDevice> image;
+    int r = 0;
+    {
+      Mount m = mount(std::unique_ptr<BlockDevice>(fault));
+      auto a = open_stored(m, ino);
+      if (cut) fault->fail_after(fault->events() + cut);
+      std::string msg;
+      r = a->change_schema(target, &msg);
+      image = fault->crash_image();
+      a->quiesce();
+    }
+    Mount m = mount(std::move(image));
+    auto stored = stored_schema(m, ino);
+    REQUIRE(stored);
+    const std::string text = copies_text(stored->copies);
+    const bool is_old = text == "hilbert;zorder", is_new = text == "multimap;hilbert";
+    CHECK((is_old || is_new));
+    if (r == 0) CHECK(is_new);
+    (is_new ? new_kept : old_kept)++;
+    auto a = open_stored(m, ino);
+    check_every_copy(*a, model);
+    auto report = check_volume(*m.vol, false);
+    INFO((report.problems.empty() ? "" : report.problems[0]));
+    REQUIRE(report.problems.empty());
+  }
+  CHECK(old_kept > 0);
+  CHECK(new_kept > 0);
+}
