@@ -254,6 +254,8 @@ class Filesystem {
   // (slices, boxes, PLoD copies: one per read of a view) and of the others
   // (info, plan, query results, lbn).
   std::atomic<std::uint64_t> data_view_opens_{0};
+  // Cells that failed their checksum in one copy, served from another and rewritten in place.
+  std::atomic<std::uint64_t> healed_cells_{0};
   std::atomic<std::uint64_t> text_view_opens_{0};
   Ino orphans_ = 0;
 

@@ -52,6 +52,10 @@ struct ArrayContext {
   // A view may be read in chunks of up to this many times chunk_bytes, when
   // the model reads them cheaper per byte (ArrayFile::chunk_bytes_locked).
   std::uint64_t max_chunk_scale = 4;
+  // Called after a cell that failed its checksum was served from another
+  // copy and rewritten in place from it (the daemon counts it and writes
+  // `message` to .mmfs/errors); may be empty.
+  std::function<void(Ino ino, const std::string& message)> on_healed = nullptr;
 };
 
 // The rows (C-order linear indices) of a box of an array of `shape`.
@@ -302,6 +306,15 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // The model's time per element of a chunk from the middle of a view read
   // through placement `k` in chunks of `budget` bytes.
   double chunk_cost_locked(std::uint32_t k, const layouts::Selection& selection, std::uint64_t budget) const;
+  // Self-healing: placement `bad_k` reads `part` again, each cell that
+  // fails its checksum rewritten in place from placement `good_k` (current),
+  // until it reads clean. Under the exclusive lock.
+  int heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const layouts::Selection& part, std::string* message);
+  // Writes the C-order bytes `data` of `box` (cell-aligned) into `cells` and
+  // commits them as a write-back does (alternatives first).
+  // `also` stages more into the commit (the copies' record).
+  int rewrite_box_locked(ArrayState& cells, const std::vector<layouts::DimRange>& box, const std::byte* data,
+                         std::string* message, const std::function<void(WriteBatch&)>& also = {});
   void catch_up_worker();
   void stop_catch_up();
 

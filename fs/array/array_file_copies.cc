@@ -298,8 +298,6 @@ int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, 
   const std::uint64_t per_row = g.cells() / g.grid()[0];
   const std::uint64_t slab_rows =
       std::max<std::uint64_t>(1, kCatchUpStep / std::max<std::uint64_t>(1, per_row * cells.cell_storage()));
-  std::vector<std::uint64_t> array_stride(n, 1);
-  for (std::size_t d = n - 1; d-- > 0;) array_stride[d] = array_stride[d + 1] * g.shape()[d + 1];
   AlignedBuffer scratch;
   std::vector<std::uint64_t> at;
   std::uint64_t done = 0;
@@ -319,51 +317,17 @@ int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, 
       }
     }
     std::vector<DimRange> box(n);
-    bool contiguous = true;  // whole rows of dimension 0: one run of C-order bytes
-    for (std::size_t d = 0; d < n; ++d) {
+    for (std::size_t d = 0; d < n; ++d)
       box[d] = DimRange{lo[d] * g.cell()[d], std::min(g.shape()[d], (hi[d] + 1) * g.cell()[d]), 1, false};
-      if (d > 0 && box[d].count() != g.shape()[d]) contiguous = false;
-    }
     const Selection sel(box);
     const std::uint64_t bytes = sel.elements() * item;
     AlignedBuffer buf(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
     if (int r = read_selection_locked(sel, 0, buf.data(), nullptr, message, {}, &scratch)) return r;
-    if (contiguous) {
-      cells.write_bytes(box[0].start * array_stride[0] * item, buf.data(), bytes);
-    } else {
-      const std::uint64_t row = box[n - 1].count() * item;
-      std::vector<std::uint64_t> idx(n, 0);
-      for (std::uint64_t r = 0, rows = bytes / row; r < rows; ++r) {
-        std::uint64_t element = box[n - 1].start;
-        for (std::size_t d = 0; d + 1 < n; ++d) element += (box[d].start + idx[d]) * array_stride[d];
-        cells.write_bytes(element * item, buf.data() + r * row, row);
-        for (std::size_t d = n - 1; d-- > 0;) {
-          if (++idx[d] < box[d].count()) break;
-          idx[d] = 0;
-        }
-      }
-    }
-    std::uint64_t bad = 0;
-    auto make_durable = [&](WriteBatch& alternatives) {
-      if (int r = ctx_.metadata.apply(alternatives, {})) return r;
-      return ctx_.metadata.sync();
-    };
-    if (int r = cells.write_back(&bad, make_durable)) {
-      *message = r == EIO ? fmt::format("copy {}: {}", k, bad_cell_message(bad)) : "writing a copy's cells failed";
-      return r;
-    }
-    if (int r = ctx_.io.flush()) {
-      *message = "device flush failed";
-      return r;
-    }
     c.behind -= slab;
-    WriteBatch batch;
-    cells.sums().stage(batch);
-    cells.alternatives().stage(batch);
-    stage_copies_record_locked(batch);
-    if (int r = ctx_.metadata.apply(batch, {})) {
+    if (int r = rewrite_box_locked(cells, box, buf.data(), message,
+                                   [&](WriteBatch& batch) { stage_copies_record_locked(batch); })) {
       c.behind |= slab;
-      *message = "metadata commit failed";
+      *message = fmt::format("copy {}: {}", k, *message);
       return r;
     }
     for (ArrayCopy& other : copies_) other.unrecorded = false;
@@ -371,6 +335,96 @@ int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, 
   }
   if (c.current()) ++placement_epoch_;  // views may be served by it again
   return 0;
+}
+
+int ArrayFile::rewrite_box_locked(ArrayState& cells, const std::vector<DimRange>& box, const std::byte* data,
+                                  std::string* message, const std::function<void(WriteBatch&)>& also) {
+  const CellGrid& g = cells.grid();
+  const std::size_t n = g.dims();
+  const std::uint32_t item = g.itemsize();
+  std::vector<std::uint64_t> stride(n, 1);
+  for (std::size_t d = n - 1; d-- > 0;) stride[d] = stride[d + 1] * g.shape()[d + 1];
+  bool contiguous = true;  // whole rows of dimension 0: one run of C-order bytes
+  std::uint64_t elements = 1;
+  for (std::size_t d = 0; d < n; ++d) {
+    elements *= box[d].count();
+    if (d > 0 && box[d].count() != g.shape()[d]) contiguous = false;
+  }
+  if (contiguous) {
+    cells.write_bytes(box[0].start * stride[0] * item, data, elements * item);
+  } else {
+    const std::uint64_t row = box[n - 1].count() * item;
+    std::vector<std::uint64_t> idx(n, 0);
+    for (std::uint64_t r = 0, rows = elements * item / row; r < rows; ++r) {
+      std::uint64_t element = box[n - 1].start;
+      for (std::size_t d = 0; d + 1 < n; ++d) element += (box[d].start + idx[d]) * stride[d];
+      cells.write_bytes(element * item, data + r * row, row);
+      for (std::size_t d = n - 1; d-- > 0;) {
+        if (++idx[d] < box[d].count()) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  // Rewritten in place: the new checksums durable as alternatives first (ArrayState).
+  std::uint64_t bad = 0;
+  auto make_durable = [&](WriteBatch& alternatives) {
+    if (int r = ctx_.metadata.apply(alternatives, {})) return r;
+    return ctx_.metadata.sync();
+  };
+  if (int r = cells.write_back(&bad, make_durable)) {
+    *message = r == EIO ? bad_cell_message(bad) : "writing cells failed";
+    return r;
+  }
+  if (int r = ctx_.io.flush()) {
+    *message = "device flush failed";
+    return r;
+  }
+  WriteBatch batch;
+  cells.sums().stage(batch);
+  cells.alternatives().stage(batch);
+  if (also) also(batch);
+  if (int r = ctx_.metadata.apply(batch, {})) {
+    *message = "metadata commit failed";
+    return r;
+  }
+  return 0;
+}
+
+int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Selection& part, std::string* message) {
+  Placement& bad_p = placement_at(bad_k);
+  ArrayState* cells = bad_p.cells();
+  if (!cells) return EIO;
+  const CellGrid& g = bad_p.grid();
+  const std::uint32_t item = g.itemsize();
+  AlignedBuffer probe(std::max<std::uint64_t>(part.elements() * item, 1), AlignedBuffer::Uninitialized{});
+  std::vector<std::uint64_t> at;
+  // Each pass finds the next bad cell (a read stops at the first); a cell
+  // rewritten reads clean, so the passes end.
+  for (std::uint64_t pass = 0; pass <= g.cells(); ++pass) {
+    std::uint64_t bad = Placement::kNoBadCell, ignored = 0;
+    std::string why;
+    const int r = bad_p.read_selection(part, 0, probe.data(), &ignored, &why, {}, nullptr, false, &bad);
+    if (r == 0) return 0;
+    if (r != EIO || bad == Placement::kNoBadCell) {
+      *message = why;
+      return r;
+    }
+    coords_of(g, bad, &at);
+    std::vector<DimRange> box(g.dims());
+    for (std::size_t d = 0; d < g.dims(); ++d)
+      box[d] = DimRange{at[d] * g.cell()[d], std::min(g.shape()[d], (at[d] + 1) * g.cell()[d]), 1, false};
+    const Selection cell_sel(box);
+    AlignedBuffer good(std::max<std::uint64_t>(cell_sel.elements() * item, 1), AlignedBuffer::Uninitialized{});
+    if (int e = placement_at(good_k).read_selection(cell_sel, 0, good.data(), &ignored, message, {}, nullptr, false))
+      return e;
+    if (int e = rewrite_box_locked(*cells, box, good.data(), message)) return e;
+    const std::string what = fmt::format("{}: {}; served from {} and rewritten in place",
+                                         bad_k == 0 ? "the primary" : fmt::format("copy {}", bad_k), why,
+                                         good_k == 0 ? "the primary" : fmt::format("copy {}", good_k));
+    if (ctx_.on_healed) ctx_.on_healed(ino_, what);
+  }
+  *message = "a cell stayed bad after its rewrite";
+  return EIO;
 }
 
 int ArrayFile::catch_up(std::string* message) {

@@ -164,9 +164,47 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
     *message = fmt::format("copy {} fell behind during the read: read again", view.copy);
     return EAGAIN;
   }
-  std::uint64_t ignored = 0;
-  if (int r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, device_done,
-                                                nullptr, once)) {
+  std::uint64_t ignored = 0, bad = Placement::kNoBadCell;
+  int r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, device_done,
+                                            nullptr, once, &bad);
+  if (r == EIO && bad != Placement::kNoBadCell) {
+    // Self-healing: the same bytes from another current placement, and the
+    // bad cells rewritten from it (under the exclusive lock).
+    std::uint32_t good = 0;
+    bool found = false;
+    for (std::uint32_t k = 0; k <= copies_.size() && !found; ++k) {
+      if (k == from || (k > 0 && !copies_[k - 1].current())) continue;
+      std::string other;
+      found = placement_at(k).read_selection(part, view.plod_bytes, out->data(), &ignored, &other, {}, nullptr,
+                                             once) == 0;
+      good = k;
+    }
+    if (found) {
+      const std::uint64_t epoch = placement_epoch_.load();
+      lock.unlock();
+      std::unique_lock ex(mu_);
+      std::string why;
+      // Unless the copies changed meanwhile, the bad placement is repaired.
+      if (placement_epoch_.load() == epoch && heal_locked(from, good, part, &why) == 0) {
+        r = 0;
+        // A@/copy/K@ serves copy K's own bytes: read again, repaired.
+        if (view.copy > 0)
+          r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, {}, nullptr,
+                                                once);
+      } else if (view.copy <= 0) {
+        r = 0;  // served from the good copy; the bad one is repaired by a later read or a scrub
+      } else {
+        *message = why;
+      }
+      if (r == 0) {
+        if (view.plod_bytes != 0)
+          layouts::apply_plod({out->data(), bytes}, grid_locked().itemsize(), schema_.dtype.name == "float64",
+                              view.plod_bytes);
+        return 0;
+      }
+    }
+  }
+  if (r) {
     if (from > 0) *message = fmt::format("copy {}: {}", from, *message);
     return r;
   }

@@ -32,10 +32,10 @@ class CellPlacement final : public Placement {
 
   int read_selection(const layouts::Selection& selection, std::uint32_t, std::byte* out, std::uint64_t* bytes_read,
                      std::string* message, const std::function<void()>& device_done, AlignedBuffer* scratch,
-                     bool) override {
-    constexpr std::uint64_t kNoBadCell = ~std::uint64_t{0};  // the device failed, not a checksum
-    std::uint64_t bad = kNoBadCell;
+                     bool, std::uint64_t* bad_cell) override {
+    std::uint64_t bad = kNoBadCell;  // stays: the device failed, not a checksum
     if (int r = state_->read_selection(selection, out, &bad, device_done, bytes_read, scratch)) {
+      if (bad_cell) *bad_cell = bad;
       *message = r == EIO && bad != kNoBadCell ? bad_cell_message(bad)
                  : r == ENOMEM                 ? "out of memory while verifying the cells read"
                                                : "device read failed";
@@ -107,7 +107,8 @@ class ImagePlacement final : public Placement {
 
   int read_selection(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
                      std::uint64_t* bytes_read, std::string* message, const std::function<void()>& device_done,
-                     AlignedBuffer*, bool once) override {
+                     AlignedBuffer*, bool once, std::uint64_t* bad_cell) override {
+    if (bad_cell) *bad_cell = kNoBadCell;
     const int r = image_->read_selection(selection, keep, out, bytes_read, message, once);
     if (device_done) device_done();
     return r;

@@ -63,9 +63,13 @@ class Placement {
   // wants these sectors, so nothing is kept for it. Errors: EIO with the
   // cell or chunk that failed its checksum in *message, or the device's.
   // Cells must have no dirty cell (ArrayFile writes them back first).
+  // `bad_cell`, when given, receives the cell that failed its checksum
+  // (kNoBadCell for any other error).
+  static constexpr std::uint64_t kNoBadCell = ~std::uint64_t{0};
   virtual int read_selection(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
                              std::uint64_t* bytes_read, std::string* message,
-                             const std::function<void()>& device_done, AlignedBuffer* scratch, bool once) = 0;
+                             const std::function<void()>& device_done, AlignedBuffer* scratch, bool once,
+                             std::uint64_t* bad_cell = nullptr) = 0;
   // The device requests read_selection issues for `selection`; modeled_ms
   // is set only when choosing the plan needed the model.
   virtual layouts::IoPlan plan(const layouts::Selection& selection, std::uint32_t keep) const = 0;
