@@ -303,9 +303,9 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // (the primary or a current copy), and its chunk size.
   std::uint32_t serving_locked(const layouts::Selection& selection, const std::string& spelling,
                                std::uint64_t* budget) const;
-  // The model's time per element of a chunk from the middle of a view read
-  // through placement `k` in chunks of `budget` bytes.
-  double chunk_cost_locked(std::uint32_t k, const layouts::Selection& selection, std::uint64_t budget) const;
+  // The model's time of a view read through placement `k` in chunks of
+  // `budget` bytes (as A@/plan prices it; a long view from sample chunks).
+  double view_cost_locked(std::uint32_t k, const layouts::Selection& selection, std::uint64_t budget) const;
   // Self-healing: placement `bad_k` reads `part` again, each cell that
   // fails its checksum rewritten in place from placement `good_k` (current),
   // until it reads clean. Under the exclusive lock.
@@ -370,6 +370,13 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // (dirty cells written back first), PLoD applied.
   int load_chunk(const DataView& view, std::uint64_t index, AlignedBuffer* out, std::string* message,
                  const std::function<void()>& device_done) override;
+  // load_chunk's read of chunk `index` of `view` from placement `from`
+  // (self-healing a bad cell from another current placement), under the
+  // lock the caller holds: `exclusive`, or `shared` (released for a repair).
+  int load_part_locked(const DataView& view, std::uint64_t index, std::uint32_t from, AlignedBuffer* out,
+                       std::string* message, const std::function<void()>& device_done,
+                       std::unique_lock<DrainingSharedMutex>* exclusive,
+                       std::shared_lock<DrainingSharedMutex>* shared = nullptr);
 
   ArrayContext ctx_;
   Ino ino_;

@@ -391,6 +391,14 @@ int ArrayFile::rewrite_box_locked(ArrayState& cells, const std::vector<DimRange>
 }
 
 int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Selection& part, std::string* message) {
+  // Writes that came in since the good bytes were read are on the device
+  // first, and the source must still be current: a repair never puts back
+  // bytes older than the array's.
+  if (int r = flush_locked(false, message)) return r;
+  if (good_k > copies_.size() || (good_k > 0 && !copies_[good_k - 1].current())) {
+    *message = "the copy to repair from fell behind";
+    return EAGAIN;
+  }
   Placement& bad_p = placement_at(bad_k);
   ArrayState* cells = bad_p.cells();
   if (!cells) return EIO;
@@ -478,14 +486,22 @@ void ArrayFile::stop_catch_up() {
   if (worker.joinable()) worker.join();
 }
 
-double ArrayFile::chunk_cost_locked(std::uint32_t k, const Selection& selection, std::uint64_t budget) const {
+double ArrayFile::view_cost_locked(std::uint32_t k, const Selection& selection, std::uint64_t budget) const {
+  // The read as A@/plan prices it: every chunk of a view of a few, and of a
+  // longer one its first, middle and last chunk, scaled to all of them.
+  constexpr std::uint64_t kPricedChunks = 16;
   const Placement& p = placement_at(k);
+  if (!p.chunks_by_model()) return p.modeled_plan(selection, 0).modeled_ms;
   const layouts::SelectionChunks ch(selection, p.grid(), budget);
-  const Selection part = ch.selection(ch.count() / 2);
-  const layouts::IoPlan plan = p.modeled_plan(part, 0);
-  const geom::HostCost host = ctx_.geometry.host_cost();
-  const double ms = host.empty() ? plan.modeled_ms : layouts::modeled_read_ms({&plan, 1}, host);
-  return ms / double(std::max<std::uint64_t>(1, part.elements()));
+  const std::uint64_t n = ch.count();
+  std::vector<layouts::IoPlan> parts;
+  if (n <= kPricedChunks) {
+    for (std::uint64_t c = 0; c < n; ++c) parts.push_back(p.modeled_plan(ch.selection(c), 0));
+  } else {
+    for (std::uint64_t c : {std::uint64_t{0}, n / 2, n - 1}) parts.push_back(p.modeled_plan(ch.selection(c), 0));
+  }
+  const double ms = layouts::modeled_read_ms(parts, ctx_.geometry.host_cost());
+  return n <= kPricedChunks ? ms : ms * double(n) / double(parts.size());
 }
 
 std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::string& spelling,
@@ -508,11 +524,11 @@ std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::s
   }
   std::uint32_t best = 0;
   *budget = chunk_bytes_locked(selection, spelling, 0);
-  double best_cost = chunk_cost_locked(0, selection, *budget);
+  double best_cost = view_cost_locked(0, selection, *budget);
   for (std::uint32_t k = 1; k <= copies_.size(); ++k) {
     if (!copies_[k - 1].current()) continue;
     const std::uint64_t b = chunk_bytes_locked(selection, spelling, k);
-    const double cost = chunk_cost_locked(k, selection, b);
+    const double cost = view_cost_locked(k, selection, b);
     if (cost < best_cost) {
       best = k;
       best_cost = cost;

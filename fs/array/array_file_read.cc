@@ -36,16 +36,17 @@ constexpr double kChunkGain = 0.9;
 
 std::uint64_t ArrayFile::view_chunking(DataView* view, std::unique_ptr<layouts::SelectionChunks>* out) const {
   std::shared_lock lock(mu_);
-  if (view->chunk_bytes == 0) {
+  if (view->chunk_bytes == 0 || !view->cut) {
     if (view->copy >= 0) {  // A@/copy/K@: that placement only (load_chunk refuses a K that is gone)
       view->served = std::uint32_t(view->copy) <= copies_.size() ? std::uint32_t(view->copy) : 0;
       view->chunk_bytes = chunk_bytes_locked(view->selection, view->spelling, view->served);
     } else {
       view->served = serving_locked(view->selection, view->spelling, &view->chunk_bytes);
     }
+    view->served_epoch = placement_epoch_.load();
+    view->cut = std::make_shared<const CellGrid>(placement_at(view->served).grid());
   }
-  const std::uint32_t k = view->served <= copies_.size() ? view->served : 0;
-  *out = std::make_unique<layouts::SelectionChunks>(view->selection, placement_at(k).grid(), view->chunk_bytes);
+  *out = std::make_unique<layouts::SelectionChunks>(view->selection, *view->cut, view->chunk_bytes);
   return view->bytes(grid_locked().itemsize());
 }
 
@@ -128,42 +129,37 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
       if (int r = flush_locked(false, message)) return r;
     }
   }
-  // A@/copy/K@ reads copy K only: caught up first if it lags.
   if (view.copy > 0) {
-    std::shared_lock lock(mu_);
+    // A@/copy/K@ reads copy K only, caught up first if it lags: both under
+    // the exclusive lock, so no write comes between.
+    std::unique_lock ex(mu_);
     if (std::size_t(view.copy) > copies_.size()) {
       *message = fmt::format("copy {} does not exist (the array has {} cop{})", view.copy, copies_.size(),
                              copies_.size() == 1 ? "y" : "ies");
       return ENOENT;
     }
-    if (!copies_[view.copy - 1].current()) {
-      lock.unlock();
-      std::unique_lock ex(mu_);
-      if (std::size_t(view.copy) <= copies_.size())
-        if (int r = catch_up_locked(std::size_t(view.copy), 0, true, message)) return r;
-    }
+    if (int r = catch_up_locked(std::size_t(view.copy), 0, true, message)) return r;
+    return load_part_locked(view, index, std::uint32_t(view.copy), out, message, device_done, &ex);
   }
   std::shared_lock lock(mu_);
-  if (view.served > copies_.size() || (view.copy >= 0 && std::size_t(view.copy) > copies_.size())) {
-    *message = "the array's copies changed during the read: read again";
-    return EAGAIN;
-  }
-  const Placement& cut = placement_at(view.served);
-  const std::uint64_t budget =
-      view.chunk_bytes ? view.chunk_bytes : chunk_bytes_locked(view.selection, view.spelling, view.served);
-  layouts::SelectionChunks ch(view.selection, cut.grid(), budget);
-  Selection part = ch.selection(index);
-  std::uint64_t bytes = part.elements() * grid_locked().itemsize();
+  // The placement the view was cut for, unless it changed or fell behind since (then the primary).
+  std::uint32_t from = view.served;
+  if (view.copy == 0 || view.served_epoch != placement_epoch_.load() || from > copies_.size() ||
+      (from > 0 && !copies_[from - 1].current()))
+    from = 0;
+  return load_part_locked(view, index, from, out, message, device_done, nullptr, &lock);
+}
+
+int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::uint32_t from, AlignedBuffer* out,
+                                std::string* message, const std::function<void()>& device_done,
+                                std::unique_lock<DrainingSharedMutex>* exclusive,
+                                std::shared_lock<DrainingSharedMutex>* shared) {
+  const std::uint64_t budget = view.chunk_bytes ? view.chunk_bytes : chunk_bytes_locked(view.selection, view.spelling, from);
+  const layouts::SelectionChunks ch(view.selection, view.cut ? *view.cut : placement_at(from).grid(), budget);
+  const Selection part = ch.selection(index);
+  const std::uint64_t bytes = part.elements() * grid_locked().itemsize();
   *out = AlignedBuffer(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
   const bool once = ch.count() == 1;  // no later piece of this view wants the same chunks
-  // The chunk's boundaries are the serving copy's; its bytes come from the
-  // primary when that copy has fallen behind since (a write in between).
-  std::uint32_t from = view.served;
-  if (view.copy < 0 && from > 0 && !copies_[from - 1].current()) from = 0;
-  if (view.copy > 0 && !copies_[view.copy - 1].current()) {
-    *message = fmt::format("copy {} fell behind during the read: read again", view.copy);
-    return EAGAIN;
-  }
   std::uint64_t ignored = 0, bad = Placement::kNoBadCell;
   int r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, device_done,
                                             nullptr, once, &bad);
@@ -180,11 +176,14 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
       good = k;
     }
     if (found) {
+      std::unique_lock<DrainingSharedMutex> taken;
       const std::uint64_t epoch = placement_epoch_.load();
-      lock.unlock();
-      std::unique_lock ex(mu_);
+      if (!exclusive) {
+        shared->unlock();
+        taken = std::unique_lock<DrainingSharedMutex>(mu_);
+      }
       std::string why;
-      // Unless the copies changed meanwhile, the bad placement is repaired.
+      // Unless the placements changed meanwhile, the bad one is repaired.
       if (placement_epoch_.load() == epoch && heal_locked(from, good, part, &why) == 0) {
         r = 0;
         // A@/copy/K@ serves copy K's own bytes: read again, repaired.
@@ -192,15 +191,9 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
           r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, {}, nullptr,
                                                 once);
       } else if (view.copy <= 0) {
-        r = 0;  // served from the good copy; the bad one is repaired by a later read or a scrub
+        r = 0;  // served from the good placement; the bad one is repaired by a later read or a scrub
       } else {
         *message = why;
-      }
-      if (r == 0) {
-        if (view.plod_bytes != 0)
-          layouts::apply_plod({out->data(), bytes}, grid_locked().itemsize(), schema_.dtype.name == "float64",
-                              view.plod_bytes);
-        return 0;
       }
     }
   }

@@ -18,7 +18,8 @@ std::string ChunkReader::chunk_key(const ChunkSource& source, const DataView& vi
                                    std::uint64_t* generation) const {
   // A key of a generation a write is just leaving is only dropped sooner.
   *generation = source.generation();
-  return fmt::format("{}#{}#{}#{}#{}", view.spelling, *generation, view.chunk_bytes, view.served, index);
+  return fmt::format("{}#{}#{}#{}@{}#{}", view.spelling, *generation, view.chunk_bytes, view.served,
+                     view.served_epoch, index);
 }
 
 std::shared_ptr<std::promise<ChunkReader::Chunk>> ChunkReader::find_or_reserve(const std::string& key,

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "indexes/condition.h"
+#include "layouts/cell_grid.h"
 #include "layouts/selection.h"
 
 namespace mmfs::fs {
@@ -37,9 +38,14 @@ struct DataView {
   // (the primary or a copy, ArrayFile::serving_locked), K >= 0 copy K only
   // (A@/copy/K@/..., 0 = the primary).
   int copy = -1;
-  // The placement whose grid cuts the view into chunks (set with
-  // chunk_bytes by ArrayFile::view_chunking; part of a chunk's cache key).
+  // The placement whose grid cuts the view into chunks and which serves
+  // them, chosen under placement epoch `served_epoch`, and that grid (set
+  // with chunk_bytes by ArrayFile::view_chunking; part of a chunk's cache
+  // key). A chunk whose placement has changed or fallen behind since is
+  // read from the primary, cut the same way.
   std::uint32_t served = 0;
+  std::uint64_t served_epoch = 0;
+  std::shared_ptr<const layouts::CellGrid> cut = nullptr;
   // Size of the view's bytes: selection.elements() * itemsize (PLoD views
   // keep whole elements, with the dropped bytes filled).
   std::uint64_t bytes(std::uint32_t itemsize) const { return selection.elements() * itemsize; }

@@ -121,7 +121,7 @@ class Walker {
       return dir(std::move(listing));
     }
     const std::string& name = c_[0];
-    if (name == "copy") return copy();
+    if (name == "copy") return copy(0, false);
     if (name == "info") {
       if (auto e = file_end(1)) return *e;
       ViewNode n;
@@ -133,8 +133,13 @@ class Walker {
     if (name == "lbn") return lbn();
     if (name == "zarr") return zarr(0, false);
     if (name == "plan") {
-      if (c_.size() == 1) return dir({"slice", "box", "plod", "query", "zarr"});
+      if (c_.size() == 1) {
+        std::vector<std::string> listing{"slice", "box", "plod", "query", "zarr"};
+        if (copies_ > 0) listing.push_back("copy");
+        return dir(std::move(listing));
+      }
       const std::string& next = c_[1];
+      if (next == "copy") return copy(1, true);
       if (next == "slice" || next == "box" || next == "plod") return data_tree(1, true);
       if (next == "query") return query(1, std::nullopt, 0, "", true);
       if (next == "zarr") return zarr(1, true);
@@ -150,39 +155,39 @@ class Walker {
  private:
   // copy, copy/K (the whole array through copy K), copy/K@ and the data
   // views under it, read through copy K only.
-  std::variant<ViewNode, PathError> copy() const {
-    if (c_.size() == 1) {
+  std::variant<ViewNode, PathError> copy(std::size_t pos, bool plan) const {
+    if (c_.size() == pos + 1) {
       std::vector<std::string> listing = listed(0, copies_ + 1);
       std::vector<std::string> at = listed(0, copies_ + 1, "@");
       listing.insert(listing.end(), at.begin(), at.end());
       return dir(std::move(listing));
     }
-    std::string_view k_text = c_[1];
+    std::string_view k_text = c_[pos + 1];
     const bool views = !k_text.empty() && k_text.back() == '@';
     if (views) k_text.remove_suffix(1);
     const std::string accepted =
         fmt::format("K or K@ with 0 <= K <= {} (0: the primary placement; 1..: user.mmfs.copies in order)", copies_);
     std::uint64_t k = 0;
-    if (auto e = number(k_text, k, fmt::format("'{}': copy number", joined(c_, 2)), accepted)) return *e;
+    if (auto e = number(k_text, k, fmt::format("'{}': copy number", joined(c_, pos + 2)), accepted)) return *e;
     if (k > copies_)
       return error(ERANGE, fmt::format("'{}': copy {} is out of range: the array has {} cop{}; accepted: {}",
-                                       joined(c_, 2), k, copies_, copies_ == 1 ? "y" : "ies", accepted));
+                                       joined(c_, pos + 2), k, copies_, copies_ == 1 ? "y" : "ies", accepted));
     if (!views) {
-      if (auto e = file_end(2))
+      if (auto e = file_end(pos + 2))
         return error(e->error, fmt::format("{}; the views of copy/{} are under copy/{}@ (e.g. copy/{}@/slice/0/0)",
                                            e->message, k, k, k));
-      ViewNode n = data_file(Selection::all(shape_), 0, fmt::format("copy/{}", k), false);
+      ViewNode n = data_file(Selection::all(shape_), 0, fmt::format("copy/{}", k), plan);
       n.data->copy = int(k);
       return n;
     }
-    if (c_.size() == 2) return dir({"slice", "box", "plod"});
-    const std::string& next = c_[2];
+    if (c_.size() == pos + 2) return dir({"slice", "box", "plod"});
+    const std::string& next = c_[pos + 2];
     if (next != "slice" && next != "box" && next != "plod")
       return error(ENOENT, fmt::format("'{}': '{}' cannot follow a copy; accepted: slice, box, plod (queries are "
                                        "answered from the primary: A@/query/...)",
-                                       joined(c_, 3), next));
-    const Walker sub(c_.subspan(2), shape_, itemsize_, with_listing_, natural_, copies_);
-    auto resolved = sub.data_tree(0, false);
+                                       joined(c_, pos + 3), next));
+    const Walker sub(c_.subspan(pos + 2), shape_, itemsize_, with_listing_, natural_, copies_);
+    auto resolved = sub.data_tree(0, plan);
     if (auto* e = std::get_if<PathError>(&resolved))
       return error(e->error, fmt::format("copy/{}@/{}", k, e->message));
     ViewNode n = std::move(std::get<ViewNode>(resolved));

@@ -49,6 +49,7 @@
 //                       (0 = the primary, 1..N = user.mmfs.copies in order)
 //   copy/K@             Dir: slice box plod
 //   copy/K@/slice/..., copy/K@/box/SEL, copy/K@/plod/...   as without copy/K@, through copy K
+//   plan/copy/K, plan/copy/K@/...   Plan of the view through copy K
 //
 // Errors: an unknown name ENOENT; a malformed number, selector or condition
 // EINVAL (a condition's message names the position of the problem); an

@@ -74,7 +74,8 @@ TEST_CASE("parse_dtype: refused spellings", "[array_schema]") {
 
 TEST_CASE("schema attribute and layout names", "[array_schema]") {
   const std::vector<std::string> names{"shape", "dtype",    "layout", "order", "cell", "basic_cube",
-                                       "priority", "chunk", "compress", "index", "bins",  "dims"};
+                                       "priority", "chunk", "compress", "index", "bins",  "dims",
+                                       "copies"};
   CHECK(schema_attr_names() == names);
   for (const auto& n : names) CHECK(is_schema_attr(n));
   for (const char* n : {"", "Shape", "user.mmfs.shape", "shape ", "foo", "basic-cube"}) CHECK_FALSE(is_schema_attr(n));
