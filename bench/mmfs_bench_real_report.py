@@ -59,8 +59,14 @@ def ingest_lines(b, what):
     ing = b.setup.get("ingest_s") or {}
     if not ing:
         return []
-    return [f"* Ingest ({what}): " + ", ".join(f"{k} {b.nbytes / MiB / v:.0f} MiB/s" for k, v in ing.items() if v)
-            + "."]
+    lines = [f"* Ingest ({what}): " + ", ".join(f"{k} {b.nbytes / MiB / v:.0f} MiB/s" for k, v in ing.items() if v)
+             + "."]
+    # Arrays with copies: the primary is durable at fsync (its rate above);
+    # the copies caught up in the background after it.
+    for k, v in (b.setup.get("copies_catch_up_s") or {}).items():
+        lines.append(f"* {k}: the copies caught up {v:.1f} s after the fsync "
+                     f"({b.nbytes / MiB / max(v, 1e-9):.0f} MiB/s per copy of the array's bytes).")
+    return lines
 
 
 def run_time_start(st):

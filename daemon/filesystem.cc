@@ -280,6 +280,7 @@ int Filesystem::lookup(Ino parent, const std::string& name, const Caller& who, s
         return 0;
       }
       if (schema && !schema->shape.empty()) {
+        remember(*child, parent, base);  // so messages about the array (a view's, a repair's) name its path
         Ino vino = vnodes_.intern(parent, name, VNode::of_array(*child, parent));
         std::string content, msg;
         if (int r = vnode_stat(vino, who, st, &content, &msg)) {

@@ -321,8 +321,16 @@ class Filesystem {
   int start_scrub(Ino ino, const std::string& how);
   struct ScrubSlot {
     std::shared_ptr<fs::ScrubRunner> runner;
-    ~ScrubSlot();  // stops the runner
+    // Beside the device scrub: every array with copies read whole through
+    // each placement, bad cells rewritten from another (ArrayFile::repair_placements).
+    std::thread copies;
+    std::atomic<bool> copies_stop{false};
+    std::atomic<bool> copies_running{false};
+    std::atomic<std::uint64_t> copies_arrays{0}, copies_repaired{0};
+    ~ScrubSlot();  // stops the runner and the copies' repair
   };
+  // The copies' repair of a scrub (its thread).
+  void repair_copies();
   std::mutex scrub_mu_;
   ScrubSlot scrub_;
   // ---- end of the scrub ---------------------------------------------------

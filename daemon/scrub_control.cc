@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <set>
 #include <shared_mutex>
+#include <thread>
 
 #include "daemon/filesystem.h"
 #include "daemon/filesystem_detail.h"
@@ -38,6 +40,33 @@ std::string_view trimmed(std::string_view s) {
 
 Filesystem::ScrubSlot::~ScrubSlot() {
   if (runner) runner->stop();
+  copies_stop = true;
+  if (copies.joinable()) copies.join();
+}
+
+void Filesystem::repair_copies() {
+  // The arrays with copies: those with a copy's extent map.
+  std::set<Ino> arrays;
+  volume_->store().scan(fs::keys::scan_prefix(fs::keys::Kind::CopyExtents), [&](std::string_view k, std::string_view) {
+    if (auto parsed = fs::keys::parse(k); parsed && parsed->kind == fs::keys::Kind::CopyExtents)
+      arrays.insert(parsed->ino);
+    return true;
+  });
+  for (Ino ino : arrays) {
+    if (scrub_.copies_stop) break;
+    std::shared_ptr<fs::ArrayFile> array;
+    std::string msg;
+    if (array_for(ino, &array, &msg) != 0) {
+      errors_.record(EIO, path_of(ino), "scrub: " + msg);
+      continue;
+    }
+    std::uint64_t repaired = 0;
+    if (int r = array->repair_placements(scrub_.copies_stop, &repaired, &msg))
+      errors_.record(r, path_of(ino), "scrub: " + msg);
+    scrub_.copies_repaired += repaired;
+    ++scrub_.copies_arrays;
+  }
+  scrub_.copies_running = false;
 }
 
 bool Filesystem::is_scrub_node(Ino ino) const {
@@ -66,6 +95,9 @@ std::string Filesystem::scrub_status_text() {
     j["errors"] = 0;
     j["error_list"] = nlohmann::json::array();
   }
+  j["copies"] = {{"state", scrub_.copies_running ? "running" : "idle"},
+                {"arrays_checked", scrub_.copies_arrays.load()},
+                {"cells_repaired", scrub_.copies_repaired.load()}};
   j["commands"] = kCommands;
   return j.dump(2) + "\n";
 }
@@ -173,6 +205,13 @@ int Filesystem::start_scrub(Ino ino, const std::string& how) {
   if (int r = fs::ScrubRunner::start(io_, g, mode, std::move(engine), fs::ScrubRunnerOptions{}, &runner, &msg))
     return record(r, ino, "start: " + msg);
   scrub_.runner = std::move(runner);
+  scrub_.copies_stop = true;
+  if (scrub_.copies.joinable()) scrub_.copies.join();
+  scrub_.copies_stop = false;
+  scrub_.copies_running = true;
+  scrub_.copies_arrays = 0;
+  scrub_.copies_repaired = 0;
+  scrub_.copies = std::thread([this] { repair_copies(); });
   return 0;
 }
 
@@ -183,6 +222,13 @@ void Filesystem::stop_scrub() {
     runner = scrub_.runner;
   }
   if (runner) runner->stop();
+  std::thread copies;
+  {
+    std::lock_guard lock(scrub_mu_);
+    scrub_.copies_stop = true;
+    copies = std::move(scrub_.copies);
+  }
+  if (copies.joinable()) copies.join();
 }
 
 }  // namespace mmfs::daemon

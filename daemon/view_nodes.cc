@@ -147,7 +147,7 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
     case fs::ViewKind::Data: return as_file(node.data->bytes(schema.dtype.itemsize));
     case fs::ViewKind::Info: *content = array->info().dump(2) + "\n"; break;
     case fs::ViewKind::Lbn:
-      if (int r = array->lbn_text(node.coords, content, message)) return r;
+      if (int r = array->lbn_text(node.coords, content, message, std::max(node.copy, 0))) return r;
       break;
     case fs::ViewKind::Plan: {
       if (node.query) {

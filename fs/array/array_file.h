@@ -195,6 +195,11 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   void kick_catch_up();
   // Catches every copy up now (returns when each is current and durable).
   int catch_up(std::string* message);
+  // The scrub's repair (arrays with copies): reads every current placement
+  // whole, a slab at a time, and rewrites each cell that fails its checksum
+  // from another placement that reads it clean. *repaired counts them.
+  // Returns early, with 0, once `stop` is set or the copies change.
+  int repair_placements(const std::atomic<bool>& stop, std::uint64_t* repaired, std::string* message);
   // Waits for the background loads in flight, without stopping new ones.
   void wait_for_prefetches();
 
@@ -217,7 +222,8 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   ChunkStats chunk_stats() const;
   int plan(const DataView& view, nlohmann::json* out, std::string* message) const;
   // ENOTSUP on a compressed mloc array (its elements have no sector).
-  int lbn_text(std::span<const std::uint64_t> coords, std::string* out, std::string* message) const;
+  // `copy`: through that placement (0 = the primary; ENOENT past the copies).
+  int lbn_text(std::span<const std::uint64_t> coords, std::string* out, std::string* message, int copy = 0) const;
 
   // Bitmap index and queries (fs/array/array_file_index.cc, fs/array/array_file_query.cc).
   indexes::ValueType value_type() const;
@@ -309,7 +315,8 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // Self-healing: placement `bad_k` reads `part` again, each cell that
   // fails its checksum rewritten in place from placement `good_k` (current),
   // until it reads clean. Under the exclusive lock.
-  int heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const layouts::Selection& part, std::string* message);
+  int heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const layouts::Selection& part, std::string* message,
+                  std::uint64_t* healed = nullptr);
   // Writes the C-order bytes `data` of `box` (cell-aligned) into `cells` and
   // commits them as a write-back does (alternatives first).
   // `also` stages more into the commit (the copies' record).

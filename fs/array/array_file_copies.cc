@@ -390,7 +390,8 @@ int ArrayFile::rewrite_box_locked(ArrayState& cells, const std::vector<DimRange>
   return 0;
 }
 
-int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Selection& part, std::string* message) {
+int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Selection& part, std::string* message,
+                           std::uint64_t* healed) {
   // Writes that came in since the good bytes were read are on the device
   // first, and the source must still be current: a repair never puts back
   // bytes older than the array's.
@@ -430,9 +431,62 @@ int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Sele
                                          bad_k == 0 ? "the primary" : fmt::format("copy {}", bad_k), why,
                                          good_k == 0 ? "the primary" : fmt::format("copy {}", good_k));
     if (ctx_.on_healed) ctx_.on_healed(ino_, what);
+    if (healed) ++*healed;
   }
   *message = "a cell stayed bad after its rewrite";
   return EIO;
+}
+
+int ArrayFile::repair_placements(const std::atomic<bool>& stop, std::uint64_t* repaired, std::string* message) {
+  std::uint64_t epoch = 0;
+  {
+    std::shared_lock lock(mu_);
+    if (copies_.empty() || retired_) return 0;
+    epoch = placement_epoch_.load();
+  }
+  for (std::uint32_t k = 0;; ++k) {
+    std::uint64_t rows = 0, slab = 1;
+    {
+      std::shared_lock lock(mu_);
+      if (placement_epoch_.load() != epoch || retired_ || k > copies_.size()) return 0;
+      const CellGrid& g = placement_at(k).grid();
+      rows = g.shape()[0];
+      const std::uint64_t row_bytes = g.elements() / rows * g.itemsize();
+      slab = std::max<std::uint64_t>(1, kCatchUpStep / std::max<std::uint64_t>(1, row_bytes * g.cell()[0])) * g.cell()[0];
+    }
+    for (std::uint64_t r0 = 0; r0 < rows; r0 += slab) {
+      if (stop.load()) return 0;
+      std::unique_lock lock(mu_);
+      if (placement_epoch_.load() != epoch || retired_) return 0;
+      if (k > 0 && !copies_[k - 1].current()) break;  // its catch-up rewrites what lags
+      const CellGrid& g = placement_at(k).grid();
+      std::vector<DimRange> dims;
+      for (std::size_t d = 0; d < g.dims(); ++d) dims.push_back(DimRange{0, g.shape()[d], 1, false});
+      dims[0] = DimRange{r0, std::min(rows, r0 + slab), 1, false};
+      const Selection part(dims);
+      AlignedBuffer buf(std::max<std::uint64_t>(part.elements() * g.itemsize(), 1), AlignedBuffer::Uninitialized{});
+      std::uint64_t ignored = 0, bad = Placement::kNoBadCell;
+      std::string why;
+      const int r = placement_at(k).read_selection(part, 0, buf.data(), &ignored, &why, {}, nullptr, true, &bad);
+      if (r == 0) continue;
+      if (r != EIO || bad == Placement::kNoBadCell) {
+        *message = fmt::format("{}: {}", k == 0 ? "the primary" : fmt::format("copy {}", k), why);
+        return r;
+      }
+      // From each other current placement in turn, until every bad cell of the slab is rewritten.
+      int healed = EIO;
+      for (std::uint32_t good = 0; good <= copies_.size() && healed != 0; ++good) {
+        if (good == k || (good > 0 && !copies_[good - 1].current())) continue;
+        healed = heal_locked(k, good, part, &why, repaired);
+      }
+      if (healed != 0) {
+        *message = fmt::format("{}: a bad cell no other placement reads clean: {}",
+                               k == 0 ? "the primary" : fmt::format("copy {}", k), why);
+        return healed;
+      }
+      epoch = placement_epoch_.load();
+    }
+  }
 }
 
 int ArrayFile::catch_up(std::string* message) {

@@ -204,11 +204,16 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
   }
 }
 
-int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out, std::string* message) const {
+int ArrayFile::lbn_text(std::span<const std::uint64_t> coords, std::string* out, std::string* message,
+                        int copy) const {
   std::shared_lock lock(mu_);
+  if (copy < 0 || std::size_t(copy) > copies_.size()) {
+    *message = fmt::format("copy {} does not exist (the array has {} copies)", copy, copies_.size());
+    return ENOENT;
+  }
   geom::Lbn lbn = 0;
   std::uint32_t offset = 0;
-  if (int r = placement_->element_location(coords, &lbn, &offset, message)) return r;
+  if (int r = placement_at(std::uint32_t(copy)).element_location(coords, &lbn, &offset, message)) return r;
   *out = fmt::format("{} {}\n", lbn, offset);
   return 0;
 }

@@ -180,13 +180,22 @@ class Walker {
       n.data->copy = int(k);
       return n;
     }
-    if (c_.size() == pos + 2) return dir({"slice", "box", "plod"});
+    if (c_.size() == pos + 2) return dir(plan ? std::vector<std::string>{"slice", "box", "plod"}
+                                              : std::vector<std::string>{"slice", "box", "plod", "lbn"});
     const std::string& next = c_[pos + 2];
-    if (next != "slice" && next != "box" && next != "plod")
-      return error(ENOENT, fmt::format("'{}': '{}' cannot follow a copy; accepted: slice, box, plod (queries are "
+    if (next != "slice" && next != "box" && next != "plod" && (next != "lbn" || plan))
+      return error(ENOENT, fmt::format("'{}': '{}' cannot follow a copy; accepted: slice, box, plod{} (queries are "
                                        "answered from the primary: A@/query/...)",
-                                       joined(c_, pos + 3), next));
+                                       joined(c_, pos + 3), next, plan ? "" : ", lbn"));
     const Walker sub(c_.subspan(pos + 2), shape_, itemsize_, with_listing_, natural_, copies_);
+    if (next == "lbn") {
+      auto resolved = sub.lbn();
+      if (auto* e = std::get_if<PathError>(&resolved))
+        return error(e->error, fmt::format("copy/{}@/{}", k, e->message));
+      ViewNode n = std::move(std::get<ViewNode>(resolved));
+      n.copy = int(k);
+      return n;
+    }
     auto resolved = sub.data_tree(0, plan);
     if (auto* e = std::get_if<PathError>(&resolved))
       return error(e->error, fmt::format("copy/{}@/{}", k, e->message));

@@ -47,7 +47,8 @@
 //   copy                Dir (with `copies` > 0 only in A@'s listing): 0 .. N, 0@ .. N@
 //   copy/K              File (Data): the whole array read through copy K only
 //                       (0 = the primary, 1..N = user.mmfs.copies in order)
-//   copy/K@             Dir: slice box plod
+//   copy/K@             Dir: slice box plod lbn
+//   copy/K@/lbn/I0,...  File (Lbn) of the element in copy K
 //   copy/K@/slice/..., copy/K@/box/SEL, copy/K@/plod/...   as without copy/K@, through copy K
 //   plan/copy/K, plan/copy/K@/...   Plan of the view through copy K
 //
@@ -87,6 +88,7 @@ struct ViewNode {
   std::optional<DataView> data;        // Data, and Plan (the view whose plan is shown)
   std::optional<QueryView> query;      // Query, and Plan of a query
   std::vector<std::uint64_t> coords;   // Lbn: the element's coordinates
+  int copy = -1;                       // Lbn under copy/K@: that placement (else the primary)
   // Rows (and Plan of rows): records [row_first, row_first + row_count) of a table.
   std::uint64_t row_first = 0, row_count = 0;
   // ZarrMeta: the chunk shape of the Zarr array; ZarrChunk: the shape its
