@@ -171,7 +171,12 @@ class Bench:
 
     def image_size(self):
         # multimap pads basic cubes; 1.6x per array plus room for metadata is plenty (sparse file)
-        size = int(self.nbytes * len(self.a.layouts) * 1.6) + 512 * MiB
+        # (an array with copies counts once per placement)
+        def placements_of(lb):
+            copies = layout_attrs(lb).get("copies", "none")
+            return 1 + (0 if copies == "none" else len(copies.split(";")))
+        placements = sum(placements_of(lb) for lb in self.a.layouts)
+        size = int(self.nbytes * placements * 1.6) + 512 * MiB
         size = max(size, GiB)
         return (size + 64 * MiB - 1) // (64 * MiB) * (64 * MiB)
 

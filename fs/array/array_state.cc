@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <optional>
@@ -385,7 +386,7 @@ class ArrayState::CellGather {
                 sel.elements() * state.grid().itemsize() >= kStreamedResultBytes
                     ? layouts::SelectionGather::Stores::streamed
                     : layouts::SelectionGather::Stores::cached),
-        joined_(state.cell_storage_), zeros_(state.grid().cell_bytes(), std::byte{0}) {
+        joined_bytes_(state.cell_storage_), zeros_bytes_(state.grid().cell_bytes()) {
     // A partial plan read only the blocks of some cells that hold the
     // selection: those cells are put together (and verified) block by block.
     if (partial_cells) blocks_.emplace(state.grid(), sel, state.sums_.blocks().bytes, state.sums_.blocks().per_cell);
@@ -429,21 +430,21 @@ class ArrayState::CellGather {
     const layouts::BlockMask* mask = blocks_ ? &blocks_->of(cc) : nullptr;
     Run r[2];
     if (!state_.may_hold_data(linear)) {
-      cell = zeros_.data();
+      cell = zeros();
     } else if (mask && !blocks_->full(*mask)) {
-      if (!state_.assemble_blocks(linear, runs_of(cc, position, r), *mask, sectors_, joined_.data())) {
+      if (!state_.assemble_blocks(linear, runs_of(cc, position, r), *mask, sectors_, joined())) {
         *bad_cell = linear;
         return EIO;
       }
-      cell = joined_.data();
+      cell = joined();
     } else {
       const std::span<const Run> runs = runs_of(cc, position, r);
       cell = sectors_.at(runs[0].lbn);
       if (runs.size() == 2) {  // the cell wraps around its track's end: join its two pieces
-        std::memcpy(joined_.data(), cell, std::uint64_t(runs[0].sectors) * ss);
-        std::memcpy(joined_.data() + std::uint64_t(runs[0].sectors) * ss, sectors_.at(runs[1].lbn),
+        std::memcpy(joined(), cell, std::uint64_t(runs[0].sectors) * ss);
+        std::memcpy(joined() + std::uint64_t(runs[0].sectors) * ss, sectors_.at(runs[1].lbn),
                     std::uint64_t(runs[1].sectors) * ss);
-        cell = joined_.data();
+        cell = joined();
       }
       if (!state_.cell_valid(linear, {cell, brick})) {
         *bad_cell = linear;
@@ -452,7 +453,7 @@ class ArrayState::CellGather {
     }
     // A cell put together in `joined_` is copied now: that buffer is the
     // next cell's. The others may wait in `sectors_` for their line.
-    gather_.take(cc, cell, out_, cell == joined_.data());
+    gather_.take(cc, cell, out_, cell == joined_.get());
     return 0;
   }
 
@@ -468,8 +469,26 @@ class ArrayState::CellGather {
   layouts::SelectionGather gather_;
   layouts::TouchedRuns* runs_ = nullptr;
   std::optional<layouts::CellBlocks> blocks_;
-  std::vector<std::byte> joined_;
-  const std::vector<std::byte> zeros_;
+  // A cell put together from its pieces, and the brick of a cell never
+  // written: allocated at their first use, without filling them (calloc's
+  // zeros are the kernel's), so a read of a few blocks of large cells (a
+  // C-order copy's 2 MiB rows) faults in only the pages it touches, not two
+  // whole cells per read.
+  std::byte* joined() {
+    if (!joined_) joined_.reset(new std::byte[joined_bytes_]);
+    return joined_.get();
+  }
+  const std::byte* zeros() {
+    if (!zeros_) zeros_.reset(static_cast<std::byte*>(std::calloc(zeros_bytes_, 1)));
+    if (!zeros_) throw std::bad_alloc();
+    return zeros_.get();
+  }
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::uint64_t joined_bytes_, zeros_bytes_;
+  std::unique_ptr<std::byte[]> joined_;
+  std::unique_ptr<std::byte, Free> zeros_;
 };
 
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 namespace mmfs::fs {
@@ -233,6 +234,37 @@ FsckReport check_volume(Volume& vol, bool repair) {
         return true;
       });
     }
+  // An array's copies: keys of a slot its schema record does not list are
+  // stray (dropped); a listed slot without an extent map is damage.
+  for (Ino ino : copy_owners) {
+    if (!inodes.count(ino) || removed.count(ino)) continue;
+    const auto record = store.get(keys::xattr(ino, "mmfs.schema"));
+    if (!record) continue;
+    const auto j = nlohmann::json::parse(*record, nullptr, false);
+    if (!j.is_object()) continue;  // a schema that does not decode: the array's open says so
+    std::set<unsigned> listed;
+    if (auto it = j.find("copies"); it != j.end() && it->is_array())
+      for (const auto& c : *it)
+        if (c.is_object() && c.contains("slot") && c["slot"].is_number_unsigned())
+          listed.insert(c["slot"].get<unsigned>());
+    std::set<unsigned> stored;
+    for (const std::string& prefix : {keys::extents(ino) + "k", keys::checksum_prefix(ino, keys::kCopyChecksumTable),
+                                      keys::checksum_prefix(ino, keys::kCopyAltChecksumTable)})
+      store.scan(prefix, [&](std::string_view k, std::string_view) {
+        const auto parsed = keys::parse(k);
+        if (!parsed) return true;
+        if (parsed->kind == keys::Kind::CopyExtents) stored.insert(parsed->slot);
+        if (!listed.count(parsed->slot)) {
+          problem(fmt::format("a record of copy slot {} of inode {}, which lists no such copy", parsed->slot, ino),
+                  true);
+          fix.del(std::string(k));
+        }
+        return true;
+      });
+    for (unsigned slot : listed)
+      if (slot != 0 && !stored.count(slot))
+        problem(fmt::format("copy slot {} of inode {} has no extent map", slot, ino), false);
+  }
   for (Ino ino : copy_owners)
     if (!inodes.count(ino) || removed.count(ino)) {
       problem(fmt::format("extra copies of missing inode {}", ino), true);

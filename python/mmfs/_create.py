@@ -66,13 +66,14 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
            dims: Optional[Sequence[str]] = None, attrs: Optional[Mapping[str, Any]] = None,
            data: Any = None, progress: bool = False, basic_cube: Optional[Sequence[int]] = None,
            chunk: Optional[Sequence[int]] = None, priority: Optional[str] = None,
-           compress: Optional[str] = None, slab_bytes: int = SLAB_BYTES) -> Array:
+           compress: Optional[str] = None, copies: Optional[str] = None,
+           slab_bytes: int = SLAB_BYTES) -> Array:
     """Creates the array file ``path`` (which must not exist) and returns it.
 
     As docs/reference.md §4 says: an empty file; the schema attributes that
     take effect at creation (``dtype``, ``layout``, ``order``, ``cell``,
     ``basic_cube``, ``chunk``, ``priority``, ``compress``, ``bins``,
-    ``index``); then ``user.mmfs.shape``, which makes it an array; then
+    ``index``, ``copies``); then ``user.mmfs.shape``, which makes it an array; then
     ``user.mmfs.dims`` and the user attributes ``attrs`` (see
     :class:`mmfs.attrs.Attrs`); then ``data``, written in C-order slabs of at
     most 64 MiB with ``pwrite`` (any array-like with ``shape`` and numpy
@@ -83,7 +84,10 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
     tqdm progress bar of the bytes written. ``slab_bytes`` bounds the memory
     one slab of ``data`` takes (default :data:`SLAB_BYTES`, 64 MiB; a slab is
     at least one element). Unset schema attributes take the volume's defaults
-    (the layout, for one).
+    (the layout, for one). ``copies`` (e.g. ``"naive;hilbert:cell=16,16,4"``)
+    keeps the array in other placements too, each view read from the one the
+    model prices cheapest: the data lands in the primary, durable at the
+    ``fsync``, and the copies catch up in the background after it.
 
     On any failure the partly created file is removed and the error raised
     (an OSError as :class:`mmfs.Error` with the daemon's reason).
@@ -132,6 +136,7 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
                 bins = "edges:" + ",".join(repr(float(b)) for b in bins)
             schema.append(("bins", bins))
         schema.append(("index", index))
+        schema.append(("copies", copies))
         for name, value in schema:
             if value is not None:
                 _io.set_xattr(fd, SCHEMA_PREFIX + name, schema_value(value), path)

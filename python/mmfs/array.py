@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -355,6 +355,27 @@ class Array:
                     _io.set_xattr(self._path, SCHEMA_PREFIX + name, schema_value(value))
         finally:
             self._schema = {}  # a re-layout may change layout, cell and chunk: read them again
+        return self
+
+    @property
+    def copies(self) -> List[Dict[str, Any]]:
+        """The array's extra copies (``user.mmfs.copies``), from ``A@/info``, read
+        now: per copy its number (1..), ``layout``, ``spec``, ``state``
+        (``current`` or ``behind``), ``cells_behind`` and ``device_bytes``.
+        Empty without copies."""
+        return list(self.info.get("copies", []))
+
+    def set_copies(self, copies: Any) -> "Array":
+        """Sets ``user.mmfs.copies``: a string (``"naive;hilbert:cell=16,16,4"``),
+        a list of such specs, or ``None``/``"none"`` to drop them. The daemon
+        builds the new copies from the data and returns when they are durable.
+        Returns ``self``."""
+        self._writable("set_copies")
+        if copies is None:
+            copies = "none"
+        elif not isinstance(copies, str):
+            copies = ";".join(str(c) for c in copies)
+        _io.set_xattr(self._path, SCHEMA_PREFIX + "copies", copies)
         return self
 
     def set_index(self, index: str, bins: Any = None) -> "Array":

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -320,3 +321,26 @@ def test_dims_default_and_refused_by_the_daemon(root):
     assert mmfs.open(p).dims == ("dim_0", "dim_1")
     os.setxattr(p, "user.mmfs.dims", b"row,col")
     assert mmfs.open(p).dims == ("row", "col")
+
+def test_create_with_copies_and_change_them(root):
+    arr = random_array(np.random.default_rng(12), (30, 20, 10), "float64")
+    a = mmfs.create(root / "with-copies", data=arr, layout="multimap", copies="naive;hilbert:cell=4,4,2")
+    assert getx(a.path, "copies") == "naive;hilbert:cell=4,4,2"
+    # The data is durable in the primary at the fsync; the copies catch up after it.
+    for _ in range(200):
+        if all(c["state"] == "current" for c in a.copies):
+            break
+        time.sleep(0.05)
+    assert [c["layout"] for c in a.copies] == ["naive", "hilbert"]
+    assert all(c["state"] == "current" for c in a.copies), a.copies
+    for k in range(3):
+        got = np.fromfile(f"{a.path}@/copy/{k}", dtype="float64").reshape(arr.shape)
+        assert np.array_equal(got, arr), k
+    assert np.array_equal(a[:, 3, :], arr[:, 3, :])
+    a.set_copies(["zorder"])
+    assert [c["layout"] for c in a.copies] == ["zorder"]
+    a.set_copies(None)
+    assert a.copies == []
+    with pytest.raises(mmfs.Error) as e:
+        a.set_copies("naive:cell=1,1")
+    assert e.value.errno == errno.EINVAL and "user.mmfs.copies" in str(e.value)

@@ -387,3 +387,26 @@ TEST_CASE("array copies: a cell that fails its checksum is served from another c
   CHECK(healed.size() == after);
   CHECK(check_volume(*m.vol, false).problems.empty());
 }
+
+TEST_CASE("array copies: mmfsck drops records of copies the schema does not list", "[array_file][copies]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  std::mt19937_64 rng(71);
+  auto a = create_random(m, "stray", make_schema({16, 16, 8}, "float64", "naive"), rng);
+  std::string msg;
+  REQUIRE(a->change_schema(with_copies(a->schema(), "hilbert"), &msg) == 0);
+  CHECK(check_volume(*m.vol, false).problems.empty());
+  // A slot nobody lists: its extent map (of no sectors) and a checksum record.
+  WriteBatch b;
+  b.put(keys::copy_extents(a->ino(), 9), encode_extents({}));
+  b.put(keys::checksum_record(a->ino(), 0, keys::kCopyChecksumTable, 9), std::string(8, '\x01'));
+  REQUIRE(m.md().apply(b, {}) == 0);
+  auto report = check_volume(*m.vol, false);
+  CHECK(report.problems.size() == 2);
+  report = check_volume(*m.vol, true);
+  CHECK(report.uncorrected == 0);
+  CHECK(check_volume(*m.vol, false).problems.empty());
+  // The listed copy is untouched.
+  check_every_copy(*a, read_all(*a));
+}
