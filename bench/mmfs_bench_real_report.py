@@ -106,6 +106,9 @@ def report(b, res):
             db = (info.get("device_bytes") or {}).get("data")
             if db:
                 extra.append(f"{fmt_bytes(db)} on the device")
+            for c in info.get("copies") or []:  # user.mmfs.copies: each copy's placement and space
+                extra.append(f"copy {c['copy']} `{c['spec']}` (cell {'×'.join(map(str, c['cell']))}) "
+                             f"{fmt_bytes(c['device_bytes'])} on the device")
             L.append(f"  * `{lb}`: {', '.join(extra) if extra else info.get('error', '')}")
     ch = "×".join(map(str, b.chunks))
     L.append("* Baselines, same data, same disk: "
