@@ -131,6 +131,13 @@ int Filesystem::flush_all(bool durable, bool periodic) {
     });
     for (auto& a : arrays_.all()) arrays.push_back({a->ino(), a});
   }
+  // Each array once: an open array is in both lists, and a second periodic
+  // flush right after the first would take it for idle (flush_periodic): its
+  // writer's unfinished cells written back, its copies' catch-up started
+  // in the middle of the ingest.
+  std::sort(arrays.begin(), arrays.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  arrays.erase(std::unique(arrays.begin(), arrays.end(), [](const auto& x, const auto& y) { return x.first == y.first; }),
+               arrays.end());
   for (auto& [ino, a] : arrays) {
     std::string msg;
     if (int r = periodic ? a->flush_periodic(&msg) : a->flush(false, &msg)) {

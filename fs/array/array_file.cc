@@ -385,11 +385,18 @@ int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_on
   if (retired_) return 0;
   if (has_dirty_locked()) {
     if (int r = index_before_write_back_locked(message)) return r;
-    // Copies the write-back leaves behind are recorded first (a crash after it must not let them serve).
-    if (int r = record_copies_locked(message)) return r;
+    // The copies' cells this write-back leaves behind are recorded no later
+    // than the new bytes can be read: with the alternatives of cells
+    // rewritten in place (durable before those bytes land), else in the
+    // commit below (a cell that never held data reads as zeros, in every
+    // copy, until then). No sync of its own.
+    const bool record = std::any_of(copies_.begin(), copies_.end(), [](const ArrayCopy& c) { return c.unrecorded; });
+    bool recorded = false;
     std::uint64_t bad = 0;
     auto make_durable = [&](WriteBatch& alternatives) {
+      if (record) stage_copies_record_locked(alternatives);
       if (int r = ctx_.metadata.apply(alternatives, {})) return r;
+      recorded = record;
       return ctx_.metadata.sync();
     };
     ArrayState& cells = *writable_cells_locked();
@@ -405,6 +412,7 @@ int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_on
     WriteBatch batch;
     cells.sums().stage(batch);
     cells.alternatives().stage(batch);
+    if (record && !recorded) stage_copies_record_locked(batch);
     // The index's delta commits with the checksums of the cells it describes.
     std::vector<Extent> dropped;
     if (int r = index_after_write_back_locked(batch, &dropped, message)) return r;
@@ -412,6 +420,8 @@ int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_on
       *message = "metadata commit failed";
       return r;
     }
+    if (record)
+      for (ArrayCopy& c : copies_) c.unrecorded = false;
   }
   if (durable)
     if (int r = ctx_.metadata.sync()) {

@@ -295,8 +295,6 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int change_copies_locked(const ArraySchema& next, bool rebuild, std::string* message);
   // The copies' cells that the C-order bytes [offset, offset+length) lie in lag.
   void note_copies_write_locked(std::uint64_t offset, std::size_t length);
-  // Before the primary's write-back: the record of cells behind, durable.
-  int record_copies_locked(std::string* message);
   void stage_copies_record_locked(WriteBatch& batch);
   // Catches copy `k` (1-based) up on at most about `budget` bytes of its
   // cells; `whole`: until it is current.

@@ -3,10 +3,10 @@
 // view, and how a copy catches up on the primary's writes.
 //
 // A write reaches the primary as before; the copies' cells it lands in are
-// noted as behind. Before the primary's write-back puts those bytes on the
-// device, the record of cells behind is made durable, so after a crash at
-// any moment every copy cell that may differ from the primary is in the
-// record. A copy with any cell behind serves no view; the catch-up (in the
+// noted as behind. The record of cells behind commits no later than the
+// primary's new bytes can be read (fs/array/array_file.cc flush_locked), so
+// after a crash at any moment every copy cell that may differ from the
+// primary is in the record. A copy with any cell behind serves no view; the catch-up (in the
 // background after fsync, the last close or an idle spell; at once for a
 // read of A@/copy/K@) reads the primary's bytes of the lagging cells, writes
 // them into the copy as any write-back does (alternatives first, so a crash
@@ -126,22 +126,6 @@ void ArrayFile::stage_copies_record_locked(WriteBatch& batch) {
     batch.del(keys::copy_record(ino_));
   else
     batch.put(keys::copy_record(ino_), record);
-}
-
-int ArrayFile::record_copies_locked(std::string* message) {
-  if (std::none_of(copies_.begin(), copies_.end(), [](const ArrayCopy& c) { return c.unrecorded; })) return 0;
-  WriteBatch batch;
-  stage_copies_record_locked(batch);
-  if (int r = ctx_.metadata.apply(batch, {})) {
-    *message = "metadata commit failed (the copies' record of cells behind)";
-    return r;
-  }
-  if (int r = ctx_.metadata.sync()) {
-    *message = "metadata sync failed (the copies' record of cells behind)";
-    return r;
-  }
-  for (ArrayCopy& c : copies_) c.unrecorded = false;
-  return 0;
 }
 
 void ArrayFile::note_copies_write_locked(std::uint64_t offset, std::size_t length) {
