@@ -742,6 +742,7 @@ int ArrayFile::change_schema(const ArraySchema& requested, std::string* message)
     return change_copies_locked(next, false, message);
   }
   ArraySchema next = requested;
+  next.copies = schema_.copies;  // the same copies: their slots too (a value set again is parsed without them)
   // A new grid (shape or dtype, before any data) cannot keep the copies' cells: they are dropped and built again.
   std::vector<CopySpec> rebuild;
   if (!schema_.copies.empty() && (next.shape != schema_.shape || next.dtype != schema_.dtype)) {

@@ -36,12 +36,14 @@ constexpr double kChunkGain = 0.9;
 
 std::uint64_t ArrayFile::view_chunking(DataView* view, std::unique_ptr<layouts::SelectionChunks>* out) const {
   std::shared_lock lock(mu_);
-  if (view->chunk_bytes == 0 || !view->cut) {
+  if (!view->cut) {
     if (view->copy >= 0) {  // A@/copy/K@: that placement only (load_chunk refuses a K that is gone)
       view->served = std::uint32_t(view->copy) <= copies_.size() ? std::uint32_t(view->copy) : 0;
-      view->chunk_bytes = chunk_bytes_locked(view->selection, view->spelling, view->served);
-    } else {
+      if (view->chunk_bytes == 0) view->chunk_bytes = chunk_bytes_locked(view->selection, view->spelling, view->served);
+    } else if (view->chunk_bytes == 0) {
       view->served = serving_locked(view->selection, view->spelling, &view->chunk_bytes);
+    } else {
+      view->served = 0;  // a chunk size the caller chose: the primary's cells
     }
     view->served_epoch = placement_epoch_.load();
     view->cut = std::make_shared<const CellGrid>(placement_at(view->served).grid());

@@ -1179,7 +1179,7 @@ def test_listings_under_copy(listed):
     for k in range(4):
         assert os.path.isfile(view(path, "copy", k)) and os.path.isdir(view(path, "copy", f"{k}@"))
         assert os.stat(view(path, "copy", k)).st_size == arr.nbytes
-        assert sorted(os.listdir(view(path, "copy", f"{k}@"))) == ["box", "plod", "slice"]
+        assert sorted(os.listdir(view(path, "copy", f"{k}@"))) == ["box", "lbn", "plod", "slice"]
         assert sorted(os.listdir(view(path, "copy", f"{k}@", "slice")), key=int) == [str(d) for d in range(arr.ndim)]
         for d in range(arr.ndim):
             assert sorted(os.listdir(view(path, "copy", f"{k}@", "slice", d)), key=int) == \

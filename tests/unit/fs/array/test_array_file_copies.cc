@@ -193,6 +193,12 @@ TEST_CASE("array copies: dropping copies gives their space back; truncate zeroes
   CHECK(a->schema().copies[0].slot == before[1].slot);
   CHECK(a->schema().copies[1].slot == before[0].slot);
   CHECK(free1 - m.vol->allocator().free_sectors() == sum / 512);
+  // The same list set again (parsed without slots) keeps every slot, in memory and in the record.
+  const auto reordered = a->schema().copies;
+  REQUIRE(a->change_schema(with_copies(a->schema(), "zorder:cell=4,4,4;naive"), &msg) == 0);
+  CHECK(a->schema().copies == reordered);
+  CHECK(stored_schema(m, a->ino())->copies == reordered);
+  CHECK(check_volume(*m.vol, false).problems.empty());
   // Truncate to 0 zeroes every copy.
   REQUIRE(a->zero(&msg) == 0);
   check_every_copy(*a, Bytes(a->size(), 0));
