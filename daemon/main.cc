@@ -47,6 +47,7 @@ struct Options {
   bool foreground = false;
   bool simulate = false;
   bool read_only = false;
+  bool degraded = false;  // see Volume::MembersOptions
   std::uint32_t iodepth = 32;
   std::chrono::microseconds busy_poll{200};  // see daemon/request_poller.h
   unsigned read_ahead_kb = 1024;             // see daemon/mount_readahead.h; 0 = the kernel's
@@ -82,6 +83,8 @@ bool parse_mount_options(const std::vector<std::string>& lists, Options* o, std:
       if (opt.empty()) continue;
       if (opt == "simulate") {
         o->simulate = true;
+      } else if (opt == "degraded") {
+        o->degraded = true;
       } else if (opt.rfind("iodepth=", 0) == 0) {
         try {
           unsigned long v = std::stoul(opt.substr(8));
@@ -185,10 +188,11 @@ std::unique_ptr<mmfs::fs::Volume> open_volume(const std::vector<std::string>& ta
   opt.read_only = o.read_only;
   opt.iodepth = o.iodepth;
   std::vector<mmfs::fs::MemberTarget> members;
-  if (!mmfs::fs::open_targets(targets, opt, &members, err, msg)) return nullptr;
   mmfs::fs::Volume::MembersOptions mo;
+  if (!mmfs::fs::open_targets(targets, opt, &members, err, msg, o.degraded ? &mo.left_out : nullptr)) return nullptr;
   mo.metadata = meta;
   mo.simulate = simulate;
+  mo.degraded = o.degraded;
   return mmfs::fs::Volume::open(std::move(members), err, msg, mo);
 }
 
@@ -212,7 +216,8 @@ int main(int argc, char** argv) {
   app.add_flag("-f,--foreground", o.foreground, "Stay in the foreground");
   app.add_option("-o", option_lists,
                  "Mount options, comma-separated: simulate (delay each request by the geometry model's service "
-                 "time), iodepth=N (device queue depth, default 32), busy_poll=USEC (a worker polls for the next "
+                 "time), degraded (mount a RAID 1 volume with a member missing, unreadable or blank: it runs on the "
+                 "mirror, which the survivors' superblocks record; mmfsck --rebuild restores it), iodepth=N (device queue depth, default 32), busy_poll=USEC (a worker polls for the next "
                  "request this long before sleeping; default 200, 0 = off), read_ahead_kb=N (the kernel's read-ahead "
                  "window for this mount, default 1024, 0 = leave the kernel's), nolock_code (leave the daemon's code "
                  "evictable; by default it is locked in memory), io_buffers=SIZE (memory for device reads and views, "
@@ -270,6 +275,7 @@ int main(int argc, char** argv) {
   std::string geometry_json;
   mmfs::fs::MetaOpenReport metadata_report;
   std::unique_ptr<mmfs::fs::Volume> checked;
+  std::vector<std::string> degraded_notes;
   {
     int err = 0;
     std::string msg;
@@ -288,6 +294,10 @@ int main(int argc, char** argv) {
     metadata_report = vol->metadata_report();
     for (const auto& p : metadata_report.problems) fmt::print(stderr, "mmfs: {}: {}\n", target, p);
     for (const auto& r : metadata_report.repairs) fmt::print(stderr, "mmfs: {}: {}\n", target, r);
+    // As this open found the members: the daemon's own open below finds the
+    // failures this one recorded in the survivors' superblocks.
+    degraded_notes = vol->degraded_notes();
+    for (const auto& note : degraded_notes) fmt::print(stderr, "mmfs: degraded: {}\n", note);
     // A volume of several devices runs its members' I/O on threads, which
     // do not survive the fork: the daemon opens it again after.
     if (!o.simulate && !vol->striped()) checked = std::move(vol);
@@ -384,6 +394,7 @@ int main(int argc, char** argv) {
       });
       filesystem = std::make_unique<mmfs::daemon::Filesystem>(std::move(vol), o.read_only);
       slot = filesystem.get();
+      for (const auto& note : degraded_notes) filesystem->errors().record(ENODEV, "/", "degraded: " + note);
       for (const auto& p : metadata_report.problems)
         filesystem->errors().record(EUCLEAN, "/", "metadata found damaged at mount: " + p);
       for (const auto& r : metadata_report.repairs) filesystem->errors().record(EUCLEAN, "/", "metadata " + r);

@@ -111,7 +111,8 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
         if (transport_stats_) j["fuse"] = transport_stats_();
         if (!daemon_stats_.empty()) j["daemon"] = daemon_stats_;
         j["views"] = {{"data_opens", data_view_opens_.load()}, {"text_opens", text_view_opens_.load()}};
-        j["copies"] = {{"self_healed_cells", healed_cells_.load()}};
+        j["copies"] = {{"self_healed_cells", healed_cells_.load()},
+                       {"reads_served_around_device_errors", served_around_.load()}};
         const fs::BufferPool::Stats b = fs::BufferPool::shared().stats();
         j["io_buffers"] = {{"limit_bytes", fs::BufferPool::shared().limit()},
                            {"idle_bytes", b.idle_bytes},
@@ -123,6 +124,8 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
         if (auto* striped = volume_->striped()) {
           j["raid"] = striped->raid();
           j["devices"] = striped->stats();
+          // Running without a member: every byte served comes from its mirror alone.
+          j["degraded"] = !striped->failed_devices().empty();
         }
         *content = j.dump(2) + "\n";
         break;

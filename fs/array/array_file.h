@@ -56,6 +56,10 @@ struct ArrayContext {
   // copy and rewritten in place from it (the daemon counts it and writes
   // `message` to .mmfs/errors); may be empty.
   std::function<void(Ino ino, const std::string& message)> on_healed = nullptr;
+  // Called after a piece of a view that a device error kept from one
+  // placement (a lost member, an unreadable sector) was served from another
+  // copy; may be empty.
+  std::function<void(Ino ino, const std::string& message)> on_served_around = nullptr;
 };
 
 // The rows (C-order linear indices) of a box of an array of `shape`.

@@ -189,14 +189,31 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
       if (placement_epoch_.load() == epoch && heal_locked(from, good, part, &why) == 0) {
         r = 0;
         // A@/copy/K@ serves copy K's own bytes: read again, repaired.
-        if (view.copy > 0)
+        if (view.copy >= 0)
           r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, {}, nullptr,
                                                 once);
-      } else if (view.copy <= 0) {
+      } else if (view.copy < 0) {
         r = 0;  // served from the good placement; the bad one is repaired by a later read or a scrub
       } else {
         *message = why;
       }
+    }
+  } else if (r != 0 && bad == Placement::kNoBadCell && view.copy < 0 && is_device_failure(r)) {
+    // The device could not read the placement (a member lost, a bad
+    // sector): the same bytes from another current copy. Nothing is
+    // rewritten: the failed sectors are the device's to remap or replace.
+    for (std::uint32_t k = 0; k <= copies_.size(); ++k) {
+      if (k == from || (k > 0 && !copies_[k - 1].current())) continue;
+      std::string other;
+      if (placement_at(k).read_selection(part, view.plod_bytes, out->data(), &ignored, &other, {}, nullptr, once) != 0)
+        continue;
+      if (ctx_.on_served_around)
+        ctx_.on_served_around(ino_, fmt::format("{} failed to read ({}: {}); served from {}",
+                                                from == 0 ? "the primary" : fmt::format("copy {}", from),
+                                                std::strerror(r), *message,
+                                                k == 0 ? "the primary" : fmt::format("copy {}", k)));
+      r = 0;
+      break;
     }
   }
   if (r) {

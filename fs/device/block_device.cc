@@ -29,6 +29,16 @@
 
 namespace mmfs::fs {
 
+bool is_device_failure(int e) {
+  switch (e) {
+    case EIO: case ENODEV: case ENXIO: case ENOTCONN: case ESHUTDOWN: case ECONNRESET: case ECONNREFUSED:
+    case EPIPE: case ETIMEDOUT: case EHOSTUNREACH: case ENETUNREACH: case ENOMEDIUM: case EBADF:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // BlockDevice convenience wrappers
 

@@ -124,4 +124,8 @@ class AlignedBuffer {
   std::size_t pooled_ = 0;  // the pool buffer's size; 0: from aligned_alloc
 };
 
+// True for the errnos that say a device failed (as opposed to a request
+// the caller got wrong, such as EINVAL).
+bool is_device_failure(int error);
+
 }  // namespace mmfs::fs

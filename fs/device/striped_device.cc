@@ -30,7 +30,7 @@ std::vector<std::string> split_targets(const std::vector<std::string>& args) {
 }
 
 bool open_targets(const std::vector<std::string>& targets, OpenOptions options, std::vector<MemberTarget>* out,
-                  int* error, std::string* message) {
+                  int* error, std::string* message, std::vector<std::string>* left_out) {
   for (const std::string& t : targets) {
     OpenOptions o = options;
     auto dev = open_device(t, o, error, message);
@@ -40,21 +40,13 @@ bool open_targets(const std::vector<std::string>& targets, OpenOptions options, 
     }
     if (!dev) {
       if (message->find(t) == std::string::npos) *message = fmt::format("{}: {}", t, *message);
-      return false;
+      if (!left_out) return false;
+      left_out->push_back(*message + " (left out)");
+      continue;
     }
     out->push_back({t, std::move(dev)});
   }
-  return true;
-}
-
-bool is_device_failure(int e) {
-  switch (e) {
-    case EIO: case ENODEV: case ENXIO: case ENOTCONN: case ESHUTDOWN: case ECONNRESET: case ECONNREFUSED:
-    case EPIPE: case ETIMEDOUT: case EHOSTUNREACH: case ENETUNREACH: case ENOMEDIUM: case EBADF:
-      return true;
-    default:
-      return false;
-  }
+  return !out->empty() || targets.empty();
 }
 
 StripedDevice::StripedDevice(std::vector<MemberTarget> devices, const geom::StripedGeometry& geometry,

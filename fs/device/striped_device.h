@@ -64,12 +64,10 @@ std::vector<std::string> split_targets(const std::vector<std::string>& args);
 
 // Opens every target (buffered when its filesystem has no O_DIRECT). On
 // failure returns false with *error and a *message naming the target.
+// With `left_out` (a degraded mount), a target that does not open is left
+// out instead, its one-line reason appended there; false only when none opens.
 bool open_targets(const std::vector<std::string>& targets, OpenOptions options, std::vector<MemberTarget>* out,
-                  int* error, std::string* message);
-
-// True for the errnos that say a device failed (as opposed to a request
-// the caller got wrong, such as EINVAL).
-bool is_device_failure(int error);
+                  int* error, std::string* message, std::vector<std::string>* left_out = nullptr);
 
 class StripedDevice final : public BlockDevice {
  public:

@@ -69,8 +69,12 @@ class Volume {
   // superblocks are read and their identity checked — a target of another
   // volume, a member given twice or one missing is refused, naming it. A
   // RAID 1 member recorded failed may be missing (the volume runs degraded
-  // on its twin); `degraded` also lets a RAID 1 member that is merely
-  // missing be left out (mmfsck --rebuild). `simulate` delays each batch by
+  // on its twin). `degraded` (mount -o degraded, mmfsck --rebuild) also
+  // lets a RAID 1 member be missing whose twin is healthy, and leaves out a
+  // blank target (no mmfs signature in either superblock: a replacement
+  // not yet rebuilt); the survivors' superblocks then record it failed.
+  // `left_out`: targets the caller could not open (open_targets), reported
+  // with the rest in degraded_notes(). `simulate` delays each batch by
   // the volume geometry's service time (the striped model: members in
   // parallel). One target that is a single-device volume opens as open().
   struct MembersOptions {
@@ -78,11 +82,15 @@ class Volume {
     MetaOpenOptions metadata;
     bool simulate = false;
     bool degraded = false;
+    std::vector<std::string> left_out;
   };
   static std::unique_ptr<Volume> open(std::vector<MemberTarget> targets, int* error, std::string* message,
                                       const MembersOptions& options);
   const std::vector<std::string>& problems() const { return problems_; }
   const MetaOpenReport& metadata_report() const { return metadata_report_; }
+  // One line per target left out and per member the volume runs without,
+  // as found at open (later failures reach the failure hook).
+  const std::vector<std::string>& degraded_notes() const { return degraded_notes_; }
 
   BlockDevice& device() { return *device_; }
   const Superblock& superblock() const { return sb_; }
@@ -124,6 +132,7 @@ class Volume {
   std::unique_ptr<Metadata> metadata_;
   bool primary_ok_ = false, backup_ok_ = false;
   std::vector<std::string> problems_;
+  std::vector<std::string> degraded_notes_;
   MetaOpenReport metadata_report_;
 };
 

@@ -276,8 +276,25 @@ std::unique_ptr<Volume> Volume::open(std::vector<MemberTarget> targets, int* err
     }
     return open(std::move(targets[0].device), error, message, o.for_check, meta);
   }
+  std::vector<std::string> notes = o.left_out;
+  if (o.degraded) {
+    // A blank target (a replacement not yet rebuilt) is left out; the member
+    // it stands for is then missing, which the checks below allow or refuse.
+    for (std::size_t i = targets.size(); i-- > 0;)
+      if (!found[i].sb && found[i].why.rfind("not an mmfs", 0) == 0 && targets.size() > 1) {
+        notes.insert(notes.begin() + std::ptrdiff_t(o.left_out.size()),
+                     fmt::format("{}: holds no mmfs superblock (a blank device): left out", targets[i].target));
+        targets.erase(targets.begin() + std::ptrdiff_t(i));
+        found.erase(found.begin() + std::ptrdiff_t(i));
+      }
+  }
   for (std::size_t i = 0; i < targets.size(); ++i)
-    if (!found[i].sb) return fail(EINVAL, fmt::format("{}: {}", targets[i].target, found[i].why));
+    if (!found[i].sb)
+      return fail(EINVAL, fmt::format("{}: {}{}", targets[i].target, found[i].why,
+                                      targets.size() > 1 && found[i].why.rfind("not an mmfs", 0) == 0
+                                          ? " (a blank replacement of a RAID 1 member is left out by -o degraded "
+                                            "and filled by mmfsck --rebuild)"
+                                          : ""));
   // The volume is the one most targets belong to; the others are foreign.
   std::map<std::array<std::uint8_t, 16>, std::size_t> votes;
   for (const auto& f : found) ++votes[f.sb->uuid];
@@ -307,18 +324,37 @@ std::unique_ptr<Volume> Volume::open(std::vector<MemberTarget> targets, int* err
     failed.insert(sb.failed.begin(), sb.failed.end());
   }
   std::string missing;
+  bool mirrors_healthy = true;  // every missing member's twin is here and healthy
   for (std::uint32_t m = 0; m < n; ++m) {
     if (slot[m] >= 0) continue;
-    const bool may_be_absent = ref->raid == 1 && (failed.count(m) || o.degraded) && slot[m ^ 1u] >= 0 &&
-                               !failed.count(m ^ 1u);
-    if (!may_be_absent) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", m);
+    const bool twin_ok = ref->raid == 1 && slot[m ^ 1u] >= 0 && !failed.count(m ^ 1u);
+    const bool recorded = failed.count(m) > 0;
+    if (twin_ok && (recorded || o.degraded)) {
+      notes.push_back(fmt::format("member {} is {}: the volume runs degraded on its mirror, member {} ({}); "
+                                  "mmfsck --rebuild NEW SURVIVORS... restores redundancy",
+                                  m, recorded ? "marked failed and absent" : "missing", m ^ 1u,
+                                  targets[std::size_t(slot[m ^ 1u])].target));
+    } else {
+      missing += fmt::format("{}{}", missing.empty() ? "" : ", ", m);
+      mirrors_healthy = mirrors_healthy && twin_ok;
+    }
     failed.insert(m);
   }
-  if (!missing.empty())
+  if (!missing.empty()) {
+    const bool one = missing.find(',') == std::string::npos;
+    std::string hint;
+    if (ref->raid == 0)
+      hint = "; a RAID 0 volume holds one copy of each member's data and does not run without one (-o degraded "
+             "needs the mirrors of RAID 1)";
+    else if (mirrors_healthy)
+      hint = fmt::format("; mount with -o degraded to run on {} mirror{}, then restore redundancy with mmfsck "
+                         "--rebuild NEW SURVIVORS...", one ? "its" : "their", one ? "" : "s");
+    else
+      hint = "; the mirror of a missing member is missing or failed too: its data has no surviving copy";
     return fail(ENODEV, fmt::format("member{} {} of the {}-device volume {} {} missing (targets given: {}){}",
-                                    missing.find(',') == std::string::npos ? "" : "s", missing, n, uuid_string(uuid),
-                                    missing.find(',') == std::string::npos ? "is" : "are", targets.size(),
-                                    ref->raid == 1 ? "; a failed RAID 1 member is replaced with mmfsck --rebuild" : ""));
+                                    one ? "" : "s", missing, n, uuid_string(uuid), one ? "is" : "are",
+                                    targets.size(), hint));
+  }
   for (std::uint32_t m = 0; m + 1 < n; m += 2)
     if (ref->raid == 1 && failed.count(m) && failed.count(m + 1))
       return fail(EIO, fmt::format("both copies of stripe member {} (members {} and {}) have failed: the volume has "
@@ -350,6 +386,12 @@ std::unique_ptr<Volume> Volume::open(std::vector<MemberTarget> targets, int* err
     }
     ordered[m] = std::move(t);
   }
+  for (std::uint32_t m : failed)
+    if (slot[m] >= 0 && ref->raid == 1 && !failed.count(m ^ 1u))
+      notes.push_back(fmt::format("member {} ({}) is marked failed: the volume runs degraded on its mirror, member {} "
+                                  "({}); mmfsck --rebuild NEW SURVIVORS... restores redundancy",
+                                  m, ordered[m].target, m ^ 1u, ordered[m ^ 1u].target));
+  v->degraded_notes_ = std::move(notes);
   v->sb_ = *ref;
   v->sb_.failed.assign(failed.begin(), failed.end());
   const std::uint64_t space = std::min<std::uint64_t>(plan.volume_space, g->capacity_sectors() * g->sector_size());

@@ -446,6 +446,83 @@ def test_identity_refusals(scratch_dir):
     assert not is_mounted(mnt)
 
 
+def test_degraded_mount_of_raid1_images_and_rebuild(scratch_dir):
+    """mmfs -o degraded on a RAID 1 volume of image files whose member 2 is
+    missing, then blank: refused without the option (naming the member and
+    the option), mounted with it; every byte is served from the mirror,
+    writes go on, /.mmfs/stats and /.mmfs/errors say what is degraded, and
+    mmfsck --rebuild onto the blank image makes the pair identical again."""
+    a = [scratch_dir / f"a{i}.img" for i in range(4)]
+    mkfs_members(a, 1, "96M")
+    mnt = scratch_dir / "mnt"
+    rng = np.random.default_rng(29)
+    arrays = {"hil": random_array(rng, (24, 64, 96), "float64"), "naive": random_array(rng, (200, 300), "int32")}
+    with mounted(joined(a), mnt):
+        make_array(mnt / "hil", arrays["hil"].shape, "float64", "hilbert", arrays["hil"])
+        make_array(mnt / "naive", arrays["naive"].shape, "int32", "naive", arrays["naive"])
+        (mnt / "plain").write_bytes(b"before " * 1000)
+
+    survivors = [a[0], a[1], a[3]]
+    expect_refused(mnt, survivors, "member 2 of the 4-device volume", "missing", "-o degraded")
+    blank = scratch_dir / "blank.img"
+    with open(blank, "wb") as f:
+        f.truncate(96 << 20)
+    with_blank = [a[0], a[1], blank, a[3]]
+    expect_refused(mnt, with_blank, str(blank), "not an mmfs volume member", "-o degraded")
+
+    m = start_daemon(joined(with_blank), mnt, options=("degraded",))
+    ok = False
+    try:
+        s = stats(mnt)
+        assert s["degraded"] is True and s["devices"][2]["state"] == "failed", s["devices"]
+        assert all(s["devices"][d]["state"] == "ok" for d in (0, 1, 3)), s["devices"]
+        errs = errors_text(mnt)
+        assert f"{blank}: holds no mmfs superblock" in errs and "member 2 is missing" in errs, errs
+        for name, arr in arrays.items():
+            check_all_views(mnt / name, arr, 3)
+        assert (mnt / "plain").read_bytes() == b"before " * 1000
+        # Writes go on, to the survivors.
+        arrays["hil"][5] = -1.5
+        with open(mnt / "hil", "r+b") as f:
+            f.seek(5 * 64 * 96 * 8)
+            f.write(arrays["hil"][5].tobytes())
+            os.fsync(f.fileno())
+        (mnt / "plain").write_bytes(b"during " * 1000)
+        arrays["new"] = random_array(rng, (40, 40, 40), "int16")
+        make_array(mnt / "new", arrays["new"].shape, "int16", "zorder", arrays["new"])
+        for name, arr in arrays.items():
+            check_all_views(mnt / name, arr, 4)
+        alive(m)
+        ok = True
+    finally:
+        rc, problems = stop_daemon(m)
+        if ok:
+            assert not problems and rc == 0, f"unmount: {'; '.join(problems)}; exit {rc}\n{m.stderr()}"
+
+    # The survivors recorded the failure: no option needed now, and mmfsck checks them clean.
+    with running(survivors, mnt):
+        assert stats(mnt)["degraded"] is True
+        assert_array_bytes(read_bytes(mnt / "hil"), arrays["hil"], "hil")
+    fsck(joined(survivors))
+
+    rc, out, err = run_tool(fsck_path(), "--rebuild", blank, *survivors, timeout=300)
+    assert rc == 0 and "rebuilt member 2" in out, f"mmfsck --rebuild: exit {rc}\n{out}{err}"
+    rebuilt = [a[0], a[1], blank, a[3]]
+    fsck(joined(rebuilt))
+    # The pair is identical again past the superblocks (each names its own place).
+    room = 64 << 10
+    x, y = np.memmap(blank, np.uint8, "r"), np.memmap(a[3], np.uint8, "r")
+    end = min(len(x), len(y)) - room
+    assert np.array_equal(x[room:end], y[room:end]), "the rebuilt member differs from its mirror"
+    del x, y
+    with mounted(joined([a[3], blank, a[0], a[1]]), mnt):
+        s = stats(mnt)
+        assert s["degraded"] is False and all(d["state"] == "ok" for d in s["devices"]), s["devices"]
+        for name, arr in arrays.items():
+            check_all_views(mnt / name, arr, 5)
+        assert (mnt / "plain").read_bytes() == b"during " * 1000
+
+
 # --- NBD members -----------------------------------------------------------------
 
 @pytest.fixture

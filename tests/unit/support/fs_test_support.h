@@ -60,6 +60,28 @@ class RefDevice final : public BlockDevice {
   std::uint64_t size_bytes() const override { return d_.size_bytes(); }
   std::uint32_t block_size() const override { return d_.block_size(); }
   int submit(std::span<IoRequest> batch) override {
+    if (!failing.empty()) {
+      // Reads that touch a failing byte range fail with EIO; the rest run.
+      int first = 0;
+      std::vector<IoRequest> pass;
+      std::vector<std::size_t> where;
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        IoRequest& r = batch[i];
+        bool bad = false;
+        for (const auto& [begin, end] : failing)
+          bad = bad || (r.op == IoRequest::Op::Read && r.offset < end && begin < r.offset + r.length);
+        if (bad) {
+          r.result = EIO;
+          first = first ? first : EIO;
+        } else {
+          pass.push_back(r);
+          where.push_back(i);
+        }
+      }
+      const int e = d_.submit(pass);
+      for (std::size_t j = 0; j < pass.size(); ++j) batch[where[j]].result = pass[j].result;
+      return first ? first : e;
+    }
     if (fail_reads) {
       bool any = false;
       for (IoRequest& r : batch)
@@ -75,6 +97,8 @@ class RefDevice final : public BlockDevice {
   // Every read of a batch fails with EIO (and nothing of it runs): a device
   // that stopped answering.
   bool fail_reads = false;
+  // Byte ranges [begin, end) no read can touch (bad sectors, a lost member).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> failing;
 
  private:
   BlockDevice& d_;

@@ -427,6 +427,68 @@ TEST_CASE("array copies: a cell that fails its checksum is served from another c
   CHECK(check_volume(*m.vol, false).problems.empty());
 }
 
+TEST_CASE("array copies: a piece the device cannot read in one placement is served from another copy",
+          "[array_file][copies]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  auto* ref = new RefDevice(*dev);
+  Mount m = mount(std::unique_ptr<BlockDevice>(ref));
+  std::vector<std::string> around, healed;
+  ArrayContext ctx = m.ctx();
+  ctx.on_served_around = [&](Ino, const std::string& message) { around.push_back(message); };
+  ctx.on_healed = [&](Ino, const std::string& message) { healed.push_back(message); };
+  std::mt19937_64 rng(71);
+  const ArraySchema s = with_copies(make_schema({24, 16, 12}, "float64", "multimap"), "naive;hilbert");
+  Inode n;
+  new_file(m.md(), "around", &n);
+  std::shared_ptr<ArrayFile> a;
+  std::string msg;
+  REQUIRE(ArrayFile::create(ctx, n, s, nullptr, &a, &msg) == 0);
+  const Bytes model = random_bytes(rng, a->size());
+  REQUIRE(write_file(*a, 0, model) == 0);
+  REQUIRE(a->flush(true, &msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  // The primary's sectors become unreadable (a lost member, bad sectors);
+  // a fresh handle, so nothing is served from memory.
+  for (const Extent& e : m.md().extents(a->ino())) ref->failing.emplace_back(e.start * 512, (e.start + e.sectors) * 512);
+  REQUIRE(!ref->failing.empty());
+  const Ino ino = a->ino();
+  a->quiesce();
+  a.reset();
+  REQUIRE(ArrayFile::open(ctx, ino, *stored_schema(m, ino), &a, &msg) == 0);
+  // Every view that may use any copy reads the bytes written: slices along
+  // every dimension (the primary's cheapest among them), a box, the file.
+  for (std::size_t d = 0; d < 3; ++d) {
+    std::vector<Sel> sel{Sel{false, 0, 24, 1}, Sel{false, 0, 16, 1}, Sel{false, 0, 12, 1}};
+    sel[d] = Sel{true, s.shape[d] / 3, 0, 1};
+    CHECK(bytes_diff(view_bytes(*a, {"slice", std::to_string(d), std::to_string(s.shape[d] / 3)}),
+                     extract(model, s.shape, 8, sel)) == "");
+  }
+  CHECK(bytes_diff(view_bytes(*a, {"box", "1:20:3,:,2:9"}),
+                   extract(model, s.shape, 8, {Sel{false, 1, 20, 3}, Sel{false, 0, 16, 1}, Sel{false, 2, 9, 1}})) ==
+        "");
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  REQUIRE(!around.empty());
+  INFO(around.front());
+  CHECK(around.front().find("the primary failed to read") != std::string::npos);
+  CHECK(around.front().find("served from copy") != std::string::npos);
+  CHECK(healed.empty());  // nothing is rewritten: the sectors are the device's to remap
+  // A@/copy/0@ reads the primary only: the device's error, not another copy's bytes.
+  {
+    const ArraySchema sc = a->schema();
+    const std::vector<std::string> path{"copy", "0@", "slice", "0", "2"};
+    auto r = resolve_view(path, sc.shape, 8, false, {}, sc.copies.size());
+    REQUIRE(std::holds_alternative<ViewNode>(r));
+    const DataView v = *std::get<ViewNode>(r).data;
+    Bytes out(v.bytes(8));
+    std::size_t got = 0;
+    CHECK(a->read_view(v, 0, out.size(), reinterpret_cast<std::byte*>(out.data()), &got, &msg) == EIO);
+  }
+  // The device reads again: so does the primary, unchanged.
+  ref->failing.clear();
+  CHECK(bytes_diff(view_bytes(*a, {"copy", "0"}), model) == "");
+}
+
 TEST_CASE("array copies: mmfsck drops records of copies the schema does not list", "[array_file][copies]") {
   auto g = toy_disk();
   auto dev = formatted(*g);

@@ -218,6 +218,86 @@ TEST_CASE("RAID 1 keeps serving from the mirror, records the failure and rebuild
   CHECK(back == data2);
 }
 
+TEST_CASE("a degraded open runs a RAID 1 volume without a missing or blank member, and only when asked",
+          "[members]") {
+  Members m(4);
+  format(m, 1);
+  std::uint64_t off = 0;
+  const std::size_t n = 1 << 20;
+  const auto data = pattern(n, 5);
+  {
+    auto v = open_members(m);
+    REQUIRE(v);
+    off = (v->superblock().data_first_lbn + 7) * v->geometry().sector_size();
+    REQUIRE(write_bytes(*v, off, data) == 0);
+  }
+  int err = 0;
+  std::string msg;
+  // Member 1 merely missing (never recorded failed): refused, naming it and the option.
+  CHECK_FALSE(open_members(m, {0, 2, 3}, &err, &msg));
+  CHECK(err == ENODEV);
+  CHECK_THAT(msg, Catch::Contains("member 1 of the 4-device volume") && Catch::Contains("-o degraded") &&
+                      Catch::Contains("mmfsck --rebuild"));
+  // A blank device in its place: refused, saying what -o degraded would do.
+  Members blank(1);
+  auto targets = m.targets({0, 2, 3});
+  auto b = blank.targets();
+  b[0].target = "blank";
+  targets.push_back(std::move(b[0]));
+  CHECK_FALSE(Volume::open(std::move(targets), &err, &msg, {}));
+  CHECK_THAT(msg, Catch::Contains("blank") && Catch::Contains("not an mmfs") && Catch::Contains("-o degraded"));
+
+  // Degraded: the blank target is left out, member 1 runs on its mirror, and
+  // both are said; the survivors record member 1 failed.
+  Volume::MembersOptions o;
+  o.degraded = true;
+  o.left_out = {"disk9: No such file or directory (left out)"};
+  targets = m.targets({0, 2, 3});
+  b = blank.targets();
+  b[0].target = "blank";
+  targets.push_back(std::move(b[0]));
+  auto v = Volume::open(std::move(targets), &err, &msg, o);
+  INFO(msg);
+  REQUIRE(v);
+  const auto& notes = v->degraded_notes();
+  REQUIRE(notes.size() == 3);
+  CHECK(notes[0] == "disk9: No such file or directory (left out)");
+  CHECK_THAT(notes[1], Catch::StartsWith("blank: holds no mmfs superblock"));
+  CHECK_THAT(notes[2], Catch::Contains("member 1 is missing") && Catch::Contains("mirror, member 0 (disk0)"));
+  CHECK(v->striped()->failed(1));
+  std::vector<std::byte> back;
+  REQUIRE(read_bytes(*v, off, &back, n) == 0);
+  CHECK(back == data);
+  // Writes go on, to the survivors.
+  const auto data2 = pattern(n, 6);
+  REQUIRE(write_bytes(*v, off, data2) == 0);
+  v.reset();
+  // The member comes back: the survivors' superblocks keep its stale copy out, with no option.
+  v = open_members(m);
+  REQUIRE(v);
+  CHECK(v->striped()->failed(1));
+  REQUIRE(read_bytes(*v, off, &back, n) == 0);
+  CHECK(back == data2);
+  CHECK_THAT(v->degraded_notes().at(0), Catch::Contains("member 1 (disk1) is marked failed"));
+  v.reset();
+  // Both copies of a stripe member gone: refused even degraded.
+  CHECK_FALSE(Volume::open(m.targets({2, 3}), &err, &msg, o));
+  CHECK(err == ENODEV);
+  CHECK_THAT(msg, Catch::Contains("no surviving copy"));
+}
+
+TEST_CASE("a RAID 0 volume does not open without a member, degraded or not", "[members]") {
+  Members m(2);
+  format(m, 0);
+  Volume::MembersOptions o;
+  o.degraded = true;
+  int err = 0;
+  std::string msg;
+  CHECK_FALSE(Volume::open(m.targets({0}), &err, &msg, o));
+  CHECK(err == ENODEV);
+  CHECK_THAT(msg, Catch::Contains("member 1") && Catch::Contains("RAID 0 volume holds one copy"));
+}
+
 TEST_CASE("RAID 0 returns EIO for a lost device's data, serves the rest, and reads again when it returns",
           "[members]") {
   Members m(2);
