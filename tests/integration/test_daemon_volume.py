@@ -470,7 +470,8 @@ def test_degraded_mount_of_raid1_images_and_rebuild(scratch_dir):
     with_blank = [a[0], a[1], blank, a[3]]
     expect_refused(mnt, with_blank, str(blank), "not an mmfs volume member", "-o degraded")
 
-    m = start_daemon(joined(with_blank), mnt, options=("degraded",))
+    gone = scratch_dir / "vanished.img"  # a device path that no longer opens: left out too
+    m = start_daemon(joined([*with_blank, gone]), mnt, options=("degraded",))
     ok = False
     try:
         s = stats(mnt)
@@ -478,6 +479,7 @@ def test_degraded_mount_of_raid1_images_and_rebuild(scratch_dir):
         assert all(s["devices"][d]["state"] == "ok" for d in (0, 1, 3)), s["devices"]
         errs = errors_text(mnt)
         assert f"{blank}: holds no mmfs superblock" in errs and "member 2 is missing" in errs, errs
+        assert str(gone) in errs and "(left out)" in errs, errs
         for name, arr in arrays.items():
             check_all_views(mnt / name, arr, 3)
         assert (mnt / "plain").read_bytes() == b"before " * 1000
