@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "fs/array/array_file_internal.h"
+#include "fs/array/copy_spec.h"
 #include "fs/array/array_layout.h"
 #include "layouts/capsule.h"
 #include "layouts/default_layout.h"
@@ -209,7 +210,8 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
 }
 
 int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, std::vector<Extent> dropped,
-                                bool drop_old_sums, const Inode* inode, std::string* message) {
+                                bool drop_old_sums, const Inode* inode, std::string* message,
+                                const std::function<void(WriteBatch&)>& also) {
   // The new cells must be on stable storage before the record that points at them.
   if (int r = ctx_.io.flush()) {
     *message = "device flush failed";
@@ -224,6 +226,7 @@ int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, st
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
   }
   state.sums().stage(batch);
+  if (also) also(batch);
   int r = inode ? ctx_.metadata.apply_with_inode(
                       ino_, [&](Inode& n) { n.size = inode->size; }, std::move(batch), std::move(dropped))
                 : ctx_.metadata.apply(batch, std::move(dropped));
@@ -248,7 +251,8 @@ ArraySchema placed_schema(const ArrayContext& ctx, const ArraySchema& schema) {
 
 int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySchema& requested, PlainFile* source,
                       std::shared_ptr<ArrayFile>* out, std::string* message) {
-  // Copies are built from the placed data by a second commit (change_copies_locked).
+  // Copies are placed and filled beside the primary and recorded in the
+  // same commit: a crash leaves no array, or the array with its copies.
   ArraySchema schema = placed_schema(ctx, requested);
   const std::vector<CopySpec> copies = std::move(schema.copies);
   schema.copies.clear();
@@ -326,10 +330,36 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
   n.size = a->bytes_;
   a->schema_ = schema;
   a->placement_ = cell_placement(std::move(state), ctx.geometry);
-  int r = a->commit_placement(schema, *a->writable_cells_locked(), std::move(dropped), true, &n, message);
+  ArraySchema with = schema;
+  std::vector<ArrayCopy> built;
+  std::vector<Extent> copy_extents;
+  if (!copies.empty()) {
+    std::unique_lock lock(a->mu_);
+    with.copies = copies;
+    assign_copy_slots({}, &with.copies);
+    if (int r = a->change_copies_allowed_locked(with, message)) {
+      a->release_placement_on_failure();
+      return r;
+    }
+    if (int r = a->build_new_copies_locked(with, &built, &copy_extents, message)) {
+      a->release_placement_on_failure();
+      return r;
+    }
+  }
+  int r = a->commit_placement(with, *a->writable_cells_locked(), std::move(dropped), true, &n, message,
+                              [&](WriteBatch& batch) {
+                                for (ArrayCopy& c : built) a->stage_copy_keys(c, batch);
+                              });
   if (r > 0) {  // not applied: the new extents are nobody's
     a->release_placement_on_failure();
+    for (const Extent& e : copy_extents) ctx.allocator.free(e);
     return r;
+  }
+  if (!built.empty()) {
+    std::unique_lock lock(a->mu_);
+    a->copies_ = std::move(built);
+    a->schema_ = with;
+    ++a->placement_epoch_;
   }
   if (r == 0 && is_mloc(schema)) {
     // The bytes are placed (staging cells): encode them now, as a close would.
@@ -341,15 +371,6 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
     // whose index is built when it is next loaded.
     std::unique_lock lock(a->mu_);
     if (int e = a->load_index_locked(message)) return e;
-  }
-  if (r == 0 && !copies.empty()) {
-    std::unique_lock lock(a->mu_);
-    ArraySchema with = a->schema_;
-    with.copies = copies;
-    if (int e = a->change_copies_locked(with, false, message)) {
-      *out = std::move(a);  // the array stands, without its copies
-      return e;
-    }
   }
   *out = std::move(a);
   return -r;  // applied; a failed sync is still an error for the caller

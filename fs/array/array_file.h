@@ -297,6 +297,15 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // the new ones from the data and drops the others, in one commit with
   // `next` as the schema record. Returns when durable.
   int change_copies_locked(const ArraySchema& next, bool rebuild, std::string* message);
+  // Whether `next` (the current placement's array) may have its copies.
+  int change_copies_allowed_locked(const ArraySchema& next, std::string* message) const;
+  // The copies of `target` that copies_ lacks (by slot): placed on new
+  // extents (appended to *allocated) and filled from the primary, not yet
+  // flushed or recorded. On failure everything allocated is freed.
+  int build_new_copies_locked(const ArraySchema& target, std::vector<ArrayCopy>* built,
+                              std::vector<Extent>* allocated, std::string* message);
+  // A copy's extent map, checksums and alternatives into `batch`.
+  void stage_copy_keys(ArrayCopy& c, WriteBatch& batch);
   // The copies' cells that the C-order bytes [offset, offset+length) lie in lag.
   void note_copies_write_locked(std::uint64_t offset, std::size_t length);
   void stage_copies_record_locked(WriteBatch& batch);
@@ -359,8 +368,10 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int commit_image_locked(const ArraySchema& next, std::unique_ptr<Placement> image, std::string* message,
                           std::unique_ptr<ArrayIndex> fresh_index = nullptr);
   int mloc_params_of(const ArraySchema& schema, MlocParams* out, std::string* message) const;
+  // `also` adds to the same batch (a new array's copies).
   int commit_placement(const ArraySchema& schema, ArrayState& state, std::vector<Extent> dropped, bool drop_old_sums,
-                       const Inode* inode, std::string* message);
+                       const Inode* inode, std::string* message,
+                       const std::function<void(WriteBatch&)>& also = nullptr);
   void release_placement_on_failure();
   // Makes `next` the placement behind reads (a new chunk-size epoch).
   void replace_placement_locked(std::unique_ptr<Placement> next);

@@ -153,33 +153,12 @@ void ArrayFile::clear_copies_locked(WriteBatch& batch) {
   if (!copies_.empty()) batch.del(keys::copy_record(ino_));
 }
 
-int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::string* message) {
-  if (!next.copies.empty()) {
-    if (is_mloc(next)) {
-      *message = "copies of an mloc array are not implemented in this release (give the array another layout)";
-      return ENOTSUP;
-    }
-    if (next.table_part) {
-      *message = "the array is an attribute of a table in capsules: it cannot have copies";
-      return EBUSY;
-    }
-    if (grid_locked().cells() >= (1ull << 32)) {
-      *message = "an array of 2^32 cells or more cannot have copies (choose larger cells)";
-      return EFBIG;
-    }
-  }
-  if (int r = flush_locked(false, message)) return r;
-  ArraySchema target = next;
-  {
-    std::vector<CopySpec> current = schema_.copies;
-    if (rebuild)  // none is kept, but their slots are not reused in this commit
-      for (CopySpec& c : current) c.layout.clear();
-    assign_copy_slots(current, &target.copies);
-  }
-  std::vector<ArrayCopy> result;
-  std::vector<Extent> allocated;
+int ArrayFile::build_new_copies_locked(const ArraySchema& target, std::vector<ArrayCopy>* built,
+                                       std::vector<Extent>* allocated, std::string* message) {
   auto release = [&] {
-    for (const Extent& e : allocated) ctx_.allocator.free(e);
+    for (const Extent& e : *allocated) ctx_.allocator.free(e);
+    allocated->clear();
+    built->clear();
   };
   const bool data = holds_data_locked();
   for (std::size_t i = 0; i < target.copies.size(); ++i) {
@@ -202,15 +181,58 @@ int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::
       *message = fmt::format("copy {} ({}): {}", i + 1, copies_text({spec}), *message);
       return r;
     }
-    for (const Extent& e : state->layout().extents()) allocated.push_back(e);
+    for (const Extent& e : state->layout().extents()) allocated->push_back(e);
     if (data)
       if (int r = copy_into_locked(*state, message)) {
         release();
         return r;
       }
     c.placement = cell_placement(std::move(state), ctx_.geometry);
-    result.push_back(std::move(c));
+    built->push_back(std::move(c));
   }
+  return 0;
+}
+
+void ArrayFile::stage_copy_keys(ArrayCopy& c, WriteBatch& batch) {
+  ArrayState& cells = *c.placement->cells();
+  batch.put(keys::copy_extents(ino_, c.spec.slot), encode_extents(cells.layout().extents()));
+  cells.sums().stage(batch);
+  cells.alternatives().stage(batch);
+}
+
+int ArrayFile::change_copies_allowed_locked(const ArraySchema& next, std::string* message) const {
+  if (next.copies.empty()) return 0;
+  if (is_mloc(next)) {
+    *message = "copies of an mloc array are not implemented in this release (give the array another layout)";
+    return ENOTSUP;
+  }
+  if (next.table_part) {
+    *message = "the array is an attribute of a table in capsules: it cannot have copies";
+    return EBUSY;
+  }
+  if (grid_locked().cells() >= (1ull << 32)) {
+    *message = "an array of 2^32 cells or more cannot have copies (choose larger cells)";
+    return EFBIG;
+  }
+  return 0;
+}
+
+int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::string* message) {
+  if (int r = change_copies_allowed_locked(next, message)) return r;
+  if (int r = flush_locked(false, message)) return r;
+  ArraySchema target = next;
+  {
+    std::vector<CopySpec> current = schema_.copies;
+    if (rebuild)  // none is kept, but their slots are not reused in this commit
+      for (CopySpec& c : current) c.layout.clear();
+    assign_copy_slots(current, &target.copies);
+  }
+  std::vector<ArrayCopy> result;
+  std::vector<Extent> allocated;
+  auto release = [&] {
+    for (const Extent& e : allocated) ctx_.allocator.free(e);
+  };
+  if (int r = build_new_copies_locked(target, &result, &allocated, message)) return r;
   // The new copies' cells on stable storage before the record that points at them.
   if (!allocated.empty())
     if (int r = ctx_.io.flush()) {
@@ -222,12 +244,7 @@ int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::
   std::vector<Extent> dropped;
   target.checksum_block = schema_.checksum_block;
   batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(target));
-  for (ArrayCopy& c : result) {
-    ArrayState& cells = *c.placement->cells();
-    batch.put(keys::copy_extents(ino_, c.spec.slot), encode_extents(cells.layout().extents()));
-    cells.sums().stage(batch);
-    cells.alternatives().stage(batch);
-  }
+  for (ArrayCopy& c : result) stage_copy_keys(c, batch);
   for (const ArrayCopy& c : copies_) {
     const bool kept = std::any_of(target.copies.begin(), target.copies.end(),
                                   [&](const CopySpec& s) { return s.slot == c.spec.slot; });

@@ -20,6 +20,8 @@ PLAIN_NAMES = [f"p{i}" for i in range(10)]
 ARRAY_NAMES = [f"a{i}" for i in range(5)]
 LAYOUTS = ["naive", "zorder", "hilbert", "multimap", "mloc"]
 INDEXES = ["none", "e1", "bn", "range", "interval", "re", "ie"]
+# user.mmfs.copies values (getfattr shows them as written); mloc arrays have none.
+COPIES = ["none", "naive", "hilbert", "zorder", "multimap", "naive;hilbert"]
 # (shape, dtype) of the arrays a worker creates: 1 to 4 dimensions, every
 # itemsize, 32 KiB to 1 MiB (the volume is 512 MiB; a relayout holds two
 # placements at once).
@@ -34,6 +36,7 @@ class ArrayObj:
     layout: str
     order: str        # user.mmfs.order as getfattr shows it
     index: str
+    copies: str = "none"  # user.mmfs.copies as getfattr shows it
 
 
 @dataclasses.dataclass
@@ -101,7 +104,8 @@ def apply(space: Space, op) -> None:
     elif kind in ("acreate", "aconvert"):
         shape, dtype = ARRAY_KINDS[op["array_kind"]]
         space.arrays[op["name"]] = ArrayObj(array_values(op["seed"], shape, dtype), op["layout"],
-                                            default_order(len(shape)), op.get("index", "none"))
+                                            default_order(len(shape)), op.get("index", "none"),
+                                            op.get("copies", "none"))
     elif kind == "awrite":
         a = space.arrays[op["name"]]
         flat = a.data.reshape(-1).view(np.uint8)
@@ -110,6 +114,8 @@ def apply(space: Space, op) -> None:
         setattr(space.arrays[op["name"]], op["attr"], op["value"])
     elif kind == "aindex":
         space.arrays[op["name"]].index = op["index"]
+    elif kind == "acopies":
+        space.arrays[op["name"]].copies = op["copies"]
     elif kind == "azero":
         space.arrays[op["name"]].data[...] = 0
     elif kind == "read":
@@ -129,7 +135,8 @@ def names_of(op):
 
 # kind -> weight
 WEIGHTS = {"pcreate": 6, "pwrite": 5, "pappend": 4, "ptruncate": 2, "prename": 3, "punlink": 2, "porphan": 1,
-           "acreate": 4, "aconvert": 2, "awrite": 5, "arelayout": 4, "aindex": 3, "azero": 1, "arename": 2,
+           "acreate": 4, "aconvert": 2, "awrite": 5, "arelayout": 4, "aindex": 3, "acopies": 3, "azero": 1,
+           "arename": 2,
            "aunlink": 1, "read": 2}
 
 
@@ -162,9 +169,12 @@ def choose(rng: random.Random, space: Space):
         if kind == "porphan" and plain:  # unlinked while open, then written: freed at the close
             return {"kind": kind, "name": rng.choice(plain), "len": rng.randint(1, 64 * 1024), "seed": seed}
         if kind == "acreate" and free_arrays:
+            layout = rng.choice(LAYOUTS)
+            # Copies set before the shape: built when the array is created.
+            copies = "none" if layout == "mloc" else rng.choice(["none", "none", "naive", "hilbert"])
             return {"kind": kind, "name": rng.choice(free_arrays), "array_kind": rng.randrange(len(ARRAY_KINDS)),
-                    "layout": rng.choice(LAYOUTS), "index": rng.choice(["none", "none"] + INDEXES[1:]),
-                    "pieces": rng.choice([1, 1, 4]), "seed": seed}
+                    "layout": layout, "index": rng.choice(["none", "none"] + INDEXES[1:]),
+                    "copies": copies, "pieces": rng.choice([1, 1, 4]), "seed": seed}
         if kind == "aconvert" and free_arrays:  # a plain file of the right size becomes the array
             return {"kind": kind, "name": rng.choice(free_arrays), "array_kind": rng.randrange(len(ARRAY_KINDS)),
                     "layout": rng.choice(LAYOUTS), "seed": seed}
@@ -189,12 +199,18 @@ def choose(rng: random.Random, space: Space):
                 while ",".join(map(str, perm)) == a.order:
                     rng.shuffle(perm)
                 return {"kind": kind, "name": name, "attr": "order", "value": ",".join(map(str, perm))}
+            # An array with copies cannot become mloc (mloc copies are not implemented).
             return {"kind": kind, "name": name, "attr": "layout",
-                    "value": rng.choice([x for x in LAYOUTS if x != a.layout])}
+                    "value": rng.choice([x for x in LAYOUTS if x != a.layout and (x != "mloc" or a.copies == "none")])}
         if kind == "aindex" and arrays:
             name = rng.choice(arrays)
             return {"kind": kind, "name": name,
                     "index": rng.choice([x for x in INDEXES if x != space.arrays[name].index])}
+        with_layouts = [n for n in arrays if space.arrays[n].layout != "mloc"]
+        if kind == "acopies" and with_layouts:  # built, dropped or changed; kills hit their catch-up too
+            name = rng.choice(with_layouts)
+            return {"kind": kind, "name": name,
+                    "copies": rng.choice([x for x in COPIES if x != space.arrays[name].copies])}
         if kind == "azero" and arrays:
             return {"kind": kind, "name": rng.choice(arrays)}
         if kind == "arename" and arrays:

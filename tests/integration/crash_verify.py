@@ -76,17 +76,18 @@ def check_array(path, a: cm.ArrayObj, tally, seed):
     """Every way of reading the array agrees with the model."""
     d = a.data
     expect(os.stat(path).st_size == d.nbytes, f"{path}: st_size {os.stat(path).st_size}, expected {d.nbytes}")
-    attrs = {n: getx(path, n) for n in ("shape", "dtype", "layout", "order", "index")}
+    attrs = {n: getx(path, n) for n in ("shape", "dtype", "layout", "order", "index", "copies")}
     want = {"shape": shape_str(d.shape), "dtype": d.dtype.name, "layout": a.layout, "order": a.order,
-            "index": a.index}
+            "index": a.index, "copies": a.copies}
     expect(attrs == want, f"{path}: schema xattrs {attrs}, expected {want}")
     got = read_bytes(path)
     expect(got == d.tobytes(),
            f"{path}: the array's bytes differ from those written{first_difference(got, d.tobytes())}")
     info = read_json(view(path, "info"))
     seen = {"shape": shape_str(info["shape"]), "dtype": info["dtype"], "layout": info["layout"],
-            "order": shape_str(info["order"]), "index": info["index"]}
-    expect(seen == want, f"{path}@/info shows {seen}, the xattrs {want}: a half-changed placement or index")
+            "order": shape_str(info["order"]), "index": info["index"],
+            "copies": ";".join(c["spec"] for c in info.get("copies", [])) or "none"}
+    expect(seen == want, f"{path}@/info shows {seen}, the xattrs {want}: a half-changed placement, index or copies")
     expect(info["bytes"] == d.nbytes, f"{path}@/info: bytes {info['bytes']}, expected {d.nbytes}")
     rng = np.random.default_rng(seed)
     dim = int(rng.integers(d.ndim))
@@ -95,6 +96,11 @@ def check_array(path, a: cm.ArrayObj, tally, seed):
     expect(got == np.ascontiguousarray(np.take(d, idx, axis=dim)).tobytes(),
            f"{path}@/slice/{dim}/{idx} differs from numpy")
     tally.views += 1
+    # Every copy holds the bytes (reading one catches it up first, from the record of cells behind).
+    for k in range(1, len(info.get("copies", [])) + 1):
+        got = read_bytes(view(path, "copy", k))
+        expect(got == d.tobytes(), f"{path}@/copy/{k} differs from the array{first_difference(got, d.tobytes())}")
+        tally.views += 1
     for cond, pred in CONDITIONS["f" if d.dtype.kind == "f" else "iu"]:
         text = (view(path, "query", cond, "count")).read_text()
         want_count = int(np.count_nonzero(pred(d.astype(np.float64) if d.dtype.kind == "f" else d)))
@@ -139,7 +145,8 @@ def load_array(path):
     dtype = np.dtype(getx(path, "dtype"))
     data = np.frombuffer(read_bytes(path), dtype).copy()
     expect(data.size == int(np.prod(shape)), f"{path}: {data.nbytes} bytes read for shape {shape} {dtype}")
-    return cm.ArrayObj(data.reshape(shape), getx(path, "layout"), getx(path, "order"), getx(path, "index"))
+    return cm.ArrayObj(data.reshape(shape), getx(path, "layout"), getx(path, "order"), getx(path, "index"),
+                       getx(path, "copies"))
 
 
 def old_or_new(found: bytes, old: bytes, new: bytes, path, sizes=True):
@@ -209,8 +216,8 @@ def resolve(root, space, op, tally, seed):
                 os.close(fd)
             tally.outcome(op, "plain file")
             return
-        got = (shape_str(a.data.shape), a.data.dtype, a.layout, a.order, a.index)
-        expect(got == (shape_str(want.data.shape), want.data.dtype, want.layout, want.order, want.index),
+        got = (shape_str(a.data.shape), a.data.dtype, a.layout, a.order, a.index, a.copies)
+        expect(got == (shape_str(want.data.shape), want.data.dtype, want.layout, want.order, want.index, want.copies),
                f"{path}: the array made by {op} has the schema {got}")
         if kind == "acreate":  # written after the shape was set: each byte zero or written
             tally.outcome(op, old_or_new(a.data.tobytes(), bytes(want.data.nbytes), want.data.tobytes(), path))
@@ -226,12 +233,13 @@ def resolve(root, space, op, tally, seed):
     expect(a is not None, f"{path} is no longer an array after a crash during {op}")
     old, new = space.arrays[op["name"]], after.arrays[op["name"]]
     if kind == "awrite":
-        expect((a.layout, a.order, a.index) == (old.layout, old.order, old.index), f"{path}: schema changed by {op}")
+        expect((a.layout, a.order, a.index, a.copies) == (old.layout, old.order, old.index, old.copies),
+               f"{path}: schema changed by {op}")
         tally.outcome(op, old_or_new(a.data.tobytes(), old.data.tobytes(), new.data.tobytes(), path))
-    elif kind in ("arelayout", "aindex"):
+    elif kind in ("arelayout", "aindex", "acopies"):
         expect(a.data.tobytes() == old.data.tobytes(), f"{path}: the data changed in a crash during {op}")
-        states = {(x.layout, x.order, x.index): label for x, label in ((old, "old"), (new, "new"))}
-        got = (a.layout, a.order, a.index)
+        states = {(x.layout, x.order, x.index, x.copies): label for x, label in ((old, "old"), (new, "new"))}
+        got = (a.layout, a.order, a.index, a.copies)
         expect(got in states, f"{path}: (layout, order, index) {got} after a crash during {op}, "
                               f"expected one of {list(states)}")
         tally.outcome(op, states[got])

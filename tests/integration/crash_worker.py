@@ -55,6 +55,8 @@ def create_array(path, op):
     setx(path, "layout", op["layout"])
     if op["index"] != "none":
         setx(path, "index", op["index"])
+    if op.get("copies", "none") != "none":
+        setx(path, "copies", op["copies"])
     setx(path, "shape", shape_str(shape))
     data = cm.array_values(op["seed"], shape, dtype).tobytes()
     # Written in one go or in pieces out of order (several write-backs).
@@ -116,6 +118,8 @@ def execute(root, space, op):
         setx(path(op["name"]), op["attr"], op["value"])  # returns when the new placement is durable
     elif kind == "aindex":
         setx(path(op["name"]), "index", op["index"])  # returns when the index is durable
+    elif kind == "acopies":
+        setx(path(op["name"]), "copies", op["copies"])  # returns when the copies are durable
     elif kind == "azero":
         write_file(path(op["name"]), os.O_WRONLY, None, truncate=0)
     elif kind == "read":
@@ -138,10 +142,11 @@ def check_live(path, space, name):
     a = space.arrays[name]
     if got != a.data.tobytes():
         raise Mismatch(f"{path}: the array's bytes differ from those written")
-    idx = a.data.shape[0] // 2
-    with open(view(path, "slice", 0, idx), "rb") as f:
-        if f.read() != np.ascontiguousarray(a.data[idx]).tobytes():
-            raise Mismatch(f"{path}@/slice/0/{idx} differs from the array written")
+    for dim in {0, a.data.ndim - 1}:  # with copies, the two may be served by different placements
+        idx = a.data.shape[dim] // 2
+        with open(view(path, "slice", dim, idx), "rb") as f:
+            if f.read() != np.ascontiguousarray(np.take(a.data, idx, axis=dim)).tobytes():
+                raise Mismatch(f"{path}@/slice/{dim}/{idx} differs from the array written")
 
 
 def errors_tail(root):

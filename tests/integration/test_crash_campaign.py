@@ -13,7 +13,9 @@ One 512 MiB atlas10k3 volume for the whole campaign. Each crash point:
    unlinked while open and written; arrays created through the schema xattrs
    (every layout, index or not) or converted from a plain file of their
    bytes, written (whole rows, or spans that cut elements and cells), relaid
-   out (layout or order), indexed or unindexed, truncated to 0, renamed,
+   out (layout or order), indexed or unindexed, given copies in other layouts
+   (set before the shape, or built, changed and dropped later; the kills hit
+   their background catch-up after writes too), truncated to 0, renamed,
    unlinked — each to its durability point, journalled outside the mount;
 2. after a random delay (mostly 0.05-1.5 s; one point in 20 waits up to 7 s,
    so the daemon's 5-second flusher runs too) the daemon gets SIGKILL; the
@@ -21,7 +23,8 @@ One 512 MiB atlas10k3 volume for the whole campaign. Each crash point:
 3. the dead mount is cleaned (`fusermount3 -u`), `mmfsck -n` must find the
    volume clean, the daemon is started again, and crash_verify.py checks every
    journalled object (contents, a slice view, `A@/info` against the xattrs,
-   query counts against numpy) and the state the operation in flight left.
+   every copy's bytes through `A@/copy/K`, query counts against numpy) and
+   the state the operation in flight left.
 
 At the end the volume is unmounted cleanly (exit 0, mmfsck clean), remounted
 and checked once more, emptied, and its free space must be what it was when

@@ -373,6 +373,63 @@ TEST_CASE("array copies: a power cut while copies are built and dropped leaves t
   CHECK(new_kept > 0);
 }
 
+TEST_CASE("array copies: a power cut while an array is created with copies leaves no array or all of it",
+          "[array_file][copies][crash]") {
+  auto g = toy_disk();
+  auto golden = formatted(*g);
+  const ArraySchema s = with_copies(make_schema({30, 20, 10}, "float32", "multimap"), "hilbert;naive");
+  // The events of one creation, counted on a copy of the volume.
+  std::uint64_t events = 0;
+  {
+    auto* fault = new FaultInjectingDevice(copy_of(*golden), 1);
+    Mount m = mount(std::unique_ptr<BlockDevice>(fault));
+    Inode n;
+    new_file(m.md(), "born", &n);
+    const std::uint64_t before = fault->events();
+    std::shared_ptr<ArrayFile> a;
+    std::string msg;
+    REQUIRE(ArrayFile::create(m.ctx(), n, s, nullptr, &a, &msg) == 0);
+    events = fault->events() - before;
+    a->quiesce();
+  }
+  int absent = 0, whole = 0;
+  for (std::uint64_t i = 0; i < 30; ++i) {
+    const std::uint64_t cut = 1 + (i * 7919) % events;
+    INFO("iteration " << i << " cut " << cut << " of " << events);
+    auto* fault = new FaultInjectingDevice(copy_of(*golden), 5000 + i);
+    std::unique_ptr<MemoryDevice> image;
+    Ino ino = 0;
+    {
+      Mount m = mount(std::unique_ptr<BlockDevice>(fault));
+      Inode n;
+      new_file(m.md(), "born", &n);
+      REQUIRE(m.md().sync() == 0);
+      ino = n.ino;
+      fault->fail_after(fault->events() + cut);
+      std::shared_ptr<ArrayFile> a;
+      std::string msg;
+      (void)ArrayFile::create(m.ctx(), n, s, nullptr, &a, &msg);
+      image = fault->crash_image();
+      if (a) a->quiesce();
+    }
+    Mount m = mount(std::move(image));
+    auto stored = stored_schema(m, ino);
+    if (!stored || stored->shape.empty()) {
+      ++absent;
+    } else {
+      ++whole;
+      CHECK(copies_text(stored->copies) == "hilbert;naive");
+      auto a = open_stored(m, ino);
+      check_every_copy(*a, Bytes(a->size(), 0));
+    }
+    auto report = check_volume(*m.vol, false);
+    INFO((report.problems.empty() ? "" : report.problems[0]));
+    REQUIRE(report.problems.empty());
+  }
+  CHECK(absent > 0);
+  CHECK(whole > 0);
+}
+
 TEST_CASE("array copies: a cell that fails its checksum is served from another copy and rewritten",
           "[array_file][copies]") {
   auto g = toy_disk();
