@@ -14,9 +14,21 @@ PLAIN_FILES plain files: they rewrite and patch them, truncate the array to 0
 through a descriptor that has its pages cached, fsync, and read everything
 back against their own model; writer 0 also re-lays the readers' arrays out
 underneath them (setxattr user.mmfs.layout), which must not change a byte any
-reader sees. Any mismatch, any errno, any new line in `.mmfs/errors` fails;
-at the end the writers check their files whole, and the unmount's mmfsck must
-find the volume clean.
+reader sees.
+
+Copies and a corrupting device. Two reader arrays and writer 0's array have
+copies in other layouts (user.mmfs.copies), so views are served by either
+placement and writer 0's writes are caught up in the background while it
+goes on; readers also read through one placement (`A@/copy/K@/slice/...`).
+A flipper thread flips a byte in the image file, under the live daemon,
+inside a random cell of a reader array's copy every FLIP_S seconds: every
+reader must still see the right bytes (the cell is served from the other
+placement and rewritten in place). At the end every placement of those
+arrays is read whole, and the repairs must be in `/.mmfs/stats`.
+
+Any mismatch, any errno, any new line in `.mmfs/errors` but `self-healed:`
+ones fails; at the end the writers check their files whole, and the
+unmount's mmfsck must find the volume clean.
 
 Memory. The parent samples the daemon's VmRSS every SAMPLE_S seconds and
 reads its VmHWM (/proc/PID/status) at the end. What the daemon may hold
@@ -72,6 +84,7 @@ SEED = int(os.environ.get("MMFS_SOAK_SEED", "19"))
 READERS = 16
 WRITERS = 2
 SAMPLE_S = 0.25
+FLIP_S = 0.5  # a byte flipped in a copy's cell this often
 MIB = 1 << 20
 SLACK = 96 * MIB  # glibc arena slack, libfuse, query results, the metadata store
 FREE_RESERVE = 256 * MIB  # kFreeHeapReserve in daemon/filesystem.cc
@@ -79,16 +92,16 @@ FREE_RESERVE = 256 * MIB  # kFreeHeapReserve in daemon/filesystem.cc
 # name: (shape, dtype, initial layout, other schema attributes, layouts a relayout may choose)
 ALL_LAYOUTS = ("naive", "zorder", "hilbert", "multimap")
 READER_ARRAYS = {
-    "cube": ((64, 64, 64), "float64", "multimap", {}, ALL_LAYOUTS),
+    "cube": ((64, 64, 64), "float64", "multimap", {"copies": "naive"}, ALL_LAYOUTS),
     "grid": ((384, 512), "int32", "zorder", {"index": "e1"}, ALL_LAYOUTS),
     "hyper": ((12, 16, 10, 18), "uint16", "hilbert", {}, ALL_LAYOUTS),
-    "big": ((96, 256, 160), "float32", "naive", {"index": "re"}, ALL_LAYOUTS),
+    "big": ((96, 256, 160), "float32", "naive", {"index": "re", "copies": "hilbert"}, ALL_LAYOUTS),
     "line": ((50000,), "int64", "hilbert", {}, ALL_LAYOUTS),
     "tiny": ((37, 53), "int8", "naive", {"cell": "5,7"}, ("naive", "zorder", "hilbert")),
     "wide": ((5, 700, 9), "float64", "multimap", {"order": "1,0,2"}, ALL_LAYOUTS),
 }
 WRITER_ARRAYS = [
-    ("w0", (96, 96, 32), "float64", "multimap", {}),
+    ("w0", (96, 96, 32), "float64", "multimap", {"copies": "naive;hilbert"}),
     ("w1", (300, 400), "int16", "zorder", {"index": "bn", "bins": "16"}),
 ]
 PLAIN_FILES = 3
@@ -106,7 +119,7 @@ QUERY_OUTPUTS = {"big": ("count",)}
 CONDITIONS = 32
 
 READ_KINDS = {"whole": 2, "slice": 10, "box": 10, "plod": 4, "plod_view": 4, "query": 6, "box_query": 2,
-              "info": 1, "plan": 1}
+              "info": 1, "plan": 1, "copy_view": 3}
 WRITE_KINDS = {"rewrite": 2, "patch": 6, "zero": 1, "plain_write": 6, "plain_truncate": 1, "fsync": 1,
                "relayout": 2}
 
@@ -146,11 +159,18 @@ def index_rows():
     return rows + [int(np.prod(s)) for _, s, _, _, attrs in WRITER_ARRAYS if "index" in attrs]
 
 
+def copies_of(attrs):
+    return 0 if attrs.get("copies", "none") == "none" else len(attrs["copies"].split(";"))
+
+
 def memory_bound(base):
     """The bound of the module doc."""
     sizes = array_bytes()
     indexes = sum((128 + 2 * CONDITIONS) * -(-rows // 8) for rows in index_rows())
-    return base + 8 * sum(sizes) + 16 * (2 * max(sizes) + 2 * MIB) + indexes + FREE_RESERVE + SLACK
+    # A copy's catch-up or self-healing holds at most one more array's worth.
+    copies = sum(int(np.prod(s)) * np.dtype(d).itemsize * copies_of(a) for s, d, _, a, _ in READER_ARRAYS.values())
+    copies += sum(int(np.prod(s)) * np.dtype(d).itemsize * copies_of(a) for _, s, d, _, a in WRITER_ARRAYS)
+    return base + 8 * sum(sizes) + copies + 16 * (2 * max(sizes) + 2 * MIB) + indexes + FREE_RESERVE + SLACK
 
 
 # --- random views --------------------------------------------------------------------
@@ -228,6 +248,11 @@ class ReaderState:
         if kind == "box":
             sel = random_selection(rng, arr.shape)
             return read_view(view(path, "box", sel_string(sel)), arr[sel], f"{name}@/box/{sel_string(sel)}")
+        if kind == "copy_view":  # through one placement (the primary alone when there are no copies)
+            k = int(rng.integers(0, copies_of(READER_ARRAYS[name][3]) + 1))
+            spec, expected = random_slice(rng, arr)
+            return read_view(view(path, "copy", f"{k}@", *spec), expected,
+                             f"{name}@/copy/{k}@/slice/{spec[1]}/{spec[2]}")
         k = int(rng.integers(1, arr.dtype.itemsize + 1))
         if kind == "plod":
             return read_view(view(path, "plod", k), plod(arr, k), f"{name}@/plod/{k}")
@@ -414,6 +439,51 @@ def writer(index, root, deadline, out):
     out.close()
 
 
+# --- the corrupting device -----------------------------------------------------------
+
+class Flipper:
+    """Flips one byte inside a random cell of a reader array's copy 1, in the
+    image file under the live daemon, every FLIP_S seconds until stopped.
+    Copies keep their extents through the primary's relayouts, so a flip
+    never lands in space another file may take."""
+
+    def __init__(self, volume, root):
+        self.image, self.root = volume.image, root
+        self.sector = json.loads(read_bytes(volume.mnt / ".mmfs" / "geometry"))["sector_size"]
+        self.names = [n for n, (_, _, _, attrs, _) in READER_ARRAYS.items() if copies_of(attrs)]
+        self.flips, self.failures, self._stop = collections.Counter(), [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        rng = np.random.default_rng(SEED * 7)
+        fd = os.open(self.image, os.O_RDWR)
+        try:
+            while not self._stop.wait(FLIP_S):
+                name = self.names[int(rng.integers(0, len(self.names)))]
+                shape = READER_ARRAYS[name][0]
+                idx = ",".join(str(int(rng.integers(0, s))) for s in shape)
+                try:
+                    lbn, offset = map(int, read_bytes(view(self.root / name, "copy", "1@", "lbn", idx)).split())
+                except OSError as e:
+                    self.failures.append(f"flipper: {name}@/copy/1@/lbn/{idx}: {e!r}")
+                    continue
+                at = lbn * self.sector + offset
+                b = os.pread(fd, 1, at)
+                os.pwrite(fd, bytes([b[0] ^ 0x5A]), at)
+                self.flips[name] += 1
+        finally:
+            os.close(fd)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
+
+
 # --- the daemon's memory -------------------------------------------------------------
 
 def status_kib(pid, field):
@@ -478,7 +548,7 @@ def test_soak(volume):
     started = time.monotonic()
     procs = []
     try:
-        with MemorySampler(pid) as memory:
+        with MemorySampler(pid) as memory, Flipper(volume, root) as flipper:
             procs = run_processes(ctx, [(reader, (i, state, deadline)) for i in range(READERS)] +
                                   [(writer, (i, root, deadline)) for i in range(WRITERS)])
             results = []
@@ -518,7 +588,21 @@ def test_soak(volume):
         f"\n.mmfs/errors (new lines):\n" + "\n".join(new_lines(errors_before, volume.errors())[-20:])
     assert all(p.exitcode == 0 for p, _ in procs), [p.exitcode for p, _ in procs]
     added = new_lines(errors_before, volume.errors())
-    assert not added, f"new lines in .mmfs/errors during the soak: {added[:20]}"
+    healed_lines = [line for line in added if "self-healed:" in line]
+    others = [line for line in added if "self-healed:" not in line]
+    assert not others, f"new lines in .mmfs/errors during the soak: {others[:20]}"
+    # The flips were met and repaired: every placement of the arrays with copies reads whole.
+    assert not flipper.failures, flipper.failures[:5]
+    assert sum(flipper.flips.values()) >= 5, flipper.flips
+    for name in flipper.names:
+        for k in range(copies_of(READER_ARRAYS[name][3]) + 1):
+            assert_array_bytes(read_bytes(view(root / name, "copy", k)), state.data[name],
+                               f"{name}@/copy/{k} at the end")
+    healed = json.loads(read_bytes(volume.mnt / ".mmfs" / "stats"))["copies"]["self_healed_cells"]
+    print(f"soak: {dict(flipper.flips)} bytes flipped in copies; {healed} cells self-healed "
+          f"({len(healed_lines)} during the run)")
+    assert healed >= 1, (healed, flipper.flips)
+    assert all(any(f"/{name}" in line for name in flipper.names) for line in healed_lines), healed_lines[:5]
     # Every reader and writer got work done (a stuck mount would read nothing).
     assert all(sum(c.values()) >= 5 for c, _, _ in read_results), [sum(c.values()) for c, _, _ in read_results]
     assert all(writes[k] > 0 for k in ("rewrite", "patch", "plain_write", "relayout")), writes
