@@ -56,7 +56,7 @@ Filesystem::Filesystem(std::unique_ptr<fs::Volume> volume, bool read_only)
   array_ctx_.on_served_around = [this](Ino ino, const std::string& message) {
     ++served_around_;
     const auto inode = volume_->metadata().inode(ino);
-    errors_.record(EIO, path_of(ino), "served around a device error: " + message,
+    errors_.record(EIO, path_of(ino), "served from another copy: " + message,
                    inode ? std::optional<std::uint32_t>(inode->uid) : std::nullopt);
   };
   fs::Metadata& md = volume_->metadata();

@@ -256,7 +256,7 @@ class Filesystem {
   std::atomic<std::uint64_t> data_view_opens_{0};
   // Cells that failed their checksum in one copy, served from another and rewritten in place.
   std::atomic<std::uint64_t> healed_cells_{0};
-  std::atomic<std::uint64_t> served_around_{0};  // view pieces another copy served after a device error
+  std::atomic<std::uint64_t> served_around_{0};  // reads another copy served after a device error or a bad cell
   std::atomic<std::uint64_t> text_view_opens_{0};
   Ino orphans_ = 0;
 

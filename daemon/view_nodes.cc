@@ -112,7 +112,7 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
         if (!daemon_stats_.empty()) j["daemon"] = daemon_stats_;
         j["views"] = {{"data_opens", data_view_opens_.load()}, {"text_opens", text_view_opens_.load()}};
         j["copies"] = {{"self_healed_cells", healed_cells_.load()},
-                       {"reads_served_around_device_errors", served_around_.load()}};
+                       {"reads_served_by_another_copy", served_around_.load()}};
         const fs::BufferPool::Stats b = fs::BufferPool::shared().stats();
         j["io_buffers"] = {{"limit_bytes", fs::BufferPool::shared().limit()},
                            {"idle_bytes", b.idle_bytes},

@@ -492,7 +492,34 @@ int ArrayFile::read_selection_locked(const Selection& selection, std::uint32_t k
                                      const std::function<void()>& device_done, AlignedBuffer* scratch, bool once) {
   std::uint64_t ignored = 0;
   if (!bytes_read) bytes_read = &ignored;
-  return placement_->read_selection(selection, keep, out, bytes_read, message, device_done, scratch, once);
+  if (copies_.empty())
+    return placement_->read_selection(selection, keep, out, bytes_read, message, device_done, scratch, once);
+  // The current placement the model prices cheapest (queries' scans, index
+  // builds, relayouts and catch-ups read the same bytes from any of them).
+  std::uint32_t best = 0;
+  double best_ms = placement_->modeled_plan(selection, keep).modeled_ms;
+  for (std::uint32_t k = 1; k <= copies_.size(); ++k) {
+    if (!copies_[k - 1].current()) continue;
+    const double ms = placement_at(k).modeled_plan(selection, keep).modeled_ms;
+    if (ms < best_ms) best = k, best_ms = ms;
+  }
+  std::uint64_t bad = Placement::kNoBadCell;
+  const int r =
+      placement_at(best).read_selection(selection, keep, out, bytes_read, message, device_done, scratch, once, &bad);
+  if (r == 0 || !(bad != Placement::kNoBadCell || is_device_failure(r))) return r;
+  // A bad cell or a device error: the same bytes from another current
+  // placement (views repair the bad cell, ArrayFile::load_part_locked; a
+  // scrub repairs it otherwise).
+  for (std::uint32_t k = 0; k <= copies_.size(); ++k) {
+    if (k == best || (k > 0 && !copies_[k - 1].current())) continue;
+    std::string other;
+    if (placement_at(k).read_selection(selection, keep, out, bytes_read, &other, {}, scratch, once) != 0) continue;
+    if (ctx_.on_served_around)
+      ctx_.on_served_around(ino_, fmt::format("{} failed to read ({}); served from {}", placement_name(best),
+                                              *message, placement_name(k)));
+    return 0;
+  }
+  return r;
 }
 
 int ArrayFile::read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* message,

@@ -57,8 +57,9 @@ struct ArrayContext {
   // `message` to .mmfs/errors); may be empty.
   std::function<void(Ino ino, const std::string& message)> on_healed = nullptr;
   // Called after a piece of a view that a device error kept from one
-  // placement (a lost member, an unreadable sector) was served from another
-  // copy; may be empty.
+  // placement (a lost member, an unreadable sector), or a piece of another
+  // read (a query's scan, an index build, a relayout) that a bad cell or a
+  // device error kept from one, was served from another copy; may be empty.
   std::function<void(Ino ino, const std::string& message)> on_served_around = nullptr;
 };
 
@@ -297,6 +298,8 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // the new ones from the data and drops the others, in one commit with
   // `next` as the schema record. Returns when durable.
   int change_copies_locked(const ArraySchema& next, bool rebuild, std::string* message);
+  // "the primary" or "copy K", for messages.
+  static std::string placement_name(std::uint32_t k);
   // Whether `next` (the current placement's array) may have its copies.
   int change_copies_allowed_locked(const ArraySchema& next, std::string* message) const;
   // The copies of `target` that copies_ lacks (by slot): placed on new

@@ -200,6 +200,10 @@ void ArrayFile::stage_copy_keys(ArrayCopy& c, WriteBatch& batch) {
   cells.alternatives().stage(batch);
 }
 
+std::string ArrayFile::placement_name(std::uint32_t k) {
+  return k == 0 ? std::string("the primary") : fmt::format("copy {}", k);
+}
+
 int ArrayFile::change_copies_allowed_locked(const ArraySchema& next, std::string* message) const {
   if (next.copies.empty()) return 0;
   if (is_mloc(next)) {

@@ -208,10 +208,8 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
       if (placement_at(k).read_selection(part, view.plod_bytes, out->data(), &ignored, &other, {}, nullptr, once) != 0)
         continue;
       if (ctx_.on_served_around)
-        ctx_.on_served_around(ino_, fmt::format("{} failed to read ({}: {}); served from {}",
-                                                from == 0 ? "the primary" : fmt::format("copy {}", from),
-                                                std::strerror(r), *message,
-                                                k == 0 ? "the primary" : fmt::format("copy {}", k)));
+        ctx_.on_served_around(ino_, fmt::format("{} failed to read ({}: {}); served from {}", placement_name(from),
+                                                std::strerror(r), *message, placement_name(k)));
       r = 0;
       break;
     }

@@ -541,9 +541,15 @@ TEST_CASE("array copies: a piece the device cannot read in one placement is serv
     std::size_t got = 0;
     CHECK(a->read_view(v, 0, out.size(), reinterpret_cast<std::byte*>(out.data()), &got, &msg) == EIO);
   }
-  // The device reads again: so does the primary, unchanged.
-  ref->failing.clear();
+  // A relayout, whose reads are the array's own (no view), takes the bytes
+  // from a copy too: the new primary, on other sectors, holds them.
+  ArraySchema z = a->schema();
+  z.layout = "zorder";
+  REQUIRE(a->change_schema(z, &msg) == 0);
   CHECK(bytes_diff(view_bytes(*a, {"copy", "0"}), model) == "");
+  // The device reads again: every placement reads the bytes.
+  ref->failing.clear();
+  check_every_copy(*a, model);
 }
 
 TEST_CASE("array copies: mmfsck drops records of copies the schema does not list", "[array_file][copies]") {
