@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -45,19 +46,22 @@ Filesystem::ScrubSlot::~ScrubSlot() {
 }
 
 void Filesystem::repair_copies() {
-  // The arrays with copies: those with a copy's extent map.
+  // The arrays with copies (those with a copy's extent map); on a RAID 1
+  // volume every array whose cells hold data (a checksum), repaired from the mirror.
   std::set<Ino> arrays;
-  volume_->store().scan(fs::keys::scan_prefix(fs::keys::Kind::CopyExtents), [&](std::string_view k, std::string_view) {
-    if (auto parsed = fs::keys::parse(k); parsed && parsed->kind == fs::keys::Kind::CopyExtents)
-      arrays.insert(parsed->ino);
-    return true;
-  });
+  std::vector<fs::keys::Kind> kinds{fs::keys::Kind::CopyExtents};
+  if (volume_->device().mirror_sides() > 1) kinds.push_back(fs::keys::Kind::Checksums);
+  for (const fs::keys::Kind kind : kinds)
+    volume_->store().scan(fs::keys::scan_prefix(kind), [&](std::string_view k, std::string_view) {
+      if (auto parsed = fs::keys::parse(k); parsed && parsed->kind == kind) arrays.insert(parsed->ino);
+      return true;
+    });
   for (Ino ino : arrays) {
     if (scrub_.copies_stop) break;
     std::shared_ptr<fs::ArrayFile> array;
     std::string msg;
-    if (array_for(ino, &array, &msg) != 0) {
-      errors_.record(EIO, path_of(ino), "scrub: " + msg);
+    if (const int r = array_for(ino, &array, &msg); r != 0) {
+      if (r != ENOENT) errors_.record(r, path_of(ino), "scrub: " + msg);  // ENOENT: a plain file's checksums, or removed
       continue;
     }
     std::uint64_t repaired = 0;
@@ -88,7 +92,7 @@ std::string Filesystem::scrub_status_text() {
     j["state"] = "idle";
     j["mode"] = fs::to_string(mode);
     j["how"] = fs::scrub_how(mode, g);
-    j["sectors_total"] = volume_->superblock().volume_bytes / g.sector_size();
+    j["sectors_total"] = std::min(volume_->superblock().volume_bytes, volume_->device().size_bytes()) / g.sector_size();
     j["sectors_scanned"] = 0;
     j["progress"] = 0.0;
     j["cells_verified"] = 0;

@@ -298,6 +298,11 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // the new ones from the data and drops the others, in one commit with
   // `next` as the schema record. Returns when durable.
   int change_copies_locked(const ArraySchema& next, bool rebuild, std::string* message);
+  // RAID 1: every cell of placement k in `part` that fails its checksum on
+  // one side of the mirror is rewritten (to both sides) from the other,
+  // each reported to on_healed. EIO when a cell is bad on both sides.
+  int heal_from_mirror_locked(std::uint32_t k, const layouts::Selection& part, std::string* message,
+                              std::uint64_t* healed = nullptr);
   // "the primary" or "copy K", for messages.
   static std::string placement_name(std::uint32_t k);
   // Whether `next` (the current placement's array) may have its copies.

@@ -442,11 +442,71 @@ int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Sele
   return EIO;
 }
 
+int ArrayFile::heal_from_mirror_locked(std::uint32_t k, const Selection& part, std::string* message,
+                                       std::uint64_t* healed) {
+  if (int r = flush_locked(false, message)) return r;
+  Placement& p = placement_at(k);
+  ArrayState* cells = p.cells();
+  if (!cells) {
+    *message = "an mloc image is repaired by rewriting it";
+    return EIO;
+  }
+  const CellGrid& g = p.grid();
+  const std::uint32_t item = g.itemsize();
+  AlignedBuffer probe(std::max<std::uint64_t>(part.elements() * item, 1), AlignedBuffer::Uninitialized{});
+  std::vector<std::uint64_t> at;
+  // Each pass reads the part from either side and repairs the first bad
+  // cell found; a rewritten cell reads clean on both, so the passes end.
+  for (std::uint64_t pass = 0; pass <= 2 * g.cells(); ++pass) {
+    int bad_side = -1;
+    std::uint64_t bad = Placement::kNoBadCell, ignored = 0;
+    std::string why;
+    bool usable[2] = {true, true};
+    for (int side = 0; side < 2 && bad_side < 0; ++side) {
+      MirrorSide steer(side);
+      std::uint64_t b = Placement::kNoBadCell;
+      std::string w;
+      const int r = p.read_selection(part, 0, probe.data(), &ignored, &w, {}, nullptr, false, &b);
+      if (r == EIO && b != Placement::kNoBadCell) {
+        bad_side = side, bad = b, why = w;
+      } else if (r != 0) {
+        usable[side] = false;  // failed or missing: nothing to compare or repair from
+      }
+    }
+    if (bad_side < 0) return 0;
+    if (!usable[1 - bad_side]) {
+      *message = fmt::format("{} (the other side of the mirror cannot be read)", why);
+      return EIO;
+    }
+    coords_of(g, bad, &at);
+    std::vector<DimRange> box(g.dims());
+    for (std::size_t d = 0; d < g.dims(); ++d)
+      box[d] = DimRange{at[d] * g.cell()[d], std::min(g.shape()[d], (at[d] + 1) * g.cell()[d]), 1, false};
+    const Selection cell_sel(box);
+    AlignedBuffer good(std::max<std::uint64_t>(cell_sel.elements() * item, 1), AlignedBuffer::Uninitialized{});
+    {
+      MirrorSide steer(1 - bad_side);
+      std::string other;
+      if (p.read_selection(cell_sel, 0, good.data(), &ignored, &other, {}, nullptr, false) != 0) {
+        *message = fmt::format("{}, on both sides of the mirror", why);
+        return EIO;
+      }
+    }
+    if (int e = rewrite_box_locked(*cells, box, good.data(), message)) return e;
+    if (ctx_.on_healed)
+      ctx_.on_healed(ino_, fmt::format("{}: {} on side {} of the mirror; served from side {} and rewritten in place",
+                                       placement_name(k), why, bad_side, 1 - bad_side));
+    if (healed) ++*healed;
+  }
+  *message = "a cell stayed bad after its rewrite";
+  return EIO;
+}
+
 int ArrayFile::repair_placements(const std::atomic<bool>& stop, std::uint64_t* repaired, std::string* message) {
   std::uint64_t epoch = 0;
   {
     std::shared_lock lock(mu_);
-    if (copies_.empty() || retired_) return 0;
+    if ((copies_.empty() && (ctx_.io.mirror_sides() < 2 || !cells_locked())) || retired_) return 0;
     epoch = placement_epoch_.load();
   }
   for (std::uint32_t k = 0;; ++k) {
@@ -469,9 +529,19 @@ int ArrayFile::repair_placements(const std::atomic<bool>& stop, std::uint64_t* r
       for (std::size_t d = 0; d < g.dims(); ++d) dims.push_back(DimRange{0, g.shape()[d], 1, false});
       dims[0] = DimRange{r0, std::min(rows, r0 + slab), 1, false};
       const Selection part(dims);
+      std::string why;
+      if (ctx_.io.mirror_sides() > 1 && placement_at(k).cells()) {
+        // RAID 1: both sides read, each bad cell rewritten from the other;
+        // a cell bad on both is left to the other placements below.
+        if (heal_from_mirror_locked(k, part, &why, repaired) == 0) continue;
+        if (copies_.empty()) {
+          *message = fmt::format("{}: {}", placement_name(k), why);
+          return EIO;
+        }
+        epoch = placement_epoch_.load();
+      }
       AlignedBuffer buf(std::max<std::uint64_t>(part.elements() * g.itemsize(), 1), AlignedBuffer::Uninitialized{});
       std::uint64_t ignored = 0, bad = Placement::kNoBadCell;
-      std::string why;
       const int r = placement_at(k).read_selection(part, 0, buf.data(), &ignored, &why, {}, nullptr, true, &bad);
       if (r == 0) continue;
       if (r != EIO || bad == Placement::kNoBadCell) {

@@ -165,6 +165,22 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
   std::uint64_t ignored = 0, bad = Placement::kNoBadCell;
   int r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, device_done,
                                             nullptr, once, &bad);
+  std::unique_lock<DrainingSharedMutex> taken;  // the exclusive lock a repair takes, unless the caller holds it
+  if (r == EIO && bad != Placement::kNoBadCell && ctx_.io.mirror_sides() > 1) {
+    // RAID 1: the other side of the mirror may hold the cell intact. It is
+    // rewritten from there (to both sides) and the part read again.
+    const std::uint64_t epoch = placement_epoch_.load();
+    if (!exclusive) {
+      shared->unlock();
+      taken = std::unique_lock<DrainingSharedMutex>(mu_);
+    }
+    std::string why;
+    if (placement_epoch_.load() == epoch && heal_from_mirror_locked(from, part, &why) == 0) {
+      bad = Placement::kNoBadCell;
+      r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, {}, nullptr, once,
+                                            &bad);
+    }
+  }
   if (r == EIO && bad != Placement::kNoBadCell) {
     // Self-healing: the same bytes from another current placement, and the
     // bad cells rewritten from it (under the exclusive lock).
@@ -178,9 +194,8 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
       good = k;
     }
     if (found) {
-      std::unique_lock<DrainingSharedMutex> taken;
       const std::uint64_t epoch = placement_epoch_.load();
-      if (!exclusive) {
+      if (!exclusive && !taken.owns_lock()) {
         shared->unlock();
         taken = std::unique_lock<DrainingSharedMutex>(mu_);
       }

@@ -29,6 +29,8 @@
 
 namespace mmfs::fs {
 
+thread_local int MirrorSide::current_ = -1;
+
 bool is_device_failure(int e) {
   switch (e) {
     case EIO: case ENODEV: case ENXIO: case ENOTCONN: case ESHUTDOWN: case ECONNRESET: case ECONNREFUSED:

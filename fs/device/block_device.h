@@ -56,6 +56,10 @@ class BlockDevice {
   // Makes every completed write durable (fdatasync / FLUSH).
   virtual int flush() = 0;
 
+  // How many copies of every byte a read can be steered to (MirrorSide):
+  // 2 for a RAID 1 volume, else 1.
+  virtual std::uint32_t mirror_sides() const { return 1; }
+
   // Convenience wrappers over submit() for one request.
   int read(std::uint64_t offset, void* buffer, std::uint32_t length);
   int write(std::uint64_t offset, const void* buffer, std::uint32_t length);
@@ -127,5 +131,23 @@ class AlignedBuffer {
 // True for the errnos that say a device failed (as opposed to a request
 // the caller got wrong, such as EINVAL).
 bool is_device_failure(int error);
+
+// Which side of a mirrored device the reads of this thread go to while one
+// is alive (RAID 1: device 2k + side of stripe member k; a failed side's
+// reads fail, with no retry on its twin). A repair reads the other side of
+// bytes one side holds damaged; without one the device chooses.
+class MirrorSide {
+ public:
+  explicit MirrorSide(int side) : saved_(current_) { current_ = side; }
+  ~MirrorSide() { current_ = saved_; }
+  MirrorSide(const MirrorSide&) = delete;
+  MirrorSide& operator=(const MirrorSide&) = delete;
+  // The side asked for, or -1.
+  static int current() { return current_; }
+
+ private:
+  int saved_;
+  static thread_local int current_;
+};
 
 }  // namespace mmfs::fs

@@ -51,6 +51,8 @@ class SectorIo {
   SectorIo(BlockDevice& device, const geom::Geometry& geometry);
 
   std::uint32_t sector_size() const { return sector_size_; }
+  // See BlockDevice::mirror_sides and MirrorSide.
+  std::uint32_t mirror_sides() const { return device_.mirror_sides(); }
   // The volume's geometry: its service model prices a plan's requests.
   const geom::Geometry& geometry() const { return geometry_; }
   // Executes the runs (in any order, up to the device's queue depth at once)

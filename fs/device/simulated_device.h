@@ -24,6 +24,7 @@ class SimulatedDevice final : public BlockDevice {
   std::uint32_t block_size() const override { return base_->block_size(); }
   int submit(std::span<IoRequest> batch) override;
   int flush() override { return base_->flush(); }
+  std::uint32_t mirror_sides() const override { return base_->mirror_sides(); }
 
   // Modeled device time so far, in ms.
   double modeled_ms() const;

@@ -205,6 +205,7 @@ int StripedDevice::submit(std::span<IoRequest> batch) {
   }
   std::vector<Piece> pieces = split(batch);
   const bool write = !batch.empty() && batch[0].op == IoRequest::Op::Write;
+  const int side = raid_ == 1 && !write ? MirrorSide::current() : -1;  // a repair's reads: that side only
   const std::uint32_t n = devices();
   // Pieces still to serve (indices into `pieces`); a RAID 1 read that fails
   // on one copy comes back for the other, so at most two rounds.
@@ -230,6 +231,11 @@ int StripedDevice::submit(std::span<IoRequest> batch) {
         for (std::uint32_t d : {2 * p.member, 2 * p.member + 1})
           if (!devices_[d].failed) assign(d, pi), any = true;
         if (!any && !batch[p.request].result) batch[p.request].result = EIO;
+      } else if (side >= 0) {
+        if (const std::uint32_t d = 2 * p.member + std::uint32_t(side & 1); !devices_[d].failed)
+          assign(d, pi);
+        else if (!batch[p.request].result)
+          batch[p.request].result = EIO;
       } else if (std::uint32_t d = pick_copy(p.member, planned); d != UINT32_MAX) {
         assign(d, pi);
       } else if (!batch[p.request].result) {
@@ -249,7 +255,8 @@ int StripedDevice::submit(std::span<IoRequest> batch) {
         }
         if (is_device_failure(e)) mark_failed(d, e, write ? "a write" : "a read");
         piece_error[pi] = piece_error[pi] ? piece_error[pi] : e;
-        if (raid_ == 1 && !write && is_device_failure(e) && devices_[d].failed && round == 0) again.push_back(pi);
+        if (raid_ == 1 && !write && side < 0 && is_device_failure(e) && devices_[d].failed && round == 0)
+          again.push_back(pi);
       }
     for (std::size_t pi : todo) {
       // A RAID 1 write stands when one copy took it (the other is failed now).

@@ -84,6 +84,7 @@ class StripedDevice final : public BlockDevice {
   std::uint32_t block_size() const override { return block_size_; }
   int submit(std::span<IoRequest> batch) override;
   int flush() override;
+  std::uint32_t mirror_sides() const override { return raid_ == 1 ? 2 : 1; }
 
   std::uint32_t devices() const { return std::uint32_t(devices_.size()); }
   std::uint32_t raid() const { return raid_; }

@@ -351,14 +351,19 @@ std::unique_ptr<OwnerMap> OwnerMap::from_volume(Volume& volume, const PlacementS
                                                 std::uint64_t budget_bytes) {
   const Superblock& sb = volume.superblock();
   const std::uint32_t ss = volume.geometry().sector_size();
-  auto map = std::make_unique<OwnerMap>(sb.volume_bytes / ss, ss);
+  // A volume of several members addresses less than its members hold: each
+  // member's superblock tracks (and the tail past its last whole track) lie
+  // outside the volume's byte space (fs/volume/volume_members.cc).
+  auto map = std::make_unique<OwnerMap>(std::min(sb.volume_bytes, volume.device().size_bytes()) / ss, ss);
   map->add_region(OwnerKind::Metadata, sb.meta_offset / ss, util::div_up(sb.meta_length, ss));
   map->add_region(OwnerKind::Free, sb.data_first_lbn, sb.data_end_lbn - sb.data_first_lbn);
   Metadata& md = volume.metadata();
   Builder b(volume, *map, placements, budget_bytes);
   b.paths = walk_paths(md);
-  b.superblock("superblock A", 0);
-  b.superblock("superblock B", sb.backup_offset);
+  if (!volume.striped()) {
+    b.superblock("superblock A", 0);
+    b.superblock("superblock B", sb.backup_offset);
+  }  // else each member's two copies are outside the volume's space, read and checked at every mount
 
   // Every extent map (fs/meta/keys.h): a file's, an index's, an mloc image's.
   struct Found {
