@@ -45,6 +45,16 @@ void coords_of(const CellGrid& g, std::uint64_t linear, std::vector<std::uint64_
   }
 }
 
+// The elements of cell `linear` of `g` (clipped at the array's edge).
+std::vector<DimRange> cell_box(const CellGrid& g, std::uint64_t linear) {
+  std::vector<std::uint64_t> at;
+  coords_of(g, linear, &at);
+  std::vector<DimRange> box(g.dims());
+  for (std::size_t d = 0; d < g.dims(); ++d)
+    box[d] = DimRange{at[d] * g.cell()[d], std::min(g.shape()[d], (at[d] + 1) * g.cell()[d]), 1, false};
+  return box;
+}
+
 // The record of cells behind: per copy with any, its slot (1 byte), the
 // length of its bitmap (4 bytes, little-endian) and CRoaring's portable
 // serialization of its cell numbers.
@@ -411,7 +421,6 @@ int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Sele
   const CellGrid& g = bad_p.grid();
   const std::uint32_t item = g.itemsize();
   AlignedBuffer probe(std::max<std::uint64_t>(part.elements() * item, 1), AlignedBuffer::Uninitialized{});
-  std::vector<std::uint64_t> at;
   // Each pass finds the next bad cell (a read stops at the first); a cell
   // rewritten reads clean, so the passes end.
   for (std::uint64_t pass = 0; pass <= g.cells(); ++pass) {
@@ -423,10 +432,7 @@ int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Sele
       *message = why;
       return r;
     }
-    coords_of(g, bad, &at);
-    std::vector<DimRange> box(g.dims());
-    for (std::size_t d = 0; d < g.dims(); ++d)
-      box[d] = DimRange{at[d] * g.cell()[d], std::min(g.shape()[d], (at[d] + 1) * g.cell()[d]), 1, false};
+    const std::vector<DimRange> box = cell_box(g, bad);
     const Selection cell_sel(box);
     AlignedBuffer good(std::max<std::uint64_t>(cell_sel.elements() * item, 1), AlignedBuffer::Uninitialized{});
     if (int e = placement_at(good_k).read_selection(cell_sel, 0, good.data(), &ignored, message, {}, nullptr, false))
@@ -454,7 +460,6 @@ int ArrayFile::heal_from_mirror_locked(std::uint32_t k, const Selection& part, s
   const CellGrid& g = p.grid();
   const std::uint32_t item = g.itemsize();
   AlignedBuffer probe(std::max<std::uint64_t>(part.elements() * item, 1), AlignedBuffer::Uninitialized{});
-  std::vector<std::uint64_t> at;
   // Each pass reads the part from either side and repairs the first bad
   // cell found; a rewritten cell reads clean on both, so the passes end.
   for (std::uint64_t pass = 0; pass <= 2 * g.cells(); ++pass) {
@@ -478,10 +483,7 @@ int ArrayFile::heal_from_mirror_locked(std::uint32_t k, const Selection& part, s
       *message = fmt::format("{} (the other side of the mirror cannot be read)", why);
       return EIO;
     }
-    coords_of(g, bad, &at);
-    std::vector<DimRange> box(g.dims());
-    for (std::size_t d = 0; d < g.dims(); ++d)
-      box[d] = DimRange{at[d] * g.cell()[d], std::min(g.shape()[d], (at[d] + 1) * g.cell()[d]), 1, false};
+    const std::vector<DimRange> box = cell_box(g, bad);
     const Selection cell_sel(box);
     AlignedBuffer good(std::max<std::uint64_t>(cell_sel.elements() * item, 1), AlignedBuffer::Uninitialized{});
     {

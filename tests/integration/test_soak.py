@@ -441,7 +441,24 @@ def writer(index, root, deadline, out):
 
 # --- the corrupting device -----------------------------------------------------------
 
-class Flipper:
+class Background:
+    """A thread running self._run() from `with` to its end, which sets self._stop and joins it."""
+
+    def __init__(self):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
+
+
+class Flipper(Background):
     """Flips one byte inside a random cell of a reader array's copy 1, in the
     image file under the live daemon, every FLIP_S seconds until stopped.
     Copies keep their extents through the primary's relayouts, so a flip
@@ -451,8 +468,8 @@ class Flipper:
         self.image, self.root = volume.image, root
         self.sector = json.loads(read_bytes(volume.mnt / ".mmfs" / "geometry"))["sector_size"]
         self.names = [n for n, (_, _, _, attrs, _) in READER_ARRAYS.items() if copies_of(attrs)]
-        self.flips, self.failures, self._stop = collections.Counter(), [], threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.flips, self.failures = collections.Counter(), []
+        super().__init__()
 
     def _run(self):
         rng = np.random.default_rng(SEED * 7)
@@ -474,15 +491,6 @@ class Flipper:
         finally:
             os.close(fd)
 
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        return False
-
 
 # --- the daemon's memory -------------------------------------------------------------
 
@@ -494,27 +502,18 @@ def status_kib(pid, field):
     raise AssertionError(f"/proc/{pid}/status has no {field}")
 
 
-class MemorySampler:
+class MemorySampler(Background):
     """Samples the daemon's VmRSS every SAMPLE_S seconds on a thread."""
 
     def __init__(self, pid):
-        self.pid, self.samples, self._stop = pid, [], threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.pid, self.samples = pid, []
+        super().__init__()
 
     def _run(self):
         start = time.monotonic()
         while not self._stop.is_set():
             self.samples.append((time.monotonic() - start, status_kib(self.pid, "VmRSS") * 1024))
             self._stop.wait(SAMPLE_S)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        return False
 
     def rss_at(self, fraction):
         """The largest RSS sampled up to `fraction` of the run."""
@@ -585,7 +584,7 @@ def test_soak(volume):
     print(line)
     conftest.TERMINAL_SUMMARY.append(line)
     assert not failures, "failures:\n" + "\n".join(failures[:40]) + \
-        f"\n.mmfs/errors (new lines):\n" + "\n".join(new_lines(errors_before, volume.errors())[-20:])
+        "\n.mmfs/errors (new lines):\n" + "\n".join(new_lines(errors_before, volume.errors())[-20:])
     assert all(p.exitcode == 0 for p, _ in procs), [p.exitcode for p, _ in procs]
     added = new_lines(errors_before, volume.errors())
     healed_lines = [line for line in added if "self-healed:" in line]

@@ -67,6 +67,22 @@ void check_every_copy(ArrayFile& a, const Bytes& model) {
   CHECK(bytes_diff(read_all(a), model) == "");
 }
 
+// An array `name` of schema `s` made with `ctx` (its hooks), filled with
+// random bytes (returned in *model), durable and its copies current.
+std::shared_ptr<ArrayFile> filled_with_copies(const Mount& m, const ArrayContext& ctx, const std::string& name,
+                                              const ArraySchema& s, std::mt19937_64& rng, Bytes* model) {
+  Inode n;
+  new_file(m.md(), name, &n);
+  std::shared_ptr<ArrayFile> a;
+  std::string msg;
+  REQUIRE(ArrayFile::create(ctx, n, s, nullptr, &a, &msg) == 0);
+  *model = random_bytes(rng, a->size());
+  REQUIRE(write_file(*a, 0, *model) == 0);
+  REQUIRE(a->flush(true, &msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  return a;
+}
+
 bool all_current(const ArrayFile& a) {
   const nlohmann::json info = a.info();
   if (!info.contains("copies")) return true;
@@ -440,15 +456,9 @@ TEST_CASE("array copies: a cell that fails its checksum is served from another c
   ctx.on_healed = [&](Ino, const std::string& message) { healed.push_back(message); };
   std::mt19937_64 rng(67);
   const ArraySchema s = with_copies(make_schema({24, 16, 12}, "float64", "multimap"), "naive;hilbert");
-  Inode n;
-  new_file(m.md(), "heal", &n);
-  std::shared_ptr<ArrayFile> a;
+  Bytes model;
+  std::shared_ptr<ArrayFile> a = filled_with_copies(m, ctx, "heal", s, rng, &model);
   std::string msg;
-  REQUIRE(ArrayFile::create(ctx, n, s, nullptr, &a, &msg) == 0);
-  Bytes model = random_bytes(rng, a->size());
-  REQUIRE(write_file(*a, 0, model) == 0);
-  REQUIRE(a->flush(true, &msg) == 0);
-  REQUIRE(a->catch_up(&msg) == 0);
   // Flip a byte in some sectors of each placement (the primary's and copy 1's extents).
   auto extents_of = [&](std::uint32_t k) {
     if (k == 0) return m.md().extents(a->ino());
@@ -496,15 +506,9 @@ TEST_CASE("array copies: a piece the device cannot read in one placement is serv
   ctx.on_healed = [&](Ino, const std::string& message) { healed.push_back(message); };
   std::mt19937_64 rng(71);
   const ArraySchema s = with_copies(make_schema({24, 16, 12}, "float64", "multimap"), "naive;hilbert");
-  Inode n;
-  new_file(m.md(), "around", &n);
-  std::shared_ptr<ArrayFile> a;
+  Bytes model;
+  std::shared_ptr<ArrayFile> a = filled_with_copies(m, ctx, "around", s, rng, &model);
   std::string msg;
-  REQUIRE(ArrayFile::create(ctx, n, s, nullptr, &a, &msg) == 0);
-  const Bytes model = random_bytes(rng, a->size());
-  REQUIRE(write_file(*a, 0, model) == 0);
-  REQUIRE(a->flush(true, &msg) == 0);
-  REQUIRE(a->catch_up(&msg) == 0);
   // The primary's sectors become unreadable (a lost member, bad sectors);
   // a fresh handle, so nothing is served from memory.
   for (const Extent& e : m.md().extents(a->ino())) ref->failing.emplace_back(e.start * 512, (e.start + e.sectors) * 512);
