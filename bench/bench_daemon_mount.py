@@ -1,13 +1,15 @@
 """The mmfs daemon under a benchmark (bench/bench_daemon.py and the scripts
 that import it from there): Daemon mounts an image with the built daemon in
 the foreground, waits for the mount, keeps its output in a log and unmounts
-it again; read_stats and stats_delta read the daemon's counters
-(MOUNT/.mmfs/stats) and their change over a timed read."""
+it again; fresh_volume formats an image and mounts it; read_stats and
+stats_delta read the daemon's counters (MOUNT/.mmfs/stats) and their change
+over a timed read."""
 import json
 import os
 import shlex
 import subprocess
 import time
+from pathlib import Path
 
 from bench_daemon_util import BenchError, log
 
@@ -83,6 +85,18 @@ class Daemon:
         if self.logf:
             self.logf.close()
             self.logf = None
+
+
+def fresh_volume(build, image, mnt, geometry, size, mkfs_args=(), options=""):
+    """mkfs.mmfs -q -f -s SIZE -g GEOMETRY [MKFS_ARGS] IMAGE, then the daemon of
+    BUILD mounted at MNT (its log beside the image): the Daemon, mounted."""
+    subprocess.run([str(Path(build) / "mkfs" / "mkfs.mmfs"), "-q", "-f", "-s", size, "-g", geometry,
+                    *mkfs_args, str(image)], check=True)
+    Path(mnt).mkdir(exist_ok=True)
+    daemon = Daemon(str(Path(build) / "daemon" / "mmfs"), str(image), str(mnt), options,
+                    str(Path(image).with_suffix(".daemon.log")))
+    daemon.mount()
+    return daemon
 
 
 def read_stats(mnt):

@@ -35,7 +35,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_daemon_mount import Daemon  # noqa: E402
+from bench_daemon_mount import fresh_volume  # noqa: E402
 
 REPO = HERE.parent
 MiB = 1 << 20
@@ -103,11 +103,7 @@ def main(argv=None):
         # lands on sectors written before.
         subprocess.run(["dd", "if=/dev/zero", f"of={image}", "bs=64M", f"count={parse_size(a.size) >> 26}",
                         "oflag=direct", "status=none"], check=True)
-        subprocess.run([str(Path(a.build) / "mkfs" / "mkfs.mmfs"), "-q", "-f", "-s", a.size, "-g", a.geometry,
-                        str(image)], check=True)
-        daemon = Daemon(str(Path(a.build) / "daemon" / "mmfs"), str(image), str(mnt), "",
-                        str(Path(scratch) / "daemon.log"))
-        daemon.mount()
+        daemon = fresh_volume(a.build, image, mnt, a.geometry, a.size)
         try:
             shape_attr = ("user.mmfs.shape", a.shape)
             for run in range(a.runs):

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_daemon_mount import Daemon  # noqa: E402
+from bench_daemon_mount import fresh_volume  # noqa: E402
 
 REPO = HERE.parent
 
@@ -74,12 +73,7 @@ def plans_on_fresh_volume(a, attrs, spelled_views, scratch):
     """A@/plan of every view of one array alone on a freshly formatted volume
     (so each array lies where a volume's first array lies)."""
     image, mnt = Path(scratch) / "v.img", Path(scratch) / "mnt"
-    mnt.mkdir(exist_ok=True)
-    subprocess.run([str(Path(a.build) / "mkfs" / "mkfs.mmfs"), "-q", "-f", "-s", a.size, "-g", a.geometry,
-                    str(image)], check=True)
-    daemon = Daemon(str(Path(a.build) / "daemon" / "mmfs"), str(image), str(mnt), "",
-                    str(Path(scratch) / "daemon.log"))
-    daemon.mount()
+    daemon = fresh_volume(a.build, image, mnt, a.geometry, a.size)
     try:
         path = mnt / "a"
         path.touch()

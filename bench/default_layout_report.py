@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_daemon_mount import Daemon  # noqa: E402
+from bench_daemon_mount import fresh_volume  # noqa: E402
 
 REPO = HERE.parent
 
@@ -45,13 +44,8 @@ def parse_args(argv=None):
 
 def choice_on(geometry, args, scratch):
     image, mnt = scratch / f"{geometry}.img", scratch / f"mnt-{geometry}"
-    mnt.mkdir(exist_ok=True)
-    cmd = [str(Path(args.build) / "mkfs" / "mkfs.mmfs"), "-q", "-f", "-s", args.size, "-g", geometry]
-    if geometry == "measure":
-        cmd += ["--measure-seconds", str(args.measure_seconds)]
-    subprocess.run(cmd + [str(image)], check=True)
-    daemon = Daemon(str(Path(args.build) / "daemon" / "mmfs"), str(image), str(mnt), "", str(scratch / "daemon.log"))
-    daemon.mount()
+    measure = ["--measure-seconds", str(args.measure_seconds)] if geometry == "measure" else []
+    daemon = fresh_volume(args.build, image, mnt, geometry, args.size, measure)
     try:
         path = mnt / "a"
         path.touch()

@@ -104,4 +104,24 @@ std::uint64_t CellGrid::linear(std::span<const std::uint64_t> cell) const {
   return r;
 }
 
+void CellGrid::coords(std::uint64_t linear, std::span<std::uint64_t> out) const {
+  for (std::size_t d = grid_.size(); d-- > 0;) {
+    out[d] = linear % grid_[d];
+    linear /= grid_[d];
+  }
+}
+
+std::vector<DimRange> CellGrid::element_box(std::span<const std::uint64_t> lo, std::span<const std::uint64_t> hi) const {
+  std::vector<DimRange> box(dims());
+  for (std::size_t d = 0; d < dims(); ++d)
+    box[d] = DimRange{lo[d] * cell_[d], std::min(shape_[d], (hi[d] + 1) * cell_[d]), 1, false};
+  return box;
+}
+
+std::vector<DimRange> CellGrid::element_box(std::uint64_t linear) const {
+  std::vector<std::uint64_t> at(dims());
+  coords(linear, at);
+  return element_box(at, at);
+}
+
 }  // namespace mmfs::layouts

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "layouts/selection.h"
 #include "util/align.h"
 
 namespace mmfs::layouts {
@@ -60,6 +61,13 @@ class CellGrid {
   }
   // C-order linear index of a cell in the grid.
   std::uint64_t linear(std::span<const std::uint64_t> cell) const;
+  // Its inverse: the grid coordinates of cell `linear` into `out` (dims() long).
+  void coords(std::uint64_t linear, std::span<std::uint64_t> out) const;
+  // The elements of the cells from `lo` to `hi` (grid coordinates, both
+  // included), the last ones clipped at the array's edge.
+  std::vector<DimRange> element_box(std::span<const std::uint64_t> lo, std::span<const std::uint64_t> hi) const;
+  // The elements of cell `linear`.
+  std::vector<DimRange> element_box(std::uint64_t linear) const;
 
  private:
   std::vector<std::uint64_t> shape_, cell_, grid_;

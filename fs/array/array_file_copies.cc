@@ -37,24 +37,6 @@ namespace {
 // The catch-up works in steps of about this many bytes, the lock released between them.
 constexpr std::uint64_t kCatchUpStep = 64ull << 20;
 
-void coords_of(const CellGrid& g, std::uint64_t linear, std::vector<std::uint64_t>* out) {
-  out->resize(g.dims());
-  for (std::size_t d = g.dims(); d-- > 0;) {
-    (*out)[d] = linear % g.grid()[d];
-    linear /= g.grid()[d];
-  }
-}
-
-// The elements of cell `linear` of `g` (clipped at the array's edge).
-std::vector<DimRange> cell_box(const CellGrid& g, std::uint64_t linear) {
-  std::vector<std::uint64_t> at;
-  coords_of(g, linear, &at);
-  std::vector<DimRange> box(g.dims());
-  for (std::size_t d = 0; d < g.dims(); ++d)
-    box[d] = DimRange{at[d] * g.cell()[d], std::min(g.shape()[d], (at[d] + 1) * g.cell()[d]), 1, false};
-  return box;
-}
-
 // The record of cells behind: per copy with any, its slot (1 byte), the
 // length of its bitmap (4 bytes, little-endian) and CRoaring's portable
 // serialization of its cell numbers.
@@ -314,7 +296,7 @@ int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, 
   const std::uint64_t slab_rows =
       std::max<std::uint64_t>(1, kCatchUpStep / std::max<std::uint64_t>(1, per_row * cells.cell_storage()));
   AlignedBuffer scratch;
-  std::vector<std::uint64_t> at;
+  std::vector<std::uint64_t> at(n);
   std::uint64_t done = 0;
   while (!c.behind.isEmpty() && (whole || done < budget)) {
     const std::uint64_t g0 = c.behind.minimum() / per_row;
@@ -325,15 +307,13 @@ int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, 
     // The cell-aligned box around the slab's lagging cells.
     std::vector<std::uint64_t> lo(n, ~std::uint64_t{0}), hi(n, 0);
     for (auto it = slab.begin(); it != slab.end(); ++it) {
-      coords_of(g, *it, &at);
+      g.coords(*it, at);
       for (std::size_t d = 0; d < n; ++d) {
         lo[d] = std::min(lo[d], at[d]);
         hi[d] = std::max(hi[d], at[d]);
       }
     }
-    std::vector<DimRange> box(n);
-    for (std::size_t d = 0; d < n; ++d)
-      box[d] = DimRange{lo[d] * g.cell()[d], std::min(g.shape()[d], (hi[d] + 1) * g.cell()[d]), 1, false};
+    const std::vector<DimRange> box = g.element_box(lo, hi);
     const Selection sel(box);
     const std::uint64_t bytes = sel.elements() * item;
     AlignedBuffer buf(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
@@ -432,7 +412,7 @@ int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Sele
       *message = why;
       return r;
     }
-    const std::vector<DimRange> box = cell_box(g, bad);
+    const std::vector<DimRange> box = g.element_box(bad);
     const Selection cell_sel(box);
     AlignedBuffer good(std::max<std::uint64_t>(cell_sel.elements() * item, 1), AlignedBuffer::Uninitialized{});
     if (int e = placement_at(good_k).read_selection(cell_sel, 0, good.data(), &ignored, message, {}, nullptr, false))
@@ -483,7 +463,7 @@ int ArrayFile::heal_from_mirror_locked(std::uint32_t k, const Selection& part, s
       *message = fmt::format("{} (the other side of the mirror cannot be read)", why);
       return EIO;
     }
-    const std::vector<DimRange> box = cell_box(g, bad);
+    const std::vector<DimRange> box = g.element_box(bad);
     const Selection cell_sel(box);
     AlignedBuffer good(std::max<std::uint64_t>(cell_sel.elements() * item, 1), AlignedBuffer::Uninitialized{});
     {

@@ -89,11 +89,7 @@ void ArrayState::clear() {
 }
 
 void ArrayState::coords_of(std::uint64_t linear, std::uint64_t* coords) const {
-  const auto& g = grid().grid();
-  for (std::size_t d = g.size(); d-- > 0;) {
-    coords[d] = linear % g[d];
-    linear /= g[d];
-  }
+  grid().coords(linear, {coords, grid().dims()});
 }
 
 std::uint64_t ArrayState::in_array_bytes(std::span<const std::uint64_t> cc) const {

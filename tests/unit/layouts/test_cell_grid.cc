@@ -61,6 +61,31 @@ TEST_CASE("cell grid: cells per dimension round up, sizes multiply, cells are nu
   CHECK(one.cell_bytes() == 512);
 }
 
+TEST_CASE("cell grid: coords invert linear; a cell's elements are its box, clipped at the array's edge",
+          "[cell_grid]") {
+  const CellGrid g({10, 7, 3}, 4, {4, 3, 2}, {2, 0, 1});  // grid 3, 3, 2
+  std::vector<std::uint64_t> at(3);
+  for (std::uint64_t c = 0; c < g.cells(); ++c) {
+    g.coords(c, at);
+    for (std::size_t d = 0; d < 3; ++d) CHECK(at[d] < g.grid()[d]);
+    CHECK(g.linear(at) == c);
+  }
+  g.coords(g.linear(std::vector<std::uint64_t>{2, 1, 1}), at);
+  CHECK(at == std::vector<std::uint64_t>{2, 1, 1});
+  // The last cell of dimension 0 holds elements 8..9, of dimension 1 6..6, of dimension 2 2..2.
+  const auto box = g.element_box(g.linear(std::vector<std::uint64_t>{2, 2, 1}));
+  REQUIRE(box.size() == 3);
+  CHECK((box[0].start == 8 && box[0].stop == 10));
+  CHECK((box[1].start == 6 && box[1].stop == 7));
+  CHECK((box[2].start == 2 && box[2].stop == 3));
+  // A run of cells: from the first element of `lo` to the last of `hi`.
+  const auto run = g.element_box(std::vector<std::uint64_t>{0, 1, 0}, std::vector<std::uint64_t>{1, 2, 0});
+  CHECK((run[0].start == 0 && run[0].stop == 8));
+  CHECK((run[1].start == 3 && run[1].stop == 7));
+  CHECK((run[2].start == 0 && run[2].stop == 2));
+  for (const auto& r : run) CHECK((r.step == 1 && !r.fixed));
+}
+
 TEST_CASE("cell grid: malformed shapes, cells and orders are refused", "[cell_grid]") {
   CHECK_THAT(refusal([] { CellGrid({}, 8, {}, {}); }), Catch::Contains("1 to 16 dimensions"));
   CHECK_THAT(refusal([] { CellGrid(std::vector<std::uint64_t>(17, 1), 8, std::vector<std::uint64_t>(17, 1),
