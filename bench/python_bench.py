@@ -81,7 +81,7 @@ from mmfs_bench_real import (HelpFormatter, list_option, machine_at_start, parse
                              write_outputs)
 
 SECTIONS = ["views", "zarr", "dask"]
-VIEW_READER_NAMES = ["xr-mmfs", "raw", "mmfs.open", "xr-h5netcdf", "xr-zarr", "xr-zarr-view"]
+VIEW_READER_NAMES = ["xr-mmfs", "raw", "mmfs.open", "xr-floor", "xr-h5netcdf", "xr-zarr", "xr-zarr-view"]
 
 EPILOG = """\
 sections (all by default; --sections to pick):

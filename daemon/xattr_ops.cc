@@ -150,6 +150,20 @@ int Filesystem::getxattr(Ino ino, const std::string& name, std::string* value) {
   }
   std::string attr = name.substr(fs::kSchemaPrefix.size());
   if (!fs::is_schema_attr(attr)) return ENODATA;
+  {
+    // A loaded array answers from its schema in memory: decoding the stored
+    // record (JSON) took longer than the FUSE round trip, and an opener
+    // (mmfs.open, xarray) asks for five of these.
+    std::shared_ptr<ArrayFile> loaded;
+    {
+      std::lock_guard lock(mu_);
+      loaded = arrays_.find(ino);
+    }
+    if (loaded) {
+      *value = loaded->attr_text(attr);
+      return 0;
+    }
+  }
   if (auto n = volume_->metadata().inode(ino); n && S_ISDIR(n->mode)) return table_getxattr(ino, attr, value);
   auto schema = stored_schema(ino);
   if (!schema) return ENODATA;
