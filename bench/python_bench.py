@@ -131,6 +131,10 @@ def parse_args(argv):
     ap.add_argument("--geometry", default="atlas10k3", help="mkfs.mmfs -g PROFILE|FILE.json|measure")
     ap.add_argument("--layout", default="", help="the array's layout (mmfs.create layout=); empty: the volume's "
                                                  "default layout")
+    ap.add_argument("--copies", default="",
+                    help="user.mmfs.copies of the array, set after its data (e.g. "
+                         "'naive:cell=1,1024,256;naive:cell=1024,1024,1': a copy in whole chunks of each thin zarr "
+                         "chunk shape); empty: none")
     ap.add_argument("--mount-options", default="", help="daemon -o OPTS")
     ap.add_argument("--runs", type=int, default=3, help="repetitions of everything; medians reported")
     ap.add_argument("--chunk", type=int, default=64, help="chunk edge of the HDF5 file and of the first zarr "
@@ -151,7 +155,7 @@ def parse_args(argv):
                     help="output prefix: PREFIX.md and PREFIX.json")
     ap.add_argument("--keep", action="store_true", help="keep the image, the stores and a manifest in --dir")
     ap.add_argument("--reuse", action="store_true",
-                    help="take up the data of an earlier --keep run when shape, seed, geometry, layout and chunks "
+                    help="take up the data of an earlier --keep run when shape, seed, geometry, layout, copies and chunks "
                          "match (else build it again)")
     ap.add_argument("--no-remount", dest="remount", action="store_false",
                     help="do not remount the daemon before every read on mmfs (its caches may then be warm)")

@@ -162,6 +162,14 @@ def report(b, m, res):
              f"xarray's `preferred_chunks`: the brick grown to ≥ 16 MiB or the whole array) "
              f"{'×'.join(map(str, getattr(b, 'preferred', None) or []))}. The package "
              f"is `{b.setup.get('mmfs_package')}`.")
+    if a.copies:
+        L.append(f"* Copies: `user.mmfs.copies={a.copies}` set after the data (built from it, durable when setxattr "
+                 f"returned): " + "; ".join(f"copy {c.get('copy')} `{c.get('spec')}` ({c.get('state')})"
+                                           for c in info.get("copies") or [])
+                 + ". Each view and each zarr chunk is served by the placement the model prices cheapest; "
+                 "`A@/plan/...` names it. The data then takes "
+                 f"{1 + len(info.get('copies') or [])}× its bytes on the device, as the "
+                 f"{len(b.zarr_chunks)} real zarr stores together take {len(b.zarr_chunks)}×.")
     L.append(f"* `a.h5`: netCDF4/HDF5 written with h5netcdf (dims `dim_0..dim_{b.n - 1}` as dimension scales), "
              f"chunked {ch}, uncompressed. `zarr-*.zarr`: zarr v3 groups written by zarr-python, array `a` in "
              f"chunks " + ", ".join("×".join(map(str, c)) for c in b.zarr_chunks)
@@ -205,7 +213,8 @@ def report(b, m, res):
             if p.get("bytes_read") and p.get("bytes_useful"):
                 plans.append(f"{'×'.join(map(str, c))}: {fmt_bytes(p['bytes_read'])} read for "
                              f"{fmt_bytes(p['bytes_useful'])} ({p['bytes_read'] / p['bytes_useful']:.2g}×), "
-                             f"{p.get('requests')} requests")
+                             f"{p.get('requests')} requests"
+                             + (f", served by copy {p['served_by']}" if p.get("served_by") is not None else ""))
         if plans:
             L.append("")
             L.append("The device's part of one chunk of the view (its plan, `A@/plan/zarr/C0,C1,C2/c/0/0/0`): "

@@ -131,11 +131,15 @@ class PyBench(RealBench):
 
     def image_size(self):
         # multimap pads basic cubes: 1.6x plus room for metadata is plenty (a sparse file)
-        size = max(int(self.nbytes * 1.6) + 512 * MiB, GiB)
+        size = max(int(self.nbytes * 1.6 * (1 + self.n_copies)) + 512 * MiB, GiB)
         return (size + 64 * MiB - 1) // (64 * MiB) * (64 * MiB)
 
+    @property
+    def n_copies(self):
+        return len([c for c in self.a.copies.split(";") if c.strip()]) if self.a.copies else 0
+
     def check_space(self):
-        need = self.nbytes * (2.05 + len(self.zarr_chunks) * 1.05 + 1.4) + 128 * MiB
+        need = self.nbytes * (2.05 + self.n_copies + len(self.zarr_chunks) * 1.05 + 1.4) + 128 * MiB
         free = shutil.disk_usage(self.a.dir).free
         if free < need:
             raise BenchError(f"{self.a.dir}: {fmt_bytes(free)} free, about {fmt_bytes(int(need))} needed")
@@ -156,7 +160,7 @@ class PyBench(RealBench):
     # setup ------------------------------------------------------------
     def manifest_wanted(self):
         return {"version": MANIFEST_VERSION, "shape": list(self.shape), "seed": self.a.seed,
-                "geometry": self.a.geometry, "layout": self.a.layout, "chunk": self.a.chunk,
+                "geometry": self.a.geometry, "layout": self.a.layout, "copies": self.a.copies, "chunk": self.a.chunk,
                 "zarr_chunks": [list(c) for c in self.zarr_chunks]}
 
     def kept_data_lacks(self, m):
@@ -206,6 +210,15 @@ class PyBench(RealBench):
         except OSError as e:
             raise BenchError(f"mmfs.create({self.array}) failed: {e}; .mmfs/errors: {self.mmfs_errors()}")
         ingest["mmfs"] = time.perf_counter() - t0
+        if a.copies:
+            # built from the data, durable when setxattr returns (docs/reference.md, Copies)
+            t0 = time.perf_counter()
+            try:
+                os.setxattr(self.array, "user.mmfs.copies", a.copies.encode())
+            except OSError as e:
+                raise BenchError(f"setting user.mmfs.copies={a.copies} failed: {e}; .mmfs/errors: "
+                                 f"{self.mmfs_errors()}")
+            ingest["mmfs-copies"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         dims = dim_names(self.n)
@@ -276,7 +289,8 @@ class PyBench(RealBench):
         for c in self.zarr_chunks:
             path = self.view(f"plan/zarr/{','.join(map(str, c))}/c/" + "/".join("0" * self.n))
             plan, err = read_json_file(path)
-            self.zarr_plans[c] = ({k: plan.get(k) for k in ("bytes_read", "bytes_useful", "requests", "cells")}
+            self.zarr_plans[c] = ({k: plan.get(k) for k in ("bytes_read", "bytes_useful", "requests", "cells",
+                                                            "served_by")}
                                   if plan is not None else {"error": err})
 
     def cleanup(self):

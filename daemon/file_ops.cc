@@ -68,8 +68,10 @@ int Filesystem::open(Ino ino, int flags, const Caller& who, std::unique_ptr<Hand
     if (v.array != 0) {
       if (int r = array_for(v.array, &h->array, &msg)) return record(r, ino, msg);
       auto res = resolve_array_view(v.components, *h->array, false);
-      if (auto* node = std::get_if<fs::ViewNode>(&res); node && node->kind == fs::ViewKind::Data)
+      if (auto* node = std::get_if<fs::ViewNode>(&res); node && node->kind == fs::ViewKind::Data) {
         h->view = node->data;
+        h->array->drop_within_if_a_copy_fits(&*h->view);
+      }
     }
     h->is_virtual_text = !h->view;
     if (v.array != 0) ++(h->view ? data_view_opens_ : text_view_opens_);

@@ -167,3 +167,40 @@ def test_tree_export_into_a_group_and_errors(d, tmp_path):
     mmfs_export(d / "t", f"{out}:/g/h/a").failed("not a group")
     # An HDF5 file that cannot be created leaves nothing behind.
     mmfs_export(d / "t", tmp_path / "no" / "such" / "dir.h5").failed()
+
+
+def test_tree_export_scopes_dimensions_as_netcdf(d, tmp_path):
+    """A group's array naming a dimension of an enclosing group gets that group's
+    scale (netCDF-4 dimensions are visible in the groups below theirs), not a
+    placeholder of its own; a name no enclosing group has gets one in its group,
+    and an enclosing dataset of another length is not taken."""
+    rng = np.random.default_rng(59)
+    root = d / "scoped"
+    root.mkdir()
+    x = np.arange(5, dtype="float64")
+    c = random_array(rng, (5, 3), "float32")
+    e = random_array(rng, (4,), "int16")
+    w = random_array(rng, (5,), "int32")
+    for path, arr, dims in ((root / "x", x, "x"), (root / "w", w, "t"), (root / "sub" / "c", c, "x,y"),
+                            (root / "sub" / "deeper" / "e", e, "t")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        src = tmp_path / f"{path.name}.h5"
+        write_h5(src, {"a": arr})
+        mmfs_import(f"{src}:/a", path).ok()
+        os.setxattr(path, "user.mmfs.dims", dims.encode())
+    out = tmp_path / "scoped.h5"
+    mmfs_export(root, out).ok()
+    with h5py.File(out, "r") as f:
+        assert sorted(f) == ["sub", "t", "w", "x"]
+        assert sorted(f["sub"]) == ["c", "deeper", "y"], "x is the root's, y the group's own"
+        assert [[s.name for s in dim.values()] for dim in f["sub/c"].dims] == [["/x"], ["/sub/y"]]
+        np.testing.assert_array_equal(f["sub/c"][()], c)
+        # t is 5 long at the root, 4 in sub/deeper: the root's is not taken
+        assert [[s.name for s in dim.values()] for dim in f["sub/deeper/e"].dims] == [["/sub/deeper/t"]]
+        assert f["sub/deeper/t"].shape == (4,) and f["t"].shape == (5,)
+    # h5netcdf (as netCDF-4 readers do) finds the root's x from the group
+    h5netcdf = pytest.importorskip("h5netcdf")
+    with h5netcdf.File(out, "r") as f:
+        assert f["sub/c"].dimensions == ("x", "y")
+        assert "x" not in f["sub"].dimensions and f["sub"].dimensions["y"].size == 3
+        assert f.dimensions["x"].size == 5

@@ -197,3 +197,39 @@ def test_thin_chunks_read_each_cell_once(module_volume, chunk):
     # (Chunks of 3 and 5 cross cell boundaries: those read their own cells.)
     if chunk != (3, 5, 24):
         assert thin <= 1.5 * whole, f"chunks {chunk}: {thin} sectors read, the whole array {whole}"
+
+
+def test_a_thin_chunk_is_read_from_a_copy_in_its_shape(module_volume):
+    """With a copy whose cells are the reader's chunks, a thin chunk is read from
+    that copy by itself (its plan names the copy), not through the enclosing box
+    of the primary's cells that DataView::within would read: one chunk costs
+    its own sectors, not its layer's 8. The bytes are the same either way."""
+    vol = module_volume
+    shape, chunk = (64, 256, 64), (1, 256, 64)
+    chunk_sectors = np.prod(chunk) * 8 // 512  # 256
+    data = random_data(np.random.default_rng(19), shape, "float64")
+    path = vol.mnt / "thin_copy"
+    make_array(path, shape, "float64", "hilbert", data, attrs={"cell": "8,8,8"})
+    spelled = ",".join(map(str, chunk))
+    one = f"{path}@/zarr/{spelled}/c/13/0/0"
+
+    def sectors_of_one_chunk():
+        vol.remount()
+        with open(f"{path}@/info") as f:  # loads the array's metadata first
+            json.load(f)
+        before = sectors_read(vol)
+        with open(one, "rb") as f:
+            got = np.frombuffer(f.read(), dtype="float64").reshape(chunk)
+        np.testing.assert_array_equal(got, data[13:14])
+        return sectors_read(vol) - before
+
+    layer = sectors_of_one_chunk()
+    assert layer >= 8 * chunk_sectors, f"without the copy one chunk reads its layer of cells: {layer} sectors"
+    os.setxattr(path, "user.mmfs.copies", b"naive:cell=" + spelled.encode())
+    with open(f"{path}@/plan/zarr/{spelled}/c/13/0/0") as f:
+        assert json.load(f)["served_by"] == 1
+    alone = sectors_of_one_chunk()
+    assert alone <= 1.25 * chunk_sectors, f"one chunk from the copy read {alone} sectors, its own are {chunk_sectors}"
+    # every chunk, and a chunk shape the copy does not fit (the box of the primary's cells still serves it)
+    np.testing.assert_array_equal(zarr.open_array(f"{path}@/zarr/{spelled}", mode="r")[...], data)
+    np.testing.assert_array_equal(zarr.open_array(f"{path}@/zarr/64,256,1", mode="r")[...], data)

@@ -127,7 +127,49 @@ bool are_default_dims(const std::vector<std::string>& dims) {
   return true;
 }
 
-std::vector<std::string> attach_dimension_scales(hid_t group, const std::vector<ScaledDataset>& datasets) {
+namespace {
+
+// The groups enclosing `object` ("/a/b": "/a", "/"), nearest first.
+std::vector<std::string> enclosing_groups(const std::string& object) {
+  std::vector<std::string> out;
+  std::string at = object;
+  while (at != "/" && !at.empty()) {
+    const std::size_t slash = at.rfind('/');
+    at = slash == 0 || slash == std::string::npos ? "/" : at.substr(0, slash);
+    out.push_back(at);
+  }
+  return out;
+}
+
+// The scale `name` of length `len` that an enclosing group of `object`
+// gives (see attach_dimension_scales), made a scale if it was only a 1-D
+// dataset; nullopt when none does.
+std::optional<Dataset> enclosing_scale(hid_t group, const std::string& object, const std::string& name,
+                                       std::uint64_t len) {
+  for (const std::string& outer : enclosing_groups(object)) {
+    const std::string path = (outer == "/" ? "/" : outer + "/") + name;
+    const htri_t exists = H5Lexists(group, path.c_str(), H5P_DEFAULT);
+    if (exists < 0) throw_hdf5_error(fmt::format("checking {}", path));
+    if (exists == 0) continue;
+    H5O_info_t info;
+    if (H5Oget_info_by_name2(group, path.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+        info.type != H5O_TYPE_DATASET) {
+      H5Eclear2(H5E_DEFAULT);
+      return std::nullopt;  // a group of that name hides the enclosing ones
+    }
+    Dataset coord(H5Dopen2(group, path.c_str(), H5P_DEFAULT), fmt::format("opening {}", path));
+    if (shape_of(coord.get()) != std::vector<std::uint64_t>{len}) return std::nullopt;
+    if (!is_dimension_scale(coord.get()))
+      check_ok(H5DSset_scale(coord.get(), name.c_str()), fmt::format("making {} a dimension scale", path));
+    return coord;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string> attach_dimension_scales(hid_t group, const std::string& object,
+                                                 const std::vector<ScaledDataset>& datasets) {
   std::vector<std::string> warnings;
   // Each name's length, from every dataset that uses it.
   std::map<std::string, std::uint64_t> length;
@@ -165,6 +207,10 @@ std::vector<std::string> attach_dimension_scales(hid_t group, const std::vector<
       if (!is_dimension_scale(coord.get()))
         check_ok(H5DSset_scale(coord.get(), name.c_str()), fmt::format("making {} a dimension scale", name));
       scales.emplace(name, std::move(coord));
+      continue;
+    }
+    if (auto outer = enclosing_scale(group, object, name, len)) {
+      scales.emplace(name, std::move(*outer));
       continue;
     }
     // A dimension without a variable, as netCDF-4 writes one: no data is

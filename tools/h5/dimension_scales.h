@@ -16,8 +16,10 @@
 //
 // Export: in each group, every name used in an array's dims becomes a
 // dimension scale — the 1-D dataset of that name in the group when there is
-// one (a coordinate variable), else a netCDF-4 placeholder of that length —
-// attached to each dataset's dimension of that name.
+// one (a coordinate variable), else the one of an enclosing group (netCDF-4
+// dimensions are visible in the groups below theirs), else a netCDF-4
+// placeholder of that length — attached to each dataset's dimension of that
+// name.
 #pragma once
 
 #include <hdf5.h>
@@ -61,10 +63,17 @@ struct ScaledDataset {
   std::vector<std::string> dims;  // one per dimension
 };
 
-// Makes and attaches the dimension scales of `datasets` (all in `group`, each
-// with names) as the top of this file says. Returns warnings (a name used
-// with two lengths, a name taken by something that cannot be its scale).
-// Throws H5Error when the library fails.
-std::vector<std::string> attach_dimension_scales(hid_t group, const std::vector<ScaledDataset>& datasets);
+// Makes and attaches the dimension scales of `datasets` (all in `group`, whose
+// path in the file is `object`, each with names) as the top of this file
+// says. A name with no dataset in the group is first looked for in the
+// enclosing groups, nearest first, as netCDF-4 scopes dimensions: a 1-D
+// dataset of that name and length there (a coordinate variable, or the
+// placeholder that group's own export made) is the scale; a dataset there of
+// another shape hides the ones further out. Only then is a placeholder made
+// in the group. Enclosing groups must be exported first. Returns warnings (a
+// name used with two lengths, a name taken by something that cannot be its
+// scale). Throws H5Error when the library fails.
+std::vector<std::string> attach_dimension_scales(hid_t group, const std::string& object,
+                                                 const std::vector<ScaledDataset>& datasets);
 
 }  // namespace mmfs::h5

@@ -184,7 +184,7 @@ void export_tree(const std::string& dir_arg, const std::string& file_name, const
     for (const auto& [at, datasets] : named) {
       Group g(H5Gopen2(file.get(), plan.dirs[at].object.c_str(), H5P_DEFAULT),
               fmt::format("opening group {}", plan.dirs[at].object));
-      for (const auto& w : attach_dimension_scales(g.get(), datasets))
+      for (const auto& w : attach_dimension_scales(g.get(), plan.dirs[at].object, datasets))
         reporter.note(file_name + ":" + plan.dirs[at].object, w);
     }
     check_ok(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), fmt::format("flushing {}", file_name));

@@ -135,7 +135,7 @@ TEST_CASE("export's scales: coordinate arrays become scales, other names placeho
       {"lat", {5}, {"lat"}},
       {"Q", {7}, {"x"}},
   };
-  auto warnings = attach_dimension_scales(g.get(), datasets);
+  auto warnings = attach_dimension_scales(g.get(), "/", datasets);
   CHECK(warnings.empty());
 
   CHECK(scale_name_of(g.get(), "lat") == "lat");  // the coordinate array itself
@@ -168,7 +168,7 @@ TEST_CASE("export's scales: conflicting lengths and names taken are warnings, no
       {"a", {3, 4}, {"x", "y"}},
       {"b", {5, 4}, {"x", "z"}},
   };
-  auto warnings = attach_dimension_scales(g.get(), datasets);
+  auto warnings = attach_dimension_scales(g.get(), "/", datasets);
   REQUIRE(warnings.size() == 3);
   CHECK(warnings[0].find("'x' has length 3") != std::string::npos);
   CHECK(attached(g.get(), "a", 0).empty());
@@ -176,4 +176,36 @@ TEST_CASE("export's scales: conflicting lengths and names taken are warnings, no
   CHECK(attached(g.get(), "a", 1).empty());  // y is 2x2: no scale
   CHECK(attached(g.get(), "b", 1).empty());  // z is a group
   CHECK(H5Lexists(g.get(), "x", H5P_DEFAULT) == 0);  // no placeholder for a conflicting name
+}
+
+TEST_CASE("export's scales: a group's names find the scales of the groups around it, nearest first", "[h5][dims]") {
+  silence_hdf5_errors();
+  TempFile tmp;
+  File f(H5Fcreate(tmp.path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create file");
+  Group root(H5Gopen2(f.get(), "/", H5P_DEFAULT), "root");
+  make_dataset(root.get(), "lat", {5});
+  make_dataset(root.get(), "w", {6});
+  REQUIRE(attach_dimension_scales(root.get(), "/", {{"lat", {5}, {"lat"}}, {"w", {6}, {"t"}}}).empty());
+  Group sub(H5Gcreate2(root.get(), "sub", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group sub");
+  Group deeper(H5Gcreate2(sub.get(), "deeper", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "group deeper");
+  make_dataset(sub.get(), "c", {5, 3});
+  make_dataset(sub.get(), "u", {6});
+  REQUIRE(attach_dimension_scales(sub.get(), "/sub", {{"c", {5, 3}, {"lat", "y"}}, {"u", {6}, {"t"}}}).empty());
+  make_dataset(deeper.get(), "e", {4});
+  make_dataset(deeper.get(), "g", {3});
+  REQUIRE(attach_dimension_scales(deeper.get(), "/sub/deeper", {{"e", {4}, {"t"}}, {"g", {3}, {"y"}}}).empty());
+
+  // lat is the root's coordinate, t the root's placeholder (6 long); y is sub's own
+  CHECK(H5Lexists(sub.get(), "lat", H5P_DEFAULT) == 0);
+  CHECK(H5Lexists(sub.get(), "t", H5P_DEFAULT) == 0);
+  CHECK(scale_name_of(sub.get(), "y") == netcdf_placeholder_name(3));
+  Dataset c(H5Dopen2(sub.get(), "c", H5P_DEFAULT), "open c");
+  CHECK(*dimension_names(c.get(), "/sub/c") == std::vector<std::string>{"lat", "y"});
+  Dataset lat(H5Dopen2(root.get(), "lat", H5P_DEFAULT), "open lat");
+  CHECK(H5DSis_attached(c.get(), lat.get(), 0) > 0);
+  // two levels down: y is sub's (the nearest); t is 4 long here, so the root's 6 is not taken
+  Dataset g(H5Dopen2(deeper.get(), "g", H5P_DEFAULT), "open g");
+  Dataset y(H5Dopen2(sub.get(), "y", H5P_DEFAULT), "open y");
+  CHECK(H5DSis_attached(g.get(), y.get(), 0) > 0);
+  CHECK(scale_name_of(deeper.get(), "t") == netcdf_placeholder_name(4));
 }
