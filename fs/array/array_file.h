@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <shared_mutex>
@@ -332,6 +333,14 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // (the primary or a current copy), and its chunk size.
   std::uint32_t serving_locked(const layouts::Selection& selection, const std::string& spelling,
                                std::uint64_t* budget) const;
+  // The placement (the primary or a current copy) that reads `selection` in
+  // one request of at most a quarter more than its bytes — a copy whose
+  // cells are the reader's chunks — if one does. No read of the selection
+  // can cost much less, so serving_locked takes it without pricing the
+  // others: for a thin chunk across many cells of the primary that pricing
+  // cost more CPU than the read itself (every chunk of a Zarr scan is a new
+  // view).
+  std::optional<std::uint32_t> single_run_placement_locked(const layouts::Selection& selection) const;
   // The model's time of a view read through placement `k` in chunks of
   // `budget` bytes (as A@/plan prices it; a long view from sample chunks).
   double view_cost_locked(std::uint32_t k, const layouts::Selection& selection, std::uint64_t budget) const;

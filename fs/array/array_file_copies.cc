@@ -615,6 +615,28 @@ double ArrayFile::view_cost_locked(std::uint32_t k, const Selection& selection, 
   return n <= kPricedChunks ? ms : ms * double(n) / double(parts.size());
 }
 
+std::optional<std::uint32_t> ArrayFile::single_run_placement_locked(const Selection& selection) const {
+  // Few cells at most: pricing one placement is then cheap, and a
+  // selection of many cells is no single run of any cell layout.
+  constexpr std::uint64_t kMaxCells = 4;
+  for (std::uint32_t k = 0; k <= copies_.size(); ++k) {
+    if (k > 0 && !copies_[k - 1].current()) continue;
+    const Placement& p = placement_at(k);
+    const std::vector<std::uint64_t>& cell = p.grid().cell();
+    if (cell.size() != selection.dims().size()) continue;
+    std::uint64_t cells = 1;
+    for (std::size_t d = 0; d < cell.size() && cells <= kMaxCells; ++d) {
+      const layouts::DimRange& r = selection.dims()[d];
+      if (r.stop <= r.start || cell[d] == 0) return std::nullopt;
+      cells *= util::div_up(r.stop, cell[d]) - r.start / cell[d];
+    }
+    if (cells > kMaxCells) continue;
+    const layouts::IoPlan plan = p.modeled_plan(selection, 0);
+    if (plan.requests == 1 && plan.bytes_read * 4 <= plan.bytes_useful * 5) return k;
+  }
+  return std::nullopt;
+}
+
 std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::string& spelling,
                                         std::uint64_t* budget) const {
   if (copies_.empty()) {
@@ -634,6 +656,14 @@ std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::s
     }
   }
   std::uint32_t best = 0;
+  if (auto fit = single_run_placement_locked(selection)) {
+    best = *fit;
+    *budget = chunk_bytes_locked(selection, spelling, best);
+    std::lock_guard lock(budget_mu_);
+    if (serving_cache_.size() >= 256) serving_cache_.clear();
+    serving_cache_[spelling] = ServingChoice{epoch, current, best, *budget};
+    return best;
+  }
   *budget = chunk_bytes_locked(selection, spelling, 0);
   double best_cost = view_cost_locked(0, selection, *budget);
   for (std::uint32_t k = 1; k <= copies_.size(); ++k) {

@@ -227,7 +227,10 @@ def test_a_thin_chunk_is_read_from_a_copy_in_its_shape(module_volume):
     assert layer >= 8 * chunk_sectors, f"without the copy one chunk reads its layer of cells: {layer} sectors"
     os.setxattr(path, "user.mmfs.copies", b"naive:cell=" + spelled.encode())
     with open(f"{path}@/plan/zarr/{spelled}/c/13/0/0") as f:
-        assert json.load(f)["served_by"] == 1
+        plan = json.load(f)
+    # chosen without pricing the primary (one request of the chunk's own bytes), and the cheapest all the same
+    assert plan["served_by"] == 1 and plan["requests"] == 1, plan
+    assert plan["copies"][1]["modeled_ms"] == min(c["modeled_ms"] for c in plan["copies"]), plan
     alone = sectors_of_one_chunk()
     assert alone <= 1.25 * chunk_sectors, f"one chunk from the copy read {alone} sectors, its own are {chunk_sectors}"
     # every chunk, and a chunk shape the copy does not fit (the box of the primary's cells still serves it)
