@@ -401,30 +401,34 @@ int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Sele
   const CellGrid& g = bad_p.grid();
   const std::uint32_t item = g.itemsize();
   AlignedBuffer probe(std::max<std::uint64_t>(part.elements() * item, 1), AlignedBuffer::Uninitialized{});
-  // Each pass finds the next bad cell (a read stops at the first); a cell
-  // rewritten reads clean, so the passes end.
-  for (std::uint64_t pass = 0; pass <= g.cells(); ++pass) {
-    std::uint64_t bad = Placement::kNoBadCell, ignored = 0;
-    std::string why;
-    const int r = bad_p.read_selection(part, 0, probe.data(), &ignored, &why, {}, nullptr, false, &bad);
+  // One read finds every bad cell of the part; each is rewritten from the
+  // good placement, and a second read proves them clean. A cell bad again
+  // then (its sectors keep failing) gets one more try before EIO.
+  std::vector<std::uint64_t> bad_cells;
+  for (int pass = 0; pass < 3; ++pass) {
+    std::uint64_t first = Placement::kNoBadCell;
+    const int r = cells->read_selection(part, probe.data(), &first, {}, nullptr, nullptr, &bad_cells);
     if (r == 0) return 0;
-    if (r != EIO || bad == Placement::kNoBadCell) {
-      *message = why;
+    if (r != EIO || bad_cells.empty()) {
+      *message = r == ENOMEM ? "out of memory while verifying the cells read" : "device read failed";
       return r;
     }
-    const std::vector<DimRange> box = g.element_box(bad);
-    const Selection cell_sel(box);
-    AlignedBuffer good(std::max<std::uint64_t>(cell_sel.elements() * item, 1), AlignedBuffer::Uninitialized{});
-    if (int e = placement_at(good_k).read_selection(cell_sel, 0, good.data(), &ignored, message, {}, nullptr, false))
-      return e;
-    if (int e = rewrite_box_locked(*cells, box, good.data(), message)) return e;
-    const std::string what = fmt::format("{}: {}; served from {} and rewritten in place",
-                                         bad_k == 0 ? "the primary" : fmt::format("copy {}", bad_k), why,
-                                         good_k == 0 ? "the primary" : fmt::format("copy {}", good_k));
-    if (ctx_.on_healed) ctx_.on_healed(ino_, what);
-    if (healed) ++*healed;
+    for (const std::uint64_t bad : bad_cells) {
+      const std::vector<DimRange> box = g.element_box(bad);
+      const Selection cell_sel(box);
+      AlignedBuffer good(std::max<std::uint64_t>(cell_sel.elements() * item, 1), AlignedBuffer::Uninitialized{});
+      std::uint64_t ignored = 0;
+      if (int e = placement_at(good_k).read_selection(cell_sel, 0, good.data(), &ignored, message, {}, nullptr,
+                                                      false))
+        return e;
+      if (int e = rewrite_box_locked(*cells, box, good.data(), message)) return e;
+      const std::string what = fmt::format("{}: {}; served from {} and rewritten in place", placement_name(bad_k),
+                                           bad_cell_message(bad), placement_name(good_k));
+      if (ctx_.on_healed) ctx_.on_healed(ino_, what);
+      if (healed) ++*healed;
+    }
   }
-  *message = "a cell stayed bad after its rewrite";
+  *message = fmt::format("{} stayed bad after its rewrite", bad_cell_message(bad_cells.front()));
   return EIO;
 }
 
@@ -440,45 +444,53 @@ int ArrayFile::heal_from_mirror_locked(std::uint32_t k, const Selection& part, s
   const CellGrid& g = p.grid();
   const std::uint32_t item = g.itemsize();
   AlignedBuffer probe(std::max<std::uint64_t>(part.elements() * item, 1), AlignedBuffer::Uninitialized{});
-  // Each pass reads the part from either side and repairs the first bad
-  // cell found; a rewritten cell reads clean on both, so the passes end.
-  for (std::uint64_t pass = 0; pass <= 2 * g.cells(); ++pass) {
-    int bad_side = -1;
-    std::uint64_t bad = Placement::kNoBadCell, ignored = 0;
-    std::string why;
+  // Each pass reads the part from both sides, every bad cell of each side
+  // found by one read, and rewrites each (to both sides) from the side that
+  // reads it clean; a rewritten cell reads clean on both, so the passes end.
+  std::vector<std::uint64_t> bad_on[2];
+  for (int pass = 0; pass < 3; ++pass) {
     bool usable[2] = {true, true};
-    for (int side = 0; side < 2 && bad_side < 0; ++side) {
+    for (int side = 0; side < 2; ++side) {
       MirrorSide steer(side);
-      std::uint64_t b = Placement::kNoBadCell;
-      std::string w;
-      const int r = p.read_selection(part, 0, probe.data(), &ignored, &w, {}, nullptr, false, &b);
-      if (r == EIO && b != Placement::kNoBadCell) {
-        bad_side = side, bad = b, why = w;
-      } else if (r != 0) {
+      std::uint64_t first = Placement::kNoBadCell;
+      const int r = cells->read_selection(part, probe.data(), &first, {}, nullptr, nullptr, &bad_on[side]);
+      if (r != 0 && !(r == EIO && !bad_on[side].empty())) {
         usable[side] = false;  // failed or missing: nothing to compare or repair from
+        bad_on[side].clear();
       }
     }
-    if (bad_side < 0) return 0;
-    if (!usable[1 - bad_side]) {
-      *message = fmt::format("{} (the other side of the mirror cannot be read)", why);
-      return EIO;
-    }
-    const std::vector<DimRange> box = g.element_box(bad);
-    const Selection cell_sel(box);
-    AlignedBuffer good(std::max<std::uint64_t>(cell_sel.elements() * item, 1), AlignedBuffer::Uninitialized{});
-    {
-      MirrorSide steer(1 - bad_side);
-      std::string other;
-      if (p.read_selection(cell_sel, 0, good.data(), &ignored, &other, {}, nullptr, false) != 0) {
-        *message = fmt::format("{}, on both sides of the mirror", why);
-        return EIO;
+    if (bad_on[0].empty() && bad_on[1].empty()) return 0;
+    for (int side = 0; side < 2; ++side) {
+      for (const std::uint64_t bad : bad_on[side]) {
+        const std::string why = bad_cell_message(bad);
+        if (!usable[1 - side]) {
+          *message = fmt::format("{} (the other side of the mirror cannot be read)", why);
+          return EIO;
+        }
+        if (std::binary_search(bad_on[1 - side].begin(), bad_on[1 - side].end(), bad)) {
+          *message = fmt::format("{}, on both sides of the mirror", why);
+          return EIO;
+        }
+        const std::vector<DimRange> box = g.element_box(bad);
+        const Selection cell_sel(box);
+        AlignedBuffer good(std::max<std::uint64_t>(cell_sel.elements() * item, 1), AlignedBuffer::Uninitialized{});
+        {
+          MirrorSide steer(1 - side);
+          std::uint64_t ignored = 0;
+          std::string other;
+          if (p.read_selection(cell_sel, 0, good.data(), &ignored, &other, {}, nullptr, false) != 0) {
+            *message = fmt::format("{}, on both sides of the mirror", why);
+            return EIO;
+          }
+        }
+        if (int e = rewrite_box_locked(*cells, box, good.data(), message)) return e;
+        if (ctx_.on_healed)
+          ctx_.on_healed(ino_, fmt::format("{}: {} on side {} of the mirror; served from side {} and rewritten in "
+                                           "place",
+                                           placement_name(k), why, side, 1 - side));
+        if (healed) ++*healed;
       }
     }
-    if (int e = rewrite_box_locked(*cells, box, good.data(), message)) return e;
-    if (ctx_.on_healed)
-      ctx_.on_healed(ino_, fmt::format("{}: {} on side {} of the mirror; served from side {} and rewritten in place",
-                                       placement_name(k), why, bad_side, 1 - bad_side));
-    if (healed) ++*healed;
   }
   *message = "a cell stayed bad after its rewrite";
   return EIO;

@@ -490,7 +490,7 @@ class ArrayState::CellGather {
 
 int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64_t* bad_cell,
                                const std::function<void()>& device_done, std::uint64_t* bytes_read,
-                               AlignedBuffer* scratch) {
+                               AlignedBuffer* scratch, std::vector<std::uint64_t>* all_bad) {
   layouts::TouchedRuns cell_runs;
   const layouts::IoPlan p = plan(sel, &cell_runs);
   SectorBuffer sectors(p, io_.sector_size(), scratch);
@@ -516,10 +516,15 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
     if (failed) return;
     try {
       failed = gather.cell({coords.data() + std::size_t(c) * n, n}, c, &bad);
+      if (failed == EIO && all_bad) {  // noted; the other cells are still verified
+        all_bad->push_back(bad);
+        failed = 0;
+      }
     } catch (const std::bad_alloc&) {
       failed = ENOMEM;
     }
   };
+  if (all_bad) all_bad->clear();
   layouts::for_each_touched_cell(gather.touched(), [&](std::span<const std::uint64_t> cc) {
     const std::uint32_t c = std::uint32_t(waiting.size());
     coords.insert(coords.end(), cc.begin(), cc.end());
@@ -546,6 +551,11 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
   if (rc) return rc;
   if (bytes_read) *bytes_read += sectors.sectors() * io_.sector_size();
   if (device_done) device_done();
+  if (!failed && all_bad && !all_bad->empty()) {
+    std::sort(all_bad->begin(), all_bad->end());
+    bad = all_bad->front();
+    failed = EIO;
+  }
   if (failed == EIO) *bad_cell = bad;
   return failed;
 }

@@ -116,10 +116,13 @@ class ArrayState {
   // have been written back. EIO with *bad_cell on a checksum mismatch.
   // `device_done`, when given, runs once every device read has completed,
   // before the cells are verified and gathered (a sequential reader starts
-  // the next chunk's reads there, keeping the device busy).
+  // the next chunk's reads there, keeping the device busy). `all_bad`, when
+  // given, receives every cell that fails its checksum, in increasing order,
+  // rather than the read stopping at the first (a repair mends them all
+  // after one read); *bad_cell is then the first of them.
   int read_selection(const layouts::Selection& selection, std::byte* out, std::uint64_t* bad_cell,
                      const std::function<void()>& device_done = {}, std::uint64_t* bytes_read = nullptr,
-                     AlignedBuffer* scratch = nullptr);
+                     AlignedBuffer* scratch = nullptr, std::vector<std::uint64_t>* all_bad = nullptr);
   // The selection's cells from sectors already read (a plan that includes
   // plan_selection's for it), verified and gathered as read_selection does.
   // `partial_cells`: the plan read only the blocks of cells that hold the

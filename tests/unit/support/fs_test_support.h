@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -60,6 +61,8 @@ class RefDevice final : public BlockDevice {
   std::uint64_t size_bytes() const override { return d_.size_bytes(); }
   std::uint32_t block_size() const override { return d_.block_size(); }
   int submit(std::span<IoRequest> batch) override {
+    for (const IoRequest& r : batch)
+      if (r.op == IoRequest::Op::Read) bytes_read += r.length;
     if (!failing.empty()) {
       // Reads that touch a failing byte range fail with EIO; the rest run.
       int first = 0;
@@ -99,6 +102,8 @@ class RefDevice final : public BlockDevice {
   bool fail_reads = false;
   // Byte ranges [begin, end) no read can touch (bad sectors, a lost member).
   std::vector<std::pair<std::uint64_t, std::uint64_t>> failing;
+  // The bytes of every read asked for (a test's measure of the work done).
+  std::atomic<std::uint64_t> bytes_read{0};
 
  private:
   BlockDevice& d_;
