@@ -70,7 +70,7 @@ int Filesystem::open(Ino ino, int flags, const Caller& who, std::unique_ptr<Hand
       auto res = resolve_array_view(v.components, *h->array, false);
       if (auto* node = std::get_if<fs::ViewNode>(&res); node && node->kind == fs::ViewKind::Data) {
         h->view = node->data;
-        h->array->drop_within_if_a_copy_fits(&*h->view);
+        h->array->drop_within_if_one_run_reads_it(&*h->view);
       }
     }
     h->is_virtual_text = !h->view;

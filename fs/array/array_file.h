@@ -218,10 +218,11 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int view_span(const DataView& view, std::uint64_t offset, std::size_t length,
                 std::shared_ptr<const AlignedBuffer>* keep, const std::byte** data, std::size_t* got,
                 std::string* message);
-  // Clears view->within when a current copy reads the view itself in whole
-  // cells of its own (a copy chunked as the reader chunks): its enclosing box
-  // of the primary's cells would only read more. Called at the view's open.
-  void drop_within_if_a_copy_fits(DataView* view) const;
+  // Clears view->within when some placement reads the view by itself in one
+  // request of about its own bytes (single_run_placement_locked: a copy
+  // chunked as the reader chunks, or a chunk that is one run inside a cell):
+  // its enclosing box of cells would only read more. Called at the open.
+  void drop_within_if_one_run_reads_it(DataView* view) const;
   // A view read through its enclosing box (DataView::within): the rows of
   // its bytes taken from the enclosing box's cached chunks.
   int read_within(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got,

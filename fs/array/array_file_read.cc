@@ -279,17 +279,10 @@ int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t
   return 0;
 }
 
-void ArrayFile::drop_within_if_a_copy_fits(DataView* view) const {
-  if (!view->within) return;
+void ArrayFile::drop_within_if_one_run_reads_it(DataView* view) const {
+  if (!view->within || view->plod_bytes != 0) return;
   std::shared_lock lock(mu_);
-  if (copies_.empty()) return;
-  std::uint64_t budget = 0;
-  const std::uint32_t k = serving_locked(view->selection, view->spelling, &budget);
-  if (k == 0) return;  // the primary's cells are the ones the enclosing box is made of
-  // A chunk the copy reads with at most a quarter more than its own bytes
-  // needs no neighbour's help.
-  const layouts::IoPlan p = placement_at(k).modeled_plan(view->selection, view->plod_bytes);
-  if (p.bytes_read * 4 <= p.bytes_useful * 5) view->within.reset();
+  if (single_run_placement_locked(view->selection)) view->within.reset();
 }
 
 int ArrayFile::read_within(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,
