@@ -57,7 +57,7 @@ int Filesystem::open(Ino ino, int flags, const Caller& who, std::unique_ptr<Hand
   if (ino & kVirtualBit) {
     if (wants_write) return record(EROFS, ino, "views and /.mmfs are read-only");
     VNode v;
-    if (!vnodes_.get(ino, &v)) return ENOENT;
+    if (int r = vnodes_.find(ino, &v)) return r;
     struct stat st;
     std::string msg;
     std::string text;
@@ -71,6 +71,8 @@ int Filesystem::open(Ino ino, int flags, const Caller& who, std::unique_ptr<Hand
       if (auto* node = std::get_if<fs::ViewNode>(&res); node && node->kind == fs::ViewKind::Data) {
         h->view = node->data;
         h->array->drop_within_if_one_run_reads_it(&*h->view);
+        const auto& c = v.components;
+        h->zarr_chunk = (!c.empty() && c[0] == "zarr") || (c.size() > 2 && c[0] == "copy" && c[2] == "zarr");
       }
     }
     h->is_virtual_text = !h->view;

@@ -241,6 +241,7 @@ int Filesystem::getattr(Ino ino, const Caller& who, struct stat* st) {
   if (ino & kVirtualBit) {
     std::string content, msg;
     int r = vnode_stat(ino, who, st, &content, &msg);
+    if (r == ESTALE) return r;  // a node of a name that is gone: the kernel looks the path up again
     return r ? record(r, ino, msg) : 0;
   }
   auto n = volume_->metadata().inode(ino);
@@ -294,9 +295,9 @@ int Filesystem::lookup(Ino parent, const std::string& name, const Caller& who, s
       }
       if (schema && !schema->shape.empty()) {
         remember(*child, parent, base);  // so messages about the array (a view's, a repair's) name its path
-        Ino vino = vnodes_.intern(parent, name, VNode::of_array(*child, parent));
+        Ino vino = vnodes_.intern(parent, name, VNode::of_array(*child, parent, name));
         std::string content, msg;
-        if (int r = vnode_stat(vino, who, st, &content, &msg)) {
+        if (int r = vnode_stat(vino, who, st, &content, &msg, QueryCall::Lookup)) {
           vnodes_.forget(vino, 1);
           return record_at(r, parent, name, msg);
         }
@@ -316,7 +317,7 @@ int Filesystem::readdir(Ino ino, const Caller& who, std::vector<std::pair<std::s
   struct stat st;
   if (ino & kVirtualBit) {
     VNode v;
-    if (!vnodes_.get(ino, &v)) return ENOENT;
+    if (int r = vnodes_.find(ino, &v)) return r;
     std::vector<std::string> listing;
     if (v.table) {
       std::string content, msg;

@@ -63,6 +63,7 @@ struct Handle {
   // through).
   std::shared_ptr<const std::string> content;
   bool is_virtual_text = false;
+  bool zarr_chunk = false;  // a chunk file of a Zarr view (`zarr/...`, `copy/K@/zarr/...`)
   bool is_array = false;
   bool writable = false;
 };
@@ -115,6 +116,14 @@ class Filesystem {
   // The kernel dropped `nlookup` references to an inode (virtual nodes are
   // freed when none is left).
   void forget(Ino ino, std::uint64_t nlookup);
+  // What the kernel may cache of the views (daemon/fuse_ops.cc): whether
+  // `ino` is a view node that follows from its array's inode and schema
+  // alone; the nodes the kernel holds of array `array`'s views. After
+  // `name` in directory `parent` was unlinked or renamed: the views reached
+  // as `name@` name nothing any more; the array, if the kernel held them.
+  bool cacheable_view(Ino ino) const { return vnodes_.stable(ino); }
+  std::vector<Ino> view_nodes_of(Ino array) const { return vnodes_.nodes_of(array); }
+  std::optional<Ino> retire_views(Ino parent, const std::string& name) { return vnodes_.retire(parent, name + "@"); }
 
   // Files.
   int open(Ino ino, int flags, const Caller& who, std::unique_ptr<Handle>* out);
@@ -258,6 +267,10 @@ class Filesystem {
   std::atomic<std::uint64_t> healed_cells_{0};
   std::atomic<std::uint64_t> served_around_{0};  // reads another copy served after a device error or a bad cell
   std::atomic<std::uint64_t> text_view_opens_{0};
+  // LOOKUPs and GETATTRs of an array's view nodes that reached the daemon:
+  // what the kernel's cache of stable view nodes saves shows here.
+  std::atomic<std::uint64_t> view_lookups_{0};
+  std::atomic<std::uint64_t> view_getattrs_{0};
   Ino orphans_ = 0;
 
   // Locks, in the order they are taken: a thread holding one takes only

@@ -9,10 +9,12 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_set>
 #include <string>
 #include <vector>
 
+#include "daemon/entry_invalidator.h"
 #include "daemon/invalidate_then_reply.h"
 #include "daemon/read_path_settings.h"
 
@@ -23,11 +25,18 @@ namespace {
 // Real nodes: the kernel may cache names and attributes for a second (every
 // change goes through this daemon, and the kernel drops a file's cached
 // attributes itself after a setxattr, which can change an array's st_size).
-// Virtual nodes are generated: never cached.
+// So may it the stable nodes of an array's views (directories, data views,
+// Zarr chunks: Filesystem::cacheable_view), whose attributes follow from the
+// array's inode and schema: every change of those invalidates them
+// (invalidate_views). A Zarr scan opens thousands of chunk files through
+// paths 7 names deep; uncached, each open looked every name up again.
+// Other virtual nodes (info, plans, query results, /.mmfs, a directory's
+// views) change with the data or the caller: never cached.
 constexpr double kEntryTimeout = 1.0;
 constexpr double kAttrTimeout = 1.0;
 
 fuse_session* notify_session = nullptr;
+EntryInvalidator entry_invalidator;  // names of views of arrays unlinked or renamed
 
 // How long a truncate to 0 of an array waits for the kernel to drop the
 // array's cached pages before it replies anyway (daemon/invalidate_then_reply.h):
@@ -46,6 +55,43 @@ void invalidate_attributes(fuse_ino_t ino, const char* name) {
 
 Filesystem& fsys(fuse_req_t req) { return **static_cast<Filesystem**>(fuse_req_userdata(req)); }
 
+// The attributes of every view node of `array` the kernel holds: its mode,
+// owner or schema changed. Attributes only (offset < 0): no lock the caller
+// of the change holds is taken, so it runs before the reply, and the next
+// path walk or open through a node fetches its attributes again (the
+// kernel's permission check refreshes invalidated ones first).
+void invalidate_views(Filesystem& fs, fuse_ino_t array) {
+  if (!notify_session || (array & kVirtualBit)) return;
+  for (fs::Ino vino : fs.view_nodes_of(array)) fuse_lowlevel_notify_inval_inode(notify_session, vino, -1, 0);
+}
+
+// A table directory's user.mmfs.* changes every array in it: its
+// user.mmfs.shape grows them, its layout moves them (and so their natural
+// Zarr chunk), a capsule layout takes them in or out.
+void invalidate_table_members(Filesystem& fs, fuse_ino_t dir, const char* name) {
+  if (!notify_session || std::strncmp(name, "user.mmfs.", 10) != 0) return;
+  for (fs::Ino member : fs.table_member_inos(dir)) {
+    invalidate_attributes(member, name);
+    invalidate_views(fs, member);
+  }
+}
+
+// After an unlink or rename of `name` in `parent`, before the reply: the
+// views the kernel holds as `name@` there name nothing any more (a node
+// reached through the name answers ESTALE, and the kernel walks the path
+// again from the start) and their attributes are invalidated, so the next
+// use asks. The array whose views they were.
+std::optional<fs::Ino> retire_views(Filesystem& fs, fuse_ino_t parent, const char* name) {
+  auto array = fs.retire_views(parent, name);
+  if (array) invalidate_views(fs, *array);
+  return array;
+}
+// After the reply: the kernel drops the name `name@` itself
+// (daemon/entry_invalidator.h), so a new A's views are looked up afresh.
+void drop_name_of_views(fuse_ino_t parent, const char* name, std::optional<fs::Ino> array) {
+  if (array && notify_session) entry_invalidator.push(notify_session, parent, std::string(name) + "@");
+}
+
 Caller caller(fuse_req_t req) {
   const fuse_ctx* c = fuse_req_ctx(req);
   // Supplementary groups are read from /proc only when a check needs them.
@@ -60,20 +106,23 @@ Caller caller(fuse_req_t req) {
   });
 }
 
+bool cacheable(fuse_req_t req, const struct stat& st) {
+  return !(st.st_ino & kVirtualBit) || fsys(req).cacheable_view(st.st_ino);
+}
+
 void reply_entry(fuse_req_t req, const struct stat& st) {
   fuse_entry_param e;
   std::memset(&e, 0, sizeof e);
   e.ino = st.st_ino;
   e.attr = st;
-  bool is_virtual = st.st_ino & kVirtualBit;
-  e.entry_timeout = is_virtual ? 0 : kEntryTimeout;
-  e.attr_timeout = is_virtual ? 0 : kAttrTimeout;
+  const bool cache = cacheable(req, st);
+  e.entry_timeout = cache ? kEntryTimeout : 0;
+  e.attr_timeout = cache ? kAttrTimeout : 0;
   fuse_reply_entry(req, &e);
 }
 
 void reply_attr(fuse_req_t req, const struct stat& st) {
-  bool is_virtual = st.st_ino & kVirtualBit;
-  fuse_reply_attr(req, &st, is_virtual ? 0 : kAttrTimeout);
+  fuse_reply_attr(req, &st, cacheable(req, st) ? kAttrTimeout : 0);
 }
 
 Handle* handle(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
@@ -159,6 +208,7 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     fuse_reply_err(req, r);
     return;
   }
+  if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) invalidate_views(fsys(req), ino);
   // A truncate to 0 that leaves a size zeroed an array (docs/reference.md §4): the kernel
   // keeps the pages descriptors opened before cached, unless told.
   if (notify_session && (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == 0 && st.st_size != 0) {
@@ -215,7 +265,11 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char* name
 }
 
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  fuse_reply_err(req, fsys(req).unlink(parent, name));
+  int r = fsys(req).unlink(parent, name);
+  std::optional<fs::Ino> views;
+  if (r == 0) views = retire_views(fsys(req), parent, name);
+  fuse_reply_err(req, r);
+  if (r == 0) drop_name_of_views(parent, name, views);
 }
 
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -224,7 +278,17 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
                unsigned flags) {
-  fuse_reply_err(req, fsys(req).rename(parent, name, newparent, newname, flags));
+  int r = fsys(req).rename(parent, name, newparent, newname, flags);
+  std::optional<fs::Ino> views, replaced;  // replaced: or exchanged
+  if (r == 0) {
+    views = retire_views(fsys(req), parent, name);
+    replaced = retire_views(fsys(req), newparent, newname);
+  }
+  fuse_reply_err(req, r);
+  if (r == 0) {
+    drop_name_of_views(parent, name, views);
+    drop_name_of_views(newparent, newname, replaced);
+  }
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) {
@@ -248,6 +312,11 @@ void fill_open_flags(const Handle& h, fuse_file_info* fi) {
     // kernel drops cached pages of the range after a direct write, so other
     // opens stay coherent.
     if (h.is_array && (fi->flags & O_ACCMODE) == O_WRONLY) fi->direct_io = 1;
+    // A Zarr chunk is read whole by read()/pread() (zarr-python, TensorStore),
+    // once: through the page cache the daemon's reply was copied into cache
+    // pages and from there to the reader; direct, into the reader's buffer
+    // (a 2 MiB chunk: about a millisecond less). Nobody maps a chunk file.
+    if (h.zarr_chunk) fi->direct_io = 1;
   } else {
     fi->keep_cache = 1;  // every write goes through the kernel: its cache stays coherent
   }
@@ -418,10 +487,11 @@ void op_fsyncdir(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_
 
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   int r = fsys(req).setxattr(ino, name, std::string(value, size), flags, caller(req));
-  if (r == 0) invalidate_attributes(ino, name);
-  // A table directory's user.mmfs.shape grows every array in it.
-  if (r == 0 && std::strcmp(name, "user.mmfs.shape") == 0)
-    for (fs::Ino member : fsys(req).table_member_inos(ino)) invalidate_attributes(member, name);
+  if (r == 0) {
+    invalidate_attributes(ino, name);
+    invalidate_views(fsys(req), ino);  // a schema, or the attributes of its Zarr view
+  }
+  if (r == 0) invalidate_table_members(fsys(req), ino, name);
   fuse_reply_err(req, r);
 }
 
@@ -451,7 +521,11 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   int r = fsys(req).removexattr(ino, name, caller(req));
-  if (r == 0) invalidate_attributes(ino, name);
+  if (r == 0) {
+    invalidate_attributes(ino, name);
+    invalidate_views(fsys(req), ino);
+    invalidate_table_members(fsys(req), ino, name);
+  }
   fuse_reply_err(req, r);
 }
 
@@ -535,7 +609,10 @@ fuse_lowlevel_ops make_ops() {
 
 }  // namespace
 
-void set_notify_session(fuse_session* session) { notify_session = session; }
+void set_notify_session(fuse_session* session) {
+  if (!session) entry_invalidator.stop();
+  notify_session = session;
+}
 
 void run_after_init(std::function<void(Filesystem&)> task) {
   std::lock_guard lock(after_init_mu);

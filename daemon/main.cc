@@ -437,6 +437,7 @@ int main(int argc, char** argv) {
       // A running scrub ends first: its thread joins and its hook on the
       // device path goes before anything is flushed or closed.
       filesystem->stop_scrub();
+      mmfs::daemon::set_notify_session(nullptr);  // no more notifications: the session is over
       mmfs::daemon::release_open_handles(*filesystem);
       if (filesystem->shutdown() != 0) rc = 1;
     }

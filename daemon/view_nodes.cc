@@ -59,7 +59,7 @@ int Filesystem::check_searchable(const Caller& who, Ino dir, std::string* messag
 int Filesystem::vnode_stat(Ino vino, const Caller& who, struct stat* st, std::string* content, std::string* message,
                            QueryCall call) {
   VNode v;
-  if (!vnodes_.get(vino, &v)) return ENOENT;
+  if (int r = vnodes_.find(vino, &v)) return r;
   // The node's owner: A (of A@), D (of D@), or root for /.mmfs. Read before
   // the content, so a view of an array removed meanwhile is ENOENT.
   Access owner{S_IFREG | 0444, 0, 0};
@@ -110,7 +110,10 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
         j["metadata_flushes"] = ms.flushes;
         if (transport_stats_) j["fuse"] = transport_stats_();
         if (!daemon_stats_.empty()) j["daemon"] = daemon_stats_;
-        j["views"] = {{"data_opens", data_view_opens_.load()}, {"text_opens", text_view_opens_.load()}};
+        j["views"] = {{"data_opens", data_view_opens_.load()},
+                      {"text_opens", text_view_opens_.load()},
+                      {"lookups", view_lookups_.load()},
+                      {"getattrs", view_getattrs_.load()}};
         j["copies"] = {{"self_healed_cells", healed_cells_.load()},
                        {"reads_served_by_another_copy", served_around_.load()}};
         const fs::BufferPool::Stats b = fs::BufferPool::shared().stats();
@@ -136,6 +139,8 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
     }
     return as_file(content->size());
   }
+  if (call == QueryCall::Lookup) ++view_lookups_;
+  if (call == QueryCall::Getattr) ++view_getattrs_;
   std::shared_ptr<ArrayFile> array;
   if (int r = array_for(v.array, &array, message)) return r;
   ArraySchema schema = array->schema();
@@ -145,6 +150,9 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
     return e->error;
   }
   auto& node = std::get<fs::ViewNode>(res);
+  // Sized by the schema alone: the kernel may cache these (VirtualNodes, "stable").
+  vnodes_.set_stable(vino, node.kind == fs::ViewKind::Dir || node.kind == fs::ViewKind::Data ||
+                               node.kind == fs::ViewKind::ZarrChunk);
   switch (node.kind) {
     case fs::ViewKind::Dir: return as_dir();
     case fs::ViewKind::Data: return as_file(node.data->bytes(schema.dtype.itemsize));
@@ -189,7 +197,7 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
 
 int Filesystem::lookup_virtual(Ino parent, const std::string& name, const Caller& who, struct stat* st) {
   VNode v;
-  if (!vnodes_.get(parent, &v)) return ENOENT;
+  if (int r = vnodes_.find(parent, &v)) return r;
   v.components.push_back(name);
   Ino vino = vnodes_.intern(parent, name, v);
   std::string content, msg;
