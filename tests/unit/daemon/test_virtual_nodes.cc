@@ -2,6 +2,10 @@
 // (daemon/name_cache.h).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cerrno>
+#include <optional>
+
 #include "daemon/name_cache.h"
 #include "daemon/virtual_nodes.h"
 
@@ -12,7 +16,7 @@ using mmfs::daemon::VirtualNodes;
 
 TEST_CASE("VirtualNodes: a path keeps its number while the kernel holds it", "[virtual_nodes]") {
   VirtualNodes t;
-  VirtualNode a = VirtualNode::of_array(7, 1);
+  VirtualNode a = VirtualNode::of_array(7, 1, "a@");
   const auto root = t.intern(1, "a@", a);
   CHECK((root & kVirtualBit) != 0);
   CHECK(root != kVirtualBit);  // slot 0 is never given out
@@ -33,7 +37,7 @@ TEST_CASE("VirtualNodes: a path keeps its number while the kernel holds it", "[v
   t.forget(root, 1);
   CHECK_FALSE(t.get(root, &got));
   // Its slot serves the next new path; the other node is untouched.
-  const auto b = t.intern(1, "b@", VirtualNode::of_array(8, 1));
+  const auto b = t.intern(1, "b@", VirtualNode::of_array(8, 1, "b@"));
   CHECK(b == root);
   REQUIRE(t.get(b, &got));
   CHECK(got.array == 8);
@@ -48,9 +52,9 @@ TEST_CASE("VirtualNodes: a path keeps its number while the kernel holds it", "[v
 
 TEST_CASE("VirtualNodes: the same name for another array is another node", "[virtual_nodes]") {
   VirtualNodes t;
-  const auto first = t.intern(1, "x@", VirtualNode::of_array(5, 1));
+  const auto first = t.intern(1, "x@", VirtualNode::of_array(5, 1, "x@"));
   // x was replaced by another array while the kernel held x@.
-  const auto second = t.intern(1, "x@", VirtualNode::of_array(6, 1));
+  const auto second = t.intern(1, "x@", VirtualNode::of_array(6, 1, "x@"));
   CHECK(second != first);
   VirtualNode got;
   REQUIRE(t.get(first, &got));
@@ -60,6 +64,54 @@ TEST_CASE("VirtualNodes: the same name for another array is another node", "[vir
   CHECK(VirtualNode::of_directory(9).table);
   CHECK(VirtualNode::of_directory(9).home == 9);
   CHECK(VirtualNode::control().array == 0);
+}
+
+TEST_CASE("VirtualNodes: an array's nodes, stable ones, and a name that goes", "[virtual_nodes]") {
+  VirtualNodes t;
+  // Array 7 reached as a@ and (a hard link) as l@ in directory 1; array 8 as b@.
+  const auto a = t.intern(1, "a@", VirtualNode::of_array(7, 1, "a@"));
+  VirtualNode zarr = VirtualNode::of_array(7, 1, "a@");
+  zarr.components = {"zarr"};
+  const auto az = t.intern(a, "zarr", zarr);
+  const auto l = t.intern(1, "l@", VirtualNode::of_array(7, 1, "l@"));
+  const auto b = t.intern(1, "b@", VirtualNode::of_array(8, 1, "b@"));
+  const auto table = t.intern(1, "d@", VirtualNode::of_directory(3));
+  auto sorted = [](std::vector<mmfs::fs::Ino> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  CHECK(sorted(t.nodes_of(7)) == sorted({a, az, l}));
+  CHECK(t.nodes_of(8) == std::vector<mmfs::fs::Ino>{b});
+  CHECK(t.nodes_of(3).empty());  // a directory's views are no array's
+  // Stable: only what the daemon marks, and never after the slot is freed.
+  CHECK_FALSE(t.stable(az));
+  t.set_stable(az, true);
+  CHECK(t.stable(az));
+  CHECK_FALSE(t.stable(table));
+  // a is unlinked: what was reached as a@ is stale, l@ and b@ are untouched.
+  CHECK(t.retire(1, "a@") == std::optional<mmfs::fs::Ino>(7));
+  VirtualNode got;
+  CHECK(t.find(a, &got) == ESTALE);
+  CHECK(t.find(az, &got) == ESTALE);
+  CHECK_FALSE(t.get(az, &got));
+  CHECK(t.find(l, &got) == 0);
+  CHECK(t.find(b, &got) == 0);
+  CHECK_FALSE(t.retire(1, "a@").has_value());  // nothing held by that name now
+  CHECK_FALSE(t.retire(1, "d@").has_value());  // a directory's views: never retired here
+  CHECK_FALSE(t.retire(1, "nothing@").has_value());
+  // A new a@ (another array now, or the same one again) is a fresh node.
+  const auto again = t.intern(1, "a@", VirtualNode::of_array(7, 1, "a@"));
+  CHECK(again != a);
+  CHECK(t.find(again, &got) == 0);
+  // The retired nodes live until the kernel forgets them, then leave nodes_of.
+  CHECK(t.nodes_of(7).size() == 4);
+  t.forget(az, 1);
+  t.forget(a, 1);
+  CHECK(sorted(t.nodes_of(7)) == sorted({l, again}));
+  t.forget(l, 1);
+  t.forget(again, 1);
+  CHECK(t.nodes_of(7).empty());
+  CHECK(t.find(again, &got) == ENOENT);
 }
 
 TEST_CASE("NameCache: paths from the names the kernel used", "[virtual_nodes]") {
