@@ -38,6 +38,13 @@ constexpr double kAttrTimeout = 1.0;
 fuse_session* notify_session = nullptr;
 EntryInvalidator entry_invalidator;  // names of views of arrays unlinked or renamed
 
+// Bumped by every invalidation of view nodes. A LOOKUP or GETATTR of a view
+// node during which it moved answers with timeouts of 0: the attributes it
+// read may predate the change, and a node the kernel meets for the first
+// time in that reply was not there to be invalidated (it exists in the
+// kernel only once the caller has the reply).
+std::atomic<std::uint64_t> view_epoch{0};
+
 // How long a truncate to 0 of an array waits for the kernel to drop the
 // array's cached pages before it replies anyway (daemon/invalidate_then_reply.h):
 // a truncate that dropped 256 MiB of clean pages took 0.07 s in all; only
@@ -61,7 +68,9 @@ Filesystem& fsys(fuse_req_t req) { return **static_cast<Filesystem**>(fuse_req_u
 // path walk or open through a node fetches its attributes again (the
 // kernel's permission check refreshes invalidated ones first).
 void invalidate_views(Filesystem& fs, fuse_ino_t array) {
-  if (!notify_session || (array & kVirtualBit)) return;
+  if (array & kVirtualBit) return;
+  view_epoch.fetch_add(1);
+  if (!notify_session) return;
   for (fs::Ino vino : fs.view_nodes_of(array)) fuse_lowlevel_notify_inval_inode(notify_session, vino, -1, 0);
 }
 
@@ -106,23 +115,25 @@ Caller caller(fuse_req_t req) {
   });
 }
 
-bool cacheable(fuse_req_t req, const struct stat& st) {
-  return !(st.st_ino & kVirtualBit) || fsys(req).cacheable_view(st.st_ino);
+// `epoch`: view_epoch before the node's attributes were read.
+bool cacheable(fuse_req_t req, const struct stat& st, std::uint64_t epoch) {
+  if (!(st.st_ino & kVirtualBit)) return true;
+  return fsys(req).cacheable_view(st.st_ino) && view_epoch.load() == epoch;
 }
 
-void reply_entry(fuse_req_t req, const struct stat& st) {
+void reply_entry(fuse_req_t req, const struct stat& st, std::uint64_t epoch = view_epoch.load()) {
   fuse_entry_param e;
   std::memset(&e, 0, sizeof e);
   e.ino = st.st_ino;
   e.attr = st;
-  const bool cache = cacheable(req, st);
+  const bool cache = cacheable(req, st, epoch);
   e.entry_timeout = cache ? kEntryTimeout : 0;
   e.attr_timeout = cache ? kAttrTimeout : 0;
   fuse_reply_entry(req, &e);
 }
 
-void reply_attr(fuse_req_t req, const struct stat& st) {
-  fuse_reply_attr(req, &st, cacheable(req, st) ? kAttrTimeout : 0);
+void reply_attr(fuse_req_t req, const struct stat& st, std::uint64_t epoch = view_epoch.load()) {
+  fuse_reply_attr(req, &st, cacheable(req, st, epoch) ? kAttrTimeout : 0);
 }
 
 Handle* handle(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
@@ -154,6 +165,7 @@ void op_init(void*, fuse_conn_info* conn) {
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  const std::uint64_t epoch = view_epoch.load();
   struct stat st;
   if (int r = fsys(req).lookup(parent, name, caller(req), &st)) {
     if (r == ENOENT && !(parent & kVirtualBit)) {
@@ -171,7 +183,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     return;
   }
   if (st.st_ino & kVirtualBit) fsys(req).scrub_stat(&st);  // /.mmfs/scrub: writable, sized
-  reply_entry(req, st);
+  reply_entry(req, st, epoch);
 }
 
 void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -185,13 +197,14 @@ void op_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
 }
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  const std::uint64_t epoch = view_epoch.load();
   struct stat st;
   if (int r = fsys(req).getattr(ino, caller(req), &st)) {
     fuse_reply_err(req, r);
     return;
   }
   if (ino & kVirtualBit) fsys(req).scrub_stat(&st);  // /.mmfs/scrub: writable, sized
-  reply_attr(req, st);
+  reply_attr(req, st, epoch);
 }
 
 void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
