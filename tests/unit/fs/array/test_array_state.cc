@@ -33,6 +33,7 @@ using namespace testing::writes;
 namespace {
 
 using layouts::CellGrid;
+using layouts::Run;
 using layouts::Selection;
 
 std::vector<std::byte> random_model(std::mt19937_64& rng, std::size_t n) {
@@ -135,6 +136,66 @@ TEST_CASE("array state: written bytes are written back and read in selections as
   CHECK_FALSE(st.holds_data());
   REQUIRE(st.read_selection(Selection::all(grid.shape()), out.data(), &bad) == 0);
   CHECK(std::all_of(out.begin(), out.end(), [](std::byte b) { return b == std::byte{0}; }));
+}
+
+TEST_CASE("array state: a selection that is one whole cell is read straight into the caller's buffer",
+          "[array_state]") {
+  auto g = toy_disk();
+  MemoryDevice dev(8 << 20, 512);
+  SectorIo io(dev, *g);
+  for (const char* name : {"naive", "hilbert", "zorder"}) {
+    CAPTURE(name);
+    // 8x16 float64 cells: 1 KiB, two sectors; 1x16 cells of another grid: a slice along dim 0 is one cell.
+    for (const CellGrid& grid : {CellGrid({24, 32}, 8, {8, 16}, {1, 0}), CellGrid({6, 64}, 8, {1, 64}, {1, 0})}) {
+      auto layout = layouts::make_layout(name, *g, grid);
+      layout->place(layouts::allocate_linear(*g, layout->space(), 64));
+      const std::uint64_t cells = grid.cells();
+      ArrayState st(std::move(layout), CellChecksums::fresh(7, cells), CellChecksums::fresh(7, cells, 'a'), io);
+      std::mt19937_64 rng(23);
+      const std::vector<std::byte> model = random_model(rng, st.bytes());
+      st.write_bytes(0, model.data(), model.size());
+      std::uint64_t bad = 0;
+      REQUIRE(st.write_back(&bad, nullptr) == 0);
+      const std::uint64_t brick = grid.cell_bytes();
+      for (std::uint64_t c = 0; c < cells; ++c) {
+        const Selection sel(grid.element_box(c));
+        const std::vector<std::byte> want = layouts::testing::brute(grid, model, sel);
+        // Aligned: read in place, the scratch buffer never used.
+        AlignedBuffer out(brick), scratch;
+        std::uint64_t read = 0;
+        REQUIRE(st.read_selection(sel, out.data(), &bad, {}, &read, &scratch) == 0);
+        CHECK(std::memcmp(out.data(), want.data(), brick) == 0);
+        CHECK(read == brick);
+        CHECK(scratch.size() == 0);
+        // Not aligned: through the sector buffer, the same bytes.
+        std::vector<std::byte> plain(brick + 8);
+        REQUIRE(st.read_selection(sel, plain.data() + 8, &bad, {}, nullptr, &scratch) == 0);
+        CHECK(std::memcmp(plain.data() + 8, want.data(), brick) == 0);
+        CHECK(scratch.size() >= brick);
+      }
+      if (grid.cell()[0] == 1) {  // a slice along dim 0 names the same cell
+        const Selection slice = Selection::slice(grid.shape(), 0, 4);
+        AlignedBuffer out(brick), scratch;
+        REQUIRE(st.read_selection(slice, out.data(), &bad, {}, nullptr, &scratch) == 0);
+        CHECK(std::memcmp(out.data(), model.data() + 4 * brick, brick) == 0);
+        CHECK(scratch.size() == 0);
+      }
+      // A damaged cell read in place is EIO naming it, and reported to a repair.
+      const std::uint64_t victim = cells / 2;
+      Run r[2];
+      std::vector<std::uint64_t> cc(grid.dims());
+      grid.coords(victim, cc);
+      st.layout().cell_runs(cc, r);
+      dev.bytes()[r[0].lbn * 512 + 3] ^= std::byte{4};
+      AlignedBuffer out(brick);
+      std::vector<std::uint64_t> all_bad;
+      CHECK(st.read_selection(Selection(grid.element_box(victim)), out.data(), &bad, {}, nullptr, nullptr,
+                              &all_bad) == EIO);
+      CHECK(bad == victim);
+      CHECK(all_bad == std::vector<std::uint64_t>{victim});
+      dev.bytes()[r[0].lbn * 512 + 3] ^= std::byte{4};
+    }
+  }
 }
 
 TEST_CASE("array file: cells written in part into reused buffers read as zeros where nothing was written",
