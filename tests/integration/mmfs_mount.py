@@ -17,10 +17,12 @@ shared by tests/integration/test_daemon_*.py.
   paths, the numpy emulation of PLoD, errno and `.mmfs/errors` checks.
 """
 import contextlib
+import ctypes
 import errno
 import itertools
 import json
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -631,3 +633,18 @@ def cargo_tool(name, version, env_var):
                     "(scripts/install-deps.sh installs both)")
     pytest.fail(f"{name} {version} is not installed: run scripts/install-deps.sh (or set ${env_var})",
                 pytrace=False)
+
+
+def cached_pages(fd):
+    """Pages of fd's file in the page cache (cachestat(2), Linux 6.5), or None
+    where the call is missing."""
+    if platform.machine() != "x86_64":
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    whole = (ctypes.c_uint64 * 2)(0, 0)  # offset 0, length 0: to the end
+    stat = (ctypes.c_uint64 * 5)()
+    if libc.syscall(451, fd, whole, stat, 0) != 0:
+        if ctypes.get_errno() == errno.ENOSYS:
+            return None
+        raise OSError(ctypes.get_errno(), "cachestat")
+    return stat[0]

@@ -1,15 +1,12 @@
 """Ingest writes each cell once: a sequential writer whose cells span more C-order
 bytes than fit between two dirty-limit write-backs keeps the cells it has not
 finished in memory instead of writing them and reading them back."""
-import ctypes
-import errno
 import os
-import platform
 
 import numpy as np
 import pytest
 
-from mmfs_mount import make_array, read_bytes, read_json
+from mmfs_mount import cached_pages, make_array, read_bytes, read_json
 
 
 def stats(vol):
@@ -109,21 +106,6 @@ def test_unfinished_cells_beyond_the_dirty_limit_wait_for_a_full_batch_of_finish
     assert written == arr.nbytes
     assert flushes <= 4, f"{flushes} device flushes for a 128 MiB ingest"
     assert read_bytes(a) == arr.tobytes()
-
-
-def cached_pages(fd):
-    """Pages of fd's file in the page cache (cachestat(2), Linux 6.5), or None
-    where the call is missing."""
-    if platform.machine() != "x86_64":
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    whole = (ctypes.c_uint64 * 2)(0, 0)  # offset 0, length 0: to the end
-    stat = (ctypes.c_uint64 * 5)()
-    if libc.syscall(451, fd, whole, stat, 0) != 0:
-        if ctypes.get_errno() == errno.ENOSYS:
-            return None
-        raise OSError(ctypes.get_errno(), "cachestat")
-    return stat[0]
 
 
 def test_a_write_only_open_sends_its_bytes_around_the_page_cache(volume_factory):

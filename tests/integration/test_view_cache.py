@@ -12,16 +12,14 @@ Zarr chunks) and every change that could make them wrong invalidates them
 Permissions through cached nodes (chmod/chown seen by another user at once)
 are tested in test_view_permissions.py, which runs with default_permissions.
 """
-import ctypes
 import errno
 import json
 import os
-import platform
 
 import numpy as np
 import pytest
 
-from mmfs_mount import expect_errno, make_array, read_bytes, setx
+from mmfs_mount import cached_pages, expect_errno, make_array, read_bytes, setx
 
 
 def stats(vol):
@@ -131,20 +129,6 @@ def test_rename_unlink_and_replace_show_at_once(volume):
     os.rename(link, a)
     assert read_bytes(chunk) == first[4:, 4:].tobytes()
     expect_errno(errno.ENOENT, os.stat, chunk_file(link, 0, 1))
-
-
-def cached_pages(fd):
-    """Pages of fd's file in the page cache (cachestat(2), Linux 6.5), or None."""
-    if platform.machine() != "x86_64":
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    whole = (ctypes.c_uint64 * 2)(0, 0)
-    out = (ctypes.c_uint64 * 5)()
-    if libc.syscall(451, fd, whole, out, 0) != 0:
-        if ctypes.get_errno() == errno.ENOSYS:
-            return None
-        raise OSError(ctypes.get_errno(), "cachestat")
-    return out[0]
 
 
 def test_a_zarr_chunk_is_read_around_the_page_cache(volume):

@@ -9,49 +9,18 @@
 #include <random>
 #include <set>
 
-#include "geometry/flash.h"
-#include "geometry/load.h"
 #include "geometry/member_subset.h"
-#include "geometry/memstore.h"
 #include "geometry/striped.h"
 #include "tests/unit/support/geometry_errors.h"
-#include "tests/unit/support/mems_test_support.h"
+#include "tests/unit/support/striped_test_support.h"
 
 using namespace mmfs::geom;
 using testing::error_of;
 
 namespace {
 
-// Two zones of different track lengths: 12 and 7 sectors per track.
-nlohmann::json zoned_disk() {
-  return {{"kind", "disk"},
-          {"sector_size", 512},
-          {"surfaces", 2},
-          {"rpm", 10000},
-          {"settle_ms", 0.3},
-          {"settle_cylinders", 2},
-          {"conservatism_deg", 10},
-          {"head_switch_ms", 0.2},
-          {"max_depth", 3},
-          {"zones",
-           {{{"cylinders", 3}, {"sectors_per_track", 12}, {"track_skew_sectors", 3}, {"cylinder_skew_sectors", 4}},
-            {{"cylinders", 3}, {"sectors_per_track", 7}, {"track_skew_sectors", 1}, {"cylinder_skew_sectors", 1}}}}};
-}
-
-std::unique_ptr<Geometry> member_of(int kind) {
-  switch (kind) {
-    case 0: return load_geometry(zoned_disk());
-    case 1: return std::make_unique<MemStore>(testing::toy(1, 4));
-    default: {
-      FlashParams p;  // 100 pages in tracks of 8: the last track has 4
-      p.capacity_sectors = 100;
-      p.track_sectors = 8;
-      p.queues = 4;
-      p.depth = 3;
-      return std::make_unique<Flash>(p);
-    }
-  }
-}
+// Each member kind of the striped tests: a zoned disk, a MEMStore, flash.
+std::unique_ptr<Geometry> member_of(int kind) { return testing::make_member(testing::Kind(kind)); }
 
 }  // namespace
 

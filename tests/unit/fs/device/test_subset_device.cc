@@ -15,21 +15,15 @@
 #include "geometry/load.h"
 #include "geometry/member_subset.h"
 #include "geometry/striped.h"
+#include "tests/unit/support/striped_test_support.h"
 
 using namespace mmfs;
 
 namespace {
 
-// A zoned disk of 12- and 7-sector tracks (512-byte sectors), striped over 4 members.
+// The striped tests' small zoned disk (512-byte sectors), striped over 4 members.
 std::unique_ptr<geom::StripedGeometry> volume_geometry() {
-  nlohmann::json disk = {
-      {"kind", "disk"},          {"sector_size", 512}, {"surfaces", 2},       {"rpm", 10000},
-      {"settle_ms", 0.3},        {"settle_cylinders", 2}, {"conservatism_deg", 10}, {"head_switch_ms", 0.2},
-      {"max_depth", 3},
-      {"zones",
-       {{{"cylinders", 3}, {"sectors_per_track", 12}, {"track_skew_sectors", 3}, {"cylinder_skew_sectors", 4}},
-        {{"cylinders", 3}, {"sectors_per_track", 7}, {"track_skew_sectors", 1}, {"cylinder_skew_sectors", 1}}}}};
-  return std::make_unique<geom::StripedGeometry>(geom::load_geometry(disk), 4);
+  return std::make_unique<geom::StripedGeometry>(geom::load_geometry(geom::testing::small_disk_json()), 4);
 }
 
 }  // namespace
