@@ -114,4 +114,21 @@ std::vector<LbnRun> MemberSubset::to_sub(const std::vector<LbnRun>& runs) const 
   return out;
 }
 
+std::vector<LbnRun> MemberSubset::on_set(const std::vector<LbnRun>& runs) const {
+  std::vector<LbnRun> out;
+  for (LbnRun run : runs) {
+    if (run.count > parent_.capacity_sectors() || run.first > parent_.capacity_sectors() - run.count)
+      throw GeometryError(ErrorKind::OutOfRange, fmt::format("volume run [{}, +{}) is past the volume's {} sectors",
+                                                             run.first, run.count, parent_.capacity_sectors()));
+    while (run.count > 0) {
+      const TrackBounds t = parent_.track_boundaries(run.first);
+      const std::uint64_t n = std::min<std::uint64_t>(run.count, t.high - run.first + 1);
+      if (contains(run.first)) append(out, {to_sub(run.first), n});
+      run.first += n;
+      run.count -= n;
+    }
+  }
+  return out;
+}
+
 }  // namespace mmfs::geom

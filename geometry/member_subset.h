@@ -65,6 +65,10 @@ class MemberSubset {
   std::vector<LbnRun> to_parent(const std::vector<LbnRun>& sub_runs) const;
   // The inverse, for runs that lie on the set's members only.
   std::vector<LbnRun> to_sub(const std::vector<LbnRun>& runs) const;
+  // The parts of VLBN runs that lie on the set's members, as runs of
+  // sub-VLBNs (in the order met, merged where contiguous); the rest is left
+  // out. The free space of a volume seen from a member set.
+  std::vector<LbnRun> on_set(const std::vector<LbnRun>& runs) const;
 
  private:
   const StripedGeometry& parent_;

@@ -142,6 +142,29 @@ TEST_CASE("runs convert both ways sector by sector, merged where contiguous", "[
     }
 }
 
+TEST_CASE("the part of volume runs on a member set, sector by sector", "[member_subset]") {
+  std::mt19937_64 rng(9);
+  for (int kind = 0; kind < 3; ++kind) {
+    StripedGeometry volume(member_of(kind), 4);
+    MemberSubset set(volume, {0, 2});
+    const Lbn cap = volume.capacity_sectors();
+    for (int trial = 0; trial < 200; ++trial) {
+      const Lbn first = rng() % cap;
+      const LbnRun run{first, 1 + rng() % (cap - first)};
+      std::vector<Lbn> expected, got;
+      for (Lbn v = run.first; v < run.first + run.count; ++v)
+        if (set.contains(v)) expected.push_back(set.to_sub(v));
+      const std::vector<LbnRun> parts = set.on_set({run});
+      for (const LbnRun& r : parts)
+        for (Lbn v = r.first; v < r.first + r.count; ++v) got.push_back(v);
+      REQUIRE(got == expected);
+      for (std::size_t i = 1; i < parts.size(); ++i) REQUIRE(parts[i - 1].first + parts[i - 1].count != parts[i].first);
+    }
+    // The whole volume: the whole set, in one run.
+    CHECK(set.on_set({{0, cap}}) == std::vector<LbnRun>{{0, set.geometry().capacity_sectors()}});
+  }
+}
+
 TEST_CASE("member sets refuse bad members and LBNs off the set", "[member_subset]") {
   StripedGeometry volume(member_of(0), 3);
   CHECK(error_of([&] { MemberSubset(volume, {}); }) == ErrorKind::Invalid);
@@ -157,4 +180,6 @@ TEST_CASE("member sets refuse bad members and LBNs off the set", "[member_subset
   CHECK(error_of([&] { set.to_parent(std::vector<LbnRun>{{set.geometry().capacity_sectors() - 1, 2}}); }) ==
         ErrorKind::OutOfRange);
   CHECK(error_of([&] { set.to_sub(std::vector<LbnRun>{{first_on_0, 1}}); }) == ErrorKind::OutOfRange);
+  CHECK(set.on_set({{first_on_0, 1}}).empty());
+  CHECK(error_of([&] { set.on_set({{volume.capacity_sectors() - 1, 2}}); }) == ErrorKind::OutOfRange);
 }
