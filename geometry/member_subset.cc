@@ -24,6 +24,24 @@ void append(std::vector<LbnRun>& out, LbnRun run) {
     out.push_back(run);
 }
 
+// Calls piece(first, n) for each piece of `runs` cut at the track boundaries
+// of `g`, in order; OutOfRange for a run past `g` (`whose` names it).
+template <class Piece>
+void for_each_track_piece(const Geometry& g, const std::vector<LbnRun>& runs, const char* whose, Piece&& piece) {
+  for (LbnRun run : runs) {
+    if (run.count > g.capacity_sectors() || run.first > g.capacity_sectors() - run.count)
+      throw GeometryError(ErrorKind::OutOfRange, fmt::format("run [{}, +{}) is past the {} sectors of {}", run.first,
+                                                             run.count, g.capacity_sectors(), whose));
+    while (run.count > 0) {
+      const TrackBounds t = g.track_boundaries(run.first);
+      const std::uint64_t n = std::min<std::uint64_t>(run.count, t.high - run.first + 1);
+      piece(run.first, n);
+      run.first += n;
+      run.count -= n;
+    }
+  }
+}
+
 }  // namespace
 
 MemberSubset::MemberSubset(const StripedGeometry& parent, std::vector<std::uint32_t> members)
@@ -80,54 +98,25 @@ Lbn MemberSubset::to_sub(Lbn vlbn) const {
 
 std::vector<LbnRun> MemberSubset::to_parent(const std::vector<LbnRun>& sub_runs) const {
   std::vector<LbnRun> out;
-  for (LbnRun run : sub_runs) {
-    if (run.count > sub_->capacity_sectors() || run.first > sub_->capacity_sectors() - run.count)
-      throw GeometryError(ErrorKind::OutOfRange,
-                          fmt::format("sub-volume run [{}, +{}) is past the member set's {} sectors", run.first,
-                                      run.count, sub_->capacity_sectors()));
-    while (run.count > 0) {
-      // The rest of this sub-track is one run on one member track.
-      const TrackBounds t = sub_->track_boundaries(run.first);
-      const std::uint64_t n = std::min<std::uint64_t>(run.count, t.high - run.first + 1);
-      append(out, {to_parent(run.first), n});
-      run.first += n;
-      run.count -= n;
-    }
-  }
+  // The rest of a sub-track is one run on one member track.
+  for_each_track_piece(*sub_, sub_runs, "the member set",
+                       [&](Lbn first, std::uint64_t n) { append(out, {to_parent(first), n}); });
   return out;
 }
 
 std::vector<LbnRun> MemberSubset::to_sub(const std::vector<LbnRun>& runs) const {
   std::vector<LbnRun> out;
-  for (LbnRun run : runs) {
-    if (run.count > parent_.capacity_sectors() || run.first > parent_.capacity_sectors() - run.count)
-      throw GeometryError(ErrorKind::OutOfRange, fmt::format("volume run [{}, +{}) is past the volume's {} sectors",
-                                                             run.first, run.count, parent_.capacity_sectors()));
-    while (run.count > 0) {
-      const TrackBounds t = parent_.track_boundaries(run.first);
-      const std::uint64_t n = std::min<std::uint64_t>(run.count, t.high - run.first + 1);
-      append(out, {to_sub(run.first), n});  // OutOfRange off the set
-      run.first += n;
-      run.count -= n;
-    }
-  }
+  for_each_track_piece(parent_, runs, "the volume", [&](Lbn first, std::uint64_t n) {
+    append(out, {to_sub(first), n});  // OutOfRange off the set
+  });
   return out;
 }
 
 std::vector<LbnRun> MemberSubset::on_set(const std::vector<LbnRun>& runs) const {
   std::vector<LbnRun> out;
-  for (LbnRun run : runs) {
-    if (run.count > parent_.capacity_sectors() || run.first > parent_.capacity_sectors() - run.count)
-      throw GeometryError(ErrorKind::OutOfRange, fmt::format("volume run [{}, +{}) is past the volume's {} sectors",
-                                                             run.first, run.count, parent_.capacity_sectors()));
-    while (run.count > 0) {
-      const TrackBounds t = parent_.track_boundaries(run.first);
-      const std::uint64_t n = std::min<std::uint64_t>(run.count, t.high - run.first + 1);
-      if (contains(run.first)) append(out, {to_sub(run.first), n});
-      run.first += n;
-      run.count -= n;
-    }
-  }
+  for_each_track_piece(parent_, runs, "the volume", [&](Lbn first, std::uint64_t n) {
+    if (contains(first)) append(out, {to_sub(first), n});
+  });
   return out;
 }
 

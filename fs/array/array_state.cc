@@ -3,6 +3,7 @@
 #include "layouts/cell_blocks.h"
 #include "layouts/cell_copy.h"
 #include "layouts/touched_runs.h"
+#include "layouts/whole_cell.h"
 
 #include <algorithm>
 #include <bit>
@@ -15,7 +16,6 @@
 namespace mmfs::fs {
 
 using layouts::CellGrid;
-using layouts::DimRange;
 using layouts::Run;
 using layouts::Selection;
 
@@ -502,15 +502,9 @@ int ArrayState::read_selection(const Selection& sel, std::byte* out, std::uint64
     const CellGrid& g = grid();
     const std::uint32_t ss = io_.sector_size();
     const std::uint64_t brick = g.cell_bytes();
-    bool whole = sel.dims().size() == g.dims() && brick % ss == 0 &&
-                 reinterpret_cast<std::uintptr_t>(out) % kBufferAlignment == 0;
-    std::vector<std::uint64_t> cc(g.dims());
-    for (std::size_t d = 0; whole && d < g.dims(); ++d) {
-      const DimRange& r = sel.dims()[d];
-      const std::uint64_t c = g.cell()[d];
-      whole = r.step == 1 && r.start % c == 0 && r.stop - r.start == c;
-      cc[d] = r.start / c;
-    }
+    std::vector<std::uint64_t> cc;
+    bool whole = brick % ss == 0 && reinterpret_cast<std::uintptr_t>(out) % kBufferAlignment == 0 &&
+                 layouts::whole_cell_of(g, sel, &cc);
     const std::uint64_t linear = whole ? g.linear(cc) : 0;
     Run r[2];
     std::size_t n = 0;
