@@ -46,7 +46,9 @@ std::string geometry_name(const fs::Volume& v) {
 
 Filesystem::Filesystem(std::unique_ptr<fs::Volume> volume, bool read_only)
     : volume_(std::move(volume)), read_only_(read_only), io_(volume_->device(), volume_->geometry()),
+      member_sets_(volume_->allocator(), volume_->device(), volume_->geometry()),
       array_ctx_{volume_->metadata(), volume_->allocator(), io_, volume_->geometry(), geometry_name(*volume_)} {
+  array_ctx_.member_sets = &member_sets_;
   array_ctx_.on_healed = [this](Ino ino, const std::string& message) {
     ++healed_cells_;
     const auto inode = volume_->metadata().inode(ino);

@@ -254,6 +254,7 @@ class Filesystem {
   std::unique_ptr<fs::Volume> volume_;
   bool read_only_;
   fs::SectorIo io_;
+  fs::MemberSets member_sets_;  // before array_ctx_, which points at it
   fs::ArrayContext array_ctx_;
   fs::ErrorLog errors_;
   fs::ErrorLog audit_;

@@ -184,7 +184,9 @@ int Filesystem::start_scrub(Ino ino, const std::string& how) {
       if (array_for(array_ino, &array, &why) != 0) return false;
       std::shared_lock placement(array->placement_mutex());
       const fs::ArrayState* state = array->cells_locked();
-      if (state == nullptr) return false;
+      // A placement on a member set maps cells to its set's LBNs: its
+      // sectors are scrubbed as readable data, not cell by cell.
+      if (state == nullptr || state->site() != nullptr) return false;
       visit(state->layout());
       return true;
     };

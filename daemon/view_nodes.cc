@@ -105,6 +105,7 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
       case fs::ControlKind::Dir: return as_dir();
       case fs::ControlKind::Stats: {
         nlohmann::json j = io_.stats();
+        member_sets_.add_stats(&j);
         auto ms = volume_->store().stats();
         j["metadata_batches"] = ms.batches_applied;
         j["metadata_flushes"] = ms.flushes;

@@ -33,12 +33,6 @@ namespace {
 // Relayout and conversion copy in slabs of about this size.
 constexpr std::uint64_t kCopyBudget = 64ull << 20;
 
-// The layouts this release places; the others of docs/reference.md §4 are accepted names.
-bool layout_implemented(const std::string& name) {
-  return name == "naive" || name == "zorder" || name == "hilbert" || name == "multimap" || name == "quadrangle" ||
-         name == "capsule" || name == "mloc";
-}
-
 // Incomplete cells are kept up to this much memory per array, whatever its cells.
 constexpr std::uint64_t kIncompleteCap = 512ull << 20;
 
@@ -85,90 +79,6 @@ ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::
             return write(offset, data, length, message);
           })) {
   mu_.set_write_behind(write_behind_.get());
-}
-
-int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, bool allocate,
-                     std::unique_ptr<ArrayState>* out, std::string* message, const std::vector<Extent>* given,
-                     std::uint8_t slot) {
-  if (!layout_implemented(schema.layout)) {
-    *message = fmt::format("user.mmfs.layout: '{}' is not implemented in this release (use naive, zorder, hilbert, "
-                           "multimap, quadrangle, capsule or mloc)", schema.layout);
-    return ENOTSUP;
-  }
-  if (schema.layout == "capsule" && ctx.geometry.kind() != geom::DeviceKind::Mems) {
-    *message = fmt::format("user.mmfs.layout: 'capsule' needs a MEMS volume (equivalence classes); this volume's "
-                           "geometry '{}' has none", ctx.geometry.name());
-    return ENOTSUP;
-  }
-  if (schema.layout == "quadrangle" && ctx.geometry.kind() != geom::DeviceKind::Disk) {
-    *message = fmt::format("user.mmfs.layout: 'quadrangle' needs a disk volume (Atropos quadrangles are built from "
-                           "tracks and head switches); this volume's geometry '{}' is a {} device",
-                           ctx.geometry.name(), ctx.geometry.kind() == geom::DeviceKind::Mems ? "MEMS" : "flash");
-    return ENOTSUP;
-  }
-  if (schema.compress != "none" && !is_mloc(schema)) {
-    *message = "user.mmfs.compress: compression comes with the mloc layout, not implemented in this release";
-    return ENOTSUP;
-  }
-  std::unique_ptr<layouts::Layout> layout;
-  try {
-    layout = make_array_layout(ctx.geometry, schema);
-  } catch (const std::exception& e) {
-    *message = e.what();
-    return EINVAL;
-  }
-  std::vector<Extent> extents;
-  if (given) {
-    extents = *given;
-  } else if (allocate) {
-    layouts::SpaceRequest req = layout->space();
-    if (int r = ctx.allocator.allocate(req, &extents)) {
-      *message = fmt::format("the array needs {} MiB of {} on the device; {} MiB are free",
-                             req.sectors * ctx.geometry.sector_size() >> 20,
-                             req.shape == layouts::SpaceShape::TrackGroups ? "track groups" : "whole tracks",
-                             ctx.allocator.free_sectors() * ctx.geometry.sector_size() >> 20);
-      return r;
-    }
-  } else if (slot != 0) {
-    const auto stored = ctx.metadata.store().get(keys::copy_extents(ino, slot));
-    auto decoded = stored ? decode_extents(*stored) : std::nullopt;
-    if (!decoded) {
-      *message = fmt::format("the extent map of copy slot {} is missing or does not decode", slot);
-      return EUCLEAN;
-    }
-    extents = std::move(*decoded);
-  } else {
-    extents = ctx.metadata.extents(ino);
-  }
-  try {
-    layout->place(extents);
-  } catch (const std::exception& e) {
-    if (allocate && !given)
-      for (const Extent& x : extents) ctx.allocator.free(x);
-    *message = fmt::format("the stored placement does not fit the layout: {}", e.what());
-    return EUCLEAN;
-  }
-  std::uint64_t cells = layout->grid().cells();
-  const ChecksumBlocks blocks = checksum_blocks(layout->grid().cell_bytes(), layout->sectors_per_cell(),
-                                                ctx.geometry.sector_size(), schema.checksum_block);
-  try {
-    const bool fresh = allocate || given;
-    const char sum_table = slot ? keys::kCopyChecksumTable : keys::kChecksumTable;
-    const char alt_table = slot ? keys::kCopyAltChecksumTable : keys::kAltChecksumTable;
-    CellChecksums sums = fresh ? CellChecksums::fresh(ino, cells, sum_table, blocks, slot)
-                               : CellChecksums(ctx.metadata.store(), ino, cells, sum_table, blocks, slot);
-    CellChecksums alt = fresh ? CellChecksums::fresh(ino, cells, alt_table, blocks, slot)
-                              : CellChecksums(ctx.metadata.store(), ino, cells, alt_table, blocks, slot);
-    *out = std::make_unique<ArrayState>(std::move(layout), std::move(sums), std::move(alt), ctx.io);
-  } catch (const std::bad_alloc&) {
-    // The checksum tables (8 bytes per cell in memory) do not fit: give the space back.
-    if (allocate && !given)
-      for (const Extent& x : extents) ctx.allocator.free(x);
-    *message = fmt::format("the array's {} cells need {} MiB of checksum tables in memory, more than is available",
-                           cells, cells * blocks.per_cell * 8 >> 20);
-    return ENOMEM;
-  }
-  return 0;
 }
 
 int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, std::shared_ptr<ArrayFile>* out,
@@ -219,7 +129,7 @@ int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, st
   }
   WriteBatch batch;
   batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(schema));
-  batch.put(keys::extents(ino_), encode_extents(state.layout().extents()));
+  state.stage_extents(ino_, 0, batch);
   MlocImage::stage_removal(ctx_.metadata, ino_, batch, &dropped);  // cells replace an mloc image
   if (drop_old_sums) {
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
@@ -243,17 +153,13 @@ int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, st
   return 0;
 }
 
-ArraySchema placed_schema(const ArrayContext& ctx, const ArraySchema& schema) {
-  ArraySchema placed = schema;
-  if (!is_mloc(schema)) placed.checksum_block = checksum_block_bytes(ctx.geometry.sector_size());
-  return placed;
-}
 
 int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySchema& requested, PlainFile* source,
                       std::shared_ptr<ArrayFile>* out, std::string* message) {
   // Copies are placed and filled beside the primary and recorded in the
   // same commit: a crash leaves no array, or the array with its copies.
   ArraySchema schema = placed_schema(ctx, requested);
+  assign_member_sets(ctx, &schema);
   const std::vector<CopySpec> copies = std::move(schema.copies);
   schema.copies.clear();
   if (is_mloc(schema) && !copies.empty()) {
@@ -296,7 +202,7 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
   if (int r = build(ctx, inode.ino, schema, true, &state, message)) return r;
   std::shared_ptr<ArrayFile> a(new ArrayFile(ctx, inode.ino, schema, nullptr));
   auto release = [&] {
-    for (const Extent& e : state->layout().extents()) ctx.allocator.free(e);
+    for (const Extent& e : state->volume_extents()) ctx.allocator.free(e);
   };
   if (source != nullptr && source->size() > 0) {
     AlignedBuffer buf(kCopyBudget);
@@ -548,7 +454,7 @@ int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Plac
   }
   if (const ArrayState* cells = cells_locked()) {
     batch.del(keys::extents(ino_));
-    for (const Extent& e : cells->layout().extents()) dropped.push_back(e);
+    for (const Extent& e : cells->volume_extents()) dropped.push_back(e);
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
   }
@@ -602,7 +508,7 @@ int ArrayFile::unseal_locked(bool copy, std::string* message) {
   std::unique_ptr<ArrayState> staging;
   if (int r = build(ctx_, ino_, schema_, true, &staging, message)) return r;
   auto release = [&] {
-    for (const Extent& e : staging->layout().extents()) ctx_.allocator.free(e);
+    for (const Extent& e : staging->volume_extents()) ctx_.allocator.free(e);
   };
   if (copy && holds_data_locked()) {
     const auto& shape = schema_.shape;

@@ -24,6 +24,7 @@
 #include "fs/array/array_schema.h"
 #include "fs/array/array_state.h"
 #include "fs/array/chunk_reader.h"
+#include "fs/array/member_sets.h"
 #include "fs/array/placement.h"
 #include "fs/meta/metadata.h"
 #include "fs/mloc/mloc_image.h"
@@ -62,6 +63,11 @@ struct ArrayContext {
   // read (a query's scan, an index build, a relayout) that a bad cell or a
   // device error kept from one, was served from another copy; may be empty.
   std::function<void(Ino ino, const std::string& message)> on_served_around = nullptr;
+  // The volume's member sets (fs/array/member_sets.h): on a volume of
+  // several devices, an array's copies each lie on their own. Null: every
+  // placement lies on the whole volume (a placement recorded on a set then
+  // does not open).
+  MemberSets* member_sets = nullptr;
 };
 
 // The rows (C-order linear indices) of a box of an array of `shape`.
@@ -94,6 +100,9 @@ struct ArrayCopy {
 // `schema` as the volume places it: with the volume's checksum block
 // (fs/meta/cell_checksums.h). mloc images keep checksums of their own pieces.
 ArraySchema placed_schema(const ArrayContext& ctx, const ArraySchema& schema);
+// On a volume of several devices, the member set of the primary and of each
+// copy of `s` (fs/array/member_sets.h); nothing changes without copies.
+void assign_member_sets(const ArrayContext& ctx, ArraySchema* s);
 
 class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayFile> {
  public:

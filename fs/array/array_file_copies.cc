@@ -173,7 +173,7 @@ int ArrayFile::build_new_copies_locked(const ArraySchema& target, std::vector<Ar
       *message = fmt::format("copy {} ({}): {}", i + 1, copies_text({spec}), *message);
       return r;
     }
-    for (const Extent& e : state->layout().extents()) allocated->push_back(e);
+    for (const Extent& e : state->volume_extents()) allocated->push_back(e);
     if (data)
       if (int r = copy_into_locked(*state, message)) {
         release();
@@ -187,7 +187,7 @@ int ArrayFile::build_new_copies_locked(const ArraySchema& target, std::vector<Ar
 
 void ArrayFile::stage_copy_keys(ArrayCopy& c, WriteBatch& batch) {
   ArrayState& cells = *c.placement->cells();
-  batch.put(keys::copy_extents(ino_, c.spec.slot), encode_extents(cells.layout().extents()));
+  cells.stage_extents(ino_, c.spec.slot, batch);
   cells.sums().stage(batch);
   cells.alternatives().stage(batch);
 }
@@ -213,10 +213,19 @@ int ArrayFile::change_copies_allowed_locked(const ArraySchema& next, std::string
   return 0;
 }
 
+void assign_member_sets(const ArrayContext& ctx, ArraySchema* s) {
+  if (!ctx.member_sets || s->copies.empty()) return;  // without copies, the primary stays where it is
+  const auto placements = std::uint32_t(s->copies.size() + 1);
+  s->members = ctx.member_sets->members_for(placements, 0);
+  for (std::uint32_t k = 1; k < placements; ++k) s->copies[k - 1].members = ctx.member_sets->members_for(placements, k);
+}
+
 int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::string* message) {
   if (int r = change_copies_allowed_locked(next, message)) return r;
   if (int r = flush_locked(false, message)) return r;
   ArraySchema target = next;
+  // Before the slots: a copy keeps its slot (and cells) only on the same members.
+  assign_member_sets(ctx_, &target);
   {
     std::vector<CopySpec> current = schema_.copies;
     if (rebuild)  // none is kept, but their slots are not reused in this commit
@@ -228,8 +237,32 @@ int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::
   auto release = [&] {
     for (const Extent& e : allocated) ctx_.allocator.free(e);
   };
-  if (int r = build_new_copies_locked(target, &result, &allocated, message)) return r;
-  // The new copies' cells on stable storage before the record that points at them.
+  // The primary moves to its member set in the same commit as the copies
+  // (docs/copies-on-members.md): a volume of several devices whose array
+  // gains its first copies, or a new number of them.
+  std::unique_ptr<ArrayState> moved;
+  target.checksum_block = schema_.checksum_block;
+  if (target.members != schema_.members && cells_locked()) {
+    ArraySchema primary = placed_schema(ctx_, schema_);
+    primary.members = target.members;
+    primary.copies.clear();
+    if (int r = build(ctx_, ino_, primary, true, &moved, message)) {
+      *message = fmt::format("moving the array to members {}: {}", fmt::join(target.members, ","), *message);
+      return r;
+    }
+    for (const Extent& e : moved->volume_extents()) allocated.push_back(e);
+    if (holds_data_locked())
+      if (int r = copy_into_locked(*moved, message)) {
+        release();
+        return r;
+      }
+    target.checksum_block = primary.checksum_block;
+  }
+  if (int r = build_new_copies_locked(target, &result, &allocated, message)) {
+    release();
+    return r;
+  }
+  // The new cells on stable storage before the record that points at them.
   if (!allocated.empty())
     if (int r = ctx_.io.flush()) {
       release();
@@ -238,14 +271,22 @@ int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::
     }
   WriteBatch batch;
   std::vector<Extent> dropped;
-  target.checksum_block = schema_.checksum_block;
   batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(target));
+  if (moved) {
+    moved->stage_extents(ino_, 0, batch);
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
+    CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
+    moved->sums().stage(batch);
+    moved->alternatives().stage(batch);
+    for (const Extent& e : placement_->extents()) dropped.push_back(e);
+  }
   for (ArrayCopy& c : result) stage_copy_keys(c, batch);
   for (const ArrayCopy& c : copies_) {
     const bool kept = std::any_of(target.copies.begin(), target.copies.end(),
                                   [&](const CopySpec& s) { return s.slot == c.spec.slot; });
     if (kept) continue;
     batch.del(keys::copy_extents(ino_, c.spec.slot));
+    batch.del(keys::xattr(ino_, set_extents_record(c.spec.slot)));
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, keys::kCopyChecksumTable, c.spec.slot);
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, keys::kCopyAltChecksumTable, c.spec.slot);
     for (const Extent& e : c.placement->extents()) dropped.push_back(e);
@@ -275,6 +316,7 @@ int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::
   }
   for (ArrayCopy& c : copies_) c.unrecorded = false;
   schema_ = target;
+  if (moved) replace_placement_locked(cell_placement(std::move(moved), ctx_.geometry));
   ++placement_epoch_;
   if (int r = ctx_.metadata.sync()) {
     *message = "metadata sync failed";

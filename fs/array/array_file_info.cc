@@ -147,7 +147,7 @@ void plan_through(const Placement& placement, const DataView& view, std::uint64_
   if (!placement.chunks_by_model()) {
     const layouts::IoPlan p = placement.modeled_plan(view.selection, view.plod_bytes);
     const geom::HostCost host = geometry.host_cost();
-    *out = p.to_json();
+    *out = placement.on_volume(p).to_json();
     add_host_time(host, p.modeled_ms, layouts::modeled_read_ms({&p, 1}, host), out);
     return;
   }
@@ -157,7 +157,7 @@ void plan_through(const Placement& placement, const DataView& view, std::uint64_
   for (std::uint64_t c = 0; c < ch.count(); ++c) parts.push_back(placement.modeled_plan(ch.selection(c), 0));
   const double read_ms = layouts::modeled_read_ms(parts, geometry.host_cost());
   const layouts::IoPlan all = layouts::concatenate_plans(std::move(parts));
-  *out = all.to_json();
+  *out = placement.on_volume(all).to_json();
   add_host_time(geometry.host_cost(), all.modeled_ms, read_ms, out);
   (*out)["chunks"] = ch.count();
   (*out)["chunk_bytes"] = budget;

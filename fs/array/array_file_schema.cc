@@ -134,7 +134,7 @@ int ArrayFile::relayout_locked(const ArraySchema& next, bool data, std::string* 
   std::unique_ptr<ArrayState> fresh;
   if (int r = build(ctx_, ino_, next, true, &fresh, message)) return r;
   auto release = [&] {
-    for (const Extent& e : fresh->layout().extents()) ctx_.allocator.free(e);
+    for (const Extent& e : fresh->volume_extents()) ctx_.allocator.free(e);
   };
   if (data)
     if (int r = copy_into_locked(*fresh, message)) {

@@ -34,7 +34,7 @@ int ArrayFile::stage_placement_locked(const ArraySchema& requested, const std::v
   if (int r = build(ctx_, ino_, next, extents == nullptr, &fresh, message, extents)) return r;
   auto release = [&] {
     if (!extents)
-      for (const Extent& e : fresh->layout().extents()) ctx_.allocator.free(e);
+      for (const Extent& e : fresh->volume_extents()) ctx_.allocator.free(e);
   };
   if (copy) {
     if (holds_data_locked())
@@ -42,7 +42,7 @@ int ArrayFile::stage_placement_locked(const ArraySchema& requested, const std::v
         release();
         return r;
       }
-    out->dropped = state->layout().extents();
+    out->dropped = state->volume_extents();
   } else {
     // Growing in place: the old cells are where they were.
     const std::vector<Extent>& old = state->layout().extents();
@@ -66,7 +66,7 @@ int ArrayFile::stage_placement_locked(const ArraySchema& requested, const std::v
 
 void ArrayFile::stage_commit_locked(Staged& staged, WriteBatch& batch) {
   batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(staged.schema));
-  batch.put(keys::extents(ino_), encode_extents(staged.state->layout().extents()));
+  staged.state->stage_extents(ino_, 0, batch);
   // The new tables are complete (every record dirty): the old ones go first.
   CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch);
   CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');

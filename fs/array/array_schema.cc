@@ -645,6 +645,7 @@ std::string encode_schema(const ArraySchema& s) {
                        {"first_block", t->first_block},
                        {"cells_per_capsule", t->cells_per_capsule}};
   if (s.checksum_block != 0) j["checksum_block"] = s.checksum_block;
+  if (!s.members.empty()) j["members"] = s.members;
   // Only when set: a record without it reads as before, in older releases too.
   if (!s.dims.empty()) j["dims"] = s.dims;
   if (!s.copies.empty()) j["copies"] = encode_copies(s.copies);
@@ -683,6 +684,10 @@ std::optional<ArraySchema> decode_schema(string_view text) {
             v.get<std::uint64_t>() % 512 != 0)
           return std::nullopt;
         s.checksum_block = v.get<std::uint32_t>();
+        continue;
+      }
+      if (item.key() == "members") {
+        if (!decode_members(item.value(), &s.members)) return std::nullopt;
         continue;
       }
       if (item.key() == "layout_set") {

@@ -60,7 +60,11 @@ struct CopySpec {
   // Not an attribute: which keys of the store hold the copy (fs/meta/keys.h),
   // 1..255, kept while the copy is, whatever its position in the list.
   std::uint8_t slot = 0;
-  // The same placement (every field but the slot).
+  // Not an attribute: the members of a volume of several devices the copy
+  // lies on (geometry/member_subset.h; empty: the whole volume), so a lost
+  // member loses at most one copy of a cell.
+  std::vector<std::uint32_t> members;
+  // The same placement (every field but the slot and the members).
   bool same_placement(const CopySpec& o) const {
     return layout == o.layout && order == o.order && cell == o.cell && basic_cube == o.basic_cube &&
            priority == o.priority && chunk == o.chunk && compress == o.compress;
@@ -91,6 +95,10 @@ struct ArraySchema {
   // (fs/meta/cell_checksums.h); 0 = one checksum per cell (arrays placed before
   // checksums were kept per block).
   std::uint32_t checksum_block = 0;
+  // Not an attribute: the members of a volume of several devices the
+  // primary lies on (geometry/member_subset.h; empty: the whole volume), set
+  // when copies are (fs/array/placement_site.h).
+  std::vector<std::uint32_t> members;
   // Not attributes: whether user.mmfs.layout was set (else the volume's
   // model chooses layout and cell when the shape is set,
   // layouts/model_default.h), and why the layout is what it is (the

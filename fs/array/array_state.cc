@@ -1,5 +1,9 @@
 #include "fs/array/array_state.h"
 
+#include "fs/array/member_sets.h"
+#include "fs/meta/keys.h"
+#include "fs/meta/metadata.h"
+
 #include "layouts/cell_blocks.h"
 #include "layouts/cell_copy.h"
 #include "layouts/touched_runs.h"
@@ -20,9 +24,21 @@ using layouts::Run;
 using layouts::Selection;
 
 ArrayState::ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, CellChecksums alternatives,
-                       SectorIo& io)
-    : layout_(std::move(layout)), sums_(std::move(sums)), alt_(std::move(alternatives)), io_(io),
+                       SectorIo& io, MemberSetSite* site)
+    : layout_(std::move(layout)), site_(site), sums_(std::move(sums)), alt_(std::move(alternatives)), io_(io),
       cell_storage_(std::uint64_t(layout_->sectors_per_cell()) * io.sector_size()) {}
+
+std::vector<layouts::Extent> ArrayState::volume_extents() const {
+  return site_ ? site_->to_volume(layout_->extents()) : layout_->extents();
+}
+
+void ArrayState::stage_extents(std::uint64_t ino, std::uint8_t slot, WriteBatch& batch) const {
+  batch.put(slot == 0 ? keys::extents(ino) : keys::copy_extents(ino, slot), encode_extents(volume_extents()));
+  if (site_)
+    batch.put(keys::xattr(ino, set_extents_record(slot)), encode_extents(layout_->extents()));
+  else
+    batch.del(keys::xattr(ino, set_extents_record(slot)));
+}
 
 bool ArrayState::holds_data() const {
   if (!dirty_.empty()) return true;

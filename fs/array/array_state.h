@@ -30,6 +30,8 @@
 
 namespace mmfs::fs {
 
+class MemberSetSite;
+
 // The sectors of an IoPlan in one buffer, sorted by LBN: read them (all at
 // once, or batch by batch), then find any sector of the plan by its LBN.
 // Several arrays' plans combined (layouts::combine_plans) share one, so a
@@ -67,7 +69,18 @@ class SectorBuffer {
 
 class ArrayState {
  public:
-  ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, CellChecksums alternatives, SectorIo& io);
+  // `site`: the member set the placement lies on (fs/array/member_sets.h):
+  // the layout and `io` then work in the set's LBNs. Null: the whole volume.
+  ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, CellChecksums alternatives, SectorIo& io,
+             MemberSetSite* site = nullptr);
+
+  MemberSetSite* site() const { return site_; }
+  // The layout's extents as the volume's LBNs (what the store records and
+  // the volume's free map gets back).
+  std::vector<layouts::Extent> volume_extents() const;
+  // Stages the placement's extent map into `batch`: the primary's
+  // (slot 0) or a copy's, and the set record beside it (member_sets.h).
+  void stage_extents(std::uint64_t ino, std::uint8_t slot, WriteBatch& batch) const;
 
   const layouts::Layout& layout() const { return *layout_; }
   const layouts::CellGrid& grid() const { return layout_->grid(); }
@@ -185,6 +198,7 @@ class ArrayState {
   void coords_of(std::uint64_t linear, std::uint64_t* coords) const;
 
   std::unique_ptr<layouts::Layout> layout_;
+  MemberSetSite* site_ = nullptr;
   CellChecksums sums_;
   CellChecksums alt_;
   SectorIo& io_;

@@ -43,6 +43,7 @@ ArraySchema placement_base(const ArraySchema& base) {
   s.priority = defaults.priority;
   s.compress = defaults.compress;
   s.table_part.reset();
+  s.members.clear();
   return s;
 }
 
@@ -138,6 +139,7 @@ ArraySchema copy_schema(const ArraySchema& s, std::size_t index) {
   out.priority = c.priority;
   out.chunk = c.chunk;
   out.compress = c.compress;
+  out.members = c.members;
   out.index = "none";
   out.bins.clear();
   out.layout_set = true;
@@ -167,6 +169,8 @@ nlohmann::json encode_copies(const std::vector<CopySpec>& copies) {
                    {"chunk", c.chunk},
                    {"compress", c.compress},
                    {"slot", c.slot}});
+  for (std::size_t i = 0; i < copies.size(); ++i)
+    if (!copies[i].members.empty()) out[i]["members"] = copies[i].members;
   return out;
 }
 
@@ -183,9 +187,10 @@ std::optional<std::vector<CopySpec>> decode_copies(const nlohmann::json& j) {
   };
   std::vector<CopySpec> copies;
   for (const auto& o : j) {
-    if (!o.is_object() || o.size() != 8) return std::nullopt;
+    if (!o.is_object() || o.size() != (o.contains("members") ? 9u : 8u)) return std::nullopt;
     CopySpec c;
     try {
+      if (o.contains("members") && !decode_members(o.at("members"), &c.members)) return std::nullopt;
       if (!o.at("layout").is_string() || !o.at("priority").is_string() || !o.at("compress").is_string() ||
           !o.at("slot").is_number_unsigned())
         return std::nullopt;
@@ -210,12 +215,25 @@ std::optional<std::vector<CopySpec>> decode_copies(const nlohmann::json& j) {
   return copies;
 }
 
+bool decode_members(const nlohmann::json& j, std::vector<std::uint32_t>* out) {
+  if (!j.is_array() || j.empty() || j.size() > 65536) return false;
+  std::vector<std::uint32_t> members;
+  for (const auto& x : j) {
+    if (!x.is_number_unsigned() || x.get<std::uint64_t>() >= 65536) return false;
+    const auto m = x.get<std::uint32_t>();
+    if (std::find(members.begin(), members.end(), m) != members.end()) return false;
+    members.push_back(m);
+  }
+  *out = std::move(members);
+  return true;
+}
+
 void assign_copy_slots(const std::vector<CopySpec>& current, std::vector<CopySpec>* next) {
   std::vector<bool> matched(current.size(), false);
   for (CopySpec& c : *next) {
     c.slot = 0;
     for (std::size_t i = 0; i < current.size(); ++i)
-      if (!matched[i] && current[i].same_placement(c)) {
+      if (!matched[i] && current[i].same_placement(c) && current[i].members == c.members) {
         matched[i] = true;
         c.slot = current[i].slot;
         break;

@@ -41,8 +41,13 @@ nlohmann::json encode_copies(const std::vector<CopySpec>& copies);
 // copies named before the array was placed).
 std::optional<std::vector<CopySpec>> decode_copies(const nlohmann::json& j);
 
-// Gives each copy of `next` a slot: a copy whose placement one of `current`
-// has keeps that one's slot (each current copy matched once); the others
+// The persistent form of a member set (ArraySchema::members,
+// CopySpec::members): a non-empty array of distinct member numbers below
+// 65536. False for anything else.
+bool decode_members(const nlohmann::json& j, std::vector<std::uint32_t>* out);
+
+// Gives each copy of `next` a slot: a copy whose placement and member set
+// one of `current` has keeps that one's slot (each current copy matched once); the others
 // take the lowest slots no current copy holds, so a copy being dropped and
 // one being built never share keys in the commit that swaps them.
 void assign_copy_slots(const std::vector<CopySpec>& current, std::vector<CopySpec>* next);

@@ -1,5 +1,7 @@
 #include "fs/array/placement.h"
 
+#include "fs/array/member_sets.h"
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -18,12 +20,16 @@ namespace {
 
 class CellPlacement final : public Placement {
  public:
+  // A placement on a member set is modeled on the set's geometry (the
+  // requests its device serves); what it shows is in the volume's LBNs.
   CellPlacement(std::unique_ptr<ArrayState> state, const geom::Geometry& geometry)
-      : state_(std::move(state)), geometry_(geometry) {}
+      : state_(std::move(state)),
+        geometry_(state_->site() ? state_->site()->geometry() : geometry),
+        volume_extents_(state_->volume_extents()) {}
 
   const layouts::CellGrid& grid() const override { return state_->grid(); }
   bool holds_data() const override { return state_->holds_data(); }
-  const std::vector<Extent>& extents() const override { return state_->layout().extents(); }
+  const std::vector<Extent>& extents() const override { return volume_extents_; }
   std::uint64_t device_bytes() const override {
     std::uint64_t sectors = 0;
     for (const Extent& e : extents()) sectors += e.sectors;
@@ -56,6 +62,7 @@ class CellPlacement final : public Placement {
   int element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset,
                        std::string*) const override {
     state_->element_location(coords, lbn, offset);
+    if (const MemberSetSite* site = state_->site()) *lbn = site->to_volume(*lbn);
     return 0;
   }
   void describe(nlohmann::json* info) const override {
@@ -76,6 +83,11 @@ class CellPlacement final : public Placement {
     }
     j["sectors_per_cell"] = layout.sectors_per_cell();
     j["cells"] = grid().cells();
+    if (const MemberSetSite* site = state_->site()) j["members"] = site->members();
+  }
+  layouts::IoPlan on_volume(const layouts::IoPlan& plan) const override {
+    const MemberSetSite* site = state_->site();
+    return site ? site->to_volume(plan) : plan;
   }
   std::string chosen_attr(std::string_view name) const override {
     if (name == "cell") return layouts::join(grid().cell());
@@ -93,6 +105,7 @@ class CellPlacement final : public Placement {
  private:
   std::unique_ptr<ArrayState> state_;
   const geom::Geometry& geometry_;
+  std::vector<Extent> volume_extents_;
 };
 
 class ImagePlacement final : public Placement {

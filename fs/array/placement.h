@@ -50,6 +50,8 @@ class Placement {
   virtual const layouts::CellGrid& grid() const = 0;
   // True when any element was ever written (else every element reads zero).
   virtual bool holds_data() const = 0;
+  // In the volume's LBNs (a placement on a member set works in the set's:
+  // fs/array/member_sets.h).
   virtual const std::vector<Extent>& extents() const = 0;
   // The data's bytes on the device.
   virtual std::uint64_t device_bytes() const = 0;
@@ -80,6 +82,8 @@ class Placement {
   // spans), and A@/plan shows one plan per chunk. An image decodes whole
   // chunks of its own and is planned as one read.
   virtual bool chunks_by_model() const = 0;
+  // A plan of this placement with its requests in the volume's LBNs, for A@/plan.
+  virtual layouts::IoPlan on_volume(const layouts::IoPlan& plan) const { return plan; }
 
   // The sector holding element `coords` and the byte offset there; ENOTSUP
   // or ENODATA with a reason when the placement has no such sector.

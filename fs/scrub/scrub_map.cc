@@ -291,6 +291,7 @@ struct Builder {
       auto schema = decode_schema(schema_record);
       std::unique_ptr<layouts::Layout> layout;
       if (!schema || schema->shape.empty()) why = "no schema";
+      else if (!schema->members.empty()) why = "placed on a member set";  // its layout maps the set's LBNs
       else layout = rebuild_layout(volume.geometry(), *schema, extents, &why);
       placed = layout != nullptr;
       if (layout) fits = cells_of(*layout, o);

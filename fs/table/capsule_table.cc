@@ -176,6 +176,7 @@ int place_table_in_capsules(const ArrayContext& ctx, Ino dir, std::span<const Ta
     s.order.clear();
     s.basic_cube.clear();
     s.table_part = TablePart{dir, format.total, format.first[i], format.blocks[i]};
+    s.members.clear();  // capsules span the whole volume (an array keeps a member set after its copies go)
     next.push_back(std::move(s));
   }
   std::unique_ptr<layouts::CapsuleLayout> probe;
@@ -207,7 +208,7 @@ int place_table_apart(const ArrayContext& ctx, Ino dir, std::span<const TableAtt
   auto locks = lock_all<std::unique_lock<DrainingSharedMutex>>(attributes);
   std::vector<ArrayFile::Staged> staged(attributes.size());
   auto release = [&](std::size_t upto) {
-    for (std::size_t j = 0; j < upto; ++j) free_all(ctx, staged[j].state->layout().extents());
+    for (std::size_t j = 0; j < upto; ++j) free_all(ctx, staged[j].state->volume_extents());
   };
   for (std::size_t i = 0; i < attributes.size(); ++i) {
     if (int r = attributes[i].array->stage_placement_locked(next[i], nullptr, true, &staged[i], message)) {

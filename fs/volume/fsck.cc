@@ -1,6 +1,8 @@
 #include "fs/volume/fsck.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <sys/stat.h>
 
 #include <map>
@@ -264,6 +266,37 @@ FsckReport check_volume(Volume& vol, bool repair) {
     for (unsigned slot : listed)
       if (slot != 0 && !stored.count(slot))
         problem(fmt::format("copy slot {} of inode {} has no extent map", slot, ino), false);
+    // Copies on member sets (docs/on-disk-format.md): a listed copy with
+    // members has its set's extents; a record of a slot not listed is stray.
+    // (Whether they name the extent map's sectors, the array's open checks.)
+    std::set<unsigned> on_sets;
+    if (auto it = j.find("copies"); it != j.end() && it->is_array())
+      for (const auto& c : *it)
+        if (c.is_object() && c.contains("members") && c.contains("slot") && c["slot"].is_number_unsigned())
+          on_sets.insert(c["slot"].get<unsigned>());
+    const std::string set_prefix = keys::xattr(ino, "mmfs.set_extents.");
+    std::set<unsigned> recorded;
+    store.scan(set_prefix, [&](std::string_view k, std::string_view) {
+      const std::string_view tail = k.substr(set_prefix.size());
+      unsigned slot = 0;
+      const bool number = !tail.empty() && tail.size() <= 3 &&
+                          std::all_of(tail.begin(), tail.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+      if (number) slot = unsigned(std::stoul(std::string(tail)));
+      if (number && on_sets.count(slot)) {
+        recorded.insert(slot);
+      } else {
+        problem(fmt::format("a member-set record '{}' of inode {}, which lists no such copy on a member set",
+                            k.substr(keys::xattr_prefix(ino).size()), ino),
+                true);
+        fix.del(std::string(k));
+      }
+      return true;
+    });
+    for (unsigned slot : on_sets)
+      if (!recorded.count(slot))
+        problem(fmt::format("copy slot {} of inode {} lies on a member set but its set's extents are missing", slot,
+                            ino),
+                false);
   }
   for (Ino ino : copy_owners)
     if (!inodes.count(ino) || removed.count(ino)) {

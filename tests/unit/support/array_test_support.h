@@ -46,8 +46,11 @@ inline std::unique_ptr<MemoryDevice> copy_of(MemoryDevice& d) {
 struct Mount {
   std::unique_ptr<Volume> vol;
   std::unique_ptr<SectorIo> io;
+  std::unique_ptr<MemberSets> sets;  // as the daemon has them (none on a volume of one member)
   ArrayContext ctx() const {
-    return ArrayContext{vol->metadata(), vol->allocator(), *io, vol->geometry(), vol->geometry().name()};
+    ArrayContext c{vol->metadata(), vol->allocator(), *io, vol->geometry(), vol->geometry().name()};
+    c.member_sets = sets.get();
+    return c;
   }
   Metadata& md() const { return vol->metadata(); }
 };
@@ -56,6 +59,7 @@ inline Mount mount(std::unique_ptr<BlockDevice> dev) {
   Mount m;
   m.vol = volumes::open_ok(std::move(dev));
   m.io = std::make_unique<SectorIo>(m.vol->device(), m.vol->geometry());
+  m.sets = std::make_unique<MemberSets>(m.vol->allocator(), m.vol->device(), m.vol->geometry());
   return m;
 }
 

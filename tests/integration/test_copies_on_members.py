@@ -1,0 +1,108 @@
+"""Copies on a volume of several devices (docs/copies-on-members.md,
+docs/reference.md "Copies"), through the daemon, on a RAID 0 volume of four
+image files: each placement of an array (the primary and every copy) lies
+on members of its own, so a lost member loses at most one copy of any cell.
+
+* A@/info names each placement's members; A@/lbn through every copy names a
+  volume sector whose member (mapped as geometry/striped.h maps it, with
+  mmfs-geom) is one of that placement's and holds the element's bytes in
+  its image file; A@/plan's requests lie on the serving placement's members.
+* Every view through every placement equals numpy, before and after a
+  remount; the sets' reads are counted in /.mmfs/stats.
+* A new number of copies moves the primary; dropping the copies moves
+  nothing; mmfsck finds the volume clean.
+
+Every mount is unmounted, even on failure."""
+import os
+
+import numpy as np
+
+from copies_support import check_default_views, check_placement, info, wait_current
+from mmfs_mount import fsck, make_array, read_bytes, read_json, setx, view
+from test_daemon_volume import joined, mkfs_members, running, stats
+from test_daemon_volume import scratch_dir  # noqa: F401  (a fixture)
+from test_daemon_volume_redundancy import member_place
+
+P = 4  # stripe members of the RAID 0 volume
+
+
+def members_of_element(path, arr, k, idx, images):
+    """The stripe member holding element idx of placement k, checked against its image's bytes."""
+    vlbn, offset = map(int, read_bytes(view(path, "copy", f"{k}@", "lbn", ",".join(map(str, idx)))).split())
+    member, mlbn = member_place(vlbn, P)
+    with open(images[member], "rb") as f:
+        f.seek(mlbn * 512 + offset)
+        got = f.read(arr.itemsize)
+    assert got == arr[idx].tobytes(), f"copy {k} element {idx}: member {member} sector {mlbn} holds {got!r}"
+    return member
+
+
+def check_members(path, arr, images, rng):
+    """Each placement's elements on its own members, per A@/info; returns the members of each."""
+    i = info(path)
+    sets = [i["members"]] + [c["members"] for c in i["copies"]]
+    for a, s in enumerate(sets):
+        for b in range(a + 1, len(sets)):
+            assert not set(s) & set(sets[b]), f"placements {a} and {b} share members: {sets}"
+    idxs = [tuple(int(rng.integers(0, n)) for n in arr.shape) for _ in range(16)]
+    idxs += [tuple(0 for _ in arr.shape), tuple(n - 1 for n in arr.shape)]
+    for k, s in enumerate(sets):
+        seen = {members_of_element(path, arr, k, idx, images) for idx in idxs}
+        assert seen <= set(s), f"placement {k} has elements on members {sorted(seen)}, not only on {s}"
+    return sets
+
+
+def test_each_copy_lies_on_members_of_its_own(scratch_dir):
+    images = [scratch_dir / f"m{i}.img" for i in range(P)]
+    mkfs_members(images, 0, "96M")
+    mnt = scratch_dir / "mnt"
+    rng = np.random.default_rng(151)
+    arr = (rng.standard_normal((96, 80, 48)) * 100).astype("int32")  # 1.5 MB: tracks on every member of a set
+    with running(images, mnt):
+        path = make_array(mnt / "a", arr.shape, "int32", "zorder", arr)
+        assert info(path).get("members") is None  # alone, the array stripes over every member
+        setx(path, "copies", "naive:order=0,2,1;hilbert")
+        wait_current(path)
+        sets = check_members(path, arr, images, rng)
+        assert sets == [[0, 3], [1], [2]], sets
+        before = stats(mnt)["data_sectors_read"]
+        for k in range(3):
+            check_placement(path, arr, k)
+        # The sets' own devices' reads are the volume's reads too.
+        assert stats(mnt)["data_sectors_read"] - before >= 3 * arr.nbytes // 512
+        check_default_views(path, arr)
+        # A@/plan shows volume sectors: every request of each placement's plan lies on its members.
+        for k in range(3):
+            p = read_json(view(path, "plan", "copy", f"{k}@", "slice", 2, 11))
+            for batch in p["batches"]:
+                for lbn, n in batch:
+                    ends = {member_place(lbn, P)[0], member_place(lbn + n - 1, P)[0]}
+                    assert ends <= set(sets[k]), (k, lbn, n, sets[k])
+    fsck(joined(images))
+
+    with running(images, mnt):
+        path = mnt / "a"
+        assert check_members(path, arr, images, rng) == [[0, 3], [1], [2]]
+        for k in range(3):
+            check_placement(path, arr, k, what="remounted: ")
+        # One copy: two sets; the primary moves, the hilbert copy is built on its new set.
+        setx(path, "copies", "hilbert")
+        wait_current(path)
+        assert check_members(path, arr, images, rng) == [[0, 2], [1, 3]]
+        check_placement(path, arr, 0)
+        check_placement(path, arr, 1)
+        # Without copies the primary stays where it is.
+        lbn_before = read_bytes(view(path, "copy", "0@", "lbn", "5,6,7"))
+        setx(path, "copies", "none")
+        i = info(path)
+        assert i["members"] == [0, 2] and not i.get("copies"), i
+        assert read_bytes(view(path, "lbn", "5,6,7")) == lbn_before
+        check_default_views(path, arr)
+        # Writes land on the set's members and read back.
+        arr[3] = -7
+        with open(path, "r+b") as f:
+            f.seek(3 * 80 * 48 * 4)
+            f.write(arr[3].tobytes())
+            os.fsync(f.fileno())
+        check_default_views(path, arr, "after a write: ")
+    fsck(joined(images))
