@@ -217,7 +217,9 @@ int main(int argc, char** argv) {
   app.add_option("-o", option_lists,
                  "Mount options, comma-separated: simulate (delay each request by the geometry model's service "
                  "time), degraded (mount a RAID 1 volume with a member missing, unreadable or blank: it runs on the "
-                 "mirror, which the survivors' superblocks record; mmfsck --rebuild restores it), iodepth=N (device queue depth, default 32), busy_poll=USEC (a worker polls for the next "
+                 "mirror, which the survivors' superblocks record; mmfsck --rebuild restores it; or a RAID 0 volume "
+                 "without one member: metadata from its copy on the other members, arrays with copies from the "
+                 "copies on other members, other data on it EIO), iodepth=N (device queue depth, default 32), busy_poll=USEC (a worker polls for the next "
                  "request this long before sleeping; default 200, 0 = off), read_ahead_kb=N (the kernel's read-ahead "
                  "window for this mount, default 1024, 0 = leave the kernel's), nolock_code (leave the daemon's code "
                  "evictable; by default it is locked in memory), io_buffers=SIZE (memory for device reads and views, "

@@ -86,15 +86,23 @@ int ArrayState::settle_torn_rewrites(std::uint64_t* settled) {
     if (alt_.any(c)) rewriting.push_back(c);
   if (rewriting.empty()) return 0;
   const std::uint64_t brick = grid().cell_bytes();
-  AlignedBuffer buf;
-  if (int rc = read_stored_cells(rewriting, &buf)) return rc;
-  for (std::size_t i = 0; i < rewriting.size(); ++i) {
-    const std::span<const std::byte> cell(buf.data() + i * cell_storage_, brick);
-    if (cell_valid(rewriting[i], cell)) continue;
-    sums_.set(rewriting[i], cell);
-    alt_.clear_cell(rewriting[i]);
+  auto settle = [&](std::uint64_t c, const std::byte* stored) {
+    const std::span<const std::byte> cell(stored, brick);
+    if (cell_valid(c, cell)) return;
+    sums_.set(c, cell);
+    alt_.clear_cell(c);
     ++*settled;
+  };
+  AlignedBuffer buf;
+  if (read_stored_cells(rewriting, &buf) == 0) {
+    for (std::size_t i = 0; i < rewriting.size(); ++i) settle(rewriting[i], buf.data() + i * cell_storage_);
+    return 0;
   }
+  // The device cannot read some of them (a lost member, a bad sector): the
+  // cells it reads are settled; the others keep their alternatives (valid
+  // as old or new bytes once readable again; unreadable until then anyway).
+  for (std::uint64_t c : rewriting)
+    if (read_stored_cells({&c, 1}, &buf) == 0) settle(c, buf.data());
   return 0;
 }
 

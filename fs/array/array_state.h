@@ -121,7 +121,8 @@ class ArrayState {
   // not staged: the next load settles them again until a flush commits
   // them). Only cells with an alternative, i.e. mid-rewrite at the crash, are
   // considered; a mismatch anywhere else stays damage (EIO).
-  // *settled counts the cells accepted so.
+  // *settled counts the cells accepted so. A cell the device cannot read (a
+  // lost member) keeps its alternative: it is settled at a later load.
   int settle_torn_rewrites(std::uint64_t* settled);
 
   // Reads the selection into `out` (selection.elements() * itemsize bytes, C

@@ -51,9 +51,10 @@ namespace {
 // volumes written before members existed read as single-device ones.
 std::string member_json(const Superblock& sb) {
   if (sb.devices <= 1) return {};
-  return nlohmann::json{{"devices", sb.devices}, {"index", sb.member_index}, {"raid", sb.raid},
-                        {"member_bytes", sb.member_bytes}, {"failed", sb.failed}}
-      .dump();
+  nlohmann::json j{{"devices", sb.devices}, {"index", sb.member_index}, {"raid", sb.raid},
+                   {"member_bytes", sb.member_bytes}, {"failed", sb.failed}};
+  if (sb.meta_sets) j["meta_sets"] = true;
+  return j.dump();
 }
 
 bool decode_member_json(std::string_view text, Superblock* sb) {
@@ -64,6 +65,7 @@ bool decode_member_json(std::string_view text, Superblock* sb) {
     sb->raid = j.at("raid").get<std::uint32_t>();
     sb->member_bytes = j.at("member_bytes").get<std::uint64_t>();
     sb->failed = j.at("failed").get<std::vector<std::uint32_t>>();
+    sb->meta_sets = j.contains("meta_sets") && j.at("meta_sets").get<bool>();
   } catch (const std::exception&) {
     return false;
   }
@@ -72,6 +74,7 @@ bool decode_member_json(std::string_view text, Superblock* sb) {
     return false;
   for (std::uint32_t f : sb->failed)
     if (f >= sb->devices) return false;
+  if (sb->meta_sets && (sb->raid != 0 || sb->version < kMetaSetsVersion)) return false;
   return true;
 }
 

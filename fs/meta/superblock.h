@@ -14,11 +14,16 @@
 namespace mmfs::fs {
 
 constexpr std::uint32_t kSuperblockBytes = 16384;
-constexpr std::uint32_t kFormatVersion = 1;
+// The newest superblock version this release reads. Version 1 is every
+// volume but one: version 2 marks a RAID 0 volume whose two metadata copies
+// lie on disjoint member sets (meta_sets), which a release that predates it
+// must refuse rather than read its metadata region as one striped range.
+constexpr std::uint32_t kFormatVersion = 2;
+constexpr std::uint32_t kMetaSetsVersion = 2;
 constexpr char kSuperblockMagic[8] = {'M', 'M', 'F', 'S', 'V', 'O', 'L', '1'};
 
 struct Superblock {
-  std::uint32_t version = kFormatVersion;
+  std::uint32_t version = 1;
   std::array<std::uint8_t, 16> uuid{};
   std::string label;                 // at most 63 bytes
   std::uint64_t created_ns = 0;      // CLOCK_REALTIME at mkfs
@@ -38,7 +43,12 @@ struct Superblock {
   std::uint32_t member_index = 0;    // this member's place, < devices
   std::uint32_t raid = 0;            // 0: striped; 1: members 2k and 2k+1 mirror each other
   std::uint64_t member_bytes = 0;    // bytes of each member the volume uses
-  std::vector<std::uint32_t> failed; // members marked failed (RAID 1), ascending
+  std::vector<std::uint32_t> failed; // members marked failed, ascending
+  // RAID 0 with version >= kMetaSetsVersion: the metadata region is whole
+  // stripes, and its two copies lie on the even and the odd members
+  // (fs/device/split_meta_device.h), so the volume runs without any one
+  // member (mmfs -o degraded).
+  bool meta_sets = false;
 
   bool operator==(const Superblock&) const = default;
 };

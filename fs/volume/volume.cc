@@ -8,6 +8,7 @@
 #include <ctime>
 #include <random>
 
+#include "fs/device/split_meta_device.h"
 #include "fs/meta/meta_codec.h"
 #include "fs/volume/volume_internal.h"
 #include "geometry/load.h"
@@ -329,8 +330,21 @@ std::unique_ptr<Volume> Volume::finish_open(std::unique_ptr<Volume> v, std::uniq
     return fail(EUCLEAN, "damaged volume: the superblock's areas lie beyond the device");
   int err = 0;
   std::string msg;
-  v->store_ = MetaStore::open(*device, {v->sb_.meta_offset, v->sb_.meta_length}, &err, &msg, metadata,
-                              &v->metadata_report_);
+  MetaRegion region{v->sb_.meta_offset, v->sb_.meta_length};
+  BlockDevice* meta_device = device.get();
+  if (v->sb_.meta_sets) {
+    const auto* striped = dynamic_cast<const geom::StripedGeometry*>(v->geometry_.get());
+    if (!striped) return fail(EUCLEAN, "damaged volume: metadata on member sets needs a volume of several members");
+    try {
+      const SplitMetaDevice::Layout layout = SplitMetaDevice::layout_of(*striped, region.offset, region.length);
+      v->meta_device_ = std::make_unique<SplitMetaDevice>(*device, *striped, layout, v->meta_lost_copy_);
+    } catch (const std::exception& e) {
+      return fail(EUCLEAN, fmt::format("damaged volume: the metadata region: {}", e.what()));
+    }
+    meta_device = v->meta_device_.get();
+    region = {0, meta_device->size_bytes()};
+  }
+  v->store_ = MetaStore::open(*meta_device, region, &err, &msg, metadata, &v->metadata_report_);
   if (!v->store_) return fail(err ? err : EUCLEAN, "damaged metadata: " + msg);
   v->allocator_ = std::make_unique<Allocator>(g, v->sb_.data_first_lbn, v->sb_.data_end_lbn);
   // The free map is the complement of every extent map (the files', the indexes', the mloc images').

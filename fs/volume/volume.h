@@ -117,6 +117,9 @@ class Volume {
                                              int* error, std::string* message, bool for_check,
                                              const MetaOpenOptions& metadata);
   int rewrite_member_superblocks();
+  // A RAID 0 volume running without member m: its free space is taken out
+  // of the free map (until the next mount), so nothing new lands on it.
+  void exclude_member_space(std::uint32_t m);
   void device_failed(std::uint32_t device, const std::string& reason);
 
   StripedDevice* striped_ = nullptr;             // inside device_ (possibly under a SimulatedDevice)
@@ -125,6 +128,10 @@ class Volume {
   std::mutex rewrite_mu_;                        // serializes rewrite_member_superblocks()
   std::function<void(const std::string&, const std::string&)> failure_hook_;
   std::unique_ptr<BlockDevice> device_;
+  // The metadata region of a RAID 0 volume with its copies on member sets
+  // (Superblock::meta_sets): the store's device, over device_.
+  std::unique_ptr<BlockDevice> meta_device_;
+  int meta_lost_copy_ = -1;  // the metadata copy on a failed member's set (-1: none)
   Superblock sb_;
   std::unique_ptr<geom::Geometry> geometry_;
   std::unique_ptr<MetaStore> store_;

@@ -25,9 +25,11 @@
 
 #include "fs/meta/meta_codec.h"
 #include "fs/device/simulated_device.h"
+#include "fs/device/split_meta_device.h"
 #include "fs/volume/volume.h"
 #include "fs/volume/volume_internal.h"
 #include "geometry/load.h"
+#include "geometry/member_subset.h"
 #include "util/align.h"
 
 namespace mmfs::fs {
@@ -58,8 +60,11 @@ struct MemberPlan {
 };
 
 // The volume's areas over members of `member_bytes` each (see the top).
+// `meta_sets`: the metadata region is whole stripes, its two copies on the
+// even and the odd members (fs/device/split_meta_device.h), each at least
+// half of `meta_bytes`.
 bool plan_members(const geom::StripedGeometry& g, std::uint64_t member_bytes, std::uint32_t block,
-                  std::uint64_t meta_bytes, MemberPlan* plan, std::string* why) {
+                  std::uint64_t meta_bytes, MemberPlan* plan, std::string* why, bool meta_sets = false) {
   const geom::Geometry& m = g.member();
   const std::uint64_t ss = m.sector_size(), p = g.members();
   const std::uint64_t backup = backup_superblock_offset(member_bytes);
@@ -81,6 +86,15 @@ bool plan_members(const geom::StripedGeometry& g, std::uint64_t member_bytes, st
   const std::uint64_t data_bytes = p * (end - first) * ss;
   std::uint64_t meta = meta_bytes ? meta_bytes : detail::default_meta_bytes(data_bytes);
   plan->meta_length = util::align_up(std::max<std::uint64_t>(meta, meta::kMinRegionBytes), std::max<std::uint64_t>(block, 4096));
+  if (meta_sets) {
+    try {
+      SplitMetaDevice::region_for(g, first, util::align_up(plan->meta_length / 2, 4096), &plan->meta_offset,
+                                  &plan->meta_length);
+    } catch (const std::invalid_argument&) {
+      *why = "the members are too small for the metadata region";
+      return false;
+    }
+  }
   const geom::Lbn meta_end = util::div_up(plan->meta_offset + plan->meta_length, ss);
   if (meta_end >= p * end) {
     *why = "the members are too small for the metadata region";
@@ -159,7 +173,9 @@ int format_members(std::vector<MemberTarget> targets, const geom::Geometry& memb
   g->set_name(member.name());
   MemberPlan plan;
   std::string why;
-  if (!plan_members(*g, member_bytes, block, opt.meta_bytes, &plan, &why)) {
+  // RAID 0 keeps its two metadata copies on disjoint members, so it runs without any one of them.
+  const bool meta_sets = raid == 0;
+  if (!plan_members(*g, member_bytes, block, opt.meta_bytes, &plan, &why, meta_sets)) {
     *message = fmt::format("cannot format {} devices of geometry '{}': {} (the smallest target holds {} bytes)", n,
                            member.name(), why, member_bytes);
     return ENOSPC;
@@ -181,6 +197,10 @@ int format_members(std::vector<MemberTarget> targets, const geom::Geometry& memb
   sb.devices = std::uint32_t(n);
   sb.raid = raid;
   sb.member_bytes = member_bytes;
+  if (meta_sets) {
+    sb.meta_sets = true;
+    sb.version = kMetaSetsVersion;
+  }
 
   std::vector<std::string> target_names;
   std::vector<std::uint64_t> backups;
@@ -192,11 +212,19 @@ int format_members(std::vector<MemberTarget> targets, const geom::Geometry& memb
     // The metadata store and root through the striped device, superblocks
     // last: an interrupted format leaves no mountable volume.
     StripedDevice dev(std::move(targets), *g, raid, plan.volume_space);
-    if (int r = MetaStore::format(dev, {sb.meta_offset, sb.meta_length}))
+    std::unique_ptr<SplitMetaDevice> split;
+    BlockDevice* meta_dev = &dev;
+    MetaRegion region{sb.meta_offset, sb.meta_length};
+    if (meta_sets) {
+      split = std::make_unique<SplitMetaDevice>(dev, *g, SplitMetaDevice::layout_of(*g, sb.meta_offset, sb.meta_length));
+      meta_dev = split.get();
+      region = {0, split->size_bytes()};
+    }
+    if (int r = MetaStore::format(*meta_dev, region))
       return *message = fmt::format("writing the metadata region failed: {}", std::strerror(r)), r;
     int err = 0;
     std::string msg;
-    auto store = MetaStore::open(dev, {sb.meta_offset, sb.meta_length}, &err, &msg);
+    auto store = MetaStore::open(*meta_dev, region, &err, &msg);
     if (!store) return *message = "reopening the new metadata region failed: " + msg, err ? err : EIO;
     if (int r = Metadata::format(*store, 0755, 0, 0))
       return *message = fmt::format("creating the root directory failed: {}", std::strerror(r)), r;
@@ -323,13 +351,23 @@ std::unique_ptr<Volume> Volume::open(std::vector<MemberTarget> targets, int* err
     slot[sb.member_index] = int(i);
     failed.insert(sb.failed.begin(), sb.failed.end());
   }
+  int v_meta_lost = -1;  // the metadata copy on a failed member's set (split_meta)
   std::string missing;
   bool mirrors_healthy = true;  // every missing member's twin is here and healthy
+  // RAID 0 with the metadata copies on member sets runs without one member:
+  // the metadata from the other copy, data that has another copy (arrays
+  // with copies, fs/array/member_sets.h) from it, the rest EIO.
+  const bool split_meta = ref->raid == 0 && ref->meta_sets;
   for (std::uint32_t m = 0; m < n; ++m) {
     if (slot[m] >= 0) continue;
     const bool twin_ok = ref->raid == 1 && slot[m ^ 1u] >= 0 && !failed.count(m ^ 1u);
     const bool recorded = failed.count(m) > 0;
-    if (twin_ok && (recorded || o.degraded)) {
+    if (split_meta && (recorded || o.degraded)) {
+      notes.push_back(fmt::format("member {} is {}: the volume runs degraded: its metadata from the copy on the "
+                                  "other members; arrays with copies are served from the copies on other members; "
+                                  "other data that lay on it reads as EIO",
+                                  m, recorded ? "marked failed and absent" : "missing"));
+    } else if (twin_ok && (recorded || o.degraded)) {
       notes.push_back(fmt::format("member {} is {}: the volume runs degraded on its mirror, member {} ({}); "
                                   "mmfsck --rebuild NEW SURVIVORS... restores redundancy",
                                   m, recorded ? "marked failed and absent" : "missing", m ^ 1u,
@@ -343,9 +381,13 @@ std::unique_ptr<Volume> Volume::open(std::vector<MemberTarget> targets, int* err
   if (!missing.empty()) {
     const bool one = missing.find(',') == std::string::npos;
     std::string hint;
-    if (ref->raid == 0)
-      hint = "; a RAID 0 volume holds one copy of each member's data and does not run without one (-o degraded "
-             "needs the mirrors of RAID 1)";
+    if (ref->raid == 0 && split_meta)
+      hint = one ? "; mount with -o degraded to run without it (arrays with copies are served whole from the "
+                   "copies on other members; other data that lay on it reads as EIO)"
+                 : "; a RAID 0 volume runs without one member at most";
+    else if (ref->raid == 0)
+      hint = "; a RAID 0 volume made before its metadata was kept on member sets holds one copy of each member's "
+             "metadata and does not run without one (-o degraded needs the mirrors of RAID 1)";
     else if (mirrors_healthy)
       hint = fmt::format("; mount with -o degraded to run on {} mirror{}, then restore redundancy with mmfsck "
                          "--rebuild NEW SURVIVORS...", one ? "its" : "their", one ? "" : "s");
@@ -355,11 +397,16 @@ std::unique_ptr<Volume> Volume::open(std::vector<MemberTarget> targets, int* err
                                     one ? "" : "s", missing, n, uuid_string(uuid), one ? "is" : "are",
                                     targets.size(), hint));
   }
+  if (split_meta && failed.size() > 1)
+    return fail(ENODEV, fmt::format("members {} of the {}-device RAID 0 volume {} are failed or missing: it runs "
+                                    "without one member at most", fmt::join(failed, ", "), n, uuid_string(uuid)));
+  if (split_meta && failed.size() == 1) v_meta_lost = SplitMetaDevice::copy_on(*failed.begin());
   for (std::uint32_t m = 0; m + 1 < n; m += 2)
     if (ref->raid == 1 && failed.count(m) && failed.count(m + 1))
       return fail(EIO, fmt::format("both copies of stripe member {} (members {} and {}) have failed: the volume has "
                                    "lost data", m / 2, m, m + 1));
   std::unique_ptr<Volume> v(new Volume());
+  v->meta_lost_copy_ = v_meta_lost;
   std::string why;
   auto g = striped_geometry(*ref, &why);
   if (!g) return fail(EUCLEAN, "damaged volume: " + why);
@@ -403,7 +450,19 @@ std::unique_ptr<Volume> Volume::open(std::vector<MemberTarget> targets, int* err
   if (o.simulate) device = std::make_unique<SimulatedDevice>(std::move(device), *v->geometry_);
   // A failure recorded by one member but not yet by the others is written to all now.
   if (!o.for_check && v->sb_.failed != ref->failed) (void)v->rewrite_member_superblocks();
-  return finish_open(std::move(v), std::move(device), error, message, o.for_check, o.metadata);
+  v = finish_open(std::move(v), std::move(device), error, message, o.for_check, o.metadata);
+  if (v && split_meta)
+    for (std::uint32_t m : v->sb_.failed) v->exclude_member_space(m);
+  return v;
+}
+
+void Volume::exclude_member_space(std::uint32_t m) {
+  const auto* g = dynamic_cast<const geom::StripedGeometry*>(geometry_.get());
+  if (!g || m >= g->members()) return;
+  const geom::MemberSubset lost(*g, {m});
+  std::vector<geom::LbnRun> free;
+  for (const Extent& e : allocator_->free_extents()) free.push_back({e.start, e.sectors});
+  for (const geom::LbnRun& r : lost.to_parent(lost.on_set(free))) allocator_->mark_used({r.first, r.count});
 }
 
 void Volume::set_failure_hook(std::function<void(const std::string&, const std::string&)> hook) {

@@ -11,15 +11,18 @@ on members of its own, so a lost member loses at most one copy of any cell.
   remount; the sets' reads are counted in /.mmfs/stats.
 * A new number of copies moves the primary; dropping the copies moves
   nothing; mmfsck finds the volume clean.
+* The volume runs without a member (mmfs -o degraded): the metadata from its
+  copy on the other members, arrays with copies whole, the rest EIO.
 
 Every mount is unmounted, even on failure."""
+import errno
 import os
 
 import numpy as np
 
 from copies_support import check_default_views, check_placement, info, wait_current
-from mmfs_mount import fsck, make_array, read_bytes, read_json, setx, view
-from test_daemon_volume import joined, mkfs_members, running, stats
+from mmfs_mount import fsck, make_array, read_bytes, read_json, setx, start_daemon, stop_daemon, view
+from test_daemon_volume import alive, errors_text, expect_refused, joined, mkfs_members, running, stats
 from test_daemon_volume import scratch_dir  # noqa: F401  (a fixture)
 from test_daemon_volume_redundancy import member_place
 
@@ -106,3 +109,73 @@ def test_each_copy_lies_on_members_of_its_own(scratch_dir):
             os.fsync(f.fileno())
         check_default_views(path, arr, "after a write: ")
     fsck(joined(images))
+
+
+def test_raid0_runs_without_a_member_and_serves_arrays_with_copies(scratch_dir):
+    """A RAID 0 volume of four images loses member 1 (its image deleted): refused
+    without -o degraded (naming the member and the option); with it, the
+    metadata comes from its copy on the other members, an array with a copy
+    on other members reads whole through every view and takes writes, data
+    with no other copy on member 1 reads as EIO, new files land on the
+    survivors; the next mount needs no option, and mmfsck checks it clean."""
+    images = [scratch_dir / f"m{i}.img" for i in range(P)]
+    mkfs_members(images, 0, "96M")
+    mnt = scratch_dir / "mnt"
+    rng = np.random.default_rng(163)
+    arr = (rng.standard_normal((96, 80, 48)) * 100).astype("int32")
+    solo = rng.standard_normal((64, 64, 64))
+    plain = rng.bytes(2 << 20)
+    with running(images, mnt):
+        path = make_array(mnt / "c", arr.shape, "int32", "zorder", arr)
+        setx(path, "copies", "naive:order=0,2,1")
+        wait_current(path)
+        assert check_members(path, arr, images, rng) == [[0, 2], [1, 3]]
+        make_array(mnt / "solo", solo.shape, "float64", "naive", solo)
+        (mnt / "plain").write_bytes(plain)
+    fsck(joined(images))
+
+    survivors = [images[0], images[2], images[3]]
+    os.unlink(images[1])
+    expect_refused(mnt, survivors, "member 1 of the 4-device volume", "missing", "-o degraded")
+    m = start_daemon(joined(survivors), mnt, options=("degraded",))
+    ok = False
+    try:
+        s = stats(mnt)
+        assert s["degraded"] is True and s["devices"][1]["state"] == "failed", s["devices"]
+        assert "member 1 is missing" in errors_text(mnt), errors_text(mnt)
+        path = mnt / "c"
+        check_default_views(path, arr, "degraded: ")
+        check_placement(path, arr, 0, what="degraded: ")
+        try:  # through the copy on members 1 and 3 alone: the lost member's error
+            read_bytes(view(path, "copy", 1))
+            raise AssertionError("copy 1 read whole without member 1")
+        except OSError as e:
+            assert e.errno in (errno.EIO, errno.ENODEV), e
+        for name in ("solo", "plain"):  # one copy, striped over every member
+            try:
+                read_bytes(mnt / name)
+                raise AssertionError(f"{name} read whole without member 1")
+            except OSError as e:
+                assert e.errno in (errno.EIO, errno.ENODEV), (name, e)
+        # Writes go on: the array (its primary lies on the survivors), a new file.
+        arr[10] = 12345
+        with open(path, "r+b") as f:
+            f.seek(10 * 80 * 48 * 4)
+            f.write(arr[10].tobytes())
+            os.fsync(f.fileno())
+        check_default_views(path, arr, "degraded, after a write: ")
+        fresh = rng.bytes(3 << 20)
+        (mnt / "after").write_bytes(fresh)
+        assert (mnt / "after").read_bytes() == fresh
+        alive(m)
+        ok = True
+    finally:
+        rc, problems = stop_daemon(m)
+        if ok:
+            assert not problems and rc == 0, f"unmount: {'; '.join(problems)}; exit {rc}\n{m.stderr()}"
+    # Recorded failed in the survivors' superblocks: no option needed now.
+    with running(survivors, mnt):
+        assert stats(mnt)["degraded"] is True
+        check_default_views(mnt / "c", arr, "remounted degraded: ")
+        assert (mnt / "after").read_bytes() == fresh
+    fsck(joined(survivors))

@@ -58,10 +58,26 @@ struct Striped {
     sets = std::make_unique<MemberSets>(vol->allocator(), vol->device(), vol->geometry());
     REQUIRE(sets->stripe_members() == 4);
   }
-  ~Striped() {
+  ~Striped() { close(); }
+  void close() {
     sets.reset();
     io.reset();
     vol.reset();
+  }
+  // The volume again, from the members in `which` only (the others missing), degraded.
+  void reopen(const std::vector<std::size_t>& which) {
+    close();
+    std::vector<MemberTarget> all = targets(), some;
+    for (std::size_t i : which) some.push_back(std::move(all[i]));
+    Volume::MembersOptions o;
+    o.degraded = true;
+    int err = 0;
+    std::string msg;
+    vol = Volume::open(std::move(some), &err, &msg, o);
+    INFO(msg);
+    REQUIRE(vol);
+    io = std::make_unique<SectorIo>(vol->device(), vol->geometry());
+    sets = std::make_unique<MemberSets>(vol->allocator(), vol->device(), vol->geometry());
   }
   std::vector<MemberTarget> targets() {
     std::vector<MemberTarget> out;
@@ -148,6 +164,11 @@ void check_placement(ArrayFile& a, std::size_t k, const Bytes& model) {
                                     std::to_string(s.shape[d] / 3)}),
                      extract(model, s.shape, s.dtype.itemsize, sel)) == "");
   }
+}
+
+std::optional<ArraySchema> stored_schema_of(Striped& m, Ino ino) {
+  auto v = m.vol->metadata().xattr(ino, std::string(ArrayFile::kSchemaXattr));
+  return v ? decode_schema(*v) : std::nullopt;
 }
 
 std::shared_ptr<ArrayFile> reopen(Striped& m, std::shared_ptr<ArrayFile> a) {
@@ -453,4 +474,51 @@ TEST_CASE("member sets: a power cut while the primary moves to its set leaves th
   }
   CHECK(old_kept > 0);
   CHECK(new_kept > 0);
+}
+
+TEST_CASE("member sets: a RAID 0 volume without a member serves an array with copies and takes its writes",
+          "[array_file][copies][members]") {
+  Striped m;
+  std::mt19937_64 rng(167);
+  Inode n;
+  new_file(m.vol->metadata(), "kept", &n);
+  std::shared_ptr<ArrayFile> a;
+  std::string msg;
+  ArraySchema s = with_copies(make_schema({96, 80, 48}, "int32", "zorder"), "naive:order=0,2,1");
+  REQUIRE(ArrayFile::create(m.ctx(), n, s, nullptr, &a, &msg) == 0);
+  Bytes model = random_bytes(rng, a->size());
+  REQUIRE(write_file(*a, 0, model) == 0);
+  REQUIRE(a->flush(true, &msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  const Ino ino = a->ino();
+  a->quiesce();
+  a.reset();
+  // Member 1 gone: the copy (members 1 and 3) cannot be written; the primary can.
+  m.reopen({0, 2, 3});
+  REQUIRE(m.vol->superblock().failed == std::vector<std::uint32_t>{1});
+  auto stored = *stored_schema_of(m, ino);
+  REQUIRE(ArrayFile::open(m.ctx(), ino, stored, &a, &msg) == 0);
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  const Bytes row = random_bytes(rng, 80 * 48 * 4);
+  std::copy(row.begin(), row.end(), model.begin() + 7 * 80 * 48 * 4);
+  REQUIRE(write_file(*a, 7 * 80 * 48 * 4, row) == 0);
+  REQUIRE(a->flush(true, &msg) == 0);
+  CHECK(a->catch_up(&msg) != 0);  // the copy's cells on member 1 cannot be written
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  a->quiesce();
+  a.reset();
+  // A later mount (recorded failed: no option needed) opens it, the copy behind and never read.
+  m.reopen({0, 2, 3});
+  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  CHECK(a->info()["copies"][0]["state"] == "behind");
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  check_placement(*a, 0, model);
+  a->quiesce();
+  a.reset();
+  // Member 1 back (still recorded failed: its metadata copy is not read): the copy catches up.
+  m.reopen({0, 1, 2, 3});
+  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  CHECK(a->info()["copies"][0]["state"] == "current");
+  check_placement(*a, 1, model);
 }

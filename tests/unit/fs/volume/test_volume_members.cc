@@ -10,6 +10,9 @@
 #include <random>
 #include <set>
 
+#include <fmt/format.h>
+#include <sys/stat.h>
+
 #include "fs/device/fault_device.h"
 #include "fs/device/simulated_device.h"
 #include "fs/volume/volume.h"
@@ -286,16 +289,102 @@ TEST_CASE("a degraded open runs a RAID 1 volume without a missing or blank membe
   CHECK_THAT(msg, Catch::Contains("no surviving copy"));
 }
 
-TEST_CASE("a RAID 0 volume does not open without a member, degraded or not", "[members]") {
-  Members m(2);
+TEST_CASE("a RAID 0 volume runs without one member: its metadata from the copy on the other members",
+          "[members]") {
+  Members m(4);
   format(m, 0);
-  Volume::MembersOptions o;
-  o.degraded = true;
   int err = 0;
   std::string msg;
-  CHECK_FALSE(Volume::open(m.targets({0}), &err, &msg, o));
+  std::vector<std::byte> data = pattern(64 << 10, 7);
+  {
+    auto v = open_members(m);
+    REQUIRE(v);
+    CHECK(v->superblock().meta_sets);
+    CHECK(v->superblock().version == kMetaSetsVersion);
+    Inode n;
+    REQUIRE(v->metadata().create(kRootIno, "before", S_IFREG | 0644, 0, 0, "", &n) == 0);
+    REQUIRE(v->metadata().sync() == 0);
+  }
+  // Without -o degraded a missing member is refused, naming it and the option.
+  CHECK_FALSE(open_members(m, {0, 2, 3}, &err, &msg));
   CHECK(err == ENODEV);
-  CHECK_THAT(msg, Catch::Contains("member 1") && Catch::Contains("RAID 0 volume holds one copy"));
+  CHECK_THAT(msg, Catch::Contains("member 1") && Catch::Contains("-o degraded"));
+  // With it, each member in turn: the metadata is whole, new space avoids the lost member.
+  Volume::MembersOptions o;
+  o.degraded = true;
+  for (std::size_t lost = 0; lost < 4; ++lost) {
+    INFO("member " << lost << " missing");
+    std::vector<std::size_t> others;
+    for (std::size_t i = 0; i < 4; ++i)
+      if (i != lost) others.push_back(i);
+    auto v = Volume::open(m.targets(others), &err, &msg, o);
+    INFO(msg);
+    REQUIRE(v);
+    CHECK_THAT(v->degraded_notes().at(0), Catch::Contains(fmt::format("member {} is missing", lost)));
+    CHECK(v->metadata().lookup(kRootIno, "before"));
+    const auto& g = dynamic_cast<const mmfs::geom::StripedGeometry&>(v->geometry());
+    std::vector<Extent> got;
+    REQUIRE(v->allocator().allocate({mmfs::layouts::SpaceShape::Runs, 4 * g.track_length(0)}, &got) == 0);
+    for (const Extent& e : got)
+      for (mmfs::geom::Lbn x = e.start; x < e.start + e.sectors; ++x) REQUIRE(g.locate(x).member != lost);
+    REQUIRE(write_bytes(*v, got.front().start * 512, data) == 0);
+    std::vector<std::byte> back;
+    REQUIRE(read_bytes(*v, got.front().start * 512, &back, data.size()) == 0);
+    CHECK(back == data);
+    // Metadata writes go on (to the surviving copy).
+    Inode n;
+    REQUIRE(v->metadata().create(kRootIno, fmt::format("during{}", lost), S_IFREG | 0644, 0, 0, "", &n) == 0);
+    REQUIRE(v->metadata().sync() == 0);
+    v.reset();
+    // Recorded failed: the next mount needs no option, the member back or not.
+    auto again = open_members(m, others, &err, &msg);
+    INFO(msg);
+    REQUIRE(again);
+    CHECK(again->metadata().lookup(kRootIno, fmt::format("during{}", lost)));
+    again.reset();
+    auto back_again = open_members(m, {}, &err, &msg);
+    INFO(msg);
+    REQUIRE(back_again);
+    CHECK(back_again->superblock().failed == std::vector<std::uint32_t>{std::uint32_t(lost)});
+    CHECK(back_again->metadata().lookup(kRootIno, fmt::format("during{}", lost)));  // the copy it lacks is not read
+    back_again.reset();
+    // Two members out is one too many.
+    std::vector<std::size_t> two;
+    for (std::size_t i = 0; i < 4; ++i)
+      if (i != lost && i != (lost + 1) % 4) two.push_back(i);
+    CHECK_FALSE(Volume::open(m.targets(two), &err, &msg, o));
+    CHECK(err == ENODEV);
+    CHECK_THAT(msg, Catch::Contains("one member at most"));
+    // Start the next round from a whole volume again: format anew.
+    FormatOptions force;
+    force.force = true;
+    REQUIRE(format_members(m.targets(), *mmfs::geom::load_geometry("atlas10k3"), 0, force, nullptr, &msg) == 0);
+    auto fresh = open_members(m);
+    REQUIRE(fresh);
+    REQUIRE(fresh->metadata().create(kRootIno, "before", S_IFREG | 0644, 0, 0, "", &n) == 0);
+    REQUIRE(fresh->metadata().sync() == 0);
+  }
+}
+
+TEST_CASE("a RAID 0 volume keeps each metadata copy on its own members", "[members]") {
+  Members m(3);
+  format(m, 0);
+  auto v = open_members(m);
+  REQUIRE(v);
+  const Superblock& sb = v->superblock();
+  const auto& g = dynamic_cast<const mmfs::geom::StripedGeometry&>(v->geometry());
+  // Whole stripes: the region starts on member 0 at a track start and ends where a stripe ends.
+  CHECK(g.locate(sb.meta_offset / 512).member == 0);
+  CHECK(g.locate((sb.meta_offset + sb.meta_length) / 512 - 1).member == 2);
+  CHECK(sb.data_first_lbn == (sb.meta_offset + sb.meta_length) / 512);
+  // The region header (the store's first block) is at the start of copy 0 on
+  // member 0, and its twin at the start of copy 1 on member 1, the same bytes.
+  const auto at0 = g.locate(sb.meta_offset / 512);
+  const auto at1 = g.locate(sb.meta_offset / 512 + g.track_length(sb.meta_offset / 512));
+  REQUIRE(at1.member == 1);
+  CHECK(std::memcmp(m.disks[0]->bytes().data() + at0.lbn * 512, "MMFSMETA", 8) == 0);
+  CHECK(std::memcmp(m.disks[0]->bytes().data() + at0.lbn * 512, m.disks[1]->bytes().data() + at1.lbn * 512, 512) ==
+        0);
 }
 
 TEST_CASE("RAID 0 returns EIO for a lost device's data, serves the rest, and reads again when it returns",

@@ -1,0 +1,112 @@
+// The metadata region's two copies on disjoint member sets
+// (fs/device/split_meta_device.h).
+#include "fs/device/split_meta_device.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+#include <vector>
+
+namespace mmfs::fs {
+
+namespace {
+
+std::vector<std::uint32_t> members_of_copy(std::uint32_t p, int copy) {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t m = std::uint32_t(copy); m < p; m += 2) out.push_back(m);
+  return out;
+}
+
+constexpr std::uint64_t kBlock = 4096;
+
+}  // namespace
+
+SplitMetaDevice::Layout SplitMetaDevice::layout_of(const geom::StripedGeometry& g, std::uint64_t region_offset,
+                                                   std::uint64_t region_bytes) {
+  const std::uint64_t ss = g.sector_size(), p = g.members();
+  if (p < 2) throw std::invalid_argument("the metadata copies need a volume of at least 2 members");
+  if (region_offset % ss || region_bytes % ss || region_bytes == 0)
+    throw std::invalid_argument("the metadata region is not whole sectors");
+  const geom::StripedGeometry::MemberLbn at = g.locate(region_offset / ss);
+  const geom::TrackBounds first = g.member().track_boundaries(at.lbn);
+  const std::uint64_t per_member = region_bytes / ss / p;
+  if (at.member != 0 || first.low != at.lbn || per_member * p * ss != region_bytes ||
+      g.member().track_boundaries(first.low + per_member - 1).high + 1 != first.low + per_member)
+    throw std::invalid_argument("the metadata region is not whole stripes");
+  Layout l;
+  l.first_lbn = first.low;
+  l.copy_bytes = (p / 2) * per_member * ss / kBlock * kBlock;  // the odd members are the fewer
+  return l;
+}
+
+void SplitMetaDevice::region_for(const geom::StripedGeometry& g, geom::Lbn first_lbn, std::uint64_t copy_bytes,
+                                 std::uint64_t* offset, std::uint64_t* length) {
+  const geom::Geometry& m = g.member();
+  const std::uint64_t ss = g.sector_size(), p = g.members();
+  if (p < 2) throw std::invalid_argument("the metadata copies need a volume of at least 2 members");
+  const geom::TrackBounds t = m.track_boundaries(first_lbn);
+  const geom::Lbn low = t.low;
+  geom::Lbn end = t.high + 1;
+  while ((p / 2) * (end - low) * ss / kBlock * kBlock < copy_bytes) {
+    if (end >= m.capacity_sectors()) throw std::invalid_argument("the members are too small for the metadata region");
+    end = m.track_boundaries(end).high + 1;
+  }
+  *offset = p * low * ss;
+  *length = p * (end - low) * ss;
+}
+
+SplitMetaDevice::SplitMetaDevice(BlockDevice& volume, const geom::StripedGeometry& g, const Layout& layout, int lost)
+    : volume_(volume), copy_bytes_(layout.copy_bytes), sector_(g.sector_size()), lost_(lost) {
+  const geom::Lbn start = layout.first_lbn;
+  for (int c = 0; c < 2; ++c) {
+    sets_[c] = std::make_unique<geom::MemberSubset>(g, members_of_copy(g.members(), c));
+    base_[c] = sets_[c]->to_sub(g.volume_lbn(std::uint32_t(c), start));
+  }
+}
+
+int SplitMetaDevice::submit(std::span<IoRequest> batch) {
+  std::vector<IoRequest> pieces;
+  std::vector<std::size_t> owner;  // pieces[j] belongs to batch[owner[j]]
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    IoRequest& r = batch[i];
+    r.result = 0;
+    if (r.length == 0 || r.buffer == nullptr || r.offset % sector_ || r.length % sector_ ||
+        r.offset > size_bytes() || r.length > size_bytes() - r.offset) {
+      r.result = EINVAL;
+      continue;
+    }
+    for (std::uint64_t done = 0; done < r.length;) {
+      const std::uint64_t at = r.offset + done;
+      int copy = int(at / copy_bytes_);
+      const std::uint64_t within = at % copy_bytes_;
+      const std::uint64_t n = std::min<std::uint64_t>(r.length - done, copy_bytes_ - within);
+      std::byte* buffer = static_cast<std::byte*>(r.buffer) + done;
+      done += n;
+      if (copy == lost_) {
+        if (r.op == IoRequest::Op::Write) continue;  // the other copy's request writes these bytes
+        copy = 1 - copy;                             // read the twin's
+      }
+      std::uint64_t offset = 0;
+      for (const geom::LbnRun& run : sets_[copy]->to_parent({{base_[copy] + within / sector_, n / sector_}})) {
+        IoRequest p;
+        p.op = r.op;
+        p.offset = run.first * sector_;
+        p.length = std::uint32_t(run.count * sector_);
+        p.buffer = buffer + offset;
+        offset += p.length;
+        pieces.push_back(p);
+        owner.push_back(i);
+      }
+    }
+  }
+  if (!pieces.empty()) volume_.submit(pieces);
+  for (std::size_t j = 0; j < pieces.size(); ++j)
+    if (pieces[j].result != 0 && batch[owner[j]].result == 0) batch[owner[j]].result = pieces[j].result;
+  for (const IoRequest& r : batch)
+    if (r.result != 0) return r.result;
+  return 0;
+}
+
+}  // namespace mmfs::fs
