@@ -10,7 +10,50 @@
 #include "fs/device/block_device.h"
 #include "fs/volume/fsck.h"
 #include "fs/device/striped_device.h"
+#include "fs/scrub/member_repair.h"
 #include "fs/volume/volume.h"
+
+namespace {
+
+// After a rebuild: the volume whole again, the data that lay on the rebuilt
+// member put back from other copies where it has any (a RAID 0 member; a
+// RAID 1 member was copied whole from its mirror). 0, or 4 when some data
+// had no second copy or could not be repaired.
+int repair_rebuilt(const std::vector<std::string>& targets, const std::string& rebuilt,
+                   const mmfs::fs::OpenOptions& opt) {
+  std::vector<std::string> all = targets;
+  all.push_back(rebuilt);
+  std::vector<mmfs::fs::MemberTarget> members;
+  int err = 0;
+  std::string msg;
+  if (!mmfs::fs::open_targets(all, opt, &members, &err, &msg)) {
+    fmt::print(stderr, "mmfsck: {}\n", msg.empty() ? std::strerror(err) : msg);
+    return 8;
+  }
+  auto vol = mmfs::fs::Volume::open(std::move(members), &err, &msg, {});
+  if (!vol) {
+    fmt::print(stderr, "mmfsck: reopening the rebuilt volume: {}\n", msg);
+    return 8;
+  }
+  mmfs::fs::StripedDevice* s = vol->striped();
+  if (!s || s->raid() != 0) return 0;
+  std::uint32_t member = UINT32_MAX;
+  for (std::uint32_t d = 0; d < s->devices(); ++d)
+    if (s->target(d) == rebuilt) member = d;
+  if (member == UINT32_MAX) return 0;
+  mmfs::fs::MemberRepairReport rep;
+  if (int r = mmfs::fs::repair_member_data(*vol, member, &rep, &msg)) {
+    fmt::print(stderr, "mmfsck: {}\n", msg.empty() ? std::strerror(r) : msg);
+    return 8;
+  }
+  fmt::print("repaired {} cell(s) of {} array(s) with copies from their copies on other members\n", rep.cells,
+             rep.arrays);
+  for (const auto& l : rep.lost) fmt::print("lost (no second copy): {}\n", l);
+  for (const auto& f : rep.failed) fmt::print("not repaired: {}\n", f);
+  return rep.lost.empty() && rep.failed.empty() ? 0 : 4;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"mmfsck: check an unmounted mmfs volume; -n reports only, -y repairs what can be repaired"};
@@ -20,9 +63,11 @@ int main(int argc, char** argv) {
   app.add_flag("-n", no, "Check only; change nothing (the default)");
   app.add_flag("-y", yes, "Repair every problem that can be repaired");
   app.add_option("--rebuild", rebuild,
-                 "RAID 1: restore redundancy onto NEW_TARGET, which replaces the failed (or missing) member: the "
-                 "member's metadata and allocated extents are copied from its mirror, and NEW_TARGET takes its place "
-                 "(mount the volume with NEW_TARGET in the failed member's stead afterwards)")
+                 "Restore redundancy onto NEW_TARGET, which replaces the failed (or missing) member. RAID 1: the "
+                 "member's share is copied from its mirror. RAID 0: its metadata copy is written from the other copy, "
+                 "and arrays with copies get the cells that lay on it back from their copies on other members; other "
+                 "data that lay on it is listed as lost (exit 4). NEW_TARGET then takes the member's place (mount "
+                 "the volume with NEW_TARGET in its stead)")
       ->type_name("NEW_TARGET");
   app.add_option("TARGET", target_args,
                  "Block device, image file or NBD URI; a volume of several devices: all its members (separate or "
@@ -57,7 +102,7 @@ int main(int argc, char** argv) {
       return 8;
     }
     fmt::print("{}", report);
-    return 0;
+    return repair_rebuilt(targets, rebuild, opt);
   }
   // Both copies of the metadata are compared; -y rewrites a damaged copy from
   // its twin and salvages the longest consistent prefix of a log damaged in

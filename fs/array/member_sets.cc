@@ -13,17 +13,6 @@ std::string set_extents_record(std::uint8_t slot) {
   return slot == 0 ? std::string("mmfs.set_extents") : fmt::format("mmfs.set_extents.{}", slot);
 }
 
-namespace {
-
-std::vector<geom::LbnRun> runs_of(const std::vector<Extent>& extents) {
-  std::vector<geom::LbnRun> runs;
-  runs.reserve(extents.size());
-  for (const Extent& e : extents) runs.push_back({e.start, e.sectors});
-  return runs;
-}
-
-}  // namespace
-
 MemberSetSite::MemberSetSite(Allocator& volume_allocator, BlockDevice& volume_device,
                              const geom::StripedGeometry& volume, std::vector<std::uint32_t> members)
     : set_(volume, std::move(members)),
@@ -37,7 +26,7 @@ void MemberSetSite::free(const std::vector<Extent>& extents) {
 
 std::vector<Extent> MemberSetSite::to_volume(const std::vector<Extent>& extents) const {
   std::vector<Extent> out;
-  for (const geom::LbnRun& r : set_.to_parent(runs_of(extents))) out.push_back({r.first, r.count});
+  for (const geom::LbnRun& r : set_.to_parent(as_runs(extents))) out.push_back({r.first, r.count});
   return out;
 }
 

@@ -66,6 +66,14 @@ SplitMetaDevice::SplitMetaDevice(BlockDevice& volume, const geom::StripedGeometr
   }
 }
 
+std::vector<geom::LbnRun> SplitMetaDevice::sectors_of(int copy, std::uint64_t offset, std::uint64_t length) const {
+  if (copy < 0 || copy > 1 || offset % sector_ || length % sector_ || offset > copy_bytes_ ||
+      length > copy_bytes_ - offset)
+    throw std::invalid_argument("not whole sectors of one metadata copy");
+  if (length == 0) return {};
+  return sets_[copy]->to_parent({{base_[copy] + offset / sector_, length / sector_}});
+}
+
 int SplitMetaDevice::submit(std::span<IoRequest> batch) {
   std::vector<IoRequest> pieces;
   std::vector<std::size_t> owner;  // pieces[j] belongs to batch[owner[j]]

@@ -65,6 +65,10 @@ class SplitMetaDevice final : public BlockDevice {
 
   // The copy whose set holds `member` (even members: copy 0).
   static int copy_on(std::uint32_t member) { return int(member % 2); }
+  std::uint64_t copy_bytes() const { return copy_bytes_; }
+  // The volume sectors holding bytes [offset, offset + length) of `copy`
+  // (whole sectors), in order: where mmfsck --rebuild writes a lost copy.
+  std::vector<geom::LbnRun> sectors_of(int copy, std::uint64_t offset, std::uint64_t length) const;
 
  private:
   BlockDevice& volume_;

@@ -9,19 +9,19 @@ namespace {
 
 constexpr int kAttempts = 8;
 
-std::vector<geom::LbnRun> runs_of(const std::vector<Extent>& extents) {
+}  // namespace
+
+std::vector<geom::LbnRun> as_runs(const std::vector<Extent>& extents) {
   std::vector<geom::LbnRun> runs;
   runs.reserve(extents.size());
   for (const Extent& e : extents) runs.push_back({e.start, e.sectors});
   return runs;
 }
 
-}  // namespace
-
 std::unique_ptr<Allocator> SubsetAllocator::snapshot() const {
   const geom::Lbn cap = set_.geometry().capacity_sectors();
   auto sub = std::make_unique<Allocator>(set_.geometry(), 0, cap);
-  std::vector<geom::LbnRun> free = set_.on_set(runs_of(volume_.free_extents()));
+  std::vector<geom::LbnRun> free = set_.on_set(as_runs(volume_.free_extents()));
   std::sort(free.begin(), free.end(), [](const geom::LbnRun& a, const geom::LbnRun& b) { return a.first < b.first; });
   geom::Lbn at = 0;
   for (const geom::LbnRun& r : free) {
@@ -39,7 +39,7 @@ int SubsetAllocator::allocate(const layouts::SpaceRequest& request, std::vector<
     if (int r = snapshot()->allocate(request, &chosen)) return r;
     std::vector<Extent> taken;
     bool raced = false;
-    for (const geom::LbnRun& run : set_.to_parent(runs_of(chosen))) {
+    for (const geom::LbnRun& run : set_.to_parent(as_runs(chosen))) {
       const Extent e{run.first, run.count};
       if (!volume_.mark_used(e)) {
         raced = true;  // taken since the snapshot
@@ -67,7 +67,7 @@ bool SubsetAllocator::free(const Extent& e) {
 
 std::uint64_t SubsetAllocator::free_sectors() const {
   std::uint64_t n = 0;
-  for (const geom::LbnRun& r : set_.on_set(runs_of(volume_.free_extents()))) n += r.count;
+  for (const geom::LbnRun& r : set_.on_set(as_runs(volume_.free_extents()))) n += r.count;
   return n;
 }
 

@@ -24,6 +24,9 @@
 
 namespace mmfs::fs {
 
+// Extents as runs of LBNs (geom::MemberSubset's form).
+std::vector<geom::LbnRun> as_runs(const std::vector<Extent>& extents);
+
 class SubsetAllocator {
  public:
   SubsetAllocator(Allocator& volume, const geom::MemberSubset& set) : volume_(volume), set_(set) {}

@@ -45,8 +45,10 @@ std::unique_ptr<layouts::Layout> rebuild_layout(const geom::Geometry& g, const A
   }
 }
 
+}  // namespace
+
 // Every inode's path, from a walk of the tree (first name found wins).
-std::unordered_map<Ino, std::string> walk_paths(const Metadata& md) {
+std::unordered_map<Ino, std::string> inode_paths(const Metadata& md) {
   std::unordered_map<Ino, std::string> paths;
   paths[kRootIno] = "/";
   std::deque<Ino> todo{kRootIno};
@@ -63,8 +65,6 @@ std::unordered_map<Ino, std::string> walk_paths(const Metadata& md) {
   }
   return paths;
 }
-
-}  // namespace
 
 const char* to_string(OwnerKind kind) {
   switch (kind) {
@@ -360,7 +360,7 @@ std::unique_ptr<OwnerMap> OwnerMap::from_volume(Volume& volume, const PlacementS
   map->add_region(OwnerKind::Free, sb.data_first_lbn, sb.data_end_lbn - sb.data_first_lbn);
   Metadata& md = volume.metadata();
   Builder b(volume, *map, placements, budget_bytes);
-  b.paths = walk_paths(md);
+  b.paths = inode_paths(md);
   if (!volume.striped()) {
     b.superblock("superblock A", 0);
     b.superblock("superblock B", sb.backup_offset);

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "fs/meta/metadata.h"
@@ -33,6 +34,10 @@
 namespace mmfs::fs {
 
 class Volume;
+
+// Every inode's path, from a walk of the tree from the root (the first name
+// found wins; at most 2^20 names).
+std::unordered_map<Ino, std::string> inode_paths(const Metadata& md);
 
 enum class OwnerKind : std::uint8_t {
   Outside,      // past the volume's end, or between the data area and superblock B

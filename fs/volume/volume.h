@@ -109,6 +109,9 @@ class Volume {
   // every device the volume marks failed (after the survivors' superblocks
   // record it), for /.mmfs/errors.
   StripedDevice* striped() { return striped_; }
+  // The metadata store's device when its copies lie on member sets
+  // (Superblock::meta_sets: a SplitMetaDevice), else null.
+  BlockDevice* meta_device() { return meta_device_.get(); }
   void set_failure_hook(std::function<void(const std::string& target, const std::string& reason)> hook);
 
  private:

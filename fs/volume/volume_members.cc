@@ -29,6 +29,7 @@
 #include "fs/volume/volume.h"
 #include "fs/volume/volume_internal.h"
 #include "geometry/load.h"
+#include "fs/meta/subset_allocator.h"
 #include "geometry/member_subset.h"
 #include "util/align.h"
 
@@ -460,9 +461,8 @@ void Volume::exclude_member_space(std::uint32_t m) {
   const auto* g = dynamic_cast<const geom::StripedGeometry*>(geometry_.get());
   if (!g || m >= g->members()) return;
   const geom::MemberSubset lost(*g, {m});
-  std::vector<geom::LbnRun> free;
-  for (const Extent& e : allocator_->free_extents()) free.push_back({e.start, e.sectors});
-  for (const geom::LbnRun& r : lost.to_parent(lost.on_set(free))) allocator_->mark_used({r.first, r.count});
+  for (const geom::LbnRun& r : lost.to_parent(lost.on_set(as_runs(allocator_->free_extents()))))
+    allocator_->mark_used({r.first, r.count});
 }
 
 void Volume::set_failure_hook(std::function<void(const std::string&, const std::string&)> hook) {
@@ -510,6 +510,94 @@ int Volume::rewrite_member_superblocks() {
   return first;
 }
 
+namespace {
+
+// The superblocks of a volume whose member `lost` is now `fresh`, the
+// failure forgotten on every member.
+int write_rebuilt_superblocks(StripedDevice& s, const Superblock& sb, std::uint32_t lost, MemberTarget& fresh,
+                              std::string* message) {
+  Superblock mine = sb;
+  mine.failed.erase(std::remove(mine.failed.begin(), mine.failed.end(), lost), mine.failed.end());
+  mine.member_index = lost;
+  mine.backup_offset = backup_superblock_offset(fresh.device->size_bytes());
+  if (int r = write_member_superblocks(*fresh.device, mine))
+    return *message = fmt::format("{}: writing the superblocks failed: {}", fresh.target, std::strerror(r)), r;
+  for (std::uint32_t d = 0; d < s.devices(); ++d) {
+    if (s.failed(d)) continue;
+    Superblock theirs = mine;
+    theirs.member_index = d;
+    theirs.backup_offset = backup_superblock_offset(s.device(d).size_bytes());
+    if (int r = write_member_superblocks(s.device(d), theirs))
+      return *message = fmt::format("{}: updating the superblocks failed: {}", s.target(d), std::strerror(r)), r;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// RAID 0 with its metadata on member sets: the lost member's metadata copy
+// is written again from the other copy, onto every member of its set (the
+// degraded mount dropped that copy's writes on all of them). Data is not
+// copied: there is no second copy of a RAID 0 member's data. An array's
+// cells that lay on it are rewritten from its copies on other members by
+// the repair that follows (mmfsck runs it; the scrub and self-healing reads
+// do it too); other data that lay on it stays lost (reads fail their
+// checksums: EIO).
+static int rebuild_striped_member(Volume& vol, MemberTarget replacement, std::string* report, std::string* message) {
+  StripedDevice& s = *vol.striped();
+  const Superblock& sb = vol.superblock();
+  const std::vector<std::uint32_t> failed = s.failed_devices();
+  if (failed.size() != 1)
+    return *message = "no member of the volume is failed or missing: nothing to rebuild", EINVAL;
+  const std::uint32_t lost = failed[0];
+  if (replacement.device->size_bytes() < sb.member_bytes)
+    return *message = fmt::format("{} holds {} bytes; a member of this volume needs {}", replacement.target,
+                                  replacement.device->size_bytes(), sb.member_bytes),
+           ENOSPC;
+  auto* meta = dynamic_cast<SplitMetaDevice*>(vol.meta_device());
+  if (!meta) return *message = "the volume's metadata is not on member sets", EINVAL;
+  const auto& g = dynamic_cast<const geom::StripedGeometry&>(vol.geometry());
+  const int copy = SplitMetaDevice::copy_on(lost);
+  const std::uint64_t ss = g.sector_size();
+  constexpr std::uint64_t kChunk = 4u << 20;
+  AlignedBuffer buf(kChunk);
+  std::uint64_t copied = 0;
+  for (std::uint64_t off = 0; off < meta->copy_bytes(); off += kChunk) {
+    const std::uint64_t n = std::min(kChunk, meta->copy_bytes() - off);
+    // Degraded, the lost copy's bytes read as its twin's.
+    if (int r = meta->read(std::uint64_t(copy) * meta->copy_bytes() + off, buf.data(), std::uint32_t(n)))
+      return *message = fmt::format("reading the surviving metadata copy failed: {}", std::strerror(r)), r;
+    std::uint64_t at = 0;
+    for (const geom::LbnRun& run : meta->sectors_of(copy, off, n))
+      for (geom::Lbn v = run.first; v < run.first + run.count;) {
+        const auto where = g.locate(v);
+        const geom::Lbn track_end = g.track_boundaries(v).high + 1;
+        const std::uint64_t k = std::min<geom::Lbn>(track_end, run.first + run.count) - v;
+        BlockDevice& dev = where.member == lost ? *replacement.device : s.device(where.member);
+        if (int r = dev.write(where.lbn * ss, buf.data() + at, std::uint32_t(k * ss)))
+          return *message = fmt::format("{}: writing the metadata copy failed: {}",
+                                        where.member == lost ? replacement.target : s.target(where.member),
+                                        std::strerror(r)),
+                 r;
+        at += k * ss;
+        v += k;
+      }
+    copied += n;
+  }
+  for (std::uint32_t d = 0; d < s.devices(); ++d)
+    if (d != lost && SplitMetaDevice::copy_on(d) == copy)
+      if (int r = s.device(d).flush())
+        return *message = fmt::format("{}: flush failed: {}", s.target(d), std::strerror(r)), r;
+  if (int r = replacement.device->flush())
+    return *message = fmt::format("{}: flush failed: {}", replacement.target, std::strerror(r)), r;
+  if (int r = write_rebuilt_superblocks(s, sb, lost, replacement, message)) return r;
+  *report = fmt::format("rebuilt member {} of RAID 0 volume {} onto {}: wrote metadata copy {} ({:.1f} MiB) from the "
+                        "other copy; the data that lay on the member has no second copy in RAID 0: arrays with "
+                        "copies get their cells back from the copies on other members, other data on it is lost\n",
+                        lost, uuid_string(sb.uuid), replacement.target, copy, double(copied) / (1 << 20));
+  return 0;
+}
+
 int rebuild_member(std::vector<MemberTarget> targets, MemberTarget replacement, std::string* report,
                    std::string* message) {
   Volume::MembersOptions o;
@@ -518,8 +606,11 @@ int rebuild_member(std::vector<MemberTarget> targets, MemberTarget replacement, 
   auto vol = Volume::open(std::move(targets), &err, message, o);
   if (!vol) return err;
   StripedDevice* s = vol->striped();
+  if (s && s->raid() == 0 && vol->superblock().meta_sets)
+    return rebuild_striped_member(*vol, std::move(replacement), report, message);
   if (!s || s->raid() != 1)
-    return *message = "only a RAID 1 volume can be rebuilt (a RAID 0 volume has no second copy)", EINVAL;
+    return *message = "only a RAID 1 volume, or a RAID 0 volume with its metadata on member sets, can be rebuilt",
+           EINVAL;
   std::uint32_t lost = UINT32_MAX;
   for (std::uint32_t d : s->failed_devices())
     if (!s->failed(d ^ 1u)) {
@@ -552,20 +643,7 @@ int rebuild_member(std::vector<MemberTarget> targets, MemberTarget replacement, 
   }
   if (int r = fresh.flush()) return *message = fmt::format("{}: flush failed: {}", replacement.target, std::strerror(r)), r;
   // The replacement becomes the member; then every member forgets the failure.
-  Superblock mine = sb;
-  mine.failed.erase(std::remove(mine.failed.begin(), mine.failed.end(), lost), mine.failed.end());
-  mine.member_index = lost;
-  mine.backup_offset = backup_superblock_offset(fresh.size_bytes());
-  if (int r = write_member_superblocks(fresh, mine))
-    return *message = fmt::format("{}: writing the superblocks failed: {}", replacement.target, std::strerror(r)), r;
-  for (std::uint32_t d = 0; d < s->devices(); ++d) {
-    if (s->failed(d)) continue;
-    Superblock theirs = mine;
-    theirs.member_index = d;
-    theirs.backup_offset = backup_superblock_offset(s->device(d).size_bytes());
-    if (int r = write_member_superblocks(s->device(d), theirs))
-      return *message = fmt::format("{}: updating the superblocks failed: {}", s->target(d), std::strerror(r)), r;
-  }
+  if (int r = write_rebuilt_superblocks(*s, sb, lost, replacement, message)) return r;
   *report = fmt::format("rebuilt member {} of volume {} onto {}: copied {} bytes ({:.1f} MiB) from its mirror, "
                         "member {} ({}); the volume is redundant again\n",
                         lost, uuid_string(sb.uuid), replacement.target, copied, double(copied) / (1 << 20),

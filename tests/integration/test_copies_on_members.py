@@ -12,7 +12,9 @@ on members of its own, so a lost member loses at most one copy of any cell.
 * A new number of copies moves the primary; dropping the copies moves
   nothing; mmfsck finds the volume clean.
 * The volume runs without a member (mmfs -o degraded): the metadata from its
-  copy on the other members, arrays with copies whole, the rest EIO.
+  copy on the other members, arrays with copies whole, the rest EIO; then
+  mmfsck --rebuild onto a blank image makes it whole again, the array's
+  cells on the new member put back from its other placement.
 
 Every mount is unmounted, even on failure."""
 import errno
@@ -21,7 +23,8 @@ import os
 import numpy as np
 
 from copies_support import check_default_views, check_placement, info, wait_current
-from mmfs_mount import fsck, make_array, read_bytes, read_json, setx, start_daemon, stop_daemon, view
+from mmfs_mount import (fsck, fsck_path, make_array, read_bytes, read_json, run_tool, setx, start_daemon, stop_daemon,
+                        view)
 from test_daemon_volume import alive, errors_text, expect_refused, joined, mkfs_members, running, stats
 from test_daemon_volume import scratch_dir  # noqa: F401  (a fixture)
 from test_daemon_volume_redundancy import member_place
@@ -179,3 +182,30 @@ def test_raid0_runs_without_a_member_and_serves_arrays_with_copies(scratch_dir):
         check_default_views(mnt / "c", arr, "remounted degraded: ")
         assert (mnt / "after").read_bytes() == fresh
     fsck(joined(survivors))
+
+    # mmfsck --rebuild onto a blank image: the metadata copy from its twin, the
+    # array's cells that lay on member 1 from its other placement; what had no
+    # second copy is listed as lost (exit 4).
+    blank = scratch_dir / "new1.img"
+    with open(blank, "wb") as f:
+        f.truncate(96 << 20)
+    rc, out, err = run_tool(fsck_path(), "--rebuild", blank, *survivors, timeout=300)
+    assert rc == 4, f"mmfsck --rebuild: exit {rc}\n{out}{err}"
+    assert "rebuilt member 1 of RAID 0 volume" in out and "array(s) with copies" in out, out
+    assert "lost (no second copy): /solo" in out and "lost (no second copy): /plain" in out, out
+    assert "not repaired" not in out, out
+    rebuilt = [images[0], blank, images[2], images[3]]
+    fsck(joined(rebuilt))
+    with running(rebuilt, mnt):
+        s = stats(mnt)
+        assert s["degraded"] is False and all(d["state"] == "ok" for d in s["devices"]), s["devices"]
+        path = mnt / "c"
+        for k in range(2):
+            check_placement(path, arr, k, what="rebuilt: ")
+        check_default_views(path, arr, "rebuilt: ")
+        assert (mnt / "after").read_bytes() == fresh
+        try:
+            read_bytes(mnt / "solo")
+            raise AssertionError("solo read whole after its member was lost")
+        except OSError as e:
+            assert e.errno == errno.EIO, e

@@ -166,6 +166,22 @@ void check_placement(ArrayFile& a, std::size_t k, const Bytes& model) {
   }
 }
 
+// An array `name` of schema `s` created on `m`, filled with random bytes
+// (returned in *model), durable and its copies current.
+std::shared_ptr<ArrayFile> filled(Striped& m, const std::string& name, const ArraySchema& s, std::mt19937_64& rng,
+                                  Bytes* model) {
+  Inode n;
+  new_file(m.vol->metadata(), name, &n);
+  std::shared_ptr<ArrayFile> a;
+  std::string msg;
+  REQUIRE(ArrayFile::create(m.ctx(), n, s, nullptr, &a, &msg) == 0);
+  *model = random_bytes(rng, a->size());
+  REQUIRE(write_file(*a, 0, *model) == 0);
+  REQUIRE(a->flush(true, &msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  return a;
+}
+
 std::optional<ArraySchema> stored_schema_of(Striped& m, Ino ino) {
   auto v = m.vol->metadata().xattr(ino, std::string(ArrayFile::kSchemaXattr));
   return v ? decode_schema(*v) : std::nullopt;
@@ -188,15 +204,9 @@ TEST_CASE("member sets: each placement of an array lies on members of its own", 
   Striped m;
   std::mt19937_64 rng(131);
   ArraySchema s = with_copies(make_schema({40, 32, 24}, "float64", "multimap"), "naive;hilbert:cell=4,4,4");
-  Inode n;
-  new_file(m.vol->metadata(), "spread", &n);
-  std::shared_ptr<ArrayFile> a;
+  Bytes model;
+  auto a = filled(m, "spread", s, rng, &model);
   std::string msg;
-  REQUIRE(ArrayFile::create(m.ctx(), n, s, nullptr, &a, &msg) == 0);
-  const Bytes model = random_bytes(rng, a->size());
-  REQUIRE(write_file(*a, 0, model) == 0);
-  REQUIRE(a->flush(true, &msg) == 0);
-  REQUIRE(a->catch_up(&msg) == 0);
 
   // Three placements on four members: placement k on the members m = k (mod 3).
   const ArraySchema placed = a->schema();
@@ -241,15 +251,9 @@ TEST_CASE("member sets: with a member lost, every view is served by a placement 
   // One copy on four members: the primary on members 0 and 2, the copy on 1 and 3.
   // 1.5 MB: several tracks, so each placement has sectors on both its members.
   ArraySchema s = with_copies(make_schema({96, 80, 48}, "int32", "zorder"), "naive:order=0,2,1");
-  Inode n;
-  new_file(m.vol->metadata(), "lossy", &n);
-  std::shared_ptr<ArrayFile> a;
+  Bytes model;
+  auto a = filled(m, "lossy", s, rng, &model);
   std::string msg;
-  REQUIRE(ArrayFile::create(m.ctx(), n, s, nullptr, &a, &msg) == 0);
-  const Bytes model = random_bytes(rng, a->size());
-  REQUIRE(write_file(*a, 0, model) == 0);
-  REQUIRE(a->flush(true, &msg) == 0);
-  REQUIRE(a->catch_up(&msg) == 0);
   CHECK(a->schema().members == std::vector<std::uint32_t>{0, 2});
   CHECK(a->schema().copies[0].members == std::vector<std::uint32_t>{1, 3});
   REQUIRE(m.members_of(m.vol->metadata().extents(a->ino())) == std::set<std::uint32_t>{0, 2});
@@ -480,16 +484,10 @@ TEST_CASE("member sets: a RAID 0 volume without a member serves an array with co
           "[array_file][copies][members]") {
   Striped m;
   std::mt19937_64 rng(167);
-  Inode n;
-  new_file(m.vol->metadata(), "kept", &n);
-  std::shared_ptr<ArrayFile> a;
+  Bytes model;
+  auto a = filled(m, "kept", with_copies(make_schema({96, 80, 48}, "int32", "zorder"), "naive:order=0,2,1"), rng,
+                  &model);
   std::string msg;
-  ArraySchema s = with_copies(make_schema({96, 80, 48}, "int32", "zorder"), "naive:order=0,2,1");
-  REQUIRE(ArrayFile::create(m.ctx(), n, s, nullptr, &a, &msg) == 0);
-  Bytes model = random_bytes(rng, a->size());
-  REQUIRE(write_file(*a, 0, model) == 0);
-  REQUIRE(a->flush(true, &msg) == 0);
-  REQUIRE(a->catch_up(&msg) == 0);
   const Ino ino = a->ino();
   a->quiesce();
   a.reset();

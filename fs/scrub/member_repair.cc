@@ -1,0 +1,89 @@
+// Putting back a rebuilt RAID 0 member's data (fs/scrub/member_repair.h).
+#include "fs/scrub/member_repair.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cerrno>
+#include <map>
+#include <set>
+
+#include "fs/array/array_file.h"
+#include "fs/meta/keys.h"
+#include "fs/meta/subset_allocator.h"
+#include "fs/scrub/scrub_map.h"
+#include "geometry/member_subset.h"
+
+namespace mmfs::fs {
+
+int repair_member_data(Volume& volume, std::uint32_t member, MemberRepairReport* report, std::string* message) {
+  const auto* g = dynamic_cast<const geom::StripedGeometry*>(&volume.geometry());
+  if (!g || member >= g->members()) {
+    *message = fmt::format("the volume has no stripe member {}", member);
+    return EINVAL;
+  }
+  Metadata& md = volume.metadata();
+  const geom::MemberSubset on_member(*g, {member});
+  // Which extent maps touch the member, per inode: the file's own, its copies', its index's, an mloc image's.
+  std::map<Ino, std::set<keys::Kind>> touched;
+  md.store().scan(keys::scan_prefix(keys::Kind::Extents), [&](std::string_view key, std::string_view value) {
+    const auto parsed = keys::parse(key);
+    const auto extents = decode_extents(value);
+    if (parsed && extents && !on_member.on_set(as_runs(*extents)).empty()) touched[parsed->ino].insert(parsed->kind);
+    return true;
+  });
+  if (touched.empty()) return 0;
+  const auto paths = inode_paths(md);
+  auto path_of = [&](Ino ino) {
+    auto it = paths.find(ino);
+    return it != paths.end() ? it->second : fmt::format("inode {}", ino);
+  };
+  SectorIo io(volume.device(), volume.geometry());
+  MemberSets sets(volume.allocator(), volume.device(), volume.geometry());
+  ArrayContext ctx{md, volume.allocator(), io, volume.geometry(), volume.geometry().name()};
+  ctx.member_sets = &sets;
+  const std::atomic<bool> stop{false};
+  for (const auto& [ino, kinds] : touched) {
+    const auto record = md.xattr(ino, std::string(ArrayFile::kSchemaXattr));
+    const auto schema = record ? decode_schema(*record) : std::nullopt;
+    if (kinds.count(keys::Kind::IndexExtents))
+      report->lost.push_back(fmt::format("{}: its bitmap index (set user.mmfs.index again to rebuild it)", path_of(ino)));
+    if (kinds.count(keys::Kind::MlocExtents))
+      report->lost.push_back(fmt::format("{}: mloc image blocks", path_of(ino)));
+    const bool cells = kinds.count(keys::Kind::Extents) || kinds.count(keys::Kind::CopyExtents);
+    if (!cells) continue;
+    if (!schema || schema->shape.empty()) {
+      report->lost.push_back(fmt::format("{}: file blocks", path_of(ino)));
+      continue;
+    }
+    if (schema->copies.empty()) {
+      report->lost.push_back(fmt::format("{}: array cells (the array has no copies)", path_of(ino)));
+      continue;
+    }
+    std::shared_ptr<ArrayFile> a;
+    std::string why;
+    if (int r = ArrayFile::open(ctx, ino, *schema, &a, &why)) {
+      report->failed.push_back(fmt::format("{}: {} ({})", path_of(ino), why, std::strerror(r)));
+      continue;
+    }
+    // Repair first (a primary's cells from copies current there), then the
+    // copies' catch-up (reading the primary), then repair what is left.
+    std::uint64_t repaired = 0, more = 0;
+    std::string first_why;
+    (void)a->repair_placements(stop, &repaired, &first_why);
+    int r = a->catch_up(&why);
+    if (r == 0) r = a->repair_placements(stop, &more, &why);
+    if (r == 0) r = a->flush(true, &why);
+    a->quiesce();
+    repaired += more;
+    if (r) {
+      report->failed.push_back(fmt::format("{}: {} ({})", path_of(ino), why, std::strerror(r)));
+      continue;
+    }
+    ++report->arrays;
+    report->cells += repaired;
+  }
+  return 0;
+}
+
+}  // namespace mmfs::fs

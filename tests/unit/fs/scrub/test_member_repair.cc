@@ -1,0 +1,137 @@
+// mmfsck --rebuild of a RAID 0 member (fs/volume/volume_members.cc
+// rebuild_member) and the repair of the data that lay on it
+// (fs/scrub/member_repair.h), on a volume of four in-memory members: member
+// 1 replaced by a blank device, its metadata copy written from the other
+// copy (the volume then opens whole, both copies equal), an array with a
+// copy on other members made whole in every placement, and an array without
+// copies listed as lost.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fs/array/array_file.h"
+#include "fs/array/copy_spec.h"
+#include "fs/paths/view_path.h"
+#include "fs/scrub/member_repair.h"
+#include "fs/volume/fsck.h"
+#include "fs/volume/volume.h"
+#include "geometry/load.h"
+#include "tests/unit/support/array_test_support.h"
+#include "tests/unit/support/array_view_support.h"
+#include "tests/unit/support/fs_test_support.h"
+
+using namespace mmfs;
+using namespace mmfs::fs;
+using namespace mmfs::fs::testing::arrays;
+
+namespace {
+
+constexpr std::uint64_t kMember = 24ull << 20;
+
+std::vector<MemberTarget> targets(std::vector<std::unique_ptr<MemoryDevice>>& disks, std::vector<std::size_t> which) {
+  std::vector<MemberTarget> out;
+  for (std::size_t i : which) out.push_back({fmt::format("disk{}", i), std::make_unique<RefDevice>(*disks[i])});
+  return out;
+}
+
+Bytes placement_bytes(ArrayFile& a, std::size_t k) {
+  const ArraySchema s = a.schema();
+  const std::vector<std::string> path{"copy", std::to_string(k)};
+  auto r = resolve_view(path, s.shape, s.dtype.itemsize, false, {}, s.copies.size());
+  REQUIRE(std::holds_alternative<ViewNode>(r));
+  const DataView v = *std::get<ViewNode>(r).data;
+  Bytes out(v.bytes(s.dtype.itemsize));
+  std::size_t got = 0;
+  std::string msg;
+  INFO("placement " << k);
+  const int rc = a.read_view(v, 0, out.size(), reinterpret_cast<std::byte*>(out.data()), &got, &msg);
+  INFO(msg);
+  REQUIRE(rc == 0);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("RAID 0 rebuild: the metadata copy from its twin, an array's cells from its copies", "[members][rebuild]") {
+  std::vector<std::unique_ptr<MemoryDevice>> disks;
+  for (int i = 0; i < 4; ++i) disks.push_back(std::make_unique<MemoryDevice>(kMember, 512));
+  std::string msg;
+  REQUIRE(format_members(targets(disks, {0, 1, 2, 3}), *geom::load_geometry("atlas10k3"), 0, {}, nullptr, &msg) == 0);
+  std::mt19937_64 rng(173);
+  Bytes kept, alone;
+  Ino kept_ino = 0;
+  {
+    int err = 0;
+    auto vol = Volume::open(targets(disks, {0, 1, 2, 3}), &err, &msg, {});
+    REQUIRE(vol);
+    SectorIo io(vol->device(), vol->geometry());
+    MemberSets sets(vol->allocator(), vol->device(), vol->geometry());
+    ArrayContext ctx{vol->metadata(), vol->allocator(), io, vol->geometry(), "atlas10k3"};
+    ctx.member_sets = &sets;
+    auto make = [&](const std::string& name, ArraySchema s, Bytes* model) {
+      Inode n;
+      REQUIRE(vol->metadata().create(kRootIno, name, S_IFREG | 0644, 0, 0, "", &n) == 0);
+      std::shared_ptr<ArrayFile> a;
+      REQUIRE(ArrayFile::create(ctx, n, s, nullptr, &a, &msg) == 0);
+      *model = random_bytes(rng, a->size());
+      REQUIRE(write_file(*a, 0, *model) == 0);
+      REQUIRE(a->flush(true, &msg) == 0);
+      REQUIRE(a->catch_up(&msg) == 0);
+      a->quiesce();
+      return n.ino;
+    };
+    ArraySchema s = make_schema({96, 80, 48}, "int32", "zorder");
+    REQUIRE(set_schema_attr(s, "copies", "naive:order=0,2,1").error == 0);
+    kept_ino = make("kept", s, &kept);
+    make("alone", make_schema({64, 64, 64}, "float64", "naive"), &alone);
+  }
+  // Member 1 is replaced by a blank device.
+  auto blank = std::make_unique<MemoryDevice>(kMember, 512);
+  std::string report;
+  REQUIRE(rebuild_member(targets(disks, {0, 2, 3}), {"new1", std::make_unique<RefDevice>(*blank)}, &report, &msg) ==
+          0);
+  CHECK_THAT(report, Catch::Contains("rebuilt member 1 of RAID 0 volume") && Catch::Contains("metadata copy 1"));
+  disks[1] = std::move(blank);
+  int err = 0;
+  // Whole again: no option, no member failed, both metadata copies verify equal, mmfsck clean.
+  Volume::MembersOptions o;
+  o.metadata.verify_copies = true;
+  auto vol = Volume::open(targets(disks, {0, 1, 2, 3}), &err, &msg, o);
+  INFO(msg);
+  REQUIRE(vol);
+  CHECK(vol->superblock().failed.empty());
+  CHECK(vol->metadata_report().problems.empty());
+  MemberRepairReport rep;
+  REQUIRE(repair_member_data(*vol, 1, &rep, &msg) == 0);
+  CHECK(rep.arrays == 1);
+  CHECK(rep.cells > 0);
+  REQUIRE(rep.lost.size() == 1);
+  CHECK_THAT(rep.lost[0], Catch::Contains("/alone") && Catch::Contains("no copies"));
+  CHECK(rep.failed.empty());
+  // Every placement of the array reads whole again; the other fails its checksums.
+  SectorIo io(vol->device(), vol->geometry());
+  MemberSets sets(vol->allocator(), vol->device(), vol->geometry());
+  ArrayContext ctx{vol->metadata(), vol->allocator(), io, vol->geometry(), "atlas10k3"};
+  ctx.member_sets = &sets;
+  std::shared_ptr<ArrayFile> a;
+  REQUIRE(ArrayFile::open(ctx, kept_ino, *decode_schema(*vol->metadata().xattr(kept_ino, "mmfs.schema")), &a, &msg) ==
+          0);
+  CHECK(bytes_diff(placement_bytes(*a, 0), kept) == "");
+  CHECK(bytes_diff(placement_bytes(*a, 1), kept) == "");
+  a->quiesce();
+  a.reset();
+  const Ino alone_ino = *vol->metadata().lookup(kRootIno, "alone");
+  REQUIRE(ArrayFile::open(ctx, alone_ino, *decode_schema(*vol->metadata().xattr(alone_ino, "mmfs.schema")), &a,
+                          &msg) == 0);
+  Bytes out(alone.size());
+  std::size_t got = 0;
+  CHECK(a->read(0, out.size(), reinterpret_cast<std::byte*>(out.data()), &got, &msg) == EIO);
+  CHECK_THAT(msg, Catch::Contains("failed its checksum"));
+  a->quiesce();
+  a.reset();
+  CHECK(check_volume(*vol, false).problems.empty());
+}
