@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "daemon/entry_invalidator.h"
 #include "daemon/invalidate_then_reply.h"
 #include "daemon/read_path_settings.h"
 
@@ -36,7 +35,6 @@ constexpr double kEntryTimeout = 1.0;
 constexpr double kAttrTimeout = 1.0;
 
 fuse_session* notify_session = nullptr;
-EntryInvalidator entry_invalidator;  // names of views of arrays unlinked or renamed
 
 // Bumped by every invalidation of view nodes. A LOOKUP or GETATTR of a view
 // node during which it moved answers with timeouts of 0: the attributes it
@@ -87,18 +85,16 @@ void invalidate_table_members(Filesystem& fs, fuse_ino_t dir, const char* name) 
 
 // After an unlink or rename of `name` in `parent`, before the reply: the
 // views the kernel holds as `name@` there name nothing any more (a node
-// reached through the name answers ESTALE, and the kernel walks the path
-// again from the start) and their attributes are invalidated, so the next
-// use asks. The array whose views they were.
-std::optional<fs::Ino> retire_views(Filesystem& fs, fuse_ino_t parent, const char* name) {
-  auto array = fs.retire_views(parent, name);
-  if (array) invalidate_views(fs, *array);
-  return array;
-}
-// After the reply: the kernel drops the name `name@` itself
-// (daemon/entry_invalidator.h), so a new A's views are looked up afresh.
-void drop_name_of_views(fuse_ino_t parent, const char* name, std::optional<fs::Ino> array) {
-  if (array && notify_session) entry_invalidator.push(notify_session, parent, std::string(name) + "@");
+// reached through the name answers ESTALE) and their attributes are
+// invalidated, so the next use asks: the permission check of a walk
+// through `name@`, or the stat of it, gets ESTALE, and the kernel walks the
+// path once more with every name looked up afresh (LOOKUP_REVAL). The name
+// `name@` itself is not dropped with fuse_lowlevel_notify_inval_entry: that
+// waits, uninterruptibly, for the directory's lock, which a request the
+// daemon has not answered may hold; a daemon killed at that moment could
+// then never exit, and its mount would hang (the crash campaign met it).
+void retire_views(Filesystem& fs, fuse_ino_t parent, const char* name) {
+  if (auto array = fs.retire_views(parent, name)) invalidate_views(fs, *array);
 }
 
 Caller caller(fuse_req_t req) {
@@ -279,10 +275,8 @@ void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t parent, const char* name
 
 void op_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   int r = fsys(req).unlink(parent, name);
-  std::optional<fs::Ino> views;
-  if (r == 0) views = retire_views(fsys(req), parent, name);
+  if (r == 0) retire_views(fsys(req), parent, name);
   fuse_reply_err(req, r);
-  if (r == 0) drop_name_of_views(parent, name, views);
 }
 
 void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -292,16 +286,11 @@ void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void op_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
                unsigned flags) {
   int r = fsys(req).rename(parent, name, newparent, newname, flags);
-  std::optional<fs::Ino> views, replaced;  // replaced: or exchanged
   if (r == 0) {
-    views = retire_views(fsys(req), parent, name);
-    replaced = retire_views(fsys(req), newparent, newname);
+    retire_views(fsys(req), parent, name);
+    retire_views(fsys(req), newparent, newname);  // the name replaced, or exchanged
   }
   fuse_reply_err(req, r);
-  if (r == 0) {
-    drop_name_of_views(parent, name, views);
-    drop_name_of_views(newparent, newname, replaced);
-  }
 }
 
 void op_statfs(fuse_req_t req, fuse_ino_t) {
@@ -623,7 +612,6 @@ fuse_lowlevel_ops make_ops() {
 }  // namespace
 
 void set_notify_session(fuse_session* session) {
-  if (!session) entry_invalidator.stop();
   notify_session = session;
 }
 
