@@ -275,8 +275,11 @@ int StripedDevice::submit(std::span<IoRequest> batch) {
 int StripedDevice::flush() {
   std::vector<int> results(devices_.size(), 0);
   std::vector<std::uint32_t> live;
+  // RAID 0 writes go to a member recorded failed too (one that came back
+  // holds data with no other copy): it is flushed as well, and only its
+  // absence (ENODEV) is no error.
   for (std::uint32_t d = 0; d < devices_.size(); ++d)
-    if (!devices_[d].failed) live.push_back(d);
+    if (!devices_[d].failed || raid_ == 0) live.push_back(d);
   if (live.empty()) return EIO;
   std::latch done(std::ptrdiff_t(live.size() - 1));
   for (std::size_t i = 1; i < live.size(); ++i)
@@ -288,7 +291,7 @@ int StripedDevice::flush() {
   done.wait();
   int first = 0;
   for (std::uint32_t d : live) {
-    if (!results[d]) continue;
+    if (!results[d] || (raid_ == 0 && devices_[d].failed && results[d] == ENODEV)) continue;
     if (is_device_failure(results[d])) mark_failed(d, results[d], "a flush");
     // A RAID 1 flush stands when the twin flushed (the failed copy is out).
     if (raid_ == 1 && devices_[d].failed && !devices_[d ^ 1u].failed && !results[d ^ 1u]) continue;

@@ -225,6 +225,39 @@ TEST_CASE("striped device: RAID 0 returns EIO for a lost member's data only, and
   CHECK(equal(back.span(), data.span().subspan(kTrack * kSector, kTrack * kSector)));
 }
 
+TEST_CASE("striped device: RAID 0 flushes a member recorded failed that is present; an absent one is no error",
+          "[striped_device]") {
+  const std::uint32_t p = 3;
+  auto g = toy_volume(p);
+  Members m(p);
+  StripedDevice dev(m.targets(), *g, 0, g->capacity_sectors() * kSector, {1});
+  CHECK(dev.failed(1));
+  CHECK(dev.flush() == 0);
+  // A flush that fails on it is an error (its writes are not durable)...
+  m.views[1]->off_ = true;
+  CHECK(dev.flush() == EIO);
+  m.views[1]->off_ = false;
+  // ... but the placeholder of a missing member (ENODEV) is not.
+  class Absent final : public BlockDevice {
+   public:
+    explicit Absent(std::uint64_t size) : size_(size) {}
+    std::uint64_t size_bytes() const override { return size_; }
+    std::uint32_t block_size() const override { return 512; }
+    int submit(std::span<IoRequest> batch) override {
+      for (auto& r : batch) r.result = ENODEV;
+      return batch.empty() ? 0 : ENODEV;
+    }
+    int flush() override { return ENODEV; }
+
+   private:
+    std::uint64_t size_;
+  };
+  std::vector<MemberTarget> targets = m.targets();
+  targets[2] = {"(absent)", std::make_unique<Absent>(targets[2].device->size_bytes())};
+  StripedDevice without(std::move(targets), *g, 0, g->capacity_sectors() * kSector, {2});
+  CHECK(without.flush() == 0);
+}
+
 TEST_CASE("striped device: members that do not fit the geometry are refused", "[striped_device]") {
   auto g = toy_volume(2);
   const std::uint64_t bytes = g->capacity_sectors() * kSector;
