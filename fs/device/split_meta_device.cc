@@ -2,6 +2,8 @@
 // (fs/device/split_meta_device.h).
 #include "fs/device/split_meta_device.h"
 
+#include "fs/device/remapped_batch.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -75,17 +77,11 @@ std::vector<geom::LbnRun> SplitMetaDevice::sectors_of(int copy, std::uint64_t of
 }
 
 int SplitMetaDevice::submit(std::span<IoRequest> batch) {
-  std::vector<IoRequest> pieces;
-  std::vector<std::size_t> owner;  // pieces[j] belongs to batch[owner[j]]
+  RemappedBatch pieces(batch);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     IoRequest& r = batch[i];
-    r.result = 0;
-    if (r.length == 0 || r.buffer == nullptr || r.offset % sector_ || r.length % sector_ ||
-        r.offset > size_bytes() || r.length > size_bytes() - r.offset) {
-      r.result = EINVAL;
-      continue;
-    }
-    for (std::uint64_t done = 0; done < r.length;) {
+    if (!pieces.check(i, sector_, size_bytes())) continue;
+    for (std::uint64_t done = 0; done < r.length;) {  // a piece per copy it touches
       const std::uint64_t at = r.offset + done;
       int copy = int(at / copy_bytes_);
       const std::uint64_t within = at % copy_bytes_;
@@ -96,25 +92,10 @@ int SplitMetaDevice::submit(std::span<IoRequest> batch) {
         if (r.op == IoRequest::Op::Write) continue;  // the other copy's request writes these bytes
         copy = 1 - copy;                             // read the twin's
       }
-      std::uint64_t offset = 0;
-      for (const geom::LbnRun& run : sets_[copy]->to_parent({{base_[copy] + within / sector_, n / sector_}})) {
-        IoRequest p;
-        p.op = r.op;
-        p.offset = run.first * sector_;
-        p.length = std::uint32_t(run.count * sector_);
-        p.buffer = buffer + offset;
-        offset += p.length;
-        pieces.push_back(p);
-        owner.push_back(i);
-      }
+      pieces.add(i, sets_[copy]->to_parent({{base_[copy] + within / sector_, n / sector_}}), sector_, buffer);
     }
   }
-  if (!pieces.empty()) volume_.submit(pieces);
-  for (std::size_t j = 0; j < pieces.size(); ++j)
-    if (pieces[j].result != 0 && batch[owner[j]].result == 0) batch[owner[j]].result = pieces[j].result;
-  for (const IoRequest& r : batch)
-    if (r.result != 0) return r.result;
-  return 0;
+  return pieces.submit(volume_);
 }
 
 }  // namespace mmfs::fs

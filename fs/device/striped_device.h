@@ -35,6 +35,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -68,6 +69,25 @@ std::vector<std::string> split_targets(const std::vector<std::string>& args);
 // out instead, its one-line reason appended there; false only when none opens.
 bool open_targets(const std::vector<std::string>& targets, OpenOptions options, std::vector<MemberTarget>* out,
                   int* error, std::string* message, std::vector<std::string>* left_out = nullptr);
+
+// The place of a member the volume knows failed and that is not there:
+// every request and flush fails with ENODEV. RAID 1 sends it none; on RAID 0
+// its data's requests fail, and its flush is no error (StripedDevice::flush).
+class AbsentDevice final : public BlockDevice {
+ public:
+  AbsentDevice(std::uint64_t size, std::uint32_t block) : size_(size), block_(block) {}
+  std::uint64_t size_bytes() const override { return size_; }
+  std::uint32_t block_size() const override { return block_; }
+  int submit(std::span<IoRequest> batch) override {
+    for (auto& r : batch) r.result = ENODEV;
+    return batch.empty() ? 0 : ENODEV;
+  }
+  int flush() override { return ENODEV; }
+
+ private:
+  std::uint64_t size_;
+  std::uint32_t block_;
+};
 
 class StripedDevice final : public BlockDevice {
  public:

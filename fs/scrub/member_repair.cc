@@ -66,13 +66,17 @@ int repair_member_data(Volume& volume, std::uint32_t member, MemberRepairReport*
       report->failed.push_back(fmt::format("{}: {} ({})", path_of(ino), why, std::strerror(r)));
       continue;
     }
-    // Repair first (a primary's cells from copies current there), then the
-    // copies' catch-up (reading the primary), then repair what is left.
+    // A copy behind (writes while the member was gone) repairs nothing until
+    // caught up, and its catch-up reads the primary: repair what the current
+    // placements can, catch up, and only then read everything once more.
+    bool behind = false;
+    for (const auto& c : a->info().value("copies", nlohmann::json::array())) behind = behind || c["state"] != "current";
     std::uint64_t repaired = 0, more = 0;
-    std::string first_why;
-    (void)a->repair_placements(stop, &repaired, &first_why);
-    int r = a->catch_up(&why);
-    if (r == 0) r = a->repair_placements(stop, &more, &why);
+    int r = a->repair_placements(stop, &repaired, &why);
+    if (behind) {
+      r = a->catch_up(&why);
+      if (r == 0) r = a->repair_placements(stop, &more, &why);
+    }
     if (r == 0) r = a->flush(true, &why);
     a->quiesce();
     repaired += more;

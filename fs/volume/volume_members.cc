@@ -36,24 +36,6 @@
 namespace mmfs::fs {
 namespace {
 
-// A member the volume knows failed and that is not there: every request
-// fails (the striped device never sends it any).
-class AbsentDevice final : public BlockDevice {
- public:
-  AbsentDevice(std::uint64_t size, std::uint32_t block) : size_(size), block_(block) {}
-  std::uint64_t size_bytes() const override { return size_; }
-  std::uint32_t block_size() const override { return block_; }
-  int submit(std::span<IoRequest> batch) override {
-    for (auto& r : batch) r.result = ENODEV;
-    return batch.empty() ? 0 : ENODEV;
-  }
-  int flush() override { return ENODEV; }
-
- private:
-  std::uint64_t size_;
-  std::uint32_t block_;
-};
-
 struct MemberPlan {
   std::uint64_t volume_space = 0;  // bytes of the volume's address space
   std::uint64_t meta_offset = 0, meta_length = 0;
@@ -567,21 +549,26 @@ static int rebuild_striped_member(Volume& vol, MemberTarget replacement, std::st
     // Degraded, the lost copy's bytes read as its twin's.
     if (int r = meta->read(std::uint64_t(copy) * meta->copy_bytes() + off, buf.data(), std::uint32_t(n)))
       return *message = fmt::format("reading the surviving metadata copy failed: {}", std::strerror(r)), r;
+    // The chunk's sectors as one batch per member (the volume's device has
+    // no path to the replacement yet).
+    std::map<std::uint32_t, std::vector<IoRequest>> per_member;
     std::uint64_t at = 0;
     for (const geom::LbnRun& run : meta->sectors_of(copy, off, n))
-      for (geom::Lbn v = run.first; v < run.first + run.count;) {
+      for (geom::Lbn v = run.first; v < run.first + run.count;) {  // a piece per volume track: one member's
         const auto where = g.locate(v);
-        const geom::Lbn track_end = g.track_boundaries(v).high + 1;
-        const std::uint64_t k = std::min<geom::Lbn>(track_end, run.first + run.count) - v;
-        BlockDevice& dev = where.member == lost ? *replacement.device : s.device(where.member);
-        if (int r = dev.write(where.lbn * ss, buf.data() + at, std::uint32_t(k * ss)))
-          return *message = fmt::format("{}: writing the metadata copy failed: {}",
-                                        where.member == lost ? replacement.target : s.target(where.member),
-                                        std::strerror(r)),
-                 r;
+        const std::uint64_t k = std::min<geom::Lbn>(g.track_boundaries(v).high + 1, run.first + run.count) - v;
+        per_member[where.member].push_back(
+            {IoRequest::Op::Write, where.lbn * ss, std::uint32_t(k * ss), buf.data() + at, 0});
         at += k * ss;
         v += k;
       }
+    for (auto& [member, requests] : per_member) {
+      BlockDevice& dev = member == lost ? *replacement.device : s.device(member);
+      if (int r = dev.submit(requests))
+        return *message = fmt::format("{}: writing the metadata copy failed: {}",
+                                      member == lost ? replacement.target : s.target(member), std::strerror(r)),
+               r;
+    }
     copied += n;
   }
   for (std::uint32_t d = 0; d < s.devices(); ++d)

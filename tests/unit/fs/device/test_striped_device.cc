@@ -238,22 +238,8 @@ TEST_CASE("striped device: RAID 0 flushes a member recorded failed that is prese
   CHECK(dev.flush() == EIO);
   m.views[1]->off_ = false;
   // ... but the placeholder of a missing member (ENODEV) is not.
-  class Absent final : public BlockDevice {
-   public:
-    explicit Absent(std::uint64_t size) : size_(size) {}
-    std::uint64_t size_bytes() const override { return size_; }
-    std::uint32_t block_size() const override { return 512; }
-    int submit(std::span<IoRequest> batch) override {
-      for (auto& r : batch) r.result = ENODEV;
-      return batch.empty() ? 0 : ENODEV;
-    }
-    int flush() override { return ENODEV; }
-
-   private:
-    std::uint64_t size_;
-  };
   std::vector<MemberTarget> targets = m.targets();
-  targets[2] = {"(absent)", std::make_unique<Absent>(targets[2].device->size_bytes())};
+  targets[2] = {"(absent)", std::make_unique<AbsentDevice>(targets[2].device->size_bytes(), 512)};
   StripedDevice without(std::move(targets), *g, 0, g->capacity_sectors() * kSector, {2});
   CHECK(without.flush() == 0);
 }
