@@ -61,6 +61,22 @@ Filesystem::Filesystem(std::unique_ptr<fs::Volume> volume, bool read_only)
     errors_.record(EIO, path_of(ino), "served from another copy: " + message,
                    inode ? std::optional<std::uint32_t>(inode->uid) : std::nullopt);
   };
+  if (fs::StripedDevice* striped = volume_->striped(); striped && striped->raid() == 0 && !read_only_ &&
+                                                       !striped->failed_devices().empty()) {
+    // A RAID 0 member is one device. Lost: absent (-o degraded), not one
+    // recorded failed that came back (its catch-up and writes reach it).
+    std::vector<bool> absent(striped->devices());
+    for (std::uint32_t m = 0; m < striped->devices(); ++m)
+      absent[m] = dynamic_cast<fs::AbsentDevice*>(&striped->device(m)) != nullptr;
+    if (std::find(absent.begin(), absent.end(), true) != absent.end())
+      array_ctx_.member_lost = [absent](std::uint32_t m) { return m < absent.size() && absent[m]; };
+    array_ctx_.on_promoted = [this](Ino ino, const std::string& message) {
+      ++promoted_copies_;
+      const auto inode = volume_->metadata().inode(ino);
+      errors_.record(ENODEV, path_of(ino), "degraded: " + message,
+                     inode ? std::optional<std::uint32_t>(inode->uid) : std::nullopt);
+    };
+  }
   fs::Metadata& md = volume_->metadata();
   if (auto o = md.lookup(fs::kRootIno, kOrphanDir)) {
     orphans_ = *o;

@@ -267,6 +267,7 @@ class Filesystem {
   // Cells that failed their checksum in one copy, served from another and rewritten in place.
   std::atomic<std::uint64_t> healed_cells_{0};
   std::atomic<std::uint64_t> served_around_{0};  // reads another copy served after a device error or a bad cell
+  std::atomic<std::uint64_t> promoted_copies_{0};  // copies made primary over a primary on a lost member
   std::atomic<std::uint64_t> text_view_opens_{0};
   // LOOKUPs and GETATTRs of an array's view nodes that reached the daemon:
   // what the kernel's cache of stable view nodes saves shows here.

@@ -116,7 +116,8 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
                       {"lookups", view_lookups_.load()},
                       {"getattrs", view_getattrs_.load()}};
         j["copies"] = {{"self_healed_cells", healed_cells_.load()},
-                       {"reads_served_by_another_copy", served_around_.load()}};
+                       {"reads_served_by_another_copy", served_around_.load()},
+                       {"promoted_over_a_lost_member", promoted_copies_.load()}};
         const fs::BufferPool::Stats b = fs::BufferPool::shared().stats();
         j["io_buffers"] = {{"limit_bytes", fs::BufferPool::shared().limit()},
                            {"idle_bytes", b.idle_bytes},

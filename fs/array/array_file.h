@@ -24,6 +24,7 @@
 #include "fs/array/array_schema.h"
 #include "fs/array/array_state.h"
 #include "fs/array/chunk_reader.h"
+#include "fs/array/copy_promotion.h"
 #include "fs/array/member_sets.h"
 #include "fs/array/placement.h"
 #include "fs/meta/metadata.h"
@@ -68,6 +69,15 @@ struct ArrayContext {
   // placement lies on the whole volume (a placement recorded on a set then
   // does not open).
   MemberSets* member_sets = nullptr;
+  // A read-write mount of a volume running without members (-o degraded):
+  // which are lost. Set, an array whose primary lies on a lost member
+  // has a current copy on survivors promoted at its open
+  // (fs/array/copy_promotion.h), and the copies' background catch-up
+  // passes over copies on lost members. Null: no member is lost.
+  MemberLost member_lost = nullptr;
+  // Called after such a promotion (the daemon counts it and writes
+  // `message` to .mmfs/errors); may be empty.
+  std::function<void(Ino ino, const std::string& message)> on_promoted = nullptr;
 };
 
 // The rows (C-order linear indices) of a box of an array of `shape`.
@@ -306,6 +316,12 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int flush_locked(bool durable, std::string* message, bool complete_only = false);
 
   // Copies (fs/array/array_file_copies.cc).
+  // At open, on a degraded mount (ctx.member_lost): when `schema`'s primary
+  // lies on a lost member and a current copy on survivors can take its
+  // place, commits the promotion (fs/array/copy_promotion.h) and returns the
+  // schema to open in *promoted; else leaves *promoted empty.
+  static int promote_if_primary_lost(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
+                                     std::uint64_t primary_cells, ArraySchema* promoted, std::string* message);
   // At open: each copy of schema_ on its stored extents, with its record of cells behind.
   int open_copies_locked(std::string* message);
   // Makes `next.copies` the array's copies: keeps those whose placement is
@@ -318,6 +334,8 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // each reported to on_healed. EIO when a cell is bad on both sides.
   int heal_from_mirror_locked(std::uint32_t k, const layouts::Selection& part, std::string* message,
                               std::uint64_t* healed = nullptr);
+  // Whether placement `k` lies on a member the volume lost (ctx_.member_lost).
+  bool placement_lost_locked(std::uint32_t k) const;
   // "the primary" or "copy K", for messages.
   static std::string placement_name(std::uint32_t k);
   // Whether `next` (the current placement's array) may have its copies.

@@ -20,6 +20,7 @@
 
 #include "fs/array/array_file.h"
 #include "fs/array/array_file_internal.h"
+#include "fs/array/behind_record.h"
 #include "fs/array/copy_spec.h"
 #include "layouts/c_order_boxes.h"
 #include "layouts/selection_chunks.h"
@@ -36,43 +37,6 @@ namespace {
 
 // The catch-up works in steps of about this many bytes, the lock released between them.
 constexpr std::uint64_t kCatchUpStep = 64ull << 20;
-
-// The record of cells behind: per copy with any, its slot (1 byte), the
-// length of its bitmap (4 bytes, little-endian) and CRoaring's portable
-// serialization of its cell numbers.
-std::string encode_behind(const std::vector<ArrayCopy>& copies) {
-  std::string out;
-  for (const ArrayCopy& c : copies) {
-    if (c.behind.isEmpty()) continue;
-    Roaring b = c.behind;
-    b.runOptimize();
-    const std::size_t size = b.getSizeInBytes(true);
-    const std::size_t at = out.size();
-    out.resize(at + 5 + size);
-    out[at] = char(c.spec.slot);
-    util::put_le32(out.data() + at + 1, std::uint32_t(size));
-    b.write(out.data() + at + 5, true);
-  }
-  return out;
-}
-
-bool decode_behind(std::string_view v, std::map<std::uint8_t, Roaring>* out) {
-  while (!v.empty()) {
-    if (v.size() < 5) return false;
-    const std::uint8_t slot = std::uint8_t(v[0]);
-    const std::uint32_t size = util::get_le32(v.data() + 1);
-    if (slot == 0 || v.size() - 5 < size || out->count(slot)) return false;
-    try {
-      Roaring b = Roaring::readSafe(v.data() + 5, size);
-      if (b.getSizeInBytes(true) != size) return false;
-      (*out)[slot] = std::move(b);
-    } catch (const std::exception&) {
-      return false;
-    }
-    v.remove_prefix(5 + size);
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -113,7 +77,10 @@ int ArrayFile::open_copies_locked(std::string* message) {
 }
 
 void ArrayFile::stage_copies_record_locked(WriteBatch& batch) {
-  const std::string record = encode_behind(copies_);
+  std::map<std::uint8_t, Roaring> behind;
+  for (const ArrayCopy& c : copies_)
+    if (!c.behind.isEmpty()) behind[c.spec.slot] = c.behind;
+  const std::string record = encode_behind(behind);
   if (record.empty())
     batch.del(keys::copy_record(ino_));
   else
@@ -190,6 +157,12 @@ void ArrayFile::stage_copy_keys(ArrayCopy& c, WriteBatch& batch) {
   cells.stage_extents(ino_, c.spec.slot, batch);
   cells.sums().stage(batch);
   cells.alternatives().stage(batch);
+}
+
+bool ArrayFile::placement_lost_locked(std::uint32_t k) const {
+  if (!ctx_.member_lost) return false;
+  const std::vector<std::uint32_t>& members = k == 0 ? schema_.members : copies_.at(k - 1).spec.members;
+  return std::any_of(members.begin(), members.end(), [&](std::uint32_t m) { return ctx_.member_lost(m); });
 }
 
 std::string ArrayFile::placement_name(std::uint32_t k) {
@@ -624,9 +597,10 @@ void ArrayFile::catch_up_worker() {
         if (catch_up_stopped_) break;
       }
       if (retired_) break;
+      // A copy on a lost member (a degraded mount) waits for mmfsck --rebuild.
       std::size_t k = 0;
       for (std::size_t i = 0; i < copies_.size() && k == 0; ++i)
-        if (!copies_[i].current()) k = i + 1;
+        if (!copies_[i].current() && !placement_lost_locked(std::uint32_t(i + 1))) k = i + 1;
       if (k == 0) break;
       std::string msg;
       if (int r = catch_up_locked(k, kCatchUpStep, false, &msg)) {

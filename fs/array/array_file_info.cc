@@ -90,6 +90,7 @@ nlohmann::json ArrayFile::info() const {
   j["device_bytes"] = {{"data", sectors * ctx_.geometry.sector_size()},
                        {"index", index_ ? index_->device_bytes() : 0},
                        {"copies", copy_bytes}};
+  if (placement_lost_locked(0)) j["member_lost"] = true;
   if (!copies_.empty()) {
     // Each copy: its placement, whether it serves views, and its space.
     nlohmann::json list = nlohmann::json::array();
@@ -105,6 +106,7 @@ nlohmann::json ArrayFile::info() const {
                             {"cells_behind", c.behind.cardinality()},
                             {"device_bytes", c.placement->device_bytes()},
                             {"extents", c.placement->extents().size()}};
+      if (placement_lost_locked(std::uint32_t(i + 1))) one["member_lost"] = true;
       c.placement->describe(&one);
       list.push_back(std::move(one));
     }

@@ -23,8 +23,8 @@ import os
 import numpy as np
 
 from copies_support import check_default_views, check_placement, info, wait_current
-from mmfs_mount import (fsck, fsck_path, make_array, read_bytes, read_json, run_tool, setx, start_daemon, stop_daemon,
-                        view)
+from mmfs_mount import (fsck, fsck_path, getx, make_array, read_bytes, read_json, run_tool, setx, start_daemon,
+                        stop_daemon, view)
 from test_daemon_volume import alive, errors_text, expect_refused, joined, mkfs_members, running, stats
 from test_daemon_volume import scratch_dir  # noqa: F401  (a fixture)
 from test_daemon_volume_redundancy import member_place
@@ -209,3 +209,79 @@ def test_raid0_runs_without_a_member_and_serves_arrays_with_copies(scratch_dir):
             raise AssertionError("solo read whole after its member was lost")
         except OSError as e:
             assert e.errno == errno.EIO, e
+
+
+def test_raid0_without_the_primarys_member_promotes_a_copy_and_takes_writes(scratch_dir):
+    """A RAID 0 volume loses member 0, where the array's primary lay: the
+    degraded mount promotes the copy on members 1 and 3 at the array's first
+    open (A@/info, the xattrs, /.mmfs/stats and .mmfs/errors say so), every
+    view equals numpy, writes land and survive a remount, and mmfsck --rebuild
+    onto a blank image brings the old primary (now copy 1) back current."""
+    images = [scratch_dir / f"m{i}.img" for i in range(P)]
+    mkfs_members(images, 0, "96M")
+    mnt = scratch_dir / "mnt"
+    rng = np.random.default_rng(173)
+    arr = (rng.standard_normal((96, 80, 48)) * 100).astype("int32")
+    with running(images, mnt):
+        path = make_array(mnt / "c", arr.shape, "int32", "zorder", arr)
+        setx(path, "copies", "naive:order=0,2,1")
+        wait_current(path)
+        i = info(path)
+        assert i["members"] == [0, 2] and i["copies"][0]["members"] == [1, 3], i
+    survivors = images[1:]
+    os.unlink(images[0])
+    m = start_daemon(joined(survivors), mnt, options=("degraded",))
+    ok = False
+    try:
+        path = mnt / "c"
+        i = info(path)
+        assert i["layout"] == "naive" and i["members"] == [1, 3] and "member_lost" not in i, i
+        assert "promoted from copy 1" in i["layout_rule"], i["layout_rule"]
+        c = i["copies"][0]
+        assert c["layout"] == "zorder" and c["members"] == [0, 2], c
+        assert c["state"] == "behind" and c["member_lost"] is True, c
+        assert getx(path, "layout") == "naive" and getx(path, "copies") == "zorder", getx(path, "copies")
+        assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1
+        assert "copy 1 (naive, members 1,3) is the primary now" in errors_text(mnt), errors_text(mnt)
+        check_default_views(path, arr, "promoted: ")
+        check_placement(path, arr, 0, what="promoted: ")
+        arr[10] = 12345
+        arr[:, 7, :] = -3
+        with open(path, "r+b") as f:
+            f.seek(10 * 80 * 48 * 4)
+            f.write(arr[10].tobytes())
+            for r in range(arr.shape[0]):
+                f.seek((r * 80 + 7) * 48 * 4)
+                f.write(arr[r, 7].tobytes())
+            os.fsync(f.fileno())
+        check_default_views(path, arr, "promoted, after writes: ")
+        assert "copies_error" not in info(path), info(path)  # the catch-up waits for the member
+        alive(m)
+        ok = True
+    finally:
+        rc, problems = stop_daemon(m)
+        if ok:
+            assert not problems and rc == 0, f"unmount: {'; '.join(problems)}; exit {rc}\n{m.stderr()}"
+    with running(survivors, mnt):  # recorded failed: no option; nothing more to promote
+        assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 0
+        check_default_views(mnt / "c", arr, "remounted degraded: ")
+    fsck(joined(survivors))
+
+    blank = scratch_dir / "new0.img"
+    with open(blank, "wb") as f:
+        f.truncate(96 << 20)
+    rc, out, err = run_tool(fsck_path(), "--rebuild", blank, *survivors, timeout=300)
+    assert rc == 0, f"mmfsck --rebuild: exit {rc}\n{out}{err}"
+    assert "rebuilt member 0 of RAID 0 volume" in out and "lost (no second copy)" not in out, out
+    rebuilt = [blank] + survivors
+    fsck(joined(rebuilt))
+    with running(rebuilt, mnt):
+        path = mnt / "c"
+        wait_current(path)
+        i = info(path)
+        assert i["layout"] == "naive" and i["copies"][0]["state"] == "current", i
+        assert "member_lost" not in i["copies"][0], i
+        for k in range(2):
+            check_placement(path, arr, k, what="rebuilt: ")
+        check_default_views(path, arr, "rebuilt: ")
+        assert check_members(path, arr, rebuilt, rng) == [[1, 3], [0, 2]]

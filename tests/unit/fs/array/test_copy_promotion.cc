@@ -1,0 +1,202 @@
+// A copy promoted over a primary on a lost member (fs/array/copy_promotion.h):
+// which copy qualifies, the swapped schema, and on a RAID 0 volume of four
+// in-memory members opened without one: the promotion's commit (keys
+// exchanged, the old primary all behind), the array's bytes through every
+// view, writes that go on, a second open that promotes nothing, and the old
+// primary brought current once its member is back.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fs/array/array_file.h"
+#include "fs/array/behind_record.h"
+#include "fs/array/copy_promotion.h"
+#include "fs/meta/keys.h"
+#include "tests/unit/support/member_sets_test_support.h"
+
+using namespace mmfs;
+using namespace mmfs::fs;
+using namespace mmfs::fs::testing::arrays;
+using namespace mmfs::fs::testing::members;
+
+namespace {
+
+ArraySchema three_placements() {
+  ArraySchema s = with_copies(make_schema({40, 32, 24}, "float64", "zorder"), "naive:order=2,1,0;hilbert");
+  s.members = {0, 3};
+  s.copies[0].slot = 1;
+  s.copies[0].members = {1};
+  s.copies[1].slot = 2;
+  s.copies[1].members = {2};
+  return s;
+}
+
+MemberLost lose(std::vector<std::uint32_t> members) {
+  return [members](std::uint32_t m) { return std::find(members.begin(), members.end(), m) != members.end(); };
+}
+
+std::map<std::uint8_t, Roaring> stored_behind(Striped& m, Ino ino) {
+  std::map<std::uint8_t, Roaring> out;
+  if (auto v = m.vol->metadata().store().get(keys::copy_record(ino))) REQUIRE(decode_behind(*v, &out));
+  return out;
+}
+
+std::vector<Extent> primary_extents(Striped& m, Ino ino) { return m.vol->metadata().extents(ino); }
+
+}  // namespace
+
+TEST_CASE("copy promotion: the first current copy on surviving members", "[copies][promotion]") {
+  const ArraySchema s = three_placements();
+  std::map<std::uint8_t, Roaring> behind;
+  CHECK_FALSE(promotable_copy(s, behind, nullptr));
+  CHECK_FALSE(promotable_copy(s, behind, lose({1})));  // the primary keeps its members
+  CHECK(promotable_copy(s, behind, lose({0})) == 0u);
+  CHECK(promotable_copy(s, behind, lose({3, 1})) == 1u);  // copy 1 lost too: copy 2
+  CHECK_FALSE(promotable_copy(s, behind, lose({0, 1, 2})));
+  behind[1].add(5);  // copy 1 lags: never promoted
+  CHECK(promotable_copy(s, behind, lose({0})) == 1u);
+  behind[2].add(0);
+  CHECK_FALSE(promotable_copy(s, behind, lose({0})));
+  ArraySchema whole = s;  // a primary on the whole volume is no set's to lose
+  whole.members.clear();
+  CHECK_FALSE(promotable_copy(whole, {}, lose({0})));
+}
+
+TEST_CASE("copy promotion: the schema trades the primary's placement for the copy's", "[copies][promotion]") {
+  ArraySchema s = three_placements();
+  s.cell = {8, 8, 8};
+  s.layout_set = false;
+  const ArraySchema p = promoted_schema(s, 0);
+  CHECK(p.layout == "naive");
+  CHECK(p.order == std::vector<std::uint32_t>{2, 1, 0});
+  CHECK(p.cell.empty());
+  CHECK(p.members == std::vector<std::uint32_t>{1});
+  CHECK(p.layout_set);
+  CHECK(p.layout_rule.find("promoted from copy 1") != std::string::npos);
+  REQUIRE(p.copies.size() == 2);
+  CHECK(p.copies[0].layout == "zorder");
+  CHECK(p.copies[0].cell == std::vector<std::uint64_t>{8, 8, 8});
+  CHECK(p.copies[0].order.empty());
+  CHECK(p.copies[0].slot == 1);
+  CHECK(p.copies[0].members == std::vector<std::uint32_t>{0, 3});
+  CHECK(p.copies[1] == s.copies[1]);
+  CHECK(p.shape == s.shape);
+  CHECK(p.dtype == s.dtype);
+  CHECK(check_copies(p).error == 0);
+}
+
+TEST_CASE("copy promotion: a degraded open makes the copy on survivors the primary; writes go on",
+          "[array_file][copies][members][promotion]") {
+  Striped m;
+  std::mt19937_64 rng(211);
+  Bytes model;
+  // The primary on members 0 and 2, the copy on 1 and 3; 1.5 MB, so each has sectors on both.
+  auto a = filled(m, "promoted", with_copies(make_schema({96, 80, 48}, "int32", "zorder"), "naive:order=0,2,1"), rng,
+                  &model);
+  std::string msg;
+  const Ino ino = a->ino();
+  const ArraySchema before = a->schema();
+  REQUIRE(before.members == std::vector<std::uint32_t>{0, 2});
+  const std::uint8_t slot = before.copies[0].slot;
+  const std::vector<Extent> old_primary = primary_extents(m, ino), old_copy = m.copy_extents(ino, slot);
+  const auto old_sums = m.vol->metadata().store().get(keys::checksum_record(ino, 0));
+  REQUIRE(old_sums);
+  a->quiesce();
+  a.reset();
+
+  // Member 0 gone: the primary has no home; the copy has every cell.
+  m.reopen({1, 2, 3});
+  m.lost = lose({0});
+  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  REQUIRE(m.promoted.size() == 1);
+  CHECK(m.promoted[0].find("copy 1 (naive, members 1,3) is the primary now") != std::string::npos);
+  const ArraySchema after = a->schema();
+  CHECK(after.layout == "naive");
+  CHECK(after.members == std::vector<std::uint32_t>{1, 3});
+  CHECK(after.copies[0].layout == "zorder");
+  CHECK(after.copies[0].members == std::vector<std::uint32_t>{0, 2});
+  CHECK(after.copies[0].slot == slot);
+  CHECK(*stored_schema_of(m, ino) == after);
+  // The keys traded places; the old primary is behind in every cell.
+  CHECK(primary_extents(m, ino) == old_copy);
+  CHECK(m.copy_extents(ino, slot) == old_primary);
+  CHECK(m.vol->metadata().store().get(keys::checksum_record(ino, 0, keys::kCopyChecksumTable, slot)) == old_sums);
+  auto behind = stored_behind(m, ino);
+  REQUIRE(behind.count(slot) == 1);
+  CHECK(behind[slot].cardinality() == a->info()["copies"][0]["cells_behind"].get<std::uint64_t>());
+  CHECK(a->info()["copies"][0]["state"] == "behind");
+  CHECK(a->info()["copies"][0]["member_lost"] == true);
+  CHECK_FALSE(a->info().contains("member_lost"));
+  CHECK(a->info()["layout_rule"].get<std::string>().find("promoted from copy 1") != std::string::npos);
+
+  // Every byte reads; a write lands and is durable.
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  check_placement(*a, 0, model);
+  const Bytes row = random_bytes(rng, 80 * 48 * 4);
+  std::copy(row.begin(), row.end(), model.begin() + 11 * 80 * 48 * 4);
+  REQUIRE(write_file(*a, 11 * 80 * 48 * 4, row) == 0);
+  REQUIRE(a->flush(true, &msg) == 0);
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  a->kick_catch_up();
+  a->quiesce();
+  CHECK_FALSE(a->info().contains("copies_error"));  // the catch-up passed over the lost copy
+  a.reset();
+
+  // The next degraded open promotes nothing: the primary's members are whole.
+  m.reopen({1, 2, 3});
+  m.lost = lose({0});
+  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  CHECK(m.promoted.size() == 1);
+  CHECK(a->schema() == after);
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  a->quiesce();
+  a.reset();
+
+  // Member 0 back: the old primary, now copy 1, catches up from the new primary.
+  m.reopen({0, 1, 2, 3});
+  m.lost = nullptr;
+  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  CHECK(a->info()["copies"][0]["state"] == "current");
+  check_placement(*a, 1, model);
+  check_placement(*a, 0, model);
+}
+
+TEST_CASE("copy promotion: a copy that lags is never promoted; the primary's writes then fail",
+          "[array_file][copies][members][promotion]") {
+  Striped m;
+  std::mt19937_64 rng(223);
+  Bytes model;
+  auto a = filled(m, "lagging", with_copies(make_schema({96, 80, 48}, "int32", "zorder"), "naive:order=0,2,1"), rng,
+                  &model);
+  std::string msg;
+  const Ino ino = a->ino();
+  // A write the copy has not caught up on (recorded behind), then member 0 is lost.
+  const Bytes row = random_bytes(rng, 80 * 48 * 4);
+  std::copy(row.begin(), row.end(), model.begin() + 3 * 80 * 48 * 4);
+  REQUIRE(write_file(*a, 3 * 80 * 48 * 4, row) == 0);
+  a->quiesce();  // before any catch-up runs
+  REQUIRE(a->flush(true, &msg) == 0);
+  REQUIRE(a->info()["copies"][0]["state"] == "behind");
+  const ArraySchema before = a->schema();
+  a.reset();
+  m.reopen({1, 2, 3});
+  m.lost = lose({0});
+  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  CHECK(m.promoted.empty());
+  CHECK(a->schema() == before);
+  CHECK(*stored_schema_of(m, ino) == before);
+  CHECK(a->info()["member_lost"] == true);
+  // Never a stale byte: the lost primary's cells and the lagging copy's answer EIO.
+  std::string got(std::size_t(a->size()), '\0');
+  std::size_t n = 0;
+  const int rc = a->read(0, got.size(), reinterpret_cast<std::byte*>(got.data()), &n, &msg);
+  CHECK((rc == EIO || rc == ENODEV));
+  const bool written = write_file(*a, 0, Bytes(model.begin(), model.begin() + 80 * 48 * 4)) == 0;
+  CHECK_FALSE((written && a->flush(true, &msg) == 0));
+}
