@@ -651,13 +651,13 @@ int ArrayFile::zero(std::string* message) {
   WriteBatch batch;
   cells.sums().stage(batch);
   cells.alternatives().stage(batch);
-  clear_copies_locked(batch);
   std::vector<Extent> dropped;
+  clear_copies_locked(batch, &dropped);
   std::unique_ptr<ArrayIndex> fresh;
   if (index_) {  // every element is zero again: so is the index
     if (int r = build_index_locked(schema_, &fresh, message)) return r;
     fresh->stage(batch);
-    dropped = index_->extents();
+    dropped.insert(dropped.end(), index_->extents().begin(), index_->extents().end());
   }
   if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
     if (fresh) fresh->release();
@@ -704,7 +704,8 @@ void ArrayFile::retire_if(const std::function<bool()>& remove) {
   if (retired_ || !remove()) return;
   retired_ = true;
   if (ArrayState* cells = writable_cells_locked()) cells->clear();
-  for (ArrayCopy& c : copies_) c.placement->cells()->clear();
+  for (ArrayCopy& c : copies_)
+    if (ArrayState* cells = c.placement->cells()) cells->clear();
   ++generation_;
   reader_.clear();
 }

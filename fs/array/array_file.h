@@ -353,8 +353,20 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // Catches copy `k` (1-based) up on at most about `budget` bytes of its
   // cells; `whole`: until it is current.
   int catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, std::string* message);
-  // Every copy's cells back to unwritten (truncate to 0), staged into `batch`.
-  void clear_copies_locked(WriteBatch& batch);
+  // Every copy's cells back to unwritten (truncate to 0), staged into
+  // `batch`; an mloc copy's image gives its extents to *dropped.
+  void clear_copies_locked(WriteBatch& batch, std::vector<Extent>* dropped);
+  // mloc copies (an image, never rewritten in place): `copy`'s image encoded
+  // from the array as it reads now, on fresh extents, flushed, not recorded;
+  // copy c's stored image (or an empty one); copy k's image replaced whole
+  // by one of the current bytes in one commit that clears its cells behind;
+  // and an image that failed to read (`why`) put behind whole, so it serves
+  // nothing until replaced, reported to on_healed.
+  int encode_image_copy_locked(const ArraySchema& copy, std::unique_ptr<Placement>* out, std::string* message);
+  // (load: on an error the copy still gets an empty image, so it can lag whole.)
+  int load_image_copy_locked(ArrayCopy& c, std::string* message);
+  int reencode_copy_locked(std::size_t k, std::string* message);
+  void note_bad_image_locked(std::uint32_t k, const std::string& why);
   // The placement `k` names (0: the primary; 1..: copies_[k-1]).
   Placement& placement_at(std::uint32_t k) const { return k == 0 ? *placement_ : *copies_[k - 1].placement; }
   // The placement that reads `selection` cheapest under the volume's model

@@ -59,6 +59,25 @@ int ArrayFile::open_copies_locked(std::string* message) {
       *message = fmt::format("copy {} has no keys in the store (run mmfsck)", i + 1);
       return EUCLEAN;
     }
+    if (is_mloc(c.schema)) {
+      std::string why;
+      const int r = load_image_copy_locked(c, &why);
+      if (auto it = behind.find(c.spec.slot); it != behind.end()) c.behind = std::move(it->second);
+      if (r == EIO && c.placement) {
+        // Its directory does not read: the copy lags whole until a new image
+        // replaces it (the catch-up), and the array opens as ever.
+        c.behind.addRange(0, c.placement->grid().cells());
+        c.unrecorded = true;
+        if (ctx_.on_healed)
+          ctx_.on_healed(ino_, fmt::format("copy {}: its mloc image failed to load ({}); it is encoded anew from the "
+                                           "other placements", i + 1, why));
+      } else if (r) {
+        *message = fmt::format("copy {} ({}): {}", i + 1, copies_text({c.spec}), why);
+        return r;
+      }
+      copies_.push_back(std::move(c));
+      continue;
+    }
     std::unique_ptr<ArrayState> state;
     if (int r = build(ctx_, ino_, c.schema, false, &state, message, nullptr, c.spec.slot)) {
       *message = fmt::format("copy {} ({}): {}", i + 1, copies_text({c.spec}), *message);
@@ -100,8 +119,25 @@ void ArrayFile::note_copies_write_locked(std::uint64_t offset, std::size_t lengt
   });
 }
 
-void ArrayFile::clear_copies_locked(WriteBatch& batch) {
+void ArrayFile::clear_copies_locked(WriteBatch& batch, std::vector<Extent>* dropped) {
   for (ArrayCopy& c : copies_) {
+    if (c.placement->image()) {
+      // An empty image reads as zeros; should it not build, the copy lags whole instead.
+      std::unique_ptr<MlocImage> none;
+      MlocParams params;
+      std::string ignored;
+      if (mloc_params_of(c.schema, &params, &ignored) || MlocImage::empty(params, ctx_.io, &none, &ignored)) {
+        c.behind.addRange(0, c.placement->grid().cells());
+        c.unrecorded = true;
+        continue;
+      }
+      MlocImage::stage_removal(ctx_.metadata, ino_, batch, dropped, c.spec.slot);
+      none->stage(ino_, batch, c.spec.slot);
+      c.placement = image_placement(std::move(none), ctx_.geometry);
+      c.behind = Roaring();
+      c.unrecorded = false;
+      continue;
+    }
     ArrayState& cells = *c.placement->cells();
     cells.clear();
     cells.sums().stage(batch);
@@ -109,7 +145,7 @@ void ArrayFile::clear_copies_locked(WriteBatch& batch) {
     c.behind = Roaring();
     c.unrecorded = false;
   }
-  if (!copies_.empty()) batch.del(keys::copy_record(ino_));
+  stage_copies_record_locked(batch);
 }
 
 int ArrayFile::build_new_copies_locked(const ArraySchema& target, std::vector<ArrayCopy>* built,
@@ -129,10 +165,20 @@ int ArrayFile::build_new_copies_locked(const ArraySchema& target, std::vector<Ar
     c.spec = spec;
     c.schema = placed_schema(ctx_, copy_schema(target, i));
     if (is_mloc(c.schema)) {
-      release();
-      *message = fmt::format("copy {}: an mloc copy is not implemented in this release (use naive, zorder, "
-                             "hilbert, multimap, quadrangle or capsule)", i + 1);
-      return ENOTSUP;
+      if (!spec.members.empty()) {
+        release();
+        *message = fmt::format("copy {}: an mloc copy on a volume of several devices is not implemented in this "
+                               "release (its image is not confined to a member set)", i + 1);
+        return ENOTSUP;
+      }
+      if (int r = encode_image_copy_locked(c.schema, &c.placement, message)) {
+        release();
+        *message = fmt::format("copy {} ({}): {}", i + 1, copies_text({spec}), *message);
+        return r;
+      }
+      for (const Extent& e : c.placement->extents()) allocated->push_back(e);
+      built->push_back(std::move(c));
+      continue;
     }
     std::unique_ptr<ArrayState> state;
     if (int r = build(ctx_, ino_, c.schema, true, &state, message, nullptr, spec.slot)) {
@@ -152,7 +198,72 @@ int ArrayFile::build_new_copies_locked(const ArraySchema& target, std::vector<Ar
   return 0;
 }
 
+int ArrayFile::encode_image_copy_locked(const ArraySchema& copy, std::unique_ptr<Placement>* out,
+                                        std::string* message) {
+  MlocParams params;
+  if (int r = mloc_params_of(copy, &params, message)) return r;
+  std::unique_ptr<MlocImage> image;
+  if (!holds_data_locked()) {
+    if (int r = MlocImage::empty(params, ctx_.io, &image, message)) return r;
+  } else {
+    // From the current placement the model reads cheapest (never a copy that lags).
+    AlignedBuffer scratch;
+    const RowReader rows = [&](std::uint64_t row, std::uint64_t count, std::byte* o, std::string* m) {
+      return read_rows_locked(row, count, o, m, &scratch);
+    };
+    if (int r = MlocImage::encode(params, rows, ctx_.allocator, ctx_.io, &image, message)) return r;
+  }
+  *out = image_placement(std::move(image), ctx_.geometry);
+  return 0;
+}
+
+int ArrayFile::load_image_copy_locked(ArrayCopy& c, std::string* message) {
+  MlocParams params;
+  if (int r = mloc_params_of(c.schema, &params, message)) return r;
+  std::unique_ptr<MlocImage> image;
+  const int r = MlocImage::load(ctx_.metadata, ctx_.io, ino_, params, &image, message, c.spec.slot);
+  if (r || !image) {
+    std::string ignored;
+    if (int e = MlocImage::empty(params, ctx_.io, &image, r ? &ignored : message)) return r ? r : e;
+  }
+  c.placement = image_placement(std::move(image), ctx_.geometry);
+  return r;
+}
+
+int ArrayFile::reencode_copy_locked(std::size_t k, std::string* message) {
+  ArrayCopy& c = copies_.at(k - 1);
+  if (int r = flush_locked(false, message)) return r;
+  std::unique_ptr<Placement> fresh;
+  if (int r = encode_image_copy_locked(c.schema, &fresh, message)) {
+    *message = fmt::format("copy {}: re-encoding its mloc image: {}", k, *message);
+    return r;
+  }
+  // The stored image's extents go (a copy whose image failed to load holds
+  // an empty stand-in, not them).
+  WriteBatch batch;
+  std::vector<Extent> dropped;
+  MlocImage::stage_removal(ctx_.metadata, ino_, batch, &dropped, c.spec.slot);
+  fresh->image()->stage(ino_, batch, c.spec.slot);
+  Roaring was = std::move(c.behind);
+  c.behind = Roaring();
+  stage_copies_record_locked(batch);
+  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+    c.behind = std::move(was);
+    fresh->image()->release(ctx_.allocator);
+    *message = "metadata commit failed";
+    return r;
+  }
+  for (ArrayCopy& other : copies_) other.unrecorded = false;
+  c.placement = std::move(fresh);
+  ++placement_epoch_;  // views may be served by it again
+  return 0;
+}
+
 void ArrayFile::stage_copy_keys(ArrayCopy& c, WriteBatch& batch) {
+  if (const MlocImage* image = c.placement->image()) {
+    image->stage(ino_, batch, c.spec.slot);
+    return;
+  }
   ArrayState& cells = *c.placement->cells();
   cells.stage_extents(ino_, c.spec.slot, batch);
   cells.sums().stage(batch);
@@ -259,6 +370,7 @@ int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::
                                   [&](const CopySpec& s) { return s.slot == c.spec.slot; });
     if (kept) continue;
     batch.del(keys::copy_extents(ino_, c.spec.slot));
+    batch.del(keys::copy_mloc_record(ino_, c.spec.slot));
     batch.del(keys::xattr(ino_, set_extents_record(c.spec.slot)));
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, keys::kCopyChecksumTable, c.spec.slot);
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, keys::kCopyAltChecksumTable, c.spec.slot);
@@ -301,6 +413,8 @@ int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::
 int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, std::string* message) {
   ArrayCopy& c = copies_.at(k - 1);
   if (c.current()) return 0;
+  // An mloc image is never rewritten in place: a new one replaces it whole.
+  if (c.placement->image()) return reencode_copy_locked(k, message);
   // The primary's bytes on the device, and the record holding every cell behind durable.
   if (int r = flush_locked(false, message)) return r;
   ArrayState& cells = *c.placement->cells();
@@ -553,6 +667,14 @@ int ArrayFile::repair_placements(const std::atomic<bool>& stop, std::uint64_t* r
       std::uint64_t ignored = 0, bad = Placement::kNoBadCell;
       const int r = placement_at(k).read_selection(part, 0, buf.data(), &ignored, &why, {}, nullptr, true, &bad);
       if (r == 0) continue;
+      if (r == EIO && k > 0 && placement_at(k).image()) {
+        // An mloc copy's damaged image is encoded anew from the current placements.
+        note_bad_image_locked(k, why);
+        if (int e = reencode_copy_locked(k, message)) return e;
+        if (repaired) ++*repaired;
+        epoch = placement_epoch_.load();
+        break;
+      }
       if (r != EIO || bad == Placement::kNoBadCell) {
         *message = fmt::format("{}: {}", k == 0 ? "the primary" : fmt::format("copy {}", k), why);
         return r;
@@ -571,6 +693,18 @@ int ArrayFile::repair_placements(const std::atomic<bool>& stop, std::uint64_t* r
       epoch = placement_epoch_.load();
     }
   }
+}
+
+void ArrayFile::note_bad_image_locked(std::uint32_t k, const std::string& why) {
+  ArrayCopy& c = copies_.at(k - 1);
+  const std::uint64_t chunks = c.placement->grid().cells();
+  if (c.behind.cardinality() == chunks) return;  // already to be encoded anew
+  c.behind.addRange(0, chunks);
+  c.unrecorded = true;
+  ++placement_epoch_;  // it serves no view now
+  if (ctx_.on_healed)
+    ctx_.on_healed(ino_, fmt::format("{}: its mloc image failed to read ({}); it is encoded anew from the other "
+                                     "placements", placement_name(k), why));
 }
 
 int ArrayFile::catch_up(std::string* message) {

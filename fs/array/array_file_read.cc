@@ -165,6 +165,9 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
   std::uint64_t ignored = 0, bad = Placement::kNoBadCell;
   int r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, device_done,
                                             nullptr, once, &bad);
+  // An mloc copy's image is not repaired piece by piece: one that fails is encoded anew whole.
+  const bool bad_image = r == EIO && from > 0 && placement_at(from).image();
+  const std::string image_error = bad_image ? *message : std::string();
   std::unique_lock<DrainingSharedMutex> taken;  // the exclusive lock a repair takes, unless the caller holds it
   if (r == EIO && bad != Placement::kNoBadCell && ctx_.io.mirror_sides() > 1) {
     // RAID 1: the other side of the mirror may hold the cell intact. It is
@@ -227,6 +230,17 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
                                                 std::strerror(r), *message, placement_name(k)));
       r = 0;
       break;
+    }
+  }
+  if (bad_image) {
+    const std::uint64_t epoch = placement_epoch_.load();
+    if (!exclusive && !taken.owns_lock()) {
+      shared->unlock();
+      taken = std::unique_lock<DrainingSharedMutex>(mu_);
+    }
+    if (placement_epoch_.load() == epoch) {
+      note_bad_image_locked(from, image_error);
+      kick_catch_up();
     }
   }
   if (r) {

@@ -87,6 +87,9 @@ std::string index_extents(Ino ino);
 // record outside the user namespace.
 std::string mloc_extents(Ino ino);
 std::string mloc_record(Ino ino);
+// An mloc copy's image (user.mmfs.copies `mloc`): its extent map is the
+// copy's (copy_extents), its record this xattr record ("mmfs.mloc.<slot>").
+std::string copy_mloc_record(Ino ino, std::uint8_t slot);
 // An array's extra copies (fs/array/array_copies.h): the extent map of the
 // copy in `slot`, and the record of the cells each copy has not caught up
 // on (an xattr record outside the user namespace).

@@ -52,7 +52,13 @@ std::optional<Record> decode_record(std::string_view s) {
   return r;
 }
 
-
+// The image's keys: its own, or (slot > 0) those of the array's mloc copy in that slot.
+std::string record_key(Ino ino, std::uint8_t slot) {
+  return slot ? keys::copy_mloc_record(ino, slot) : keys::mloc_record(ino);
+}
+std::string extents_key(Ino ino, std::uint8_t slot) {
+  return slot ? keys::copy_extents(ino, slot) : keys::mloc_extents(ino);
+}
 
 }  // namespace
 
@@ -114,12 +120,12 @@ int MlocImage::empty(const MlocParams& params, SectorIo& io, std::unique_ptr<Mlo
 }
 
 int MlocImage::load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams& params,
-                    std::unique_ptr<MlocImage>* out, std::string* message) {
+                    std::unique_ptr<MlocImage>* out, std::string* message, std::uint8_t slot) {
   out->reset();
-  auto rec_bytes = metadata.store().get(keys::mloc_record(ino));
+  auto rec_bytes = metadata.store().get(record_key(ino, slot));
   if (!rec_bytes) return 0;
   auto rec = decode_record(*rec_bytes);
-  auto ext_bytes = metadata.store().get(keys::mloc_extents(ino));
+  auto ext_bytes = metadata.store().get(extents_key(ino, slot));
   std::optional<std::vector<Extent>> extents;
   if (ext_bytes) extents = decode_extents(*ext_bytes);
   if (!rec || !extents) {
@@ -556,21 +562,27 @@ layouts::IoPlan MlocImage::plan(const layouts::Selection& selection, std::uint32
   return p;
 }
 
-void MlocImage::stage(Ino ino, WriteBatch& batch) const {
+void MlocImage::stage(Ino ino, WriteBatch& batch, std::uint8_t slot) const {
+  if (!dir_) {
+    batch.del(record_key(ino, slot));
+    batch.del(extents_key(ino, slot));
+    return;
+  }
   Record r;
   r.header_bytes = dir_->header_bytes();
   r.header_hash = header_hash_;
   r.image_bytes = dir_->image_bytes();
-  batch.put(keys::mloc_record(ino), encode_record(r));
-  batch.put(keys::mloc_extents(ino), encode_extents(extents_));
+  batch.put(record_key(ino, slot), encode_record(r));
+  batch.put(extents_key(ino, slot), encode_extents(extents_));
 }
 
-void MlocImage::stage_removal(Metadata& metadata, Ino ino, WriteBatch& batch, std::vector<Extent>* dropped) {
-  if (auto v = metadata.store().get(keys::mloc_extents(ino))) {
+void MlocImage::stage_removal(Metadata& metadata, Ino ino, WriteBatch& batch, std::vector<Extent>* dropped,
+                              std::uint8_t slot) {
+  if (auto v = metadata.store().get(extents_key(ino, slot))) {
     if (auto xs = decode_extents(*v)) dropped->insert(dropped->end(), xs->begin(), xs->end());
-    batch.del(keys::mloc_extents(ino));
+    batch.del(extents_key(ino, slot));
   }
-  if (metadata.store().get(keys::mloc_record(ino))) batch.del(keys::mloc_record(ino));
+  if (metadata.store().get(record_key(ino, slot))) batch.del(record_key(ino, slot));
 }
 
 void MlocImage::release(Allocator& allocator) {

@@ -61,9 +61,10 @@ class MlocImage {
   // No image: every element reads as zero. EINVAL with a reason when the
   // chunk makes more units than an image may have.
   static int empty(const MlocParams& params, SectorIo& io, std::unique_ptr<MlocImage>* out, std::string* message);
-  // The stored image of `ino` (nullptr in *out when it has none).
+  // The stored image of `ino` (nullptr in *out when it has none); `slot`:
+  // of the array's mloc copy in that slot (keys::copy_mloc_record), 0 its own.
   static int load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams& params,
-                  std::unique_ptr<MlocImage>* out, std::string* message);
+                  std::unique_ptr<MlocImage>* out, std::string* message, std::uint8_t slot = 0);
   // Encodes the array `read` yields into a new image on fresh extents,
   // flushed; nothing is committed (stage() it). Two passes over the data:
   // the bins, then the units.
@@ -125,10 +126,12 @@ class MlocImage {
   // The device requests read_selection would issue.
   layouts::IoPlan plan(const layouts::Selection& selection, std::uint32_t keep, const geom::Geometry& geometry) const;
 
-  // The record and extent map, for the batch that makes this image current.
-  void stage(Ino ino, WriteBatch& batch) const;
+  // The record and extent map, for the batch that makes this image current
+  // (`slot`: as the mloc copy in that slot; an empty image: their removal).
+  void stage(Ino ino, WriteBatch& batch, std::uint8_t slot = 0) const;
   // Removal of any image record of `ino` (its extents go with `dropped`).
-  static void stage_removal(Metadata& metadata, Ino ino, WriteBatch& batch, std::vector<Extent>* dropped);
+  static void stage_removal(Metadata& metadata, Ino ino, WriteBatch& batch, std::vector<Extent>* dropped,
+                            std::uint8_t slot = 0);
   // Frees the extents (an image that was never committed).
   void release(Allocator& allocator);
 

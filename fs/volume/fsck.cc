@@ -292,6 +292,20 @@ FsckReport check_volume(Volume& vol, bool repair) {
       }
       return true;
     });
+    // An mloc copy's image record (keys::copy_mloc_record) of a slot not listed is stray.
+    const std::string image_prefix = keys::xattr(ino, "mmfs.mloc.");
+    store.scan(image_prefix, [&](std::string_view k, std::string_view) {
+      const std::string_view tail = k.substr(image_prefix.size());
+      const bool number = !tail.empty() && tail.size() <= 3 &&
+                          std::all_of(tail.begin(), tail.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+      if (!number || !listed.count(unsigned(std::stoul(std::string(tail))))) {
+        problem(fmt::format("an mloc copy record '{}' of inode {}, which lists no such copy",
+                            k.substr(keys::xattr_prefix(ino).size()), ino),
+                true);
+        fix.del(std::string(k));
+      }
+      return true;
+    });
     for (unsigned slot : on_sets)
       if (!recorded.count(slot))
         problem(fmt::format("copy slot {} of inode {} lies on a member set but its set's extents are missing", slot,

@@ -8,7 +8,10 @@ import numpy as np
 
 from mmfs_mount import ErrorLog, assert_array_bytes, getx, plod, read_bytes, read_json, sel_string, setx, view
 
-COPY_LAYOUTS = ["naive", "zorder", "hilbert", "multimap", "quadrangle"]
+# The layouts an array with copies may have as its primary, and those a copy may have (an mloc
+# image too; capsule copies need a MEMS volume: test_copies.py).
+PRIMARY_LAYOUTS = ["naive", "zorder", "hilbert", "multimap", "quadrangle"]
+COPY_LAYOUTS = PRIMARY_LAYOUTS + ["mloc"]
 
 # The primary's layout -> (dtype, shape) of its array: several dtypes and ranks.
 PRIMARIES = {
@@ -27,7 +30,7 @@ def ascending(ndim):
 
 
 def every_layout_copies(primary, ndim):
-    """All five layouts as copies; the primary's own layout with the other order, so it differs."""
+    """Every copy layout; the primary's own layout with the other order, so it differs."""
     return ";".join(f"{layout}:order={ascending(ndim)}" if layout == primary else layout
                     for layout in COPY_LAYOUTS)
 

@@ -7,8 +7,9 @@ What is proven, with numpy as the oracle:
   hilbert, multimap, quadrangle on atlas10k3; a few dtypes and ranks): every
   view through every placement (`copy/K`, `copy/K@/slice/D/I` for each D, a
   stepped box, plod, plod of a slice) and every default view (the file,
-  slices, boxes, zarr chunks) equals numpy; mloc copies and copies of an mloc
-  array are refused (ENOTSUP), capsule copies need a MEMS volume;
+  slices, boxes, zarr chunks) equals numpy, with an mloc image as a sixth
+  copy (its writes, catch-up and truncate: below); copies of an mloc array
+  are refused (ENOTSUP), capsule copies need a MEMS volume;
 * getfattr shows the canonical text; reordering copies keeps each copy's
   placement (no data rewritten, same device_bytes); `none` (or removing the
   attribute) drops them and frees their space; each copy costs exactly what
@@ -38,7 +39,7 @@ import pytest
 
 from mmfs_mount import (ErrorLog, assert_array_bytes, getx, make_array, pwrite_all, random_array, read_bytes,
                         read_json, setx, view, write_array, xname)
-from copies_support import (COPY_LAYOUTS, PRIMARIES, every_layout_copies, check_view, info, copies_of, states,
+from copies_support import (COPY_LAYOUTS, PRIMARIES, PRIMARY_LAYOUTS, every_layout_copies, check_view, info, copies_of, states,
                             wait_current, check_placement, check_default_views, check_everything, set_fails,
                             sectors_written, free_bytes)
 
@@ -57,7 +58,7 @@ def primaries(vol):
     def get(layout):
         if layout not in made:
             dtype, shape = PRIMARIES[layout]
-            arr = random_array(np.random.default_rng(COPY_LAYOUTS.index(layout)), shape, dtype)
+            arr = random_array(np.random.default_rng(PRIMARY_LAYOUTS.index(layout)), shape, dtype)
             path = make_array(root / layout, shape, dtype, layout, arr)
             setx(path, "copies", every_layout_copies(layout, len(shape)))
             made[layout] = (path, arr)
@@ -68,12 +69,12 @@ def primaries(vol):
 
 # --- 1. every layout as the primary and as a copy ------------------------------------------
 
-@pytest.mark.parametrize("primary", COPY_LAYOUTS)
+@pytest.mark.parametrize("primary", PRIMARY_LAYOUTS)
 def test_every_view_through_every_copy_equals_numpy(primaries, primary):
     path, arr = primaries(primary)
     dtype, shape = PRIMARIES[primary]
     listed = copies_of(path)
-    assert [c["copy"] for c in listed] == [1, 2, 3, 4, 5]
+    assert [c["copy"] for c in listed] == list(range(1, len(COPY_LAYOUTS) + 1))
     assert [c["layout"] for c in listed] == COPY_LAYOUTS
     assert [c["spec"] for c in listed] == every_layout_copies(primary, len(shape)).split(";")
     for c in listed:
@@ -83,7 +84,7 @@ def test_every_view_through_every_copy_equals_numpy(primaries, primary):
     check_everything(path, arr)
 
 
-@pytest.mark.parametrize("primary", COPY_LAYOUTS)
+@pytest.mark.parametrize("primary", PRIMARY_LAYOUTS)
 def test_zarr_chunks_with_copies_equal_numpy(primaries, primary):
     path, arr = primaries(primary)
     cell = info(path)["cell"]
@@ -96,16 +97,37 @@ def test_zarr_chunks_with_copies_equal_numpy(primaries, primary):
         check_view(chunk, expected, f"zarr/c/{'/'.join(map(str, idx))}")
 
 
-def test_mloc_copies_and_copies_of_mloc_arrays_are_not_supported(vol):
+def test_mloc_copies_take_writes_catch_up_and_truncate_and_mloc_arrays_have_none(vol):
+    """An mloc copy (an MLOC image beside the cells): a write puts it behind and
+    nothing reads it stale; its catch-up encodes a new image; truncate to 0
+    empties it; dropping it frees its space. An mloc array has no copies."""
     shape = (20, 16, 12)
-    arr = random_array(np.random.default_rng(50), shape, "float64")
+    rng = np.random.default_rng(50)
+    arr = random_array(rng, shape, "float64")
     path = make_array(vol.mnt / "mloc-copy", shape, "float64", "hilbert", arr)
-    set_fails(vol, path, "mloc", errno.ENOTSUP, "mloc")
-    set_fails(vol, path, "naive;mloc:priority=M-V-S", errno.ENOTSUP, "mloc")
-    setx(path, "copies", "naive")
-    set_fails(vol, path, "naive;mloc", errno.ENOTSUP, "mloc")
-    assert getx(path, "copies") == "naive"
+    free0 = free_bytes(vol)
+    setx(path, "copies", "naive;mloc:priority=M-V-S:compress=zstd")
+    assert getx(path, "copies") == "naive;mloc:priority=M-V-S:compress=zstd"
+    c = copies_of(path)[1]
+    assert c["layout"] == "mloc" and c["state"] == "current" and "mloc" in c, c
+    assert free0 - free_bytes(vol) == info(path)["device_bytes"]["copies"]
     check_everything(path, arr)
+    arr[3, :, 5] = -1.5
+    with open(path, "r+b") as f:
+        for j in range(shape[1]):
+            f.seek(((3 * shape[1] + j) * shape[2] + 5) * 8)
+            f.write(arr[3, j, 5].tobytes())
+        f.flush()
+        check_placement(path, arr, 2, what="before fsync: ")  # A@/copy/K@ catches up at once
+        os.fsync(f.fileno())
+    wait_current(path)
+    check_everything(path, arr, "after a write: ")
+    os.truncate(path, 0)
+    os.truncate(path, arr.nbytes)
+    check_placement(path, np.zeros_like(arr), 2, what="after truncate: ")
+    setx(path, "copies", "none")
+    os.sync()
+    assert free_bytes(vol) == free0
 
     mloc = make_array(vol.mnt / "mloc-primary", shape, "float64", "mloc", arr)
     set_fails(vol, mloc, "naive", errno.ENOTSUP, "mloc")
@@ -281,8 +303,8 @@ MALFORMED = [
     ("multimap:basic_cube=a,b,c", errno.EINVAL, None),
     (";".join(["naive"] * 9), errno.EINVAL, "8"),
     (";".join(["hilbert", "naive", "zorder"] * 3), errno.EINVAL, "8"),
-    ("mloc", errno.ENOTSUP, "mloc"),
-    ("naive;mloc:compress=zstd", errno.ENOTSUP, None),
+    ("mloc:compress=lz4", errno.EINVAL, "compress"),
+    ("naive;mloc:priority=V-V-S", errno.EINVAL, "priority"),
 ]
 
 
@@ -306,7 +328,7 @@ def test_malformed_values_change_nothing(vol, target, value, err, mention):
 def test_malformed_values_change_nothing_on_an_array_without_copies(vol):
     path = make_array(vol.mnt / "malformed-none", (12, 13), "int32", "naive")
     for value, err in [("", errno.EINVAL), ("hilbert:cell=4,4,4", errno.EINVAL),
-                       (";".join(["zorder"] * 9), errno.EINVAL), ("mloc", errno.ENOTSUP)]:
+                       (";".join(["zorder"] * 9), errno.EINVAL), ("mloc:chunk=4,4,4", errno.EINVAL)]:
         set_fails(vol, path, value, err)
         assert getx(path, "copies") == "none"
         assert "copy" not in os.listdir(view(path))

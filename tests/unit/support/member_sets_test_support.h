@@ -26,6 +26,7 @@
 #include "geometry/striped.h"
 #include "tests/unit/support/array_test_support.h"
 #include "tests/unit/support/array_view_support.h"
+#include "tests/unit/support/copies_test_support.h"
 #include "tests/unit/support/fs_test_support.h"
 
 namespace mmfs::fs::testing::members {
@@ -129,31 +130,7 @@ struct Striped {
   }
 };
 
-inline ArraySchema with_copies(ArraySchema s, const char* copies) {
-  const SchemaResult r = set_schema_attr(s, "copies", copies);
-  INFO(r.message);
-  REQUIRE(r.error == 0);
-  return s;
-}
-
 inline std::set<std::uint32_t> as_set(const std::vector<std::uint32_t>& v) { return {v.begin(), v.end()}; }
-
-inline Bytes view_bytes(ArrayFile& a, const std::vector<std::string>& components, int* error = nullptr) {
-  const ArraySchema s = a.schema();
-  auto r = resolve_view(components, s.shape, s.dtype.itemsize, false, {}, s.copies.size());
-  if (auto* e = std::get_if<PathError>(&r)) FAIL("view did not resolve: " << e->message);
-  const DataView v = *std::get<ViewNode>(r).data;
-  Bytes out(v.bytes(s.dtype.itemsize));
-  std::size_t got = 0;
-  std::string msg;
-  const int rc = a.read_view(v, 0, out.size(), reinterpret_cast<std::byte*>(out.data()), &got, &msg);
-  if (error) *error = rc;
-  else {
-    INFO(msg);
-    REQUIRE(rc == 0);
-  }
-  return out;
-}
 
 // The whole array and a slice along every dimension, through placement k, equal `model`.
 inline void check_placement(ArrayFile& a, std::size_t k, const Bytes& model) {

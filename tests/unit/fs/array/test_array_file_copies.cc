@@ -19,6 +19,7 @@
 #include "fs/paths/view_path.h"
 #include "fs/volume/fsck.h"
 #include "tests/unit/support/array_file_test_support.h"
+#include "tests/unit/support/copies_test_support.h"
 #include "tests/unit/support/array_test_support.h"
 #include "tests/unit/support/array_view_support.h"
 #include "tests/unit/support/fs_test_support.h"
@@ -27,72 +28,6 @@ using namespace mmfs;
 using namespace mmfs::fs;
 using namespace mmfs::fs::testing::arrays;
 
-namespace {
-
-ArraySchema with_copies(ArraySchema s, const char* copies) {
-  const SchemaResult r = set_schema_attr(s, "copies", copies);
-  INFO(r.message);
-  REQUIRE(r.error == 0);
-  return s;
-}
-
-// The view `components` of `a` (below A@), read in full.
-Bytes view_bytes(ArrayFile& a, const std::vector<std::string>& components) {
-  const ArraySchema s = a.schema();
-  auto r = resolve_view(components, s.shape, s.dtype.itemsize, false, {}, s.copies.size());
-  if (auto* e = std::get_if<PathError>(&r)) FAIL("view did not resolve: " << e->message);
-  const DataView v = *std::get<ViewNode>(r).data;
-  return read_view_bytes(a, v, 0, v.bytes(s.dtype.itemsize));
-}
-
-// Every copy's whole array, slices along every dimension and a stepped box equal `model`.
-void check_every_copy(ArrayFile& a, const Bytes& model) {
-  const ArraySchema s = a.schema();
-  const std::uint32_t I = s.dtype.itemsize;
-  for (std::size_t k = 0; k <= s.copies.size(); ++k) {
-    INFO("copy " << k);
-    CHECK(bytes_diff(view_bytes(a, {"copy", std::to_string(k)}), model) == "");
-    for (std::size_t d = 0; d < s.shape.size(); ++d) {
-      std::vector<Sel> sel(s.shape.size());
-      for (std::size_t e = 0; e < s.shape.size(); ++e) sel[e] = Sel{false, 0, s.shape[e], 1};
-      sel[d] = Sel{true, s.shape[d] / 2, 0, 1};
-      CHECK(bytes_diff(view_bytes(a, {"copy", fmt::format("{}@", k), "slice", std::to_string(d),
-                                      std::to_string(s.shape[d] / 2)}),
-                       extract(model, s.shape, I, sel)) == "");
-    }
-    std::vector<Sel> box(s.shape.size());
-    for (std::size_t e = 0; e < s.shape.size(); ++e) box[e] = Sel{false, 1, s.shape[e], 2};
-    CHECK(bytes_diff(view_bytes(a, {"copy", fmt::format("{}@", k), "box", spell(box)}),
-                     extract(model, s.shape, I, box)) == "");
-  }
-  CHECK(bytes_diff(read_all(a), model) == "");
-}
-
-// An array `name` of schema `s` made with `ctx` (its hooks), filled with
-// random bytes (returned in *model), durable and its copies current.
-std::shared_ptr<ArrayFile> filled_with_copies(const Mount& m, const ArrayContext& ctx, const std::string& name,
-                                              const ArraySchema& s, std::mt19937_64& rng, Bytes* model) {
-  Inode n;
-  new_file(m.md(), name, &n);
-  std::shared_ptr<ArrayFile> a;
-  std::string msg;
-  REQUIRE(ArrayFile::create(ctx, n, s, nullptr, &a, &msg) == 0);
-  *model = random_bytes(rng, a->size());
-  REQUIRE(write_file(*a, 0, *model) == 0);
-  REQUIRE(a->flush(true, &msg) == 0);
-  REQUIRE(a->catch_up(&msg) == 0);
-  return a;
-}
-
-bool all_current(const ArrayFile& a) {
-  const nlohmann::json info = a.info();
-  if (!info.contains("copies")) return true;
-  for (const auto& c : info["copies"])
-    if (c["state"] != "current") return false;
-  return true;
-}
-
-}  // namespace
 
 TEST_CASE("array copies: every layout as primary and as copy serves every view", "[array_file][copies]") {
   auto g = toy_disk();
@@ -241,8 +176,8 @@ TEST_CASE("array copies: refused where not implemented, and nothing changes", "[
   auto a = create_random(m, "refused", make_schema({16, 16, 8}, "float64", "naive"), rng);
   const std::uint64_t free = m.vol->allocator().free_sectors();
   std::string msg;
-  CHECK(a->change_schema(with_copies(a->schema(), "hilbert;mloc"), &msg) == ENOTSUP);
-  CHECK(msg.find("mloc") != std::string::npos);
+  CHECK(a->change_schema(with_copies(a->schema(), "hilbert;capsule"), &msg) == ENOTSUP);
+  CHECK(msg.find("capsule") != std::string::npos);
   CHECK(a->schema().copies.empty());
   CHECK(m.vol->allocator().free_sectors() == free);
   auto b = create_random(m, "mloc", make_schema({16, 16, 8}, "float64", "mloc"), rng);
@@ -619,9 +554,10 @@ TEST_CASE("array copies: mmfsck drops records of copies the schema does not list
   WriteBatch b;
   b.put(keys::copy_extents(a->ino(), 9), encode_extents({}));
   b.put(keys::checksum_record(a->ino(), 0, keys::kCopyChecksumTable, 9), std::string(8, '\x01'));
+  b.put(keys::copy_mloc_record(a->ino(), 9), std::string(24, '\0'));  // an mloc copy's image record
   REQUIRE(m.md().apply(b, {}) == 0);
   auto report = check_volume(*m.vol, false);
-  CHECK(report.problems.size() == 2);
+  CHECK(report.problems.size() == 3);
   report = check_volume(*m.vol, true);
   CHECK(report.uncorrected == 0);
   CHECK(check_volume(*m.vol, false).problems.empty());

@@ -1,0 +1,212 @@
+// mloc copies (user.mmfs.copies `mloc`, fs/array/array_file_copies.cc): an
+// MLOC image of the array kept beside its cell placement. Every view through
+// it equals the bytes written, for every cell layout as the primary; a write
+// puts the image behind (never read stale) and the catch-up encodes a new
+// image whole; truncate empties it; a damaged image is served around and
+// encoded anew, by the read that meets it and by the scrub's repair; its
+// keys go with the copy; and a volume of several devices refuses it.
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fs/array/array_file.h"
+#include "fs/meta/keys.h"
+#include "fs/volume/fsck.h"
+#include "tests/unit/support/array_file_test_support.h"
+#include "tests/unit/support/copies_test_support.h"
+#include "tests/unit/support/member_sets_test_support.h"
+
+using namespace mmfs;
+using namespace mmfs::fs;
+using namespace mmfs::fs::testing::arrays;
+
+namespace {
+
+std::vector<Extent> copy_extents_of(const Mount& m, Ino ino, std::uint8_t slot) {
+  auto v = m.md().store().get(keys::copy_extents(ino, slot));
+  if (!v) return {};
+  auto e = decode_extents(*v);
+  REQUIRE(e);
+  return *e;
+}
+
+}  // namespace
+
+TEST_CASE("mloc copies: every cell layout as primary with mloc copies serves every view",
+          "[array_file][copies][mloc_copies]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  std::mt19937_64 rng(71);
+  for (const std::string& primary : kLayouts) {
+    INFO("primary " << primary);
+    auto a = create_array(m, "p-" + primary, make_schema({20, 18, 12}, "float64", primary));
+    Bytes model(a->size(), 0);
+    random_writes(*a, model, rng, 10);
+    std::string msg;
+    REQUIRE(a->change_schema(with_copies(a->schema(), "mloc;naive;mloc:priority=M-V-S:compress=zstd:chunk=8,8,8"),
+                             &msg) == 0);
+    const ArraySchema s = a->schema();
+    REQUIRE(s.copies.size() == 3);
+    const nlohmann::json info = a->info();
+    CHECK(info["copies"][0]["layout"] == "mloc");
+    CHECK(info["copies"][0].contains("mloc"));
+    CHECK(info["copies"][2]["chunk"] == nlohmann::json({8, 8, 8}));
+    // The image lies in the copy's extents, its record beside them.
+    for (std::size_t i : {0u, 2u}) {
+      CHECK(!copy_extents_of(m, a->ino(), s.copies[i].slot).empty());
+      CHECK(m.md().store().get(keys::copy_mloc_record(a->ino(), s.copies[i].slot)));
+    }
+    check_every_copy(*a, model);
+    // PLoD through the image: its leading byte groups.
+    CHECK(bytes_diff(view_bytes(*a, {"copy", "1@", "plod", "2"}), view_bytes(*a, {"copy", "0@", "plod", "2"})) == "");
+    // A write puts the images behind; nothing stale is read before the catch-up.
+    random_writes(*a, model, rng, 6);
+    CHECK(a->info()["copies"][0]["state"] == "behind");
+    check_every_copy(*a, model);
+    REQUIRE(a->flush(true, &msg) == 0);
+    REQUIRE(a->catch_up(&msg) == 0);
+    for (const auto& c : a->info()["copies"]) CHECK(c["state"] == "current");
+    check_every_copy(*a, model);
+    const Ino ino = a->ino();
+    a->quiesce();
+    a.reset();
+    a = open_stored(m, ino);
+    check_every_copy(*a, model);
+    CHECK(check_volume(*m.vol, false).problems.empty());
+  }
+}
+
+TEST_CASE("mloc copies: dropped with their keys and space; truncate empties the image",
+          "[array_file][copies][mloc_copies]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  std::mt19937_64 rng(73);
+  auto a = create_random(m, "dropped", make_schema({24, 16, 16}, "int32", "hilbert"), rng);
+  const std::uint64_t free1 = m.vol->allocator().free_sectors();
+  std::string msg;
+  REQUIRE(a->change_schema(with_copies(a->schema(), "mloc:compress=zstd"), &msg) == 0);
+  const std::uint8_t slot = a->schema().copies[0].slot;
+  const std::uint64_t bytes = a->info()["copies"][0]["device_bytes"].get<std::uint64_t>();
+  CHECK(bytes > 0);
+  CHECK(free1 - m.vol->allocator().free_sectors() == bytes / 512);
+  // Truncate to 0: an empty image (no extents), reading zeros.
+  REQUIRE(a->zero(&msg) == 0);
+  check_every_copy(*a, Bytes(a->size(), 0));
+  CHECK(copy_extents_of(m, a->ino(), slot).empty());
+  CHECK(!m.md().store().get(keys::copy_mloc_record(a->ino(), slot)));
+  REQUIRE(m.md().sync() == 0);  // dropped extents return to the allocator at the sync
+  CHECK(m.vol->allocator().free_sectors() == free1);
+  CHECK(check_volume(*m.vol, false).problems.empty());
+  // Written again: the image comes back with the catch-up.
+  Bytes model(a->size(), 0);
+  random_writes(*a, model, rng, 8);
+  REQUIRE(a->flush(true, &msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  CHECK(!copy_extents_of(m, a->ino(), slot).empty());
+  check_every_copy(*a, model);
+  // Dropped: keys and space gone.
+  REQUIRE(a->change_schema(with_copies(a->schema(), "none"), &msg) == 0);
+  CHECK(copy_extents_of(m, a->ino(), slot).empty());
+  CHECK(!m.md().store().get(keys::copy_mloc_record(a->ino(), slot)));
+  CHECK(m.vol->allocator().free_sectors() == free1);
+  CHECK(check_volume(*m.vol, false).problems.empty());
+}
+
+TEST_CASE("mloc copies: a damaged image is served around and encoded anew", "[array_file][copies][mloc_copies]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  std::vector<std::string> healed;
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  ArrayContext ctx = m.ctx();
+  ctx.on_healed = [&](Ino, const std::string& message) { healed.push_back(message); };
+  std::mt19937_64 rng(79);
+  Bytes model;
+  auto a = filled_with_copies(m, ctx, "damaged", with_copies(make_schema({24, 20, 16}, "float64", "zorder"), "mloc"),
+                              rng, &model);
+  const Ino ino = a->ino();
+  const std::uint8_t slot = a->schema().copies[0].slot;
+  std::string msg;
+  // Flips a byte in every 7th sector of the image's second half (its units;
+  // the directory is in its first bytes), or of all of it.
+  auto flip = [&](bool directory) {
+    std::vector<geom::Lbn> sectors;
+    for (const Extent& e : copy_extents_of(m, ino, slot))
+      for (std::uint64_t s = e.start; s < e.start + e.sectors; ++s) sectors.push_back(s);
+    REQUIRE(sectors.size() > 8);
+    for (std::size_t i = directory ? 0 : sectors.size() / 2; i < sectors.size(); i += 7)
+      dev->bytes()[sectors[i] * 512 + 200] ^= std::byte{0x3C};
+    return copy_extents_of(m, ino, slot);
+  };
+  auto reopen = [&] {
+    a->quiesce();
+    a.reset();
+    REQUIRE(ArrayFile::open(ctx, ino, *stored_schema(m, ino), &a, &msg) == 0);
+  };
+
+  // Damaged units: through the copy alone its damage shows (EIO), and the
+  // read that met it puts the image behind, so nothing reads it until the
+  // catch-up has encoded it anew; the default views read whole meanwhile.
+  std::vector<Extent> before = flip(false);
+  reopen();
+  int error = 0;
+  view_bytes(*a, {"copy", "1"}, &error);
+  CHECK(error == EIO);
+  REQUIRE(healed.size() == 1);
+  CHECK(healed[0].find("encoded anew") != std::string::npos);
+  CHECK(a->info()["copies"][0]["state"] == "behind");
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  for (std::size_t d = 0; d < 3; ++d) {
+    std::vector<Sel> sel{{false, 0, 24, 1}, {false, 0, 20, 1}, {false, 0, 16, 1}};
+    sel[d] = Sel{true, 3, 0, 1};
+    CHECK(bytes_diff(view_bytes(*a, {"slice", std::to_string(d), "3"}), extract(model, {24, 20, 16}, 8, sel)) == "");
+  }
+  REQUIRE(a->catch_up(&msg) == 0);
+  CHECK(copy_extents_of(m, ino, slot) != before);
+  check_every_copy(*a, model);
+  // Damaged directory: the array opens as ever, the copy behind until encoded anew.
+  before = copy_extents_of(m, ino, slot);
+  flip(true);
+  const std::size_t seen = healed.size();
+  reopen();
+  CHECK(healed.size() == seen + 1);
+  REQUIRE(a->catch_up(&msg) == 0);
+  CHECK(copy_extents_of(m, ino, slot) != before);
+  check_every_copy(*a, model);
+  // The scrub's repair finds damaged units the same way.
+  flip(false);
+  reopen();
+  std::uint64_t repaired = 0;
+  const std::atomic<bool> stop{false};
+  REQUIRE(a->repair_placements(stop, &repaired, &msg) == 0);
+  CHECK(repaired == 1);
+  CHECK(healed.size() == seen + 2);
+  check_every_copy(*a, model);
+  REQUIRE(m.md().sync() == 0);
+  CHECK(check_volume(*m.vol, false).problems.empty());
+}
+
+TEST_CASE("mloc copies: refused on a volume of several devices, and for an mloc primary",
+          "[array_file][copies][mloc_copies]") {
+  using namespace mmfs::fs::testing::members;
+  Striped m;
+  std::mt19937_64 rng(83);
+  Bytes model;
+  auto a = filled(m, "striped", make_schema({40, 32, 24}, "float64", "hilbert"), rng, &model);
+  std::string msg;
+  const std::uint64_t free = m.vol->allocator().free_sectors();
+  CHECK(a->change_schema(with_copies(a->schema(), "naive;mloc"), &msg) == ENOTSUP);
+  CHECK(msg.find("several devices") != std::string::npos);
+  CHECK(a->schema().copies.empty());
+  CHECK(m.vol->allocator().free_sectors() == free);
+
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  Mount one = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  auto b = create_random(one, "mloc", make_schema({16, 16, 8}, "float64", "mloc"), rng);
+  CHECK(b->change_schema(with_copies(b->schema(), "mloc"), &msg) == ENOTSUP);
+  CHECK(b->schema().copies.empty());
+}
