@@ -196,11 +196,9 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
   assign_member_sets(ctx, &schema);
   const std::vector<CopySpec> copies = std::move(schema.copies);
   schema.copies.clear();
-  if (is_mloc(schema) && !copies.empty()) {
-    *message = "copies of an mloc array are not implemented in this release (give the array another layout)";
-    return ENOTSUP;
-  }
-  if (is_mloc(schema) && (source == nullptr || source->size() == 0)) {
+  // (With copies, an empty mloc array is placed as staging cells, the copies
+  // beside them, and sealed: every copy commits with the array.)
+  if (is_mloc(schema) && (source == nullptr || source->size() == 0) && copies.empty()) {
     // Nothing to place: an empty image (no space) until the first write.
     MlocParams params;
     if (int r = mloc_params(schema.shape, schema.dtype.name, schema.chunk, schema.priority, schema.compress,
@@ -304,7 +302,7 @@ int ArrayFile::create(const ArrayContext& ctx, const Inode& inode, const ArraySc
   if (r == 0 && is_mloc(schema)) {
     // The bytes are placed (staging cells): encode them now, as a close would.
     std::unique_lock lock(a->mu_);
-    if (int e = a->seal_locked(schema, message)) return e;
+    if (int e = a->seal_locked(a->schema_, message)) return e;
   }
   if (r == 0 && schema.index != "none") {
     // The index goes with its own commit: a crash before it leaves an array
@@ -415,8 +413,7 @@ int ArrayFile::settle(std::string* message) {
   if (int r = write_behind_->take_error(message)) return r;
   std::unique_lock lock(mu_);
   if (retired_) return 0;
-  if (is_mloc(schema_) && cells_locked()) return seal_locked(schema_, message);
-  const int r = flush_locked(true, message);
+  const int r = is_mloc(schema_) && cells_locked() ? seal_locked(schema_, message) : flush_locked(true, message);
   // The primary is durable: the copies catch up after it.
   if (std::any_of(copies_.begin(), copies_.end(), [](const ArrayCopy& c) { return !c.current(); })) kick_catch_up();
   return r;
@@ -472,7 +469,8 @@ int ArrayFile::read_rows_locked(std::uint64_t row, std::uint64_t rows, std::byte
 }
 
 int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Placement> sealed,
-                                   std::string* message, std::unique_ptr<ArrayIndex> fresh_index) {
+                                   std::string* message, std::unique_ptr<ArrayIndex> fresh_index,
+                                   const std::function<void(WriteBatch&, std::vector<Extent>*)>& also) {
   // The image is on stable storage (encode flushed it) before the record.
   MlocImage* image = sealed->image();
   const MlocImage* old_image = image_locked();
@@ -499,6 +497,9 @@ int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Plac
       dropped.insert(dropped.end(), old.begin(), old.end());
     }
   }
+  // The copies' record holds whatever the staging cells' writes put behind.
+  if (!copies_.empty()) stage_copies_record_locked(batch);
+  if (also) also(batch, &dropped);
   if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
     image->release(ctx_.allocator);
     if (fresh_index) fresh_index->release();
@@ -633,15 +634,25 @@ int ArrayFile::zero(std::string* message) {
       std::swap(placement_, none);
       if (r) return r;
     }
-    if (holds_data_locked()) return commit_image_locked(schema_, std::move(none), message, std::move(fresh));
+    ++generation_;
+    if (holds_data_locked())
+      return commit_image_locked(schema_, std::move(none), message, std::move(fresh),
+                                 [&](WriteBatch& batch, std::vector<Extent>* dropped) {
+                                   clear_copies_locked(batch, dropped);
+                                 });
     WriteBatch batch;
-    fresh->stage(batch);
-    if (int r = ctx_.metadata.apply(batch, index_->extents())) {
-      fresh->release();
+    std::vector<Extent> dropped;
+    clear_copies_locked(batch, &dropped);
+    if (fresh) {
+      fresh->stage(batch);
+      dropped.insert(dropped.end(), index_->extents().begin(), index_->extents().end());
+    }
+    if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+      if (fresh) fresh->release();
       *message = "metadata commit failed";
       return r;
     }
-    index_ = std::move(fresh);
+    if (fresh) index_ = std::move(fresh);
     partial_rows_.clear();
     return 0;
   }

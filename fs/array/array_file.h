@@ -426,8 +426,10 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int seal_locked(const ArraySchema& next, std::string* message);
   // `fresh_index`, when given, replaces the index in the same commit (so a
   // crash never pairs the new image with the old index).
+  // `also` adds to the batch (and to the extents it drops).
   int commit_image_locked(const ArraySchema& next, std::unique_ptr<Placement> image, std::string* message,
-                          std::unique_ptr<ArrayIndex> fresh_index = nullptr);
+                          std::unique_ptr<ArrayIndex> fresh_index = nullptr,
+                          const std::function<void(WriteBatch&, std::vector<Extent>*)>& also = {});
   int mloc_params_of(const ArraySchema& schema, MlocParams* out, std::string* message) const;
   // `also` adds to the same batch (a new array's copies).
   int commit_placement(const ArraySchema& schema, ArrayState& state, std::vector<Extent> dropped, bool drop_old_sums,

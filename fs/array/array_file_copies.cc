@@ -282,8 +282,9 @@ std::string ArrayFile::placement_name(std::uint32_t k) {
 
 int ArrayFile::change_copies_allowed_locked(const ArraySchema& next, std::string* message) const {
   if (next.copies.empty()) return 0;
-  if (is_mloc(next)) {
-    *message = "copies of an mloc array are not implemented in this release (give the array another layout)";
+  if (is_mloc(next) && ctx_.member_sets && ctx_.member_sets->stripe_members() > 1) {
+    *message = "copies of an mloc array on a volume of several devices are not implemented in this release (its "
+               "image is not confined to a member set; give the array another layout)";
     return ENOTSUP;
   }
   if (next.table_part) {
@@ -671,6 +672,17 @@ int ArrayFile::repair_placements(const std::atomic<bool>& stop, std::uint64_t* r
         // An mloc copy's damaged image is encoded anew from the current placements.
         note_bad_image_locked(k, why);
         if (int e = reencode_copy_locked(k, message)) return e;
+        if (repaired) ++*repaired;
+        epoch = placement_epoch_.load();
+        break;
+      }
+      if (r == EIO && k == 0 && placement_at(0).image() && !copies_.empty()) {
+        // An mloc array's damaged image: sealed anew, its bytes read around
+        // the damage from the copies (read_selection_locked).
+        if (int e = seal_locked(schema_, message)) return e;
+        if (ctx_.on_healed)
+          ctx_.on_healed(ino_, fmt::format("the primary: its mloc image failed to read ({}); it is encoded anew from "
+                                           "the copies", why));
         if (repaired) ++*repaired;
         epoch = placement_epoch_.load();
         break;

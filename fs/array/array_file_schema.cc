@@ -33,11 +33,8 @@ int ArrayFile::change_schema(const ArraySchema& requested, std::string* message)
     *message = "shape and dtype are frozen once the array holds data (truncate it to 0 first, or make a new file)";
     return EBUSY;
   }
-  if (is_mloc(requested) && !requested.copies.empty()) {
-    *message = "copies of an mloc array are not implemented in this release (remove user.mmfs.copies first, or "
-               "give the array another layout)";
-    return ENOTSUP;
-  }
+  if (is_mloc(requested) && !requested.copies.empty())
+    if (int r = change_copies_allowed_locked(requested, message)) return r;
   if (!same_copies(requested.copies, schema_.copies)) {
     // The daemon sets one attribute at a time: a change of the list changes nothing else.
     ArraySchema next = schema_;

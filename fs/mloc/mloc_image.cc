@@ -564,8 +564,11 @@ layouts::IoPlan MlocImage::plan(const layouts::Selection& selection, std::uint32
 
 void MlocImage::stage(Ino ino, WriteBatch& batch, std::uint8_t slot) const {
   if (!dir_) {
+    // No image: no record. A copy keeps an empty extent map (mmfsck expects
+    // one for every copy listed).
     batch.del(record_key(ino, slot));
-    batch.del(extents_key(ino, slot));
+    if (slot) batch.put(extents_key(ino, slot), encode_extents({}));
+    else batch.del(extents_key(ino, slot));
     return;
   }
   Record r;

@@ -127,7 +127,8 @@ class MlocImage {
   layouts::IoPlan plan(const layouts::Selection& selection, std::uint32_t keep, const geom::Geometry& geometry) const;
 
   // The record and extent map, for the batch that makes this image current
-  // (`slot`: as the mloc copy in that slot; an empty image: their removal).
+  // (`slot`: as the mloc copy in that slot; an empty image: no record, and a
+  // copy's extent map empty).
   void stage(Ino ino, WriteBatch& batch, std::uint8_t slot = 0) const;
   // Removal of any image record of `ino` (its extents go with `dropped`).
   static void stage_removal(Metadata& metadata, Ino ino, WriteBatch& batch, std::vector<Extent>* dropped,

@@ -8,10 +8,10 @@ import numpy as np
 
 from mmfs_mount import ErrorLog, assert_array_bytes, getx, plod, read_bytes, read_json, sel_string, setx, view
 
-# The layouts an array with copies may have as its primary, and those a copy may have (an mloc
-# image too; capsule copies need a MEMS volume: test_copies.py).
-PRIMARY_LAYOUTS = ["naive", "zorder", "hilbert", "multimap", "quadrangle"]
-COPY_LAYOUTS = PRIMARY_LAYOUTS + ["mloc"]
+# The layouts an array with copies may have as its primary, and those a copy may have
+# (capsule needs a MEMS volume: test_copies.py).
+COPY_LAYOUTS = ["naive", "zorder", "hilbert", "multimap", "quadrangle", "mloc"]
+PRIMARY_LAYOUTS = COPY_LAYOUTS
 
 # The primary's layout -> (dtype, shape) of its array: several dtypes and ranks.
 PRIMARIES = {
@@ -20,6 +20,7 @@ PRIMARIES = {
     "hilbert": ("uint8", (6, 7, 9, 11)),
     "multimap": ("float32", (20, 24, 18)),
     "quadrangle": ("int32", (30, 40, 20)),
+    "mloc": ("float64", (24, 30, 16)),
 }
 
 CATCH_UP_TIMEOUT = 10.0  # seconds for the background catch-up after fsync/close
@@ -30,9 +31,13 @@ def ascending(ndim):
 
 
 def every_layout_copies(primary, ndim):
-    """Every copy layout; the primary's own layout with the other order, so it differs."""
-    return ";".join(f"{layout}:order={ascending(ndim)}" if layout == primary else layout
-                    for layout in COPY_LAYOUTS)
+    """Every copy layout; the primary's own layout with the other order (an mloc image: the
+    other priority), so it differs."""
+    def variant(layout):
+        if layout != primary:
+            return layout
+        return "mloc:priority=M-V-S" if layout == "mloc" else f"{layout}:order={ascending(ndim)}"
+    return ";".join(variant(layout) for layout in COPY_LAYOUTS)
 
 
 # --- helpers ------------------------------------------------------------------------------

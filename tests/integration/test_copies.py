@@ -7,9 +7,9 @@ What is proven, with numpy as the oracle:
   hilbert, multimap, quadrangle on atlas10k3; a few dtypes and ranks): every
   view through every placement (`copy/K`, `copy/K@/slice/D/I` for each D, a
   stepped box, plod, plod of a slice) and every default view (the file,
-  slices, boxes, zarr chunks) equals numpy, with an mloc image as a sixth
-  copy (its writes, catch-up and truncate: below); copies of an mloc array
-  are refused (ENOTSUP), capsule copies need a MEMS volume;
+  slices, boxes, zarr chunks) equals numpy, an mloc image among them as
+  primary and as copy (its writes, catch-up and truncate: below); capsule
+  copies need a MEMS volume;
 * getfattr shows the canonical text; reordering copies keeps each copy's
   placement (no data rewritten, same device_bytes); `none` (or removing the
   attribute) drops them and frees their space; each copy costs exactly what
@@ -79,7 +79,7 @@ def test_every_view_through_every_copy_equals_numpy(primaries, primary):
     assert [c["spec"] for c in listed] == every_layout_copies(primary, len(shape)).split(";")
     for c in listed:
         assert c["state"] == "current" and c["cells_behind"] == 0, f"a freshly built copy is current: {c}"
-        if c["layout"] == primary:
+        if c["layout"] == primary and primary != "mloc":
             assert c["order"] == list(range(len(shape))), c
     check_everything(path, arr)
 
@@ -97,10 +97,11 @@ def test_zarr_chunks_with_copies_equal_numpy(primaries, primary):
         check_view(chunk, expected, f"zarr/c/{'/'.join(map(str, idx))}")
 
 
-def test_mloc_copies_take_writes_catch_up_and_truncate_and_mloc_arrays_have_none(vol):
+def test_mloc_copies_and_copies_of_mloc_arrays_take_writes_and_catch_up(vol):
     """An mloc copy (an MLOC image beside the cells): a write puts it behind and
     nothing reads it stale; its catch-up encodes a new image; truncate to 0
-    empties it; dropping it frees its space. An mloc array has no copies."""
+    empties it; dropping it frees its space. An mloc array with copies is
+    unsealed by a write and sealed by the close, its copies caught up."""
     shape = (20, 16, 12)
     rng = np.random.default_rng(50)
     arr = random_array(rng, shape, "float64")
@@ -129,12 +130,21 @@ def test_mloc_copies_take_writes_catch_up_and_truncate_and_mloc_arrays_have_none
     os.sync()
     assert free_bytes(vol) == free0
 
+    # An mloc array with copies: a write unseals it, the close seals it again, the copies catch up.
     mloc = make_array(vol.mnt / "mloc-primary", shape, "float64", "mloc", arr)
-    set_fails(vol, mloc, "naive", errno.ENOTSUP, "mloc")
-    set_fails(vol, mloc, "hilbert;zorder", errno.ENOTSUP, "mloc")
-    assert getx(mloc, "copies") == "none"
-    assert "copy" not in os.listdir(view(mloc))
-    assert_array_bytes(read_bytes(mloc), arr, "the mloc array")
+    setx(mloc, "copies", "naive;hilbert")
+    assert getx(mloc, "copies") == "naive;hilbert"
+    check_everything(mloc, arr)
+    arr[:, 4, :] = 7.25
+    with open(mloc, "r+b") as f:
+        for i in range(shape[0]):
+            f.seek((i * shape[1] + 4) * shape[2] * 8)
+            f.write(arr[i, 4].tobytes())
+        f.flush()
+        check_default_views(mloc, arr, "mloc, unsealed: ")
+    wait_current(mloc)
+    assert info(mloc)["mloc"]["chunks"] >= 1, info(mloc)  # sealed again
+    check_everything(mloc, arr, "mloc, sealed again: ")
 
 
 def test_capsule_copies_need_a_mems_volume(vol, volume_factory):
@@ -473,18 +483,14 @@ def test_copies_set_before_the_shape_are_checked_against_it(vol):
     setx(path, "shape", "40,50,30")
     assert [c["spec"] for c in copies_of(path)] == ["naive:cell=8,8,8"]
 
+    # An mloc array with copies listed before its shape: created with them, zeros everywhere.
     mloc = vol.mnt / "early-mloc"
     mloc.write_bytes(b"")
-    setx(mloc, "copies", "hilbert")
+    setx(mloc, "copies", "hilbert;mloc:compress=zstd")
     setx(mloc, "layout", "mloc")
-    with ErrorLog(vol, mloc.name, "mloc"):
-        try:
-            setx(mloc, "shape", "40,50,30")
-        except OSError as e:
-            assert e.errno == errno.ENOTSUP, e
-        else:
-            raise AssertionError("an mloc array with copies was created")
-    assert os.stat(mloc).st_size == 0
+    setx(mloc, "shape", "40,50,30")
+    assert [c["spec"] for c in copies_of(mloc)] == ["hilbert", "mloc:compress=zstd"]
+    check_everything(mloc, np.zeros((40, 50, 30)))
 
 
 # --- 7. read-only views and listings -------------------------------------------------------

@@ -180,9 +180,6 @@ TEST_CASE("array copies: refused where not implemented, and nothing changes", "[
   CHECK(msg.find("capsule") != std::string::npos);
   CHECK(a->schema().copies.empty());
   CHECK(m.vol->allocator().free_sectors() == free);
-  auto b = create_random(m, "mloc", make_schema({16, 16, 8}, "float64", "mloc"), rng);
-  CHECK(b->change_schema(with_copies(b->schema(), "naive"), &msg) == ENOTSUP);
-  CHECK(b->schema().copies.empty());
 }
 
 TEST_CASE("array copies: a power cut during writes and their catch-up never leaves a copy read stale",

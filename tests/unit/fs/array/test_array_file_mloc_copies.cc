@@ -4,7 +4,9 @@
 // puts the image behind (never read stale) and the catch-up encodes a new
 // image whole; truncate empties it; a damaged image is served around and
 // encoded anew, by the read that meets it and by the scrub's repair; its
-// keys go with the copy; and a volume of several devices refuses it.
+// keys go with the copy. An mloc array has copies of any layout (sealed,
+// unsealed by writes, truncated, its damaged image sealed anew from them);
+// a volume of several devices refuses both.
 #include <catch2/catch.hpp>
 
 #include <random>
@@ -189,8 +191,86 @@ TEST_CASE("mloc copies: a damaged image is served around and encoded anew", "[ar
   CHECK(check_volume(*m.vol, false).problems.empty());
 }
 
-TEST_CASE("mloc copies: refused on a volume of several devices, and for an mloc primary",
+TEST_CASE("mloc copies: an mloc array with copies, sealed, written, truncated and repaired",
           "[array_file][copies][mloc_copies]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  std::vector<std::string> healed;
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  ArrayContext ctx = m.ctx();
+  ctx.on_healed = [&](Ino, const std::string& message) { healed.push_back(message); };
+  std::mt19937_64 rng(89);
+  // Created with its copies (listed before the shape): one commit, then sealed.
+  Bytes model;
+  auto a = filled_with_copies(m, ctx, "sealed", with_copies(make_schema({24, 20, 16}, "float64", "mloc"),
+                                                            "naive;hilbert:cell=4,4,4;mloc:compress=zstd"),
+                              rng, &model);
+  std::string msg;
+  REQUIRE(a->settle(&msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  CHECK(a->cells_locked() == nullptr);  // sealed: the primary is an image
+  check_every_copy(*a, model);
+  // A write unseals the primary into staging cells; the copies lag, nothing stale is read.
+  random_writes(*a, model, rng, 6);
+  check_every_copy(*a, model);
+  REQUIRE(a->settle(&msg) == 0);  // sealed again; the copies catch up after it
+  REQUIRE(a->catch_up(&msg) == 0);
+  for (const auto& c : a->info()["copies"]) CHECK(c["state"] == "current");
+  const Ino ino = a->ino();
+  a->quiesce();
+  a.reset();
+  REQUIRE(ArrayFile::open(ctx, ino, *stored_schema(m, ino), &a, &msg) == 0);
+  check_every_copy(*a, model);
+  {
+    const auto report = check_volume(*m.vol, false);
+    INFO((report.problems.empty() ? "" : report.problems[0]));
+    CHECK(report.problems.empty());
+  }
+  INFO(a->info().dump());
+
+  // The primary's image damaged: views read around it; the scrub seals it anew from the copies.
+  auto image = m.md().store().get(keys::mloc_extents(ino));
+  REQUIRE(image);
+  const std::vector<Extent> primary = *decode_extents(*image);
+  std::vector<geom::Lbn> sectors;
+  for (const Extent& e : primary)
+    for (std::uint64_t s = e.start; s < e.start + e.sectors; ++s) sectors.push_back(s);
+  for (std::size_t i = sectors.size() / 2; i < sectors.size(); i += 5) dev->bytes()[sectors[i] * 512 + 64] ^= std::byte{0x11};
+  a->quiesce();
+  a.reset();
+  REQUIRE(ArrayFile::open(ctx, ino, *stored_schema(m, ino), &a, &msg) == 0);
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  std::uint64_t repaired = 0;
+  const std::atomic<bool> stop{false};
+  REQUIRE(a->repair_placements(stop, &repaired, &msg) == 0);
+  CHECK(repaired == 1);
+  REQUIRE(!healed.empty());
+  CHECK(healed.back().find("the primary") != std::string::npos);
+  CHECK(*decode_extents(*m.md().store().get(keys::mloc_extents(ino))) != primary);
+  check_every_copy(*a, model);
+
+  // Truncate to 0 zeroes the image and every copy.
+  REQUIRE(a->zero(&msg) == 0);
+  check_every_copy(*a, Bytes(a->size(), 0));
+  // Relaid out as cells, and back to mloc: the copies stay.
+  const auto copies = a->schema().copies;
+  model = Bytes(a->size(), 0);
+  random_writes(*a, model, rng, 4);
+  ArraySchema naive = a->schema();
+  naive.layout = "naive";
+  REQUIRE(a->change_schema(naive, &msg) == 0);
+  CHECK(a->schema().copies == copies);
+  check_every_copy(*a, model);
+  naive.layout = "mloc";
+  REQUIRE(a->change_schema(naive, &msg) == 0);
+  CHECK(a->cells_locked() == nullptr);
+  REQUIRE(a->catch_up(&msg) == 0);
+  check_every_copy(*a, model);
+  REQUIRE(m.md().sync() == 0);
+  CHECK(check_volume(*m.vol, false).problems.empty());
+}
+
+TEST_CASE("mloc copies: refused on a volume of several devices", "[array_file][copies][mloc_copies]") {
   using namespace mmfs::fs::testing::members;
   Striped m;
   std::mt19937_64 rng(83);
@@ -202,11 +282,13 @@ TEST_CASE("mloc copies: refused on a volume of several devices, and for an mloc 
   CHECK(msg.find("several devices") != std::string::npos);
   CHECK(a->schema().copies.empty());
   CHECK(m.vol->allocator().free_sectors() == free);
-
-  auto g = toy_disk();
-  auto dev = formatted(*g);
-  Mount one = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
-  auto b = create_random(one, "mloc", make_schema({16, 16, 8}, "float64", "mloc"), rng);
-  CHECK(b->change_schema(with_copies(b->schema(), "mloc"), &msg) == ENOTSUP);
+  // Nor copies of an mloc array, nor an array with copies relaid out as mloc.
+  auto b = filled(m, "striped-mloc", make_schema({16, 16, 8}, "float64", "mloc"), rng, &model);
+  CHECK(b->change_schema(with_copies(b->schema(), "naive"), &msg) == ENOTSUP);
   CHECK(b->schema().copies.empty());
+  REQUIRE(a->change_schema(with_copies(a->schema(), "naive"), &msg) == 0);
+  ArraySchema to_mloc = a->schema();
+  to_mloc.layout = "mloc";
+  CHECK(a->change_schema(to_mloc, &msg) == ENOTSUP);
+  CHECK(a->schema().layout == "hilbert");
 }
