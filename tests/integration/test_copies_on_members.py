@@ -58,6 +58,13 @@ def check_members(path, arr, images, rng):
     return sets
 
 
+def rebuild_onto_blank(blank, survivors, size=96 << 20):
+    """mmfsck --rebuild onto a new blank image of `size` bytes: (exit code, stdout, stderr)."""
+    with open(blank, "wb") as f:
+        f.truncate(size)
+    return run_tool(fsck_path(), "--rebuild", blank, *survivors, timeout=300)
+
+
 def test_each_copy_lies_on_members_of_its_own(scratch_dir):
     images = [scratch_dir / f"m{i}.img" for i in range(P)]
     mkfs_members(images, 0, "96M")
@@ -187,9 +194,7 @@ def test_raid0_runs_without_a_member_and_serves_arrays_with_copies(scratch_dir):
     # array's cells that lay on member 1 from its other placement; what had no
     # second copy is listed as lost (exit 4).
     blank = scratch_dir / "new1.img"
-    with open(blank, "wb") as f:
-        f.truncate(96 << 20)
-    rc, out, err = run_tool(fsck_path(), "--rebuild", blank, *survivors, timeout=300)
+    rc, out, err = rebuild_onto_blank(blank, survivors)
     assert rc == 4, f"mmfsck --rebuild: exit {rc}\n{out}{err}"
     assert "rebuilt member 1 of RAID 0 volume" in out and "array(s) with copies" in out, out
     assert "lost (no second copy): /solo" in out and "lost (no second copy): /plain" in out, out
@@ -268,9 +273,7 @@ def test_raid0_without_the_primarys_member_promotes_a_copy_and_takes_writes(scra
     fsck(joined(survivors))
 
     blank = scratch_dir / "new0.img"
-    with open(blank, "wb") as f:
-        f.truncate(96 << 20)
-    rc, out, err = run_tool(fsck_path(), "--rebuild", blank, *survivors, timeout=300)
+    rc, out, err = rebuild_onto_blank(blank, survivors)
     assert rc == 0, f"mmfsck --rebuild: exit {rc}\n{out}{err}"
     assert "rebuilt member 0 of RAID 0 volume" in out and "lost (no second copy)" not in out, out
     rebuilt = [blank] + survivors
