@@ -88,15 +88,7 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
   // A sealed mloc array has an image and no cells; one being written has
   // its staging cells (and no image).
   if (is_mloc(schema) && ctx.metadata.extents(ino).empty()) {
-    std::unique_ptr<MlocImage> image;
-    MlocParams params;
-    if (int r = mloc_params(schema.shape, schema.dtype.name, schema.chunk, schema.priority, schema.compress,
-                            schema.bins, &params, message))
-      return r;
-    if (int r = MlocImage::load(ctx.metadata, ctx.io, ino, params, &image, message)) return r;
-    if (!image)
-      if (int r = MlocImage::empty(params, ctx.io, &image, message)) return r;
-    placement = image_placement(std::move(image), ctx.geometry);
+    if (int r = load_image(ctx, ino, schema, 0, &placement, message)) return r;
   } else {
     std::unique_ptr<ArrayState> state;
     if (int r = build(ctx, ino, schema, false, &state, message)) return r;
@@ -472,18 +464,12 @@ int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Plac
                                    std::string* message, std::unique_ptr<ArrayIndex> fresh_index,
                                    const std::function<void(WriteBatch&, std::vector<Extent>*)>& also) {
   // The image is on stable storage (encode flushed it) before the record.
-  MlocImage* image = sealed->image();
   const MlocImage* old_image = image_locked();
   WriteBatch batch;
   std::vector<Extent> dropped;
   batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(next));
-  if (old_image && old_image->holds_data()) dropped = old_image->extents();
-  if (image->holds_data()) {
-    image->stage(ino_, batch);
-  } else if (old_image && old_image->holds_data()) {
-    batch.del(keys::mloc_record(ino_));
-    batch.del(keys::mloc_extents(ino_));
-  }
+  if (old_image && old_image->holds_data()) dropped = placement_->extents();
+  stage_image(*sealed, 0, batch);
   if (const ArrayState* cells = cells_locked()) {
     batch.del(keys::extents(ino_));
     for (const Extent& e : cells->volume_extents()) dropped.push_back(e);
@@ -501,7 +487,7 @@ int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Plac
   if (!copies_.empty()) stage_copies_record_locked(batch);
   if (also) also(batch, &dropped);
   if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
-    image->release(ctx_.allocator);
+    release_image(*sealed);
     if (fresh_index) fresh_index->release();
     *message = "metadata commit failed";
     return r;
@@ -524,19 +510,9 @@ int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Plac
 int ArrayFile::seal_locked(const ArraySchema& next, std::string* message) {
   if (cells_locked())
     if (int r = flush_locked(false, message)) return r;
-  MlocParams params;
-  if (int r = mloc_params_of(next, &params, message)) return r;
-  std::unique_ptr<MlocImage> image;
-  if (holds_data_locked()) {
-    AlignedBuffer scratch;  // the staging placement's sectors, one slab after another
-    auto read = [&](std::uint64_t row, std::uint64_t rows, std::byte* out, std::string* msg) {
-      return read_rows_locked(row, rows, out, msg, &scratch);
-    };
-    if (int r = MlocImage::encode(params, read, ctx_.allocator, ctx_.io, &image, message)) return r;
-  } else {
-    if (int r = MlocImage::empty(params, ctx_.io, &image, message)) return r;
-  }
-  return commit_image_locked(next, image_placement(std::move(image), ctx_.geometry), message);
+  std::unique_ptr<Placement> image;  // read from the staging placement's sectors, one slab after another
+  if (int r = encode_image_locked(next, false, &image, message)) return r;
+  return commit_image_locked(next, std::move(image), message);
 }
 
 int ArrayFile::unseal_locked(bool copy, std::string* message) {
@@ -621,11 +597,8 @@ int ArrayFile::zero(std::string* message) {
   std::unique_lock lock(mu_);
   if (!cells_locked()) {  // a sealed mloc array: an empty image and an index of zeros, in one commit
     if (!holds_data_locked() && !index_) return 0;
-    MlocParams params;
-    std::unique_ptr<MlocImage> empty;
-    if (int r = mloc_params_of(schema_, &params, message)) return r;
-    if (int r = MlocImage::empty(params, ctx_.io, &empty, message)) return r;
-    std::unique_ptr<Placement> none = image_placement(std::move(empty), ctx_.geometry);
+    std::unique_ptr<Placement> none;
+    if (int r = encode_image_locked(schema_, true, &none, message)) return r;
     std::unique_ptr<ArrayIndex> fresh;
     if (index_) {
       // Built while the empty image stands in: the index of all zeros.

@@ -356,15 +356,26 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // Every copy's cells back to unwritten (truncate to 0), staged into
   // `batch`; an mloc copy's image gives its extents to *dropped.
   void clear_copies_locked(WriteBatch& batch, std::vector<Extent>* dropped);
-  // mloc copies (an image, never rewritten in place): `copy`'s image encoded
-  // from the array as it reads now, on fresh extents, flushed, not recorded;
-  // copy c's stored image (or an empty one); copy k's image replaced whole
-  // by one of the current bytes in one commit that clears its cells behind;
-  // and an image that failed to read (`why`) put behind whole, so it serves
-  // nothing until replaced, reported to on_healed.
-  int encode_image_copy_locked(const ArraySchema& copy, std::unique_ptr<Placement>* out, std::string* message);
-  // (load: on an error the copy still gets an empty image, so it can lag whole.)
-  int load_image_copy_locked(ArrayCopy& c, std::string* message);
+  // mloc images (fs/array/array_file_build.cc), the primary's or a copy's,
+  // on the member set of `members` or the whole volume: the set's site
+  // (null: the volume); the stored image of `schema` in `slot` (an empty one
+  // when none is stored, or as a stand-in when it fails to load: the error
+  // is returned with it); the array as it reads now (`empty`: zeros)
+  // encoded on fresh extents, flushed, not recorded; an image's records into
+  // a batch (its extent map in the volume's LBNs, a set's own extents
+  // beside it); its extents freed (never recorded).
+  static int image_site(const ArrayContext& ctx, const std::vector<std::uint32_t>& members, MemberSetSite** site,
+                        std::string* message);
+  static int load_image(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, std::uint8_t slot,
+                        std::unique_ptr<Placement>* out, std::string* message);
+  int encode_image_locked(const ArraySchema& schema, bool empty, std::unique_ptr<Placement>* out,
+                          std::string* message);
+  void stage_image(const Placement& image, std::uint8_t slot, WriteBatch& batch) const;
+  void release_image(Placement& image);
+  // mloc copies (an image, never rewritten in place): copy k's image
+  // replaced whole by one of the current bytes in one commit that clears its
+  // cells behind; and an image that failed to read (`why`) put behind whole,
+  // so it serves nothing until replaced, reported to on_healed.
   int reencode_copy_locked(std::size_t k, std::string* message);
   void note_bad_image_locked(std::uint32_t k, const std::string& why);
   // The placement `k` names (0: the primary; 1..: copies_[k-1]).

@@ -1,7 +1,8 @@
-// Building an array placement's cells (ArrayFile::build): the layout its
-// schema asks for, over new space, given extents or the stored extent map,
-// on the whole volume or on a member set (fs/array/member_sets.h), with its
-// checksum tables.
+// Building an array placement (ArrayFile::build): the cells its schema's
+// layout asks for, over new space, given extents or the stored extent map,
+// with their checksum tables; or an mloc image, encoded, loaded, staged and
+// released. Either on the whole volume or on a member set
+// (fs/array/member_sets.h).
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -153,6 +154,95 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
     return ENOMEM;
   }
   return 0;
+}
+
+int ArrayFile::image_site(const ArrayContext& ctx, const std::vector<std::uint32_t>& members, MemberSetSite** site,
+                          std::string* message) {
+  *site = nullptr;
+  if (members.empty()) return 0;
+  if (!ctx.member_sets) {
+    *message = "the image lies on a member set, which this volume does not provide";
+    return EUCLEAN;
+  }
+  return (*site = ctx.member_sets->site(members, message)) ? 0 : EUCLEAN;
+}
+
+int ArrayFile::load_image(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, std::uint8_t slot,
+                          std::unique_ptr<Placement>* out, std::string* message) {
+  MlocParams params;
+  if (int r = mloc_params(schema.shape, schema.dtype.name, schema.chunk, schema.priority, schema.compress,
+                          schema.bins, &params, message))
+    return r;
+  MemberSetSite* site = nullptr;
+  if (int r = image_site(ctx, schema.members, &site, message)) return r;
+  SectorIo& io = site ? site->io() : ctx.io;
+  // On a set the image addresses its sectors in the set's LBNs: the record of
+  // them must name the sectors the volume's extent map does.
+  std::optional<std::vector<Extent>> own;
+  const std::string key = slot ? keys::copy_mloc_record(ino, slot) : keys::mloc_record(ino);
+  if (site && ctx.metadata.store().get(key)) {
+    const auto stored = ctx.metadata.store().get(slot ? keys::copy_extents(ino, slot) : keys::mloc_extents(ino));
+    const auto volume = stored ? decode_extents(*stored) : std::nullopt;
+    const auto record = ctx.metadata.xattr(ino, set_extents_record(slot));
+    own = record ? decode_extents(*record) : std::nullopt;
+    bool same = false;
+    try {
+      same = own && volume && site->to_volume(*own) == *volume;
+    } catch (const std::exception&) {
+    }
+    if (!same) {
+      *message = fmt::format("the extent map of {}'s mloc image on members {} is missing or disagrees with the "
+                             "volume's", slot ? fmt::format("copy slot {}", slot) : std::string("the array"),
+                             fmt::join(site->members(), ","));
+      return EUCLEAN;
+    }
+  }
+  std::unique_ptr<MlocImage> image;
+  const int r = MlocImage::load(ctx.metadata, io, ino, params, &image, message, slot, own ? &*own : nullptr);
+  if (r || !image) {
+    // (A failed load still gets an empty stand-in: a copy then lags whole.)
+    std::string ignored;
+    if (int e = MlocImage::empty(params, io, &image, r ? &ignored : message)) return r ? r : e;
+  }
+  *out = image_placement(std::move(image), ctx.geometry, site);
+  return r;
+}
+
+int ArrayFile::encode_image_locked(const ArraySchema& schema, bool empty, std::unique_ptr<Placement>* out,
+                                   std::string* message) {
+  MlocParams params;
+  if (int r = mloc_params_of(schema, &params, message)) return r;
+  MemberSetSite* site = nullptr;
+  if (int r = image_site(ctx_, schema.members, &site, message)) return r;
+  SectorIo& io = site ? site->io() : ctx_.io;
+  std::unique_ptr<MlocImage> image;
+  if (empty || !holds_data_locked()) {
+    if (int r = MlocImage::empty(params, io, &image, message)) return r;
+  } else {
+    // From the current placement the model reads cheapest (never a copy that lags).
+    AlignedBuffer scratch;
+    const RowReader rows = [&](std::uint64_t row, std::uint64_t count, std::byte* o, std::string* m) {
+      return read_rows_locked(row, count, o, m, &scratch);
+    };
+    SpaceSource& space = site ? site->space() : static_cast<SpaceSource&>(ctx_.allocator);
+    if (int r = MlocImage::encode(params, rows, space, io, &image, message)) return r;
+  }
+  *out = image_placement(std::move(image), ctx_.geometry, site);
+  return 0;
+}
+
+void ArrayFile::stage_image(const Placement& image, std::uint8_t slot, WriteBatch& batch) const {
+  const MemberSetSite* site = image.site();
+  image.image()->stage(ino_, batch, slot, site ? &image.extents() : nullptr);
+  if (site && image.holds_data())
+    batch.put(keys::xattr(ino_, set_extents_record(slot)), encode_extents(image.image()->extents()));
+  else
+    batch.del(keys::xattr(ino_, set_extents_record(slot)));
+}
+
+void ArrayFile::release_image(Placement& image) {
+  MemberSetSite* site = image.site();
+  image.image()->release(site ? site->space() : static_cast<SpaceSource&>(ctx_.allocator));
 }
 
 }  // namespace mmfs::fs

@@ -61,11 +61,12 @@ int ArrayFile::open_copies_locked(std::string* message) {
     }
     if (is_mloc(c.schema)) {
       std::string why;
-      const int r = load_image_copy_locked(c, &why);
+      const int r = load_image(ctx_, ino_, c.schema, c.spec.slot, &c.placement, &why);
       if (auto it = behind.find(c.spec.slot); it != behind.end()) c.behind = std::move(it->second);
-      if (r == EIO && c.placement) {
-        // Its directory does not read: the copy lags whole until a new image
-        // replaces it (the catch-up), and the array opens as ever.
+      if ((r == EIO || is_device_failure(r)) && c.placement) {
+        // Its directory does not read (damaged, or on a lost member): the copy
+        // lags whole until a new image replaces it (the catch-up), and the
+        // array opens as ever.
         c.behind.addRange(0, c.placement->grid().cells());
         c.unrecorded = true;
         if (ctx_.on_healed)
@@ -123,17 +124,16 @@ void ArrayFile::clear_copies_locked(WriteBatch& batch, std::vector<Extent>* drop
   for (ArrayCopy& c : copies_) {
     if (c.placement->image()) {
       // An empty image reads as zeros; should it not build, the copy lags whole instead.
-      std::unique_ptr<MlocImage> none;
-      MlocParams params;
+      std::unique_ptr<Placement> none;
       std::string ignored;
-      if (mloc_params_of(c.schema, &params, &ignored) || MlocImage::empty(params, ctx_.io, &none, &ignored)) {
+      if (encode_image_locked(c.schema, true, &none, &ignored)) {
         c.behind.addRange(0, c.placement->grid().cells());
         c.unrecorded = true;
         continue;
       }
       MlocImage::stage_removal(ctx_.metadata, ino_, batch, dropped, c.spec.slot);
-      none->stage(ino_, batch, c.spec.slot);
-      c.placement = image_placement(std::move(none), ctx_.geometry);
+      stage_image(*none, c.spec.slot, batch);
+      c.placement = std::move(none);
       c.behind = Roaring();
       c.unrecorded = false;
       continue;
@@ -165,13 +165,7 @@ int ArrayFile::build_new_copies_locked(const ArraySchema& target, std::vector<Ar
     c.spec = spec;
     c.schema = placed_schema(ctx_, copy_schema(target, i));
     if (is_mloc(c.schema)) {
-      if (!spec.members.empty()) {
-        release();
-        *message = fmt::format("copy {}: an mloc copy on a volume of several devices is not implemented in this "
-                               "release (its image is not confined to a member set)", i + 1);
-        return ENOTSUP;
-      }
-      if (int r = encode_image_copy_locked(c.schema, &c.placement, message)) {
+      if (int r = encode_image_locked(c.schema, false, &c.placement, message)) {
         release();
         *message = fmt::format("copy {} ({}): {}", i + 1, copies_text({spec}), *message);
         return r;
@@ -198,43 +192,11 @@ int ArrayFile::build_new_copies_locked(const ArraySchema& target, std::vector<Ar
   return 0;
 }
 
-int ArrayFile::encode_image_copy_locked(const ArraySchema& copy, std::unique_ptr<Placement>* out,
-                                        std::string* message) {
-  MlocParams params;
-  if (int r = mloc_params_of(copy, &params, message)) return r;
-  std::unique_ptr<MlocImage> image;
-  if (!holds_data_locked()) {
-    if (int r = MlocImage::empty(params, ctx_.io, &image, message)) return r;
-  } else {
-    // From the current placement the model reads cheapest (never a copy that lags).
-    AlignedBuffer scratch;
-    const RowReader rows = [&](std::uint64_t row, std::uint64_t count, std::byte* o, std::string* m) {
-      return read_rows_locked(row, count, o, m, &scratch);
-    };
-    if (int r = MlocImage::encode(params, rows, ctx_.allocator, ctx_.io, &image, message)) return r;
-  }
-  *out = image_placement(std::move(image), ctx_.geometry);
-  return 0;
-}
-
-int ArrayFile::load_image_copy_locked(ArrayCopy& c, std::string* message) {
-  MlocParams params;
-  if (int r = mloc_params_of(c.schema, &params, message)) return r;
-  std::unique_ptr<MlocImage> image;
-  const int r = MlocImage::load(ctx_.metadata, ctx_.io, ino_, params, &image, message, c.spec.slot);
-  if (r || !image) {
-    std::string ignored;
-    if (int e = MlocImage::empty(params, ctx_.io, &image, r ? &ignored : message)) return r ? r : e;
-  }
-  c.placement = image_placement(std::move(image), ctx_.geometry);
-  return r;
-}
-
 int ArrayFile::reencode_copy_locked(std::size_t k, std::string* message) {
   ArrayCopy& c = copies_.at(k - 1);
   if (int r = flush_locked(false, message)) return r;
   std::unique_ptr<Placement> fresh;
-  if (int r = encode_image_copy_locked(c.schema, &fresh, message)) {
+  if (int r = encode_image_locked(c.schema, false, &fresh, message)) {
     *message = fmt::format("copy {}: re-encoding its mloc image: {}", k, *message);
     return r;
   }
@@ -243,13 +205,13 @@ int ArrayFile::reencode_copy_locked(std::size_t k, std::string* message) {
   WriteBatch batch;
   std::vector<Extent> dropped;
   MlocImage::stage_removal(ctx_.metadata, ino_, batch, &dropped, c.spec.slot);
-  fresh->image()->stage(ino_, batch, c.spec.slot);
+  stage_image(*fresh, c.spec.slot, batch);
   Roaring was = std::move(c.behind);
   c.behind = Roaring();
   stage_copies_record_locked(batch);
   if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
     c.behind = std::move(was);
-    fresh->image()->release(ctx_.allocator);
+    release_image(*fresh);
     *message = "metadata commit failed";
     return r;
   }
@@ -260,8 +222,8 @@ int ArrayFile::reencode_copy_locked(std::size_t k, std::string* message) {
 }
 
 void ArrayFile::stage_copy_keys(ArrayCopy& c, WriteBatch& batch) {
-  if (const MlocImage* image = c.placement->image()) {
-    image->stage(ino_, batch, c.spec.slot);
+  if (c.placement->image()) {
+    stage_image(*c.placement, c.spec.slot, batch);
     return;
   }
   ArrayState& cells = *c.placement->cells();
@@ -282,11 +244,6 @@ std::string ArrayFile::placement_name(std::uint32_t k) {
 
 int ArrayFile::change_copies_allowed_locked(const ArraySchema& next, std::string* message) const {
   if (next.copies.empty()) return 0;
-  if (is_mloc(next) && ctx_.member_sets && ctx_.member_sets->stripe_members() > 1) {
-    *message = "copies of an mloc array on a volume of several devices are not implemented in this release (its "
-               "image is not confined to a member set; give the array another layout)";
-    return ENOTSUP;
-  }
   if (next.table_part) {
     *message = "the array is an attribute of a table in capsules: it cannot have copies";
     return EBUSY;
@@ -327,6 +284,9 @@ int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::
   // gains its first copies, or a new number of them.
   std::unique_ptr<ArrayState> moved;
   target.checksum_block = schema_.checksum_block;
+  // A sealed mloc image moves as its staging cells, sealed again on its set after the commit.
+  if (is_mloc(schema_) && target.members != schema_.members && image_locked() && holds_data_locked())
+    if (int r = unseal_locked(true, message)) return r;
   if (target.members != schema_.members && cells_locked()) {
     ArraySchema primary = placed_schema(ctx_, schema_);
     primary.members = target.members;
@@ -408,6 +368,7 @@ int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::
     *message = "metadata sync failed";
     return r;
   }
+  if (is_mloc(schema_) && cells_locked()) return seal_locked(schema_, message);
   return 0;
 }
 

@@ -49,10 +49,11 @@ void swap_prefixes(const MetaStore& store, const std::string& a, const std::stri
 
 std::optional<std::size_t> promotable_copy(const ArraySchema& s, const std::map<std::uint8_t, Roaring>& behind,
                                            const MemberLost& lost) {
-  if (!lost || s.members.empty() || !loses_one(s.members, lost)) return std::nullopt;
+  // mloc images keep their keys apart from cells' (fs/mloc/mloc_image.h): they trade no places.
+  if (!lost || s.members.empty() || !loses_one(s.members, lost) || s.layout == "mloc") return std::nullopt;
   for (std::size_t i = 0; i < s.copies.size(); ++i) {
     const CopySpec& c = s.copies[i];
-    if (c.slot == 0 || c.members.empty() || loses_one(c.members, lost)) continue;
+    if (c.slot == 0 || c.members.empty() || loses_one(c.members, lost) || c.layout == "mloc") continue;
     if (auto it = behind.find(c.slot); it != behind.end() && !it->second.isEmpty()) continue;
     return i;
   }

@@ -36,7 +36,8 @@ namespace mmfs::fs {
 using MemberLost = std::function<bool(std::uint32_t member)>;
 
 // The copy (index in s.copies) to promote: the first whose members are
-// all present and which has no cell behind (`behind`: the decoded
+// all present and which has no cell behind (mloc images, primary or copy,
+// are never promoted or demoted) (`behind`: the decoded
 // keys::copy_record). nullopt when the primary loses no member (or lies on
 // the whole volume: no member set) or when no copy qualifies.
 std::optional<std::size_t> promotable_copy(const ArraySchema& s, const std::map<std::uint8_t, Roaring>& behind,

@@ -63,6 +63,8 @@ class MemberSetSite {
     return allocator_.allocate(request, out);
   }
   std::uint64_t free_sectors() const { return allocator_.free_sectors(); }
+  // The same space for objects that allocate their own (an mloc image).
+  SpaceSource& space() { return allocator_; }
   // Gives set extents back to the volume's free map.
   void free(const std::vector<layouts::Extent>& extents);
 

@@ -101,6 +101,7 @@ class CellPlacement final : public Placement {
   }
 
   ArrayState* cells() override { return state_.get(); }
+  MemberSetSite* site() const override { return state_->site(); }
 
  private:
   std::unique_ptr<ArrayState> state_;
@@ -110,12 +111,17 @@ class CellPlacement final : public Placement {
 
 class ImagePlacement final : public Placement {
  public:
-  ImagePlacement(std::unique_ptr<MlocImage> image, const geom::Geometry& geometry)
-      : image_(std::move(image)), geometry_(geometry) {}
+  // As a CellPlacement: on a member set, modeled on the set's geometry and
+  // shown in the volume's LBNs.
+  ImagePlacement(std::unique_ptr<MlocImage> image, const geom::Geometry& geometry, MemberSetSite* site)
+      : image_(std::move(image)),
+        geometry_(site ? site->geometry() : geometry),
+        site_(site),
+        volume_extents_(site ? site->to_volume(image_->extents()) : image_->extents()) {}
 
   const layouts::CellGrid& grid() const override { return image_->chunk_cells(); }
   bool holds_data() const override { return image_->holds_data(); }
-  const std::vector<Extent>& extents() const override { return image_->extents(); }
+  const std::vector<Extent>& extents() const override { return volume_extents_; }
   std::uint64_t device_bytes() const override { return image_->device_bytes(); }
 
   int read_selection(const layouts::Selection& selection, std::uint32_t keep, std::byte* out,
@@ -136,11 +142,17 @@ class ImagePlacement final : public Placement {
 
   int element_location(std::span<const std::uint64_t> coords, geom::Lbn* lbn, std::uint32_t* offset,
                        std::string* message) const override {
-    return image_->element_location(coords, lbn, offset, message);
+    const int r = image_->element_location(coords, lbn, offset, message);
+    if (r == 0 && site_) *lbn = site_->to_volume(*lbn);
+    return r;
   }
   void describe(nlohmann::json* info) const override {
     (*info)["chunk"] = image_->grid().chunk();
     (*info)["mloc"] = image_->describe();
+    if (site_) (*info)["members"] = site_->members();
+  }
+  layouts::IoPlan on_volume(const layouts::IoPlan& plan) const override {
+    return site_ ? site_->to_volume(plan) : plan;
   }
   std::string chosen_attr(std::string_view name) const override {
     if (name == "cell") return layouts::join(grid().cell());
@@ -149,10 +161,13 @@ class ImagePlacement final : public Placement {
   }
 
   MlocImage* image() override { return image_.get(); }
+  MemberSetSite* site() const override { return site_; }
 
  private:
   std::unique_ptr<MlocImage> image_;
   const geom::Geometry& geometry_;
+  MemberSetSite* site_;
+  std::vector<Extent> volume_extents_;
 };
 
 }  // namespace
@@ -161,8 +176,9 @@ std::unique_ptr<Placement> cell_placement(std::unique_ptr<ArrayState> state, con
   return std::make_unique<CellPlacement>(std::move(state), geometry);
 }
 
-std::unique_ptr<Placement> image_placement(std::unique_ptr<MlocImage> image, const geom::Geometry& geometry) {
-  return std::make_unique<ImagePlacement>(std::move(image), geometry);
+std::unique_ptr<Placement> image_placement(std::unique_ptr<MlocImage> image, const geom::Geometry& geometry,
+                                           MemberSetSite* site) {
+  return std::make_unique<ImagePlacement>(std::move(image), geometry, site);
 }
 
 }  // namespace mmfs::fs

@@ -38,6 +38,8 @@
 
 namespace mmfs::fs {
 
+class MemberSetSite;
+
 // The one-line reason of a cell that failed its checksum.
 std::string bad_cell_message(std::uint64_t cell);
 
@@ -95,6 +97,9 @@ class Placement {
   // when the attribute is not set: "none" when the layout has none.
   virtual std::string chosen_attr(std::string_view name) const = 0;
 
+  // The member set the placement lies on (fs/array/member_sets.h), or null: the whole volume.
+  virtual MemberSetSite* site() const = 0;
+
   virtual ArrayState* cells() { return nullptr; }
   const ArrayState* cells() const { return const_cast<Placement*>(this)->cells(); }
   virtual MlocImage* image() { return nullptr; }
@@ -102,6 +107,8 @@ class Placement {
 };
 
 std::unique_ptr<Placement> cell_placement(std::unique_ptr<ArrayState> state, const geom::Geometry& geometry);
-std::unique_ptr<Placement> image_placement(std::unique_ptr<MlocImage> image, const geom::Geometry& geometry);
+// `site`: the member set the image lies on (its extents in the set's LBNs), or null.
+std::unique_ptr<Placement> image_placement(std::unique_ptr<MlocImage> image, const geom::Geometry& geometry,
+                                           MemberSetSite* site = nullptr);
 
 }  // namespace mmfs::fs

@@ -23,7 +23,18 @@ namespace mmfs::fs {
 using geom::Lbn;
 using layouts::Extent;
 
-class Allocator {
+// Where an object that takes space of its own (an mloc image, its spilled
+// pieces) gets sectors and gives them back: the volume's Allocator, or a
+// member set's share of it (SubsetAllocator), in that space's own LBNs.
+class SpaceSource {
+ public:
+  virtual ~SpaceSource() = default;
+  virtual int allocate(const layouts::SpaceRequest& request, std::vector<Extent>* out) = 0;
+  virtual bool free(const Extent& e) = 0;
+  virtual std::uint64_t free_sectors() const = 0;
+};
+
+class Allocator final : public SpaceSource {
  public:
   // Everything in [first, end) free.
   Allocator(const geom::Geometry& geometry, Lbn first, Lbn end);
@@ -33,15 +44,15 @@ class Allocator {
   bool mark_used(const Extent& e);
 
   // The space a layout asks for. 0, or ENOSPC with nothing allocated.
-  int allocate(const layouts::SpaceRequest& request, std::vector<Extent>* out);
+  int allocate(const layouts::SpaceRequest& request, std::vector<Extent>* out) override;
   // `sectors` for a small object, from the top down, in as few extents as fit.
   int allocate_small(std::uint64_t sectors, std::vector<Extent>* out);
   // Returns an extent to the free map. Returns false when any of it is
   // already free or outside the area (a double free: the caller has a bug or
   // the metadata is corrupt).
-  bool free(const Extent& e);
+  bool free(const Extent& e) override;
 
-  std::uint64_t free_sectors() const;
+  std::uint64_t free_sectors() const override;
   std::uint64_t total_sectors() const { return end_ - first_; }
   Lbn first() const { return first_; }
   Lbn end() const { return end_; }

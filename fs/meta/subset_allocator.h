@@ -27,19 +27,19 @@ namespace mmfs::fs {
 // Extents as runs of LBNs (geom::MemberSubset's form).
 std::vector<geom::LbnRun> as_runs(const std::vector<Extent>& extents);
 
-class SubsetAllocator {
+class SubsetAllocator final : public SpaceSource {
  public:
   SubsetAllocator(Allocator& volume, const geom::MemberSubset& set) : volume_(volume), set_(set) {}
 
   // The space a layout over set.geometry() asks for, as sub-VLBN extents,
   // taken in the volume's free map. 0, or ENOSPC (or EAGAIN after repeated
   // races) with nothing taken.
-  int allocate(const layouts::SpaceRequest& request, std::vector<Extent>* out);
+  int allocate(const layouts::SpaceRequest& request, std::vector<Extent>* out) override;
   // Returns sub-VLBN extents to the volume's free map; false as
   // Allocator::free (a part of it already free, or outside the data area).
-  bool free(const Extent& e);
+  bool free(const Extent& e) override;
   // The volume's free sectors on the set's members.
-  std::uint64_t free_sectors() const;
+  std::uint64_t free_sectors() const override;
 
  private:
   // The set's free space now: an Allocator over its geometry with everything

@@ -33,7 +33,7 @@ constexpr std::uint64_t kWriteWindow = 32ull << 20;
 
 }  // namespace
 
-int MlocImage::encode(const MlocParams& params, const RowReader& read, Allocator& allocator, SectorIo& io,
+int MlocImage::encode(const MlocParams& params, const RowReader& read, SpaceSource& allocator, SectorIo& io,
                       std::unique_ptr<MlocImage>* out, std::string* message) {
   const std::uint32_t item = indexes::itemsize(params.type);
   const bool f64 = params.type == indexes::ValueType::F64;

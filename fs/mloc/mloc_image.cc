@@ -120,7 +120,8 @@ int MlocImage::empty(const MlocParams& params, SectorIo& io, std::unique_ptr<Mlo
 }
 
 int MlocImage::load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams& params,
-                    std::unique_ptr<MlocImage>* out, std::string* message, std::uint8_t slot) {
+                    std::unique_ptr<MlocImage>* out, std::string* message, std::uint8_t slot,
+                    const std::vector<Extent>* own) {
   out->reset();
   auto rec_bytes = metadata.store().get(record_key(ino, slot));
   if (!rec_bytes) return 0;
@@ -132,6 +133,7 @@ int MlocImage::load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams&
     *message = "the mloc image's record or extent map is malformed (run mmfsck)";
     return EUCLEAN;
   }
+  if (own) extents = *own;
   const std::uint32_t ss = io.sector_size();
   std::uint64_t sectors = 0;
   for (const Extent& e : *extents) sectors += e.sectors;
@@ -562,7 +564,7 @@ layouts::IoPlan MlocImage::plan(const layouts::Selection& selection, std::uint32
   return p;
 }
 
-void MlocImage::stage(Ino ino, WriteBatch& batch, std::uint8_t slot) const {
+void MlocImage::stage(Ino ino, WriteBatch& batch, std::uint8_t slot, const std::vector<Extent>* stored) const {
   if (!dir_) {
     // No image: no record. A copy keeps an empty extent map (mmfsck expects
     // one for every copy listed).
@@ -576,7 +578,7 @@ void MlocImage::stage(Ino ino, WriteBatch& batch, std::uint8_t slot) const {
   r.header_hash = header_hash_;
   r.image_bytes = dir_->image_bytes();
   batch.put(record_key(ino, slot), encode_record(r));
-  batch.put(extents_key(ino, slot), encode_extents(extents_));
+  batch.put(extents_key(ino, slot), encode_extents(stored ? *stored : extents_));
 }
 
 void MlocImage::stage_removal(Metadata& metadata, Ino ino, WriteBatch& batch, std::vector<Extent>* dropped,
@@ -588,7 +590,7 @@ void MlocImage::stage_removal(Metadata& metadata, Ino ino, WriteBatch& batch, st
   if (metadata.store().get(record_key(ino, slot))) batch.del(record_key(ino, slot));
 }
 
-void MlocImage::release(Allocator& allocator) {
+void MlocImage::release(SpaceSource& allocator) {
   for (const Extent& e : extents_) allocator.free(e);
   extents_.clear();
 }

@@ -63,12 +63,16 @@ class MlocImage {
   static int empty(const MlocParams& params, SectorIo& io, std::unique_ptr<MlocImage>* out, std::string* message);
   // The stored image of `ino` (nullptr in *out when it has none); `slot`:
   // of the array's mloc copy in that slot (keys::copy_mloc_record), 0 its own.
+  // `own`: the image's extents as `io` addresses them, when that is not as
+  // the store's extent map holds them (an image on a member set, whose map
+  // is in the volume's LBNs: the caller checked they are the same sectors).
   static int load(Metadata& metadata, SectorIo& io, Ino ino, const MlocParams& params,
-                  std::unique_ptr<MlocImage>* out, std::string* message, std::uint8_t slot = 0);
+                  std::unique_ptr<MlocImage>* out, std::string* message, std::uint8_t slot = 0,
+                  const std::vector<Extent>* own = nullptr);
   // Encodes the array `read` yields into a new image on fresh extents,
   // flushed; nothing is committed (stage() it). Two passes over the data:
   // the bins, then the units.
-  static int encode(const MlocParams& params, const RowReader& read, Allocator& allocator, SectorIo& io,
+  static int encode(const MlocParams& params, const RowReader& read, SpaceSource& allocator, SectorIo& io,
                     std::unique_ptr<MlocImage>* out, std::string* message);
 
   bool holds_data() const { return dir_.has_value(); }
@@ -129,12 +133,14 @@ class MlocImage {
   // The record and extent map, for the batch that makes this image current
   // (`slot`: as the mloc copy in that slot; an empty image: no record, and a
   // copy's extent map empty).
-  void stage(Ino ino, WriteBatch& batch, std::uint8_t slot = 0) const;
+  // `stored`: the extent map to record instead of extents() (an image on a
+  // member set: the same sectors in the volume's LBNs).
+  void stage(Ino ino, WriteBatch& batch, std::uint8_t slot = 0, const std::vector<Extent>* stored = nullptr) const;
   // Removal of any image record of `ino` (its extents go with `dropped`).
   static void stage_removal(Metadata& metadata, Ino ino, WriteBatch& batch, std::vector<Extent>* dropped,
                             std::uint8_t slot = 0);
   // Frees the extents (an image that was never committed).
-  void release(Allocator& allocator);
+  void release(SpaceSource& allocator);
 
   // A@/info: bins, chunks, units, and stored against raw bytes per byte group.
   nlohmann::json describe() const;

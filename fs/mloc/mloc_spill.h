@@ -36,7 +36,7 @@ class MlocSpill {
     std::vector<std::byte> bytes;
   };
 
-  MlocSpill(Allocator& allocator, SectorIo& io) : allocator_(allocator), io_(io) {}
+  MlocSpill(SpaceSource& allocator, SectorIo& io) : allocator_(allocator), io_(io) {}
   ~MlocSpill();  // frees the temporary sectors
   MlocSpill(const MlocSpill&) = delete;
   MlocSpill& operator=(const MlocSpill&) = delete;
@@ -66,7 +66,7 @@ class MlocSpill {
   // and n, n within the run's sectors).
   int read_run(const Run& run, std::uint64_t offset, std::uint64_t n, std::byte* out) const;
 
-  Allocator& allocator_;
+  SpaceSource& allocator_;
   SectorIo& io_;
   std::vector<Run> runs_;
 };

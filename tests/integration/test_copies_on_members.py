@@ -288,3 +288,60 @@ def test_raid0_without_the_primarys_member_promotes_a_copy_and_takes_writes(scra
             check_placement(path, arr, k, what="rebuilt: ")
         check_default_views(path, arr, "rebuilt: ")
         assert check_members(path, arr, rebuilt, rng) == [[1, 3], [0, 2]]
+
+
+def test_mloc_images_lie_on_their_members_and_survive_a_lost_one(scratch_dir):
+    """On a RAID 0 volume of four images: an array with an mloc copy and an mloc
+    array with a copy each keep every image on its placement's members
+    (A@/info, and the sectors of its extent map); every view through every
+    placement equals numpy; losing a member (mount -o degraded) loses at most
+    one placement of each, and mmfsck --rebuild encodes the lost images anew."""
+    images = [scratch_dir / f"m{i}.img" for i in range(P)]
+    mkfs_members(images, 0, "96M")
+    mnt = scratch_dir / "mnt"
+    rng = np.random.default_rng(181)
+    arr = rng.standard_normal((64, 48, 40))
+    marr = rng.standard_normal((48, 40, 32))
+    with running(images, mnt):
+        path = make_array(mnt / "a", arr.shape, "float64", "hilbert", arr)
+        setx(path, "copies", "mloc:priority=M-V-S")  # uncompressed: A@/lbn names its bytes' sectors
+        mloc = make_array(mnt / "m", marr.shape, "float64", "mloc", marr)
+        setx(mloc, "copies", "naive")
+        for p, a in ((path, arr), (mloc, marr)):
+            wait_current(p)
+            i = info(p)
+            assert i["members"] == [0, 2] and i["copies"][0]["members"] == [1, 3], i
+            for k in range(2):
+                check_placement(p, a, k)
+        assert info(mloc)["mloc"]["chunks"] >= 1  # the primary is an image (sealed)
+        # The member holding the start of a's mloc copy: the one to lose.
+        vlbn = int(read_bytes(view(path, "copy", "1@", "lbn", "0,0,0")).split()[0])
+        lost = member_place(vlbn, P)[0]
+        assert lost in (1, 3), lost
+    fsck(joined(images))
+
+    survivors = [im for i, im in enumerate(images) if i != lost]  # one placement of each array
+    os.unlink(images[lost])
+    m = start_daemon(joined(survivors), mnt, options=("degraded",))
+    ok = False
+    try:
+        for name, a in (("a", arr), ("m", marr)):
+            check_default_views(mnt / name, a, f"{name} degraded: ")
+        alive(m)
+        ok = True
+    finally:
+        rc, problems = stop_daemon(m)
+        if ok:
+            assert not problems and rc == 0, f"unmount: {'; '.join(problems)}; exit {rc}\n{m.stderr()}"
+
+    blank = scratch_dir / f"new{lost}.img"
+    rc, out, err = rebuild_onto_blank(blank, survivors)
+    assert rc == 0, f"mmfsck --rebuild: exit {rc}\n{out}{err}"
+    assert "repaired" in out and "array(s) with copies" in out, out
+    rebuilt = survivors[:lost] + [blank] + survivors[lost:]
+    fsck(joined(rebuilt))
+    with running(rebuilt, mnt):
+        for name, a in (("a", arr), ("m", marr)):
+            wait_current(mnt / name)
+            for k in range(2):
+                check_placement(mnt / name, a, k, what=f"{name} rebuilt: ")

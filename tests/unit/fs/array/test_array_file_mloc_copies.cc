@@ -5,15 +5,18 @@
 // image whole; truncate empties it; a damaged image is served around and
 // encoded anew, by the read that meets it and by the scrub's repair; its
 // keys go with the copy. An mloc array has copies of any layout (sealed,
-// unsealed by writes, truncated, its damaged image sealed anew from them);
-// a volume of several devices refuses both.
+// unsealed by writes, truncated, its damaged image sealed anew from them).
+// On a volume of several devices each image lies on its placement's members.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "fs/array/array_file.h"
+#include "fs/array/member_sets.h"
 #include "fs/meta/keys.h"
 #include "fs/volume/fsck.h"
 #include "tests/unit/support/array_file_test_support.h"
@@ -270,25 +273,83 @@ TEST_CASE("mloc copies: an mloc array with copies, sealed, written, truncated an
   CHECK(check_volume(*m.vol, false).problems.empty());
 }
 
-TEST_CASE("mloc copies: refused on a volume of several devices", "[array_file][copies][mloc_copies]") {
+TEST_CASE("mloc copies: on a volume of several devices each image lies on its placement's members",
+          "[array_file][copies][mloc_copies][members]") {
   using namespace mmfs::fs::testing::members;
   Striped m;
   std::mt19937_64 rng(83);
   Bytes model;
-  auto a = filled(m, "striped", make_schema({40, 32, 24}, "float64", "hilbert"), rng, &model);
   std::string msg;
-  const std::uint64_t free = m.vol->allocator().free_sectors();
-  CHECK(a->change_schema(with_copies(a->schema(), "naive;mloc"), &msg) == ENOTSUP);
-  CHECK(msg.find("several devices") != std::string::npos);
-  CHECK(a->schema().copies.empty());
-  CHECK(m.vol->allocator().free_sectors() == free);
-  // Nor copies of an mloc array, nor an array with copies relaid out as mloc.
-  auto b = filled(m, "striped-mloc", make_schema({16, 16, 8}, "float64", "mloc"), rng, &model);
-  CHECK(b->change_schema(with_copies(b->schema(), "naive"), &msg) == ENOTSUP);
-  CHECK(b->schema().copies.empty());
-  REQUIRE(a->change_schema(with_copies(a->schema(), "naive"), &msg) == 0);
+  auto stored_extents = [&](const std::string& key) {
+    auto v = m.vol->metadata().store().get(key);
+    REQUIRE(v);
+    return *decode_extents(*v);
+  };
+  auto own_members = [&](Ino ino, std::uint8_t slot, const std::vector<std::uint32_t>& members) {
+    const std::vector<Extent> volume = stored_extents(slot ? keys::copy_extents(ino, slot) : keys::mloc_extents(ino));
+    CHECK(!volume.empty());
+    const std::set<std::uint32_t> on = m.members_of(volume), own = as_set(members);
+    CHECK(std::includes(own.begin(), own.end(), on.begin(), on.end()));  // (a small image: on one of them)
+    CHECK(m.vol->metadata().xattr(ino, set_extents_record(slot)));
+  };
+
+  // An mloc copy: three placements on four members, the image on member 2.
+  auto a = filled(m, "striped", make_schema({40, 32, 24}, "float64", "hilbert"), rng, &model);
+  REQUIRE(a->change_schema(with_copies(a->schema(), "naive;mloc:compress=zstd"), &msg) == 0);
+  const ArraySchema s = a->schema();
+  REQUIRE(s.copies.size() == 2);
+  CHECK(s.copies[1].members == std::vector<std::uint32_t>{2});
+  CHECK(a->info()["copies"][1]["members"] == nlohmann::json({2}));
+  own_members(a->ino(), s.copies[1].slot, {2});
+  for (std::size_t k = 0; k <= 2; ++k) check_placement(*a, k, model);
+  // Writes: behind, then encoded anew on its member.
+  const Bytes row = random_bytes(rng, 32 * 24 * 8);
+  std::copy(row.begin(), row.end(), model.begin() + 9 * 32 * 24 * 8);
+  REQUIRE(write_file(*a, 9 * 32 * 24 * 8, row) == 0);
+  REQUIRE(a->flush(true, &msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  own_members(a->ino(), s.copies[1].slot, {2});
+  a = reopen(m, a);
+  for (std::size_t k = 0; k <= 2; ++k) check_placement(*a, k, model);
+  // Member 2 lost: the image's reads fail, every view is served by the others.
+  m.lose(2);
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  int error = 0;
+  view_bytes(*a, {"copy", "2"}, &error);
+  CHECK(error == EIO);
+  m.lose(-1);
+  REQUIRE(a->catch_up(&msg) == 0);  // the read that failed put it behind: encoded anew
+  check_placement(*a, 2, model);
+  CHECK(check_volume(*m.vol, false).problems.empty());
+
+  // An mloc array with copies: its image moves to the primary's set with them.
+  Bytes mmodel;
+  auto b = filled(m, "striped-mloc", make_schema({32, 32, 16}, "float64", "mloc"), rng, &mmodel);
+  REQUIRE(b->settle(&msg) == 0);
+  REQUIRE(b->change_schema(with_copies(b->schema(), "zorder"), &msg) == 0);
+  CHECK(b->cells_locked() == nullptr);  // sealed again, on its set
+  CHECK(b->schema().members == std::vector<std::uint32_t>{0, 2});
+  own_members(b->ino(), 0, {0, 2});
+  for (std::size_t k = 0; k <= 1; ++k) check_placement(*b, k, mmodel);
+  b = reopen(m, b);
+  for (std::size_t k = 0; k <= 1; ++k) check_placement(*b, k, mmodel);
+  // A write unseals it on its set; the seal puts the image back there.
+  REQUIRE(write_file(*b, 0, Bytes(mmodel.begin(), mmodel.begin() + 4096)) == 0);
+  REQUIRE(b->settle(&msg) == 0);
+  own_members(b->ino(), 0, {0, 2});
+  REQUIRE(b->catch_up(&msg) == 0);
+  check_placement(*b, 1, mmodel);
+
+  // An array with copies relaid out as mloc: the image on the primary's set.
   ArraySchema to_mloc = a->schema();
   to_mloc.layout = "mloc";
-  CHECK(a->change_schema(to_mloc, &msg) == ENOTSUP);
-  CHECK(a->schema().layout == "hilbert");
+  REQUIRE(a->change_schema(to_mloc, &msg) == 0);
+  own_members(a->ino(), 0, a->schema().members);
+  for (std::size_t k = 0; k <= 2; ++k) check_placement(*a, k, model);
+  a = reopen(m, a);
+  check_placement(*a, 0, model);
+  REQUIRE(m.vol->metadata().sync() == 0);
+  const auto report = check_volume(*m.vol, false);
+  INFO((report.problems.empty() ? "" : report.problems[0]));
+  CHECK(report.problems.empty());
 }
