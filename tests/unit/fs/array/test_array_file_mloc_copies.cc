@@ -73,7 +73,8 @@ TEST_CASE("mloc copies: every cell layout as primary with mloc copies serves eve
     check_every_copy(*a, model);
     REQUIRE(a->flush(true, &msg) == 0);
     REQUIRE(a->catch_up(&msg) == 0);
-    for (const auto& c : a->info()["copies"]) CHECK(c["state"] == "current");
+    const nlohmann::json listed = a->info()["copies"];
+    for (const auto& c : listed) CHECK(c["state"] == "current");
     check_every_copy(*a, model);
     const Ino ino = a->ino();
     a->quiesce();
@@ -218,7 +219,8 @@ TEST_CASE("mloc copies: an mloc array with copies, sealed, written, truncated an
   check_every_copy(*a, model);
   REQUIRE(a->settle(&msg) == 0);  // sealed again; the copies catch up after it
   REQUIRE(a->catch_up(&msg) == 0);
-  for (const auto& c : a->info()["copies"]) CHECK(c["state"] == "current");
+  const nlohmann::json listed = a->info()["copies"];
+  for (const auto& c : listed) CHECK(c["state"] == "current");
   const Ino ino = a->ino();
   a->quiesce();
   a.reset();
