@@ -618,7 +618,8 @@ int ArrayFile::zero(std::string* message) {
     clear_copies_locked(batch, &dropped);
     if (fresh) {
       fresh->stage(batch);
-      dropped.insert(dropped.end(), index_->extents().begin(), index_->extents().end());
+      const std::vector<Extent> old = index_->extents();  // (a copy: one vector to insert from)
+      dropped.insert(dropped.end(), old.begin(), old.end());
     }
     if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
       if (fresh) fresh->release();
@@ -641,7 +642,8 @@ int ArrayFile::zero(std::string* message) {
   if (index_) {  // every element is zero again: so is the index
     if (int r = build_index_locked(schema_, &fresh, message)) return r;
     fresh->stage(batch);
-    dropped.insert(dropped.end(), index_->extents().begin(), index_->extents().end());
+    const std::vector<Extent> old = index_->extents();  // (a copy: one vector to insert from)
+    dropped.insert(dropped.end(), old.begin(), old.end());
   }
   if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
     if (fresh) fresh->release();

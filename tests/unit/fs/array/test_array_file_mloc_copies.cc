@@ -355,3 +355,28 @@ TEST_CASE("mloc copies: on a volume of several devices each image lies on its pl
   INFO((report.problems.empty() ? "" : report.problems[0]));
   CHECK(report.problems.empty());
 }
+
+TEST_CASE("mloc copies: truncate zeroes an indexed array, its index and every copy",
+          "[array_file][copies][mloc_copies]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  std::mt19937_64 rng(97);
+  for (const char* layout : {"hilbert", "mloc"}) {  // cells, and a sealed image
+    INFO(layout);
+    ArraySchema s = with_copies(make_schema({20, 16, 12}, "float64", layout), "naive;mloc:compress=zstd");
+    s.index = "range";
+    Bytes model;
+    auto a = filled_with_copies(m, m.ctx(), std::string("indexed-") + layout, s, rng, &model);
+    std::string msg;
+    REQUIRE(a->settle(&msg) == 0);
+    REQUIRE(a->catch_up(&msg) == 0);
+    REQUIRE(a->has_index());
+    REQUIRE(a->zero(&msg) == 0);
+    check_every_copy(*a, Bytes(a->size(), 0));
+    REQUIRE(m.md().sync() == 0);
+    const auto report = check_volume(*m.vol, false);
+    INFO((report.problems.empty() ? "" : report.problems[0]));
+    CHECK(report.problems.empty());
+  }
+}
