@@ -1,7 +1,7 @@
 // Building an array placement (ArrayFile::build): the cells its schema's
 // layout asks for, over new space, given extents or the stored extent map,
-// with their checksum tables; or an mloc image, encoded, loaded, staged and
-// released. Either on the whole volume or on a member set
+// with their checksum tables; or an mloc image, encoded, loaded, staged,
+// released, and (an mloc copy's) encoded anew whole. Either on the whole volume or on a member set
 // (fs/array/member_sets.h).
 #include <fmt/format.h>
 
@@ -243,6 +243,47 @@ void ArrayFile::stage_image(const Placement& image, std::uint8_t slot, WriteBatc
 void ArrayFile::release_image(Placement& image) {
   MemberSetSite* site = image.site();
   image.image()->release(site ? site->space() : static_cast<SpaceSource&>(ctx_.allocator));
+}
+
+int ArrayFile::reencode_copy_locked(std::size_t k, std::string* message) {
+  ArrayCopy& c = copies_.at(k - 1);
+  if (int r = flush_locked(false, message)) return r;
+  std::unique_ptr<Placement> fresh;
+  if (int r = encode_image_locked(c.schema, false, &fresh, message)) {
+    *message = fmt::format("copy {}: re-encoding its mloc image: {}", k, *message);
+    return r;
+  }
+  // The stored image's extents go (a copy whose image failed to load holds
+  // an empty stand-in, not them).
+  WriteBatch batch;
+  std::vector<Extent> dropped;
+  MlocImage::stage_removal(ctx_.metadata, ino_, batch, &dropped, c.spec.slot);
+  stage_image(*fresh, c.spec.slot, batch);
+  Roaring was = std::move(c.behind);
+  c.behind = Roaring();
+  stage_copies_record_locked(batch);
+  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
+    c.behind = std::move(was);
+    release_image(*fresh);
+    *message = "metadata commit failed";
+    return r;
+  }
+  for (ArrayCopy& other : copies_) other.unrecorded = false;
+  c.placement = std::move(fresh);
+  ++placement_epoch_;  // views may be served by it again
+  return 0;
+}
+
+void ArrayFile::note_bad_image_locked(std::uint32_t k, const std::string& why) {
+  ArrayCopy& c = copies_.at(k - 1);
+  const std::uint64_t chunks = c.placement->grid().cells();
+  if (c.behind.cardinality() == chunks) return;  // already to be encoded anew
+  c.behind.addRange(0, chunks);
+  c.unrecorded = true;
+  ++placement_epoch_;  // it serves no view now
+  if (ctx_.on_healed)
+    ctx_.on_healed(ino_, fmt::format("{}: its mloc image failed to read ({}); it is encoded anew from the other "
+                                     "placements", placement_name(k), why));
 }
 
 }  // namespace mmfs::fs
