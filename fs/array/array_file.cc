@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 #include <cstring>
 #include <numeric>
@@ -85,10 +86,25 @@ ArrayFile::ArrayFile(const ArrayContext& ctx, Ino ino, ArraySchema schema, std::
 int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, std::shared_ptr<ArrayFile>* out,
                     std::string* message) {
   std::unique_ptr<Placement> placement;
+  std::string unreadable;  // why a sealed primary's image does not load
   // A sealed mloc array has an image and no cells; one being written has
   // its staging cells (and no image).
   if (is_mloc(schema) && ctx.metadata.extents(ino).empty()) {
-    if (int r = load_image(ctx, ino, schema, 0, &placement, message)) return r;
+    const int r = load_image(ctx, ino, schema, 0, &placement, message);
+    // With copies, an image whose directory does not read (damaged, or on a
+    // lost member) leaves the array readable from them.
+    if (r && (!placement || schema.copies.empty() || !(r == EIO || is_device_failure(r)))) return r;
+    ArraySchema promoted;
+    if (int e = promote_if_primary_lost(ctx, ino, schema, placement->grid().cells(), &promoted, message)) return e;
+    if (!promoted.shape.empty()) return open(ctx, ino, promoted, out, message);
+    if (r) {
+      unreadable = fmt::format("the primary's mloc image does not load: {}", *message);
+      message->clear();
+      const auto stored = ctx.metadata.store().get(keys::mloc_extents(ino));
+      auto extents = stored ? decode_extents(*stored) : std::nullopt;
+      placement = unreadable_placement(std::move(placement), extents ? std::move(*extents) : std::vector<Extent>{},
+                                       ctx.io.sector_size(), unreadable);
+    }
   } else {
     std::unique_ptr<ArrayState> state;
     if (int r = build(ctx, ino, schema, false, &state, message)) return r;
@@ -111,6 +127,10 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
     for (const ArrayCopy& c : a->copies_) behind = behind || !c.current();
   }
   if (behind) a->kick_catch_up();  // a crash or an unmount left copies behind
+  if (!unreadable.empty() && ctx.on_served_around)
+    ctx.on_served_around(ino, fmt::format("{}; views are served from the copies until a scrub (or mmfsck --rebuild) "
+                                          "encodes it anew",
+                                          unreadable));
   *out = std::move(a);
   return 0;
 }
@@ -118,6 +138,8 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
 int ArrayFile::promote_if_primary_lost(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
                                        std::uint64_t primary_cells, ArraySchema* promoted, std::string* message) {
   if (!ctx.member_lost || schema.copies.empty()) return 0;
+  // An mloc primary being written (staging cells, no image) stays: only a sealed one trades places.
+  if (is_mloc(schema) && !ctx.metadata.extents(ino).empty()) return 0;
   MetaStore& store = ctx.metadata.store();
   std::map<std::uint8_t, Roaring> behind;
   if (auto v = store.get(keys::copy_record(ino)))
@@ -426,9 +448,10 @@ int ArrayFile::read_selection_locked(const Selection& selection, std::uint32_t k
   // The current placement the model prices cheapest (queries' scans, index
   // builds, relayouts and catch-ups read the same bytes from any of them).
   std::uint32_t best = 0;
-  double best_ms = placement_->modeled_plan(selection, keep).modeled_ms;
+  double best_ms = servable_locked(0) ? placement_->modeled_plan(selection, keep).modeled_ms
+                                      : std::numeric_limits<double>::infinity();
   for (std::uint32_t k = 1; k <= copies_.size(); ++k) {
-    if (!copies_[k - 1].current()) continue;
+    if (!servable_locked(k)) continue;
     const double ms = placement_at(k).modeled_plan(selection, keep).modeled_ms;
     if (ms < best_ms) best = k, best_ms = ms;
   }
@@ -440,7 +463,7 @@ int ArrayFile::read_selection_locked(const Selection& selection, std::uint32_t k
   // placement (views repair the bad cell, ArrayFile::load_part_locked; a
   // scrub repairs it otherwise).
   for (std::uint32_t k = 0; k <= copies_.size(); ++k) {
-    if (k == best || (k > 0 && !copies_[k - 1].current())) continue;
+    if (k == best || !servable_locked(k)) continue;
     std::string other;
     if (placement_at(k).read_selection(selection, keep, out, bytes_read, &other, {}, scratch, once) != 0) continue;
     if (ctx_.on_served_around)
@@ -464,11 +487,12 @@ int ArrayFile::commit_image_locked(const ArraySchema& next, std::unique_ptr<Plac
                                    std::string* message, std::unique_ptr<ArrayIndex> fresh_index,
                                    const std::function<void(WriteBatch&, std::vector<Extent>*)>& also) {
   // The image is on stable storage (encode flushed it) before the record.
-  const MlocImage* old_image = image_locked();
   WriteBatch batch;
   std::vector<Extent> dropped;
   batch.put(keys::xattr(ino_, kSchemaXattr), encode_schema(next));
-  if (old_image && old_image->holds_data()) dropped = placement_->extents();
+  // The stored image (the record's, not the placement's: an unreadable one
+  // stands in with no image) gives its extents back.
+  if (!cells_locked()) MlocImage::stage_removal(ctx_.metadata, ino_, batch, &dropped);
   stage_image(*sealed, 0, batch);
   if (const ArrayState* cells = cells_locked()) {
     batch.del(keys::extents(ino_));

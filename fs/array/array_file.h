@@ -380,6 +380,11 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   void note_bad_image_locked(std::uint32_t k, const std::string& why);
   // The placement `k` names (0: the primary; 1..: copies_[k-1]).
   Placement& placement_at(std::uint32_t k) const { return k == 0 ? *placement_ : *copies_[k - 1].placement; }
+  // Whether placement `k` may serve reads: the primary unless it is
+  // unreadable (unreadable_placement), a copy when it is current.
+  bool servable_locked(std::uint32_t k) const {
+    return k == 0 ? placement_->readable() : copies_[k - 1].current();
+  }
   // The placement that reads `selection` cheapest under the volume's model
   // (the primary or a current copy), and its chunk size.
   std::uint32_t serving_locked(const layouts::Selection& selection, const std::string& spelling,

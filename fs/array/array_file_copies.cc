@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -453,7 +454,7 @@ int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Sele
   // first, and the source must still be current: a repair never puts back
   // bytes older than the array's.
   if (int r = flush_locked(false, message)) return r;
-  if (good_k > copies_.size() || (good_k > 0 && !copies_[good_k - 1].current())) {
+  if (good_k > copies_.size() || !servable_locked(good_k)) {
     *message = "the copy to repair from fell behind";
     return EAGAIN;
   }
@@ -608,9 +609,10 @@ int ArrayFile::repair_placements(const std::atomic<bool>& stop, std::uint64_t* r
         epoch = placement_epoch_.load();
         break;
       }
-      if (r == EIO && k == 0 && placement_at(0).image() && !copies_.empty()) {
-        // An mloc array's damaged image: sealed anew, its bytes read around
-        // the damage from the copies (read_selection_locked).
+      if (r == EIO && k == 0 && (placement_at(0).image() || !placement_at(0).readable()) && !copies_.empty()) {
+        // An mloc array's damaged image (or one whose directory did not load
+        // at open): sealed anew, its bytes read around the damage from the
+        // copies (read_selection_locked).
         if (int e = seal_locked(schema_, message)) return e;
         if (ctx_.on_healed)
           ctx_.on_healed(ino_, fmt::format("the primary: its mloc image failed to read ({}); it is encoded anew from "
@@ -626,7 +628,7 @@ int ArrayFile::repair_placements(const std::atomic<bool>& stop, std::uint64_t* r
       // From each other current placement in turn, until every bad cell of the slab is rewritten.
       int healed = EIO;
       for (std::uint32_t good = 0; good <= copies_.size() && healed != 0; ++good) {
-        if (good == k || (good > 0 && !copies_[good - 1].current())) continue;
+        if (good == k || !servable_locked(good)) continue;
         healed = heal_locked(k, good, part, &why, repaired);
       }
       if (healed != 0) {
@@ -714,7 +716,7 @@ std::optional<std::uint32_t> ArrayFile::single_run_placement_locked(const Select
   // selection of many cells is no single run of any cell layout.
   constexpr std::uint64_t kMaxCells = 4;
   for (std::uint32_t k = 0; k <= copies_.size(); ++k) {
-    if (k > 0 && !copies_[k - 1].current()) continue;
+    if (!servable_locked(k)) continue;
     const Placement& p = placement_at(k);
     const std::vector<std::uint64_t>& cell = p.grid().cell();
     if (cell.size() != selection.dims().size()) continue;
@@ -759,9 +761,10 @@ std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::s
     return best;
   }
   *budget = chunk_bytes_locked(selection, spelling, 0);
-  double best_cost = view_cost_locked(0, selection, *budget);
+  double best_cost =
+      servable_locked(0) ? view_cost_locked(0, selection, *budget) : std::numeric_limits<double>::infinity();
   for (std::uint32_t k = 1; k <= copies_.size(); ++k) {
-    if (!copies_[k - 1].current()) continue;
+    if (!servable_locked(k)) continue;
     const std::uint64_t b = chunk_bytes_locked(selection, spelling, k);
     const double cost = view_cost_locked(k, selection, b);
     if (cost < best_cost) {

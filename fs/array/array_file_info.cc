@@ -133,7 +133,7 @@ nlohmann::json ArrayFile::info() const {
   j["extents"] = placement_->extents().size();
   j["geometry"] = ctx_.geometry_name;
   // Sealed mloc: the image's chunk and levels; being written: the staging cells.
-  if (is_mloc(schema_) && !image_locked()) j["mloc"] = {{"sealed", false}, {"staging", "naive"}};
+  if (is_mloc(schema_) && !image_locked() && placement_->readable()) j["mloc"] = {{"sealed", false}, {"staging", "naive"}};
   placement_->describe(&j);
   return j;
 }

@@ -149,6 +149,10 @@ int ArrayFile::load_chunk(const DataView& view, std::uint64_t index, AlignedBuff
   if (view.copy == 0 || view.served_epoch != placement_epoch_.load() || from > copies_.size() ||
       (from > 0 && !copies_[from - 1].current()))
     from = 0;
+  // (An unreadable primary serves nothing: the first current copy instead,
+  // but A@/copy/0@ reads the primary only.)
+  for (std::uint32_t k = 1; view.copy < 0 && !servable_locked(from) && k <= copies_.size(); ++k)
+    if (servable_locked(k)) from = k;
   return load_part_locked(view, index, from, out, message, device_done, nullptr, &lock);
 }
 
@@ -190,7 +194,7 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
     std::uint32_t good = 0;
     bool found = false;
     for (std::uint32_t k = 0; k <= copies_.size() && !found; ++k) {
-      if (k == from || (k > 0 && !copies_[k - 1].current())) continue;
+      if (k == from || !servable_locked(k)) continue;
       std::string other;
       found = placement_at(k).read_selection(part, view.plod_bytes, out->data(), &ignored, &other, {}, nullptr,
                                              once) == 0;
@@ -221,7 +225,7 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
     // sector): the same bytes from another current copy. Nothing is
     // rewritten: the failed sectors are the device's to remap or replace.
     for (std::uint32_t k = 0; k <= copies_.size(); ++k) {
-      if (k == from || (k > 0 && !copies_[k - 1].current())) continue;
+      if (k == from || !servable_locked(k)) continue;
       std::string other;
       if (placement_at(k).read_selection(part, view.plod_bytes, out->data(), &ignored, &other, {}, nullptr, once) != 0)
         continue;

@@ -49,11 +49,10 @@ void swap_prefixes(const MetaStore& store, const std::string& a, const std::stri
 
 std::optional<std::size_t> promotable_copy(const ArraySchema& s, const std::map<std::uint8_t, Roaring>& behind,
                                            const MemberLost& lost) {
-  // mloc images keep their keys apart from cells' (fs/mloc/mloc_image.h): they trade no places.
-  if (!lost || s.members.empty() || !loses_one(s.members, lost) || s.layout == "mloc") return std::nullopt;
+  if (!lost || s.members.empty() || !loses_one(s.members, lost)) return std::nullopt;
   for (std::size_t i = 0; i < s.copies.size(); ++i) {
     const CopySpec& c = s.copies[i];
-    if (c.slot == 0 || c.members.empty() || loses_one(c.members, lost) || c.layout == "mloc") continue;
+    if (c.slot == 0 || c.members.empty() || loses_one(c.members, lost)) continue;
     if (auto it = behind.find(c.slot); it != behind.end() && !it->second.isEmpty()) continue;
     return i;
   }
@@ -90,8 +89,24 @@ ArraySchema promoted_schema(const ArraySchema& s, std::size_t index) {
 
 void stage_promotion(const MetaStore& store, Ino ino, const ArraySchema& s, std::size_t index,
                      std::uint64_t primary_cells, std::map<std::uint8_t, Roaring> behind, WriteBatch* batch) {
-  const std::uint8_t slot = s.copies.at(index).slot;
-  swap_values(store, keys::extents(ino), keys::copy_extents(ino, slot), batch);
+  const CopySpec& copy = s.copies.at(index);
+  const std::uint8_t slot = copy.slot;
+  // The extent maps and mloc records: a sealed mloc primary keeps its
+  // image's under e/<ino>m and x/<ino>mmfs.mloc, an mloc copy its own under
+  // e/<ino>k<slot> and x/<ino>mmfs.mloc.<slot>; cells have no record.
+  const bool primary_image = s.layout == "mloc", copy_image = copy.layout == "mloc";
+  const std::string primary_extents = primary_image ? keys::mloc_extents(ino) : keys::extents(ino);
+  const auto old_primary = store.get(primary_extents), old_copy = store.get(keys::copy_extents(ino, slot));
+  const auto old_primary_record = primary_image ? store.get(keys::mloc_record(ino)) : std::nullopt;
+  const auto old_copy_record = copy_image ? store.get(keys::copy_mloc_record(ino, slot)) : std::nullopt;
+  batch->del(primary_extents);
+  batch->del(keys::copy_extents(ino, slot));
+  if (primary_image) batch->del(keys::mloc_record(ino));
+  if (copy_image) batch->del(keys::copy_mloc_record(ino, slot));
+  if (old_copy) batch->put(copy_image ? keys::mloc_extents(ino) : keys::extents(ino), *old_copy);
+  if (old_copy_record) batch->put(keys::mloc_record(ino), *old_copy_record);
+  if (old_primary) batch->put(keys::copy_extents(ino, slot), *old_primary);
+  if (old_primary_record) batch->put(keys::copy_mloc_record(ino, slot), *old_primary_record);
   swap_values(store, keys::xattr(ino, set_extents_record(0)), keys::xattr(ino, set_extents_record(slot)), batch);
   swap_prefixes(store, keys::checksum_table_prefix(ino, keys::kChecksumTable, 0),
                 keys::checksum_table_prefix(ino, keys::kCopyChecksumTable, slot), batch);

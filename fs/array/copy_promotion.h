@@ -6,8 +6,8 @@
 // the array's first open in such a mount, a current copy on surviving members
 // is promoted: in one commit, the schema's placement attributes and members
 // trade places with that copy's, the two placements' keys in the store are
-// exchanged (extent maps, member-set extent records, checksum and
-// alternative tables), and the old primary becomes that copy's slot with
+// exchanged (extent maps, mloc image records, member-set extent records,
+// checksum and alternative tables), and the old primary becomes that copy's slot with
 // every cell behind, so it is never read until a catch-up after
 // `mmfsck --rebuild` rewrites it from the new primary. A crash leaves the
 // commit applied or not, never half of it.
@@ -36,8 +36,7 @@ namespace mmfs::fs {
 using MemberLost = std::function<bool(std::uint32_t member)>;
 
 // The copy (index in s.copies) to promote: the first whose members are
-// all present and which has no cell behind (mloc images, primary or copy,
-// are never promoted or demoted) (`behind`: the decoded
+// all present and which has no cell behind (`behind`: the decoded
 // keys::copy_record). nullopt when the primary loses no member (or lies on
 // the whole volume: no member set) or when no copy qualifies.
 std::optional<std::size_t> promotable_copy(const ArraySchema& s, const std::map<std::uint8_t, Roaring>& behind,

@@ -170,7 +170,62 @@ class ImagePlacement final : public Placement {
   std::vector<Extent> volume_extents_;
 };
 
+class UnreadablePlacement final : public Placement {
+ public:
+  UnreadablePlacement(std::unique_ptr<Placement> stand_in, std::vector<Extent> stored, std::uint64_t sector_bytes,
+                      std::string why)
+      : stand_in_(std::move(stand_in)), stored_(std::move(stored)), sector_bytes_(sector_bytes), why_(std::move(why)) {}
+
+  const layouts::CellGrid& grid() const override { return stand_in_->grid(); }
+  bool holds_data() const override { return true; }
+  const std::vector<Extent>& extents() const override { return stored_; }
+  std::uint64_t device_bytes() const override {
+    std::uint64_t sectors = 0;
+    for (const Extent& e : stored_) sectors += e.sectors;
+    return sectors * sector_bytes_;
+  }
+  int read_selection(const layouts::Selection&, std::uint32_t, std::byte*, std::uint64_t*, std::string* message,
+                     const std::function<void()>& device_done, AlignedBuffer*, bool, std::uint64_t* bad_cell) override {
+    if (bad_cell) *bad_cell = kNoBadCell;
+    if (device_done) device_done();
+    *message = why_;
+    return EIO;
+  }
+  layouts::IoPlan plan(const layouts::Selection& selection, std::uint32_t keep) const override {
+    return stand_in_->plan(selection, keep);
+  }
+  layouts::IoPlan modeled_plan(const layouts::Selection& selection, std::uint32_t keep) const override {
+    return stand_in_->modeled_plan(selection, keep);
+  }
+  bool chunks_by_model() const override { return false; }
+  int element_location(std::span<const std::uint64_t>, geom::Lbn*, std::uint32_t*,
+                       std::string* message) const override {
+    *message = why_;
+    return ENODATA;
+  }
+  void describe(nlohmann::json* info) const override {
+    stand_in_->describe(info);
+    info->erase("mloc");  // the stand-in's, not the stored image's
+    (*info)["unreadable"] = why_;
+  }
+  layouts::IoPlan on_volume(const layouts::IoPlan& plan) const override { return stand_in_->on_volume(plan); }
+  std::string chosen_attr(std::string_view name) const override { return stand_in_->chosen_attr(name); }
+  MemberSetSite* site() const override { return stand_in_->site(); }
+  bool readable() const override { return false; }
+
+ private:
+  std::unique_ptr<Placement> stand_in_;
+  std::vector<Extent> stored_;
+  std::uint64_t sector_bytes_;
+  std::string why_;
+};
+
 }  // namespace
+
+std::unique_ptr<Placement> unreadable_placement(std::unique_ptr<Placement> stand_in, std::vector<Extent> stored,
+                                                std::uint64_t sector_bytes, std::string why) {
+  return std::make_unique<UnreadablePlacement>(std::move(stand_in), std::move(stored), sector_bytes, std::move(why));
+}
 
 std::unique_ptr<Placement> cell_placement(std::unique_ptr<ArrayState> state, const geom::Geometry& geometry) {
   return std::make_unique<CellPlacement>(std::move(state), geometry);

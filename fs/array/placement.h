@@ -99,6 +99,9 @@ class Placement {
 
   // The member set the placement lies on (fs/array/member_sets.h), or null: the whole volume.
   virtual MemberSetSite* site() const = 0;
+  // False for a placement that cannot be read at all (unreadable_placement):
+  // nothing is priced or served through it.
+  virtual bool readable() const { return true; }
 
   virtual ArrayState* cells() { return nullptr; }
   const ArrayState* cells() const { return const_cast<Placement*>(this)->cells(); }
@@ -110,5 +113,16 @@ std::unique_ptr<Placement> cell_placement(std::unique_ptr<ArrayState> state, con
 // `site`: the member set the image lies on (its extents in the set's LBNs), or null.
 std::unique_ptr<Placement> image_placement(std::unique_ptr<MlocImage> image, const geom::Geometry& geometry,
                                            MemberSetSite* site = nullptr);
+// A sealed mloc primary whose image does not load (its directory damaged,
+// or on a lost member) while the array has copies: the array still opens,
+// every view served from a copy, until a scrub or mmfsck --rebuild encodes
+// the image anew (docs/copies-on-members.md). Every read fails with EIO and
+// `why`; holds_data() is true (what it held is unknown); its extents are the
+// stored image's (`stored`, volume LBNs, `sector_bytes` each) so a new image
+// frees them. `stand_in`: the empty image load_image returned in its place,
+// for the grid and the member set. image() is null: queries never take the
+// directory's shortcuts from it.
+std::unique_ptr<Placement> unreadable_placement(std::unique_ptr<Placement> stand_in, std::vector<Extent> stored,
+                                                std::uint64_t sector_bytes, std::string why);
 
 }  // namespace mmfs::fs

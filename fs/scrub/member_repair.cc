@@ -48,10 +48,13 @@ int repair_member_data(Volume& volume, std::uint32_t member, MemberRepairReport*
     const auto schema = record ? decode_schema(*record) : std::nullopt;
     if (kinds.count(keys::Kind::IndexExtents))
       report->lost.push_back(fmt::format("{}: its bitmap index (set user.mmfs.index again to rebuild it)", path_of(ino)));
-    if (kinds.count(keys::Kind::MlocExtents))
+    const bool copied = schema && !schema->copies.empty();
+    if (kinds.count(keys::Kind::MlocExtents) && !copied)
       report->lost.push_back(fmt::format("{}: mloc image blocks", path_of(ino)));
-    const bool cells = kinds.count(keys::Kind::Extents) || kinds.count(keys::Kind::CopyExtents);
-    if (!cells) continue;
+    // (An mloc primary's image with copies is sealed anew from them below: ArrayFile::repair_placements.)
+    const bool placed = kinds.count(keys::Kind::Extents) || kinds.count(keys::Kind::CopyExtents) ||
+                        (copied && kinds.count(keys::Kind::MlocExtents));
+    if (!placed) continue;
     if (!schema || schema->shape.empty()) {
       report->lost.push_back(fmt::format("{}: file blocks", path_of(ino)));
       continue;

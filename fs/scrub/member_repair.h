@@ -6,8 +6,9 @@
 // touch the member is opened, its copies caught up, and every cell that
 // fails its checksum in any placement (the new member holds no bytes of
 // its own) rewritten from a placement that reads it clean
-// (ArrayFile::repair_placements). What lay on the member without a second
-// copy — plain files, arrays without copies, mloc images, bitmap indexes —
+// (ArrayFile::repair_placements; an mloc image, the primary's or a copy's,
+// is encoded anew). What lay on the member without a second copy — plain
+// files, arrays without copies (their mloc images too), bitmap indexes —
 // is listed as lost: its reads fail their checksums (EIO); an index is
 // rebuilt by setting user.mmfs.index again.
 #pragma once

@@ -345,3 +345,90 @@ def test_mloc_images_lie_on_their_members_and_survive_a_lost_one(scratch_dir):
             wait_current(mnt / name)
             for k in range(2):
                 check_placement(mnt / name, a, k, what=f"{name} rebuilt: ")
+
+
+def test_mloc_primary_on_a_lost_member_is_served_promoted_and_sealed_anew(scratch_dir):
+    """A sealed mloc array with a naive copy loses the member its image lies
+    on: a read-only degraded mount opens it all the same (the image's
+    directory does not load) and serves every view from the copy; a
+    read-write one promotes the copy, the image becomes copy 1, behind, and
+    writes land; mmfsck --rebuild encodes the image anew on the new member."""
+    images = [scratch_dir / f"m{i}.img" for i in range(P)]
+    mkfs_members(images, 0, "96M")
+    mnt = scratch_dir / "mnt"
+    rng = np.random.default_rng(191)
+    arr = rng.standard_normal((32, 32, 16))
+    with running(images, mnt):
+        path = make_array(mnt / "m", arr.shape, "float64", "mloc", arr)
+        setx(path, "copies", "naive")
+        wait_current(path)
+        i = info(path)
+        assert i["members"] == [0, 2] and i["copies"][0]["members"] == [1, 3], i
+        assert i["mloc"]["chunks"] >= 1  # sealed: the primary is an image
+        # A small image lies on one member of its set: that one is lost.
+        on = {member_place(int(read_bytes(view(path, "copy", "0@", "lbn", e)).split()[0]), P)[0]
+              for e in ("0,0,0", "31,31,15", "16,8,4")}
+        assert len(on) == 1 and on <= {0, 2}, on
+        lost = on.pop()
+    survivors = [im for i, im in enumerate(images) if i != lost]
+    os.unlink(images[lost])
+
+    m = start_daemon(joined(survivors), mnt, options=("degraded", "ro"))
+    ok = False
+    try:
+        path = mnt / "m"
+        i = info(path)
+        assert "does not load" in i.get("unreadable", ""), i
+        assert i["layout"] == "mloc" and stats(mnt)["copies"]["promoted_over_a_lost_member"] == 0, i
+        check_default_views(path, arr, "read-only degraded: ")
+        check_placement(path, arr, 1, what="read-only degraded: ")
+        try:
+            read_bytes(view(path, "copy", "0@", "slice", "0", "3"))
+            raise AssertionError("the lost primary read through A@/copy/0@")
+        except OSError as e:
+            assert e.errno == errno.EIO, e
+        assert "mloc image does not load" in errors_text(mnt), errors_text(mnt)
+        alive(m)
+        ok = True
+    finally:
+        rc, problems = stop_daemon(m)
+        if ok:
+            assert not problems and rc == 0, f"unmount: {'; '.join(problems)}; exit {rc}\n{m.stderr()}"
+
+    m = start_daemon(joined(survivors), mnt, options=("degraded",))
+    ok = False
+    try:
+        path = mnt / "m"
+        i = info(path)
+        assert i["layout"] == "naive" and "promoted from copy 1" in i["layout_rule"], i
+        c = i["copies"][0]
+        assert c["layout"] == "mloc" and c["state"] == "behind" and c["member_lost"] is True, c
+        assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1
+        check_default_views(path, arr, "promoted: ")
+        arr[3] = 7.5
+        with open(path, "r+b") as f:
+            f.seek(3 * 32 * 16 * 8)
+            f.write(arr[3].tobytes())
+            os.fsync(f.fileno())
+        check_default_views(path, arr, "promoted, after a write: ")
+        alive(m)
+        ok = True
+    finally:
+        rc, problems = stop_daemon(m)
+        if ok:
+            assert not problems and rc == 0, f"unmount: {'; '.join(problems)}; exit {rc}\n{m.stderr()}"
+
+    blank = scratch_dir / f"new{lost}.img"
+    rc, out, err = rebuild_onto_blank(blank, survivors)
+    assert rc == 0, f"mmfsck --rebuild: exit {rc}\n{out}{err}"
+    assert "lost (no second copy)" not in out, out
+    rebuilt = survivors[:lost] + [blank] + survivors[lost:]
+    fsck(joined(rebuilt))
+    with running(rebuilt, mnt):
+        path = mnt / "m"
+        wait_current(path)
+        i = info(path)
+        assert i["layout"] == "naive" and i["copies"][0]["state"] == "current", i
+        for k in range(2):
+            check_placement(path, arr, k, what="rebuilt: ")
+        check_default_views(path, arr, "rebuilt: ")

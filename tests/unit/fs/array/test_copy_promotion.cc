@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <map>
+#include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -199,4 +201,163 @@ TEST_CASE("copy promotion: a copy that lags is never promoted; the primary's wri
   CHECK((rc == EIO || rc == ENODEV));
   const bool written = write_file(*a, 0, Bytes(model.begin(), model.begin() + 80 * 48 * 4)) == 0;
   CHECK_FALSE((written && a->flush(true, &msg) == 0));
+}
+
+namespace {
+
+std::optional<std::string> stored(Striped& m, const std::string& key) { return m.vol->metadata().store().get(key); }
+
+// The one member `extents` lie on (a small placement lies on one of its set's).
+std::uint32_t only_member(Striped& m, const std::string& extents_key) {
+  const auto v = stored(m, extents_key);
+  REQUIRE(v);
+  const std::set<std::uint32_t> on = m.members_of(*decode_extents(*v));
+  REQUIRE(on.size() == 1);
+  return *on.begin();
+}
+
+std::vector<std::size_t> all_but(std::uint32_t lost) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < 4; ++i)
+    if (i != lost) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("copy promotion: a sealed mloc primary on a lost member is served from its copy, then traded for it",
+          "[array_file][copies][members][promotion][mloc_copies]") {
+  Striped m;
+  std::mt19937_64 rng(227);
+  Bytes model;
+  std::string msg;
+  auto a = filled(m, "mloc-primary", make_schema({32, 32, 16}, "float64", "mloc"), rng, &model);
+  REQUIRE(a->settle(&msg) == 0);
+  REQUIRE(a->change_schema(with_copies(a->schema(), "zorder"), &msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  REQUIRE(a->cells_locked() == nullptr);  // sealed, on its set
+  const ArraySchema before = a->schema();
+  const Ino ino = a->ino();
+  const std::uint8_t slot = before.copies[0].slot;
+  const std::uint32_t lost = only_member(m, keys::mloc_extents(ino));
+  REQUIRE_FALSE(as_set(before.copies[0].members).count(lost));
+  const auto image_extents = stored(m, keys::mloc_extents(ino)), image_record = stored(m, keys::mloc_record(ino));
+  REQUIRE(image_record);
+  const std::vector<Extent> copy_cells = m.copy_extents(ino, slot);
+  a->quiesce();
+  a.reset();
+
+  // Without the image's member and no promotion (a read-only mount): the
+  // directory does not load, yet the array opens and every view is the copy's.
+  m.reopen(all_but(lost));
+  m.lost = nullptr;
+  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  CHECK(m.promoted.empty());
+  REQUIRE_FALSE(m.around.empty());
+  CHECK(m.around.back().find("the primary's mloc image does not load") != std::string::npos);
+  CHECK(a->info()["unreadable"].get<std::string>().find("does not load") != std::string::npos);
+  CHECK_FALSE(a->info().contains("mloc"));  // neither sealed nor staging: unknown
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  check_placement(*a, 1, model);
+  int error = 0;
+  view_bytes(*a, {"copy", "0"}, &error);
+  CHECK(error == EIO);  // A@/copy/0@ reads the primary only
+  a->quiesce();
+  a.reset();
+
+  // A read-write degraded open: the copy is promoted, the image is copy `slot`, all behind.
+  m.reopen(all_but(lost));
+  m.lost = lose({lost});
+  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  REQUIRE(m.promoted.size() == 1);
+  const ArraySchema after = a->schema();
+  CHECK(after.layout == "zorder");
+  CHECK(after.members == before.copies[0].members);
+  CHECK(after.copies[0].layout == "mloc");
+  CHECK(after.copies[0].members == before.members);
+  CHECK(m.vol->metadata().extents(ino) == copy_cells);
+  CHECK_FALSE(stored(m, keys::mloc_extents(ino)));
+  CHECK_FALSE(stored(m, keys::mloc_record(ino)));
+  CHECK(stored(m, keys::copy_extents(ino, slot)) == image_extents);
+  CHECK(stored(m, keys::copy_mloc_record(ino, slot)) == image_record);
+  CHECK(a->info()["copies"][0]["state"] == "behind");
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  const Bytes row = random_bytes(rng, 32 * 16 * 8);
+  std::copy(row.begin(), row.end(), model.begin() + 5 * 32 * 16 * 8);
+  REQUIRE(write_file(*a, 5 * 32 * 16 * 8, row) == 0);
+  REQUIRE(a->flush(true, &msg) == 0);
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  a->quiesce();
+  a.reset();
+
+  // The member back: the old primary's image is encoded anew from the new primary.
+  m.reopen({0, 1, 2, 3});
+  m.lost = nullptr;
+  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  CHECK(a->info()["copies"][0]["state"] == "current");
+  check_placement(*a, 0, model);
+  check_placement(*a, 1, model);
+  a->quiesce();
+  REQUIRE(m.vol->metadata().sync() == 0);
+  const auto report = check_volume(*m.vol, false);
+  INFO((report.problems.empty() ? "" : report.problems[0]));
+  CHECK(report.problems.empty());
+}
+
+TEST_CASE("copy promotion: an mloc copy takes the place of a cell primary on a lost member",
+          "[array_file][copies][members][promotion][mloc_copies]") {
+  Striped m;
+  std::mt19937_64 rng(229);
+  Bytes model;
+  std::string msg;
+  auto a = filled(m, "mloc-copy", with_copies(make_schema({32, 32, 16}, "float64", "zorder"), "mloc"), rng, &model);
+  const ArraySchema before = a->schema();
+  const Ino ino = a->ino();
+  const std::uint8_t slot = before.copies[0].slot;
+  const auto image_extents = stored(m, keys::copy_extents(ino, slot));
+  const auto image_record = stored(m, keys::copy_mloc_record(ino, slot));
+  REQUIRE(image_record);
+  const std::vector<Extent> cells = m.vol->metadata().extents(ino);
+  std::uint32_t lost = before.members[0];
+  REQUIRE_FALSE(as_set(before.copies[0].members).count(lost));
+  a->quiesce();
+  a.reset();
+
+  m.reopen(all_but(lost));
+  m.lost = lose({lost});
+  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  REQUIRE(m.promoted.size() == 1);
+  CHECK(a->schema().layout == "mloc");
+  CHECK(a->schema().copies[0].layout == "zorder");
+  CHECK(a->cells_locked() == nullptr);  // a sealed image
+  CHECK(m.vol->metadata().extents(ino).empty());
+  CHECK(stored(m, keys::mloc_extents(ino)) == image_extents);
+  CHECK(stored(m, keys::mloc_record(ino)) == image_record);
+  CHECK(m.copy_extents(ino, slot) == cells);
+  CHECK_FALSE(stored(m, keys::copy_mloc_record(ino, slot)));
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  check_placement(*a, 0, model);
+  // A write unseals it on the survivors' set; the seal puts it back there.
+  const Bytes row = random_bytes(rng, 32 * 16 * 8);
+  std::copy(row.begin(), row.end(), model.begin() + 7 * 32 * 16 * 8);
+  REQUIRE(write_file(*a, 7 * 32 * 16 * 8, row) == 0);
+  REQUIRE(a->settle(&msg) == 0);
+  CHECK(a->cells_locked() == nullptr);
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  CHECK_FALSE(m.members_of(*decode_extents(*stored(m, keys::mloc_extents(ino)))).count(lost));
+  a->quiesce();
+  a.reset();
+
+  m.reopen({0, 1, 2, 3});
+  m.lost = nullptr;
+  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  REQUIRE(a->catch_up(&msg) == 0);
+  check_placement(*a, 0, model);
+  check_placement(*a, 1, model);
+  a->quiesce();
+  REQUIRE(m.vol->metadata().sync() == 0);
+  const auto report = check_volume(*m.vol, false);
+  INFO((report.problems.empty() ? "" : report.problems[0]));
+  CHECK(report.problems.empty());
 }

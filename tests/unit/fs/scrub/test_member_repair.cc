@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -134,4 +135,77 @@ TEST_CASE("RAID 0 rebuild: the metadata copy from its twin, an array's cells fro
   a->quiesce();
   a.reset();
   CHECK(check_volume(*vol, false).problems.empty());
+}
+
+TEST_CASE("RAID 0 rebuild: an mloc primary's image on the member is sealed anew from its copy",
+          "[members][rebuild][mloc_copies]") {
+  std::vector<std::unique_ptr<MemoryDevice>> disks;
+  for (int i = 0; i < 4; ++i) disks.push_back(std::make_unique<MemoryDevice>(kMember, 512));
+  std::string msg;
+  REQUIRE(format_members(targets(disks, {0, 1, 2, 3}), *geom::load_geometry("atlas10k3"), 0, {}, nullptr, &msg) == 0);
+  std::mt19937_64 rng(181);
+  Bytes model;
+  Ino ino = 0;
+  std::uint32_t member = 0;
+  std::vector<Extent> image;
+  {
+    int err = 0;
+    auto vol = Volume::open(targets(disks, {0, 1, 2, 3}), &err, &msg, {});
+    REQUIRE(vol);
+    SectorIo io(vol->device(), vol->geometry());
+    MemberSets sets(vol->allocator(), vol->device(), vol->geometry());
+    ArrayContext ctx{vol->metadata(), vol->allocator(), io, vol->geometry(), "atlas10k3"};
+    ctx.member_sets = &sets;
+    Inode n;
+    REQUIRE(vol->metadata().create(kRootIno, "sealed", S_IFREG | 0644, 0, 0, "", &n) == 0);
+    std::shared_ptr<ArrayFile> a;
+    REQUIRE(ArrayFile::create(ctx, n, make_schema({48, 40, 32}, "float64", "mloc"), nullptr, &a, &msg) == 0);
+    model = random_bytes(rng, a->size());
+    REQUIRE(write_file(*a, 0, model) == 0);
+    REQUIRE(a->settle(&msg) == 0);
+    ArraySchema s = a->schema();
+    REQUIRE(set_schema_attr(s, "copies", "zorder").error == 0);
+    REQUIRE(a->change_schema(s, &msg) == 0);
+    REQUIRE(a->catch_up(&msg) == 0);
+    REQUIRE(a->cells_locked() == nullptr);
+    a->quiesce();
+    ino = n.ino;
+    image = *decode_extents(*vol->metadata().store().get(keys::mloc_extents(ino)));
+    const auto& g = dynamic_cast<const geom::StripedGeometry&>(vol->geometry());
+    member = g.locate(image.front().start).member;
+    const auto copy_members = a->schema().copies[0].members;
+    REQUIRE(std::find(copy_members.begin(), copy_members.end(), member) == copy_members.end());
+  }
+  std::vector<std::size_t> others;
+  for (std::size_t i = 0; i < 4; ++i)
+    if (i != member) others.push_back(i);
+  auto blank = std::make_unique<MemoryDevice>(kMember, 512);
+  std::string report;
+  REQUIRE(rebuild_member(targets(disks, others), {"new", std::make_unique<RefDevice>(*blank)}, &report, &msg) == 0);
+  disks[member] = std::move(blank);
+  int err = 0;
+  auto vol = Volume::open(targets(disks, {0, 1, 2, 3}), &err, &msg, {});
+  INFO(msg);
+  REQUIRE(vol);
+  MemberRepairReport rep;
+  REQUIRE(repair_member_data(*vol, member, &rep, &msg) == 0);
+  CHECK(rep.lost.empty());
+  CHECK(rep.failed.empty());
+  CHECK(rep.arrays == 1);
+  // A new image (fresh extents: the blank member's were given back) that reads the array.
+  CHECK(*decode_extents(*vol->metadata().store().get(keys::mloc_extents(ino))) != image);
+  SectorIo io(vol->device(), vol->geometry());
+  MemberSets sets(vol->allocator(), vol->device(), vol->geometry());
+  ArrayContext ctx{vol->metadata(), vol->allocator(), io, vol->geometry(), "atlas10k3"};
+  ctx.member_sets = &sets;
+  std::shared_ptr<ArrayFile> a;
+  REQUIRE(ArrayFile::open(ctx, ino, *decode_schema(*vol->metadata().xattr(ino, "mmfs.schema")), &a, &msg) == 0);
+  CHECK(a->cells_locked() == nullptr);
+  CHECK(bytes_diff(placement_bytes(*a, 0), model) == "");
+  CHECK(bytes_diff(placement_bytes(*a, 1), model) == "");
+  a->quiesce();
+  a.reset();
+  const auto problems = check_volume(*vol, false).problems;
+  INFO((problems.empty() ? "" : problems[0]));
+  CHECK(problems.empty());
 }
