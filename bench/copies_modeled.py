@@ -2,15 +2,23 @@
 """Copies under the model: an array placed by one layout with a copy in
 another, against the two layouts alone (docs/reference.md, "Copies").
 
-Formats one volume of --geometry, creates three arrays of --shape (no data
-is needed for a plan): one in --primary alone, one in --copy alone, and one
-in --primary with user.mmfs.copies = --copy. For every beam (--beams random
+Formats a volume of --geometry per array and creates four arrays of --shape (no data
+is needed for a plan): one in --primary alone, one in --copy alone, one
+in --primary with user.mmfs.copies = --copy, and --copy alone placed alike
+(below). For every beam (--beams random
 positions per dimension, seeded), the middle slice of each dimension and the
 p% cubes (--cubes), it reads A@/plan/VIEW of each: the modeled time of the
 two single layouts, and for the array with the copy the placement that
 serves the view (served_by) and its modeled time. **ratio** = the copy
 array's time / the better single layout's (the copy lies on other tracks
 than a single layout's array, so the two need not be equal).
+
+The model prices a read from an idle head resting at the volume's start,
+so an array placed farther in pays a longer first seek. A fourth array
+takes that apart: --copy alone again, placed behind a --primary array of
+the same shape, so it lies where the copy array's copy does (**ratio at
+the same place**: the copy array's time / the better of the primary alone
+and this one).
 
   python3 bench/copies_modeled.py [--geometry atlas10k3] [--shape 256,256,256]
       [--primary multimap] [--copy hilbert] [--out docs/benchmarks/copies-modeled]
@@ -69,26 +77,42 @@ def views(shape, beams, cubes, seed):
     return out
 
 
-def plans_on_fresh_volume(a, attrs, spelled_views, scratch):
+def make_array(a, path, attrs):
+    path.touch()
+    os.setxattr(path, "user.mmfs.dtype", a.dtype.encode())
+    for k, v in attrs.items():
+        if k != "copies":
+            os.setxattr(path, f"user.mmfs.{k}", v.encode())
+    os.setxattr(path, "user.mmfs.shape", a.shape.encode())
+    if "copies" in attrs:
+        os.setxattr(path, "user.mmfs.copies", attrs["copies"].encode())
+
+
+def first_lbn(path, k=None):
+    """The volume sector of element 0 (of placement k when given)."""
+    via = f"{path}@/copy/{k}@/lbn/" if k is not None else f"{path}@/lbn/"
+    with open(via + ",".join("0" for _ in os.getxattr(path, "user.mmfs.shape").decode().split(","))) as f:
+        return int(f.read().split()[0])
+
+
+def plans_on_fresh_volume(a, attrs, spelled_views, scratch, behind=None):
     """A@/plan of every view of one array alone on a freshly formatted volume
-    (so each array lies where a volume's first array lies)."""
+    (so each array lies where a volume's first array lies), or behind an
+    array of attributes `behind` created first; and where element 0 lies
+    (of each placement)."""
     image, mnt = Path(scratch) / "v.img", Path(scratch) / "mnt"
     daemon = fresh_volume(a.build, image, mnt, a.geometry, a.size)
     try:
+        if behind:
+            make_array(a, mnt / "before", behind)
         path = mnt / "a"
-        path.touch()
-        os.setxattr(path, "user.mmfs.dtype", a.dtype.encode())
-        for k, v in attrs.items():
-            if k != "copies":
-                os.setxattr(path, f"user.mmfs.{k}", v.encode())
-        os.setxattr(path, "user.mmfs.shape", a.shape.encode())
-        if "copies" in attrs:
-            os.setxattr(path, "user.mmfs.copies", attrs["copies"].encode())
+        make_array(a, path, attrs)
         out = []
         for spelled in spelled_views:
             with open(f"{path}@/plan/{spelled}") as f:
                 out.append(json.load(f))
-        return out
+        starts = [first_lbn(path, 0)] + ([first_lbn(path, 1)] if "copies" in attrs else [])
+        return out, starts
     finally:
         daemon.unmount()
         image.unlink(missing_ok=True)
@@ -103,21 +127,28 @@ def main(argv=None):
     for kv in a.copy.split(":")[1:]:  # the copy's own keys for the single-layout array too
         k, _, v = kv.partition("=")
         copy_attrs[k] = v
-    arrays = {"primary": {"layout": a.primary}, "copy": copy_attrs, "both": {"layout": a.primary, "copies": a.copy}}
+    arrays = {"primary": ({"layout": a.primary}, None), "copy": (copy_attrs, None),
+              "both": ({"layout": a.primary, "copies": a.copy}, None),
+              "copy_placed": (copy_attrs, {"layout": a.primary})}
     with tempfile.TemporaryDirectory(dir="/var/tmp") as scratch:
-        plans = {name: plans_on_fresh_volume(a, attrs, [p for _, p in vs], scratch) for name, attrs in arrays.items()}
+        runs = {name: plans_on_fresh_volume(a, attrs, [p for _, p in vs], scratch, behind)
+                for name, (attrs, behind) in arrays.items()}
+    plans = {name: r[0] for name, r in runs.items()}
+    starts = {name: r[1] for name, r in runs.items()}
     rows = []
     for i, (vname, spelled) in enumerate(vs):
         both = plans["both"][i]
         own = {c["copy"]: c["modeled_ms"] for c in both["copies"]}
         best = min(plans["primary"][i]["modeled_ms"], plans["copy"][i]["modeled_ms"])
+        alike = min(plans["primary"][i]["modeled_ms"], plans["copy_placed"][i]["modeled_ms"])
         rows.append({"view": vname, "path": spelled, "primary_ms": plans["primary"][i]["modeled_ms"],
-                     "copy_ms": plans["copy"][i]["modeled_ms"], "with_copy_ms": both["modeled_ms"],
-                     "own_ms": own, "served_by": both["served_by"], "ratio": both["modeled_ms"] / best,
+                     "copy_ms": plans["copy"][i]["modeled_ms"], "copy_placed_ms": plans["copy_placed"][i]["modeled_ms"],
+                     "with_copy_ms": both["modeled_ms"], "own_ms": own, "served_by": both["served_by"],
+                     "ratio": both["modeled_ms"] / best, "ratio_placed": both["modeled_ms"] / alike,
                      "own_ratio": both["modeled_ms"] / min(own.values())})
     res = {"geometry": a.geometry, "shape": shape, "dtype": a.dtype, "primary": a.primary, "copy": a.copy,
            "command": "python3 bench/copies_modeled.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "rows": rows, "workloads": workloads(rows)}
+           "starts": starts, "rows": rows, "workloads": workloads(rows)}
     Path(a.out + ".json").write_text(json.dumps(res, indent=1) + "\n")
     Path(a.out + ".md").write_text(markdown(res))
     print(markdown(res))
@@ -132,7 +163,9 @@ def workloads(rows):
     for name, rs in groups.items():
         mean = lambda key: sum(r[key] for r in rs) / len(rs)  # noqa: E731
         p, c, w = mean("primary_ms"), mean("copy_ms"), mean("with_copy_ms")
-        out.append({"workload": name, "primary_ms": p, "copy_ms": c, "with_copy_ms": w, "ratio": w / min(p, c),
+        cp = mean("copy_placed_ms")
+        out.append({"workload": name, "primary_ms": p, "copy_ms": c, "copy_placed_ms": cp, "with_copy_ms": w,
+                    "ratio": w / min(p, c), "ratio_placed": w / min(p, cp),
                     "served_by": sorted({r["served_by"] for r in rs})})
     return out
 
@@ -142,32 +175,45 @@ def markdown(res):
     primary, copy = res["primary"], res["copy"]
     out = [f"# Copies under the model: {primary} with a {copy} copy, {res['geometry']}", "",
            f"Command: `{res['command']}`", "",
-           f"Three arrays of shape {','.join(map(str, res['shape']))} {res['dtype']}, each alone on a freshly "
-           f"formatted {res['geometry']} volume (so each starts where a volume's first array does): {primary} "
-           f"alone, {copy} alone, and {primary} with `user.mmfs.copies={copy}` (its copy is placed after the "
-           "primary, farther from where the model's idle head rests). Modeled ms from `A@/plan/VIEW` (idle "
+           f"Four arrays of shape {','.join(map(str, res['shape']))} {res['dtype']}, each on a freshly "
+           f"formatted {res['geometry']} volume: {primary} alone, {copy} alone and {primary} with "
+           f"`user.mmfs.copies={copy}`, each the volume's first array (its copy is placed after the primary, "
+           f"farther from where the model's idle head rests), and {copy} placed alike (below). Modeled ms from "
+           "`A@/plan/VIEW` (idle "
            "device); a beam workload is the mean over its positions, as `mmfs-bench` reports it. "
            "**served by**: the placement the copy array reads the view through (0 the primary, 1 the copy). "
-           "**ratio**: the copy array's time / the better single layout's.", "",
+           "**ratio**: the copy array's time / the better single layout's. "
+           f"**{copy} placed alike**: {copy} alone again, created behind a {primary} array of the same shape, "
+           "so it lies where the copy array's copy does; **ratio alike**: the copy array's time / the better "
+           f"of {primary} alone and {copy} placed alike. Element 0 lies at volume sector "
+           f"{res['starts']['both'][1]} in the copy array's copy and at {res['starts']['copy_placed'][0]} in "
+           f"{copy} placed alike ({res['starts']['copy'][0]} in {copy} alone).", "",
            "## Per workload", "",
-           f"| workload | {primary} alone | {copy} alone | with the copy | served by | ratio |",
-           "|---|---:|---:|---:|---:|---:|"]
+           f"| workload | {primary} alone | {copy} alone | {copy} placed alike | with the copy | served by | ratio "
+           "| ratio alike |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for w in wl:
-        out.append(f"| {w['workload']} | {w['primary_ms']:.2f} | {w['copy_ms']:.2f} | {w['with_copy_ms']:.2f} | "
-                   f"{','.join(map(str, w['served_by']))} | {w['ratio']:.3f} |")
+        out.append(f"| {w['workload']} | {w['primary_ms']:.2f} | {w['copy_ms']:.2f} | {w['copy_placed_ms']:.2f} | "
+                   f"{w['with_copy_ms']:.2f} | {','.join(map(str, w['served_by']))} | {w['ratio']:.3f} | "
+                   f"{w['ratio_placed']:.3f} |")
     worst = max(wl, key=lambda w: w["ratio"])
+    worst_alike = max(wl, key=lambda w: w["ratio_placed"])
     out += ["", f"Worst workload ratio: {worst['ratio']:.3f} ({worst['workload']}); every workload within 1.05: "
-                f"{'yes' if all(w['ratio'] <= 1.05 for w in wl) else 'no'}. Worst view: {primary} alone "
+                f"{'yes' if all(w['ratio'] <= 1.05 for w in wl) else 'no'}. At the same place: worst "
+                f"{worst_alike['ratio_placed']:.3f} ({worst_alike['workload']}); every workload within 1.05: "
+                f"{'yes' if all(w['ratio_placed'] <= 1.05 for w in wl) else 'no'}. Worst view: {primary} alone "
                 f"{max(r['primary_ms'] for r in rows):.1f} ms, {copy} alone {max(r['copy_ms'] for r in rows):.1f} "
                 f"ms, with the copy {max(r['with_copy_ms'] for r in rows):.1f} ms.", "",
             "## Every view", "",
             "**own** = the copy array's time / its cheaper own placement's (A@/plan's `copies`): the serving "
             "choice itself.", "",
-            f"| view | {primary} alone | {copy} alone | with the copy | served by | ratio | own |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
+            f"| view | {primary} alone | {copy} alone | {copy} placed alike | with the copy | served by | ratio "
+            "| ratio alike | own |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        out.append(f"| {r['view']} | {r['primary_ms']:.2f} | {r['copy_ms']:.2f} | {r['with_copy_ms']:.2f} | "
-                   f"{r['served_by']} | {r['ratio']:.3f} | {r['own_ratio']:.3f} |")
+        out.append(f"| {r['view']} | {r['primary_ms']:.2f} | {r['copy_ms']:.2f} | {r['copy_placed_ms']:.2f} | "
+                   f"{r['with_copy_ms']:.2f} | {r['served_by']} | {r['ratio']:.3f} | {r['ratio_placed']:.3f} | "
+                   f"{r['own_ratio']:.3f} |")
     out.append("")
     return "\n".join(out)
 
