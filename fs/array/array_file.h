@@ -396,10 +396,16 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // others: for a thin chunk across many cells of the primary that pricing
   // cost more CPU than the read itself (every chunk of a Zarr scan is a new
   // view).
-  std::optional<std::uint32_t> single_run_placement_locked(const layouts::Selection& selection) const;
+  // `plans`, when given, receives per placement the modeled plan of the
+  // whole selection it priced (none for a placement it passed over).
+  std::optional<std::uint32_t> single_run_placement_locked(
+      const layouts::Selection& selection, std::vector<std::optional<layouts::IoPlan>>* plans = nullptr) const;
   // The model's time of a view read through placement `k` in chunks of
   // `budget` bytes (as A@/plan prices it; a long view from sample chunks).
-  double view_cost_locked(std::uint32_t k, const layouts::Selection& selection, std::uint64_t budget) const;
+  // `whole`: the placement's modeled plan of the whole selection, when
+  // already made (a view of one chunk then prices nothing again).
+  double view_cost_locked(std::uint32_t k, const layouts::Selection& selection, std::uint64_t budget,
+                          const layouts::IoPlan* whole = nullptr) const;
   // Self-healing: placement `bad_k` reads `part` again, each cell that
   // fails its checksum rewritten in place from placement `good_k` (current),
   // until it reads clean. Under the exclusive lock.

@@ -693,16 +693,19 @@ void ArrayFile::stop_catch_up() {
   if (worker.joinable()) worker.join();
 }
 
-double ArrayFile::view_cost_locked(std::uint32_t k, const Selection& selection, std::uint64_t budget) const {
+double ArrayFile::view_cost_locked(std::uint32_t k, const Selection& selection, std::uint64_t budget,
+                                   const layouts::IoPlan* whole) const {
   // The read as A@/plan prices it: every chunk of a view of a few, and of a
   // longer one its first, middle and last chunk, scaled to all of them.
   constexpr std::uint64_t kPricedChunks = 16;
   const Placement& p = placement_at(k);
-  if (!p.chunks_by_model()) return p.modeled_plan(selection, 0).modeled_ms;
+  if (!p.chunks_by_model()) return whole ? whole->modeled_ms : p.modeled_plan(selection, 0).modeled_ms;
   const layouts::SelectionChunks ch(selection, p.grid(), budget);
   const std::uint64_t n = ch.count();
   std::vector<layouts::IoPlan> parts;
-  if (n <= kPricedChunks) {
+  if (n == 1 && whole) {
+    parts.push_back(*whole);
+  } else if (n <= kPricedChunks) {
     for (std::uint64_t c = 0; c < n; ++c) parts.push_back(p.modeled_plan(ch.selection(c), 0));
   } else {
     for (std::uint64_t c : {std::uint64_t{0}, n / 2, n - 1}) parts.push_back(p.modeled_plan(ch.selection(c), 0));
@@ -711,7 +714,9 @@ double ArrayFile::view_cost_locked(std::uint32_t k, const Selection& selection, 
   return n <= kPricedChunks ? ms : ms * double(n) / double(parts.size());
 }
 
-std::optional<std::uint32_t> ArrayFile::single_run_placement_locked(const Selection& selection) const {
+std::optional<std::uint32_t> ArrayFile::single_run_placement_locked(
+    const Selection& selection, std::vector<std::optional<layouts::IoPlan>>* plans) const {
+  if (plans) plans->assign(copies_.size() + 1, std::nullopt);
   // Few cells at most: pricing one placement is then cheap, and a
   // selection of many cells is no single run of any cell layout.
   constexpr std::uint64_t kMaxCells = 4;
@@ -729,6 +734,7 @@ std::optional<std::uint32_t> ArrayFile::single_run_placement_locked(const Select
     if (cells > kMaxCells) continue;
     const layouts::IoPlan plan = p.modeled_plan(selection, 0);
     if (plan.requests == 1 && plan.bytes_read * 4 <= plan.bytes_useful * 5) return k;
+    if (plans) (*plans)[k] = plan;
   }
   return std::nullopt;
 }
@@ -752,7 +758,8 @@ std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::s
     }
   }
   std::uint32_t best = 0;
-  if (auto fit = single_run_placement_locked(selection)) {
+  std::vector<std::optional<layouts::IoPlan>> priced;  // plans the single-run test made, priced once
+  if (auto fit = single_run_placement_locked(selection, &priced)) {
     best = *fit;
     *budget = chunk_bytes_locked(selection, spelling, best);
     std::lock_guard lock(budget_mu_);
@@ -762,11 +769,12 @@ std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::s
   }
   *budget = chunk_bytes_locked(selection, spelling, 0);
   double best_cost =
-      servable_locked(0) ? view_cost_locked(0, selection, *budget) : std::numeric_limits<double>::infinity();
+      servable_locked(0) ? view_cost_locked(0, selection, *budget, priced[0] ? &*priced[0] : nullptr)
+                         : std::numeric_limits<double>::infinity();
   for (std::uint32_t k = 1; k <= copies_.size(); ++k) {
     if (!servable_locked(k)) continue;
     const std::uint64_t b = chunk_bytes_locked(selection, spelling, k);
-    const double cost = view_cost_locked(k, selection, b);
+    const double cost = view_cost_locked(k, selection, b, priced[k] ? &*priced[k] : nullptr);
     if (cost < best_cost) {
       best = k;
       best_cost = cost;
