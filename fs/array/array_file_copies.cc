@@ -758,15 +758,30 @@ std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::s
     }
   }
   std::uint32_t best = 0;
-  std::vector<std::optional<layouts::IoPlan>> priced;  // plans the single-run test made, priced once
-  if (auto fit = single_run_placement_locked(selection, &priced)) {
-    best = *fit;
-    *budget = chunk_bytes_locked(selection, spelling, best);
+  auto remember = [&] {
     std::lock_guard lock(budget_mu_);
     if (serving_cache_.size() >= 256) serving_cache_.clear();
     serving_cache_[spelling] = ServingChoice{epoch, current, best, *budget};
     return best;
+  };
+  std::vector<std::optional<layouts::IoPlan>> priced;  // plans the single-run test made, priced once
+  if (auto fit = single_run_placement_locked(selection, &priced)) {
+    best = *fit;
+    *budget = chunk_bytes_locked(selection, spelling, best);
+    return remember();
   }
+  // On flash one request of a few sectors costs the device's latency from
+  // any placement (no seek, its bytes a small part): the first placement
+  // that reads the view so serves it, the others unpriced (a point view
+  // priced on three placements spent a tenth of a millisecond on it).
+  constexpr std::uint64_t kTinyRead = 16 << 10;
+  if (ctx_.geometry.kind() == geom::DeviceKind::Flash)
+    for (std::uint32_t k = 0; k < priced.size(); ++k)
+      if (servable_locked(k) && priced[k] && priced[k]->requests == 1 && priced[k]->bytes_read <= kTinyRead) {
+        best = k;
+        *budget = chunk_bytes_locked(selection, spelling, best);
+        return remember();
+      }
   *budget = chunk_bytes_locked(selection, spelling, 0);
   double best_cost =
       servable_locked(0) ? view_cost_locked(0, selection, *budget, priced[0] ? &*priced[0] : nullptr)
@@ -781,10 +796,7 @@ std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::s
       *budget = b;
     }
   }
-  std::lock_guard lock(budget_mu_);
-  if (serving_cache_.size() >= 256) serving_cache_.clear();
-  serving_cache_[spelling] = ServingChoice{epoch, current, best, *budget};
-  return best;
+  return remember();
 }
 
 }  // namespace mmfs::fs
