@@ -205,6 +205,9 @@ class Filesystem {
   std::variant<fs::ViewNode, fs::PathError> resolve_array_view(const std::vector<std::string>& components,
                                                                const fs::ArrayFile& array, bool listing) const;
   nlohmann::json zarr_attributes(Ino ino) const;
+  // An array's zarr.json: its schema's, its attributes, and its dimension
+  // names from fs::kHdf5DimsXattr when user.mmfs.dims is not set.
+  std::string zarr_array_json(Ino ino, const fs::ArraySchema& schema, std::span<const std::uint64_t> chunk) const;
   int zarr_edge_chunk(fs::ArrayFile& array, const fs::DataView& box, std::span<const std::uint64_t> chunk,
                       std::string* content, std::string* message);
   // D@/zarr/: a Zarr v3 group of the directory's arrays (each child NAME/ is

@@ -182,9 +182,7 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
     }
     case fs::ViewKind::Rows: return ENOENT;  // a directory's view only
     case fs::ViewKind::ZarrMeta:
-      *content = fs::zarr_array_metadata(schema, node.chunk_shape, zarr_attributes(v.array))
-                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
-                 "\n";
+      *content = zarr_array_json(v.array, schema, node.chunk_shape);
       break;
     case fs::ViewKind::ZarrChunk: {
       std::uint64_t size = schema.dtype.itemsize;

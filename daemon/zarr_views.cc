@@ -50,11 +50,24 @@ std::variant<fs::ViewNode, fs::PathError> Filesystem::resolve_array_view(const s
 nlohmann::json Filesystem::zarr_attributes(Ino ino) const {
   nlohmann::json attributes = nlohmann::json::object();
   for (const std::string& name : volume_->metadata().xattr_names(ino)) {
-    if (name.rfind("user.", 0) != 0 || name.rfind(fs::kSchemaPrefix, 0) == 0 || name == "user.hdf5.types") continue;
+    if (name.rfind("user.", 0) != 0 || name.rfind(fs::kSchemaPrefix, 0) == 0 || name == "user.hdf5.types" ||
+        name == fs::kHdf5DimsXattr)
+      continue;
     if (auto value = volume_->metadata().xattr(ino, name))
       attributes[name.substr(5)] = fs::zarr_attribute_value(*value);
   }
   return attributes;
+}
+
+std::string Filesystem::zarr_array_json(Ino ino, const fs::ArraySchema& schema,
+                                        std::span<const std::uint64_t> chunk) const {
+  std::optional<std::vector<std::string>> names;
+  if (schema.dims.empty())
+    if (auto text = volume_->metadata().xattr(ino, std::string(fs::kHdf5DimsXattr)))
+      names = fs::decode_hdf5_dims(*text, schema.shape.size());
+  return fs::zarr_array_metadata(schema, chunk, zarr_attributes(ino), names ? &*names : nullptr)
+             .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "\n";
 }
 
 int Filesystem::zarr_edge_chunk(ArrayFile& array, const fs::DataView& box, std::span<const std::uint64_t> chunk,
@@ -154,9 +167,7 @@ int Filesystem::table_zarr_stat(const VNode& v, const Caller& who, struct stat* 
   switch (node.kind) {
     case fs::ViewKind::Dir: return as_dir(std::move(node.listing));
     case fs::ViewKind::ZarrMeta:
-      *content = fs::zarr_array_metadata(s, node.chunk_shape, zarr_attributes(*ino))
-                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
-                 "\n";
+      *content = zarr_array_json(*ino, s, node.chunk_shape);
       return as_file(content->size());
     case fs::ViewKind::Data: {
       // Served as the chunk's bytes read at the open (a directory's views

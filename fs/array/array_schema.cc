@@ -597,6 +597,20 @@ std::vector<std::string> dim_names(const ArraySchema& s) {
   return names;
 }
 
+std::optional<std::vector<std::string>> decode_hdf5_dims(std::string_view json, std::size_t rank) {
+  const nlohmann::json j = nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array() || j.size() != rank || rank == 0) return std::nullopt;
+  std::vector<std::string> names;
+  for (const auto& v : j) {
+    if (!v.is_string() || v.get_ref<const std::string&>().empty()) return std::nullopt;
+    names.push_back(v.get<std::string>());
+  }
+  for (std::size_t i = 0; i < names.size(); ++i)
+    for (std::size_t k = 0; k < i; ++k)
+      if (names[k] == names[i]) return std::nullopt;
+  return names;
+}
+
 std::uint64_t array_bytes(const ArraySchema& s) {
   if (s.shape.empty()) return 0;
   std::uint64_t bytes = s.dtype.itemsize;

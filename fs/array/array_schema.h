@@ -136,6 +136,15 @@ SchemaResult reset_schema_attr(ArraySchema& schema, std::string_view name);
 SchemaResult validate_schema(const ArraySchema& schema);
 // The dimension names: user.mmfs.dims, or dim_0, dim_1, ... (none without a shape).
 std::vector<std::string> dim_names(const ArraySchema& s);
+// Dimension names that are not identifiers (netCDF-4 and HDF5 allow any
+// name; user.mmfs.dims takes identifiers only) live in this ordinary xattr,
+// a JSON list of one non-empty, distinct string per dimension: mmfs-import
+// and mmfs.create write it, the xarray engine, mmfs-export and the Zarr view
+// read it where user.mmfs.dims is not set (docs/import-export.md). It is not
+// one of the file's attributes.
+inline constexpr std::string_view kHdf5DimsXattr = "user.hdf5.dims";
+// Its names for an array of `rank` dimensions, or nullopt when `json` is not such a list.
+std::optional<std::vector<std::string>> decode_hdf5_dims(std::string_view json, std::size_t rank);
 // prod(shape) * itemsize (0 for an empty shape). REQUIRES validate_schema ok.
 std::uint64_t array_bytes(const ArraySchema& schema);
 

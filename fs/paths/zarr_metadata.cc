@@ -3,7 +3,7 @@
 namespace mmfs::fs {
 
 nlohmann::json zarr_array_metadata(const ArraySchema& schema, std::span<const std::uint64_t> chunk,
-                                   const nlohmann::json& attributes) {
+                                   const nlohmann::json& attributes, const std::vector<std::string>* names) {
   // mmfs's dtype names are Zarr v3's data type names (int8 ... float64).
   nlohmann::json fill = schema.dtype.kind == 'f' ? nlohmann::json(0.0) : nlohmann::json(0);
   nlohmann::json bytes = {{"name", "bytes"}};
@@ -18,7 +18,7 @@ nlohmann::json zarr_array_metadata(const ArraySchema& schema, std::span<const st
       {"fill_value", fill},
       {"codecs", nlohmann::json::array({bytes})},
       {"attributes", attributes.is_object() ? attributes : nlohmann::json::object()},
-      {"dimension_names", dim_names(schema)},
+      {"dimension_names", schema.dims.empty() && names ? *names : dim_names(schema)},
   };
 }
 

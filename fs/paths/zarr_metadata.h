@@ -20,8 +20,10 @@ namespace mmfs::fs {
 // (little-endian, as mmfs stores elements), fill value 0 (what an unwritten
 // element reads as, and what pads an edge chunk), dimension_names from
 // user.mmfs.dims (or dim_0, ...), and `attributes`.
+// `names`: the dimension names when user.mmfs.dims is not set (kHdf5DimsXattr's), or null.
 nlohmann::json zarr_array_metadata(const ArraySchema& schema, std::span<const std::uint64_t> chunk,
-                                   const nlohmann::json& attributes);
+                                   const nlohmann::json& attributes,
+                                   const std::vector<std::string>* names = nullptr);
 
 // The metadata of a group (a directory's arrays).
 nlohmann::json zarr_group_metadata(const nlohmann::json& attributes);

@@ -1,7 +1,9 @@
 """mmfs.create: a new array file, its schema, and its data streamed in."""
 from __future__ import annotations
 
+import json
 import os
+import re
 from typing import Any, Iterator, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -9,11 +11,14 @@ import numpy as np
 from . import _io
 from ._errors import translate
 from .array import SCHEMA_PREFIX, Array, schema_value
+from .attrs import DIMS_XATTR
 
 __all__ = ["create", "SLAB_BYTES", "slabs"]
 
 #: The largest piece of ``data`` held in memory at once while writing.
 SLAB_BYTES = 64 << 20
+# What user.mmfs.dims takes (fs/array/array_schema.cc is_dim_name): an ASCII identifier of at most 64 bytes.
+_DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 _DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64")
 
@@ -74,7 +79,8 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
     take effect at creation (``dtype``, ``layout``, ``order``, ``cell``,
     ``basic_cube``, ``chunk``, ``priority``, ``compress``, ``bins``,
     ``index``, ``copies``); then ``user.mmfs.shape``, which makes it an array; then
-    ``user.mmfs.dims`` and the user attributes ``attrs`` (see
+    ``user.mmfs.dims`` (names that are not identifiers, as netCDF-4 allows,
+    go to ``user.hdf5.dims`` instead) and the user attributes ``attrs`` (see
     :class:`mmfs.attrs.Attrs`); then ``data``, written in C-order slabs of at
     most 64 MiB with ``pwrite`` (any array-like with ``shape`` and numpy
     slicing: numpy, h5py datasets, dask and zarr arrays; a dask array is
@@ -112,9 +118,8 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
         dims = [str(d) for d in dims]
         if len(dims) != len(shape):
             raise ValueError(f"{len(dims)} dimension names for {len(shape)} dimensions")
-        bad = [d for d in dims if not d.isidentifier()]
-        if bad:
-            raise ValueError(f"dimension names are identifiers: {bad}")
+        if not all(dims) or len(set(dims)) != len(dims):
+            raise ValueError(f"dimension names are distinct and not empty: {dims}")
 
     bar = None
     if progress and data is not None:
@@ -142,7 +147,10 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
                 _io.set_xattr(fd, SCHEMA_PREFIX + name, schema_value(value), path)
         _io.set_xattr(fd, SCHEMA_PREFIX + "shape", schema_value(shape), path)
         if dims is not None:
-            _io.set_xattr(fd, SCHEMA_PREFIX + "dims", ",".join(dims), path)
+            if all(_DIM_NAME.fullmatch(d) for d in dims):
+                _io.set_xattr(fd, SCHEMA_PREFIX + "dims", ",".join(dims), path)
+            else:  # names user.mmfs.dims does not take (netCDF-4 allows any)
+                _io.set_xattr(fd, DIMS_XATTR, json.dumps(dims), path)
         array = Array(path)
         if attrs:
             for key, value in attrs.items():

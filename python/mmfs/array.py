@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -10,7 +11,7 @@ import numpy as np
 from . import _io
 from ._errors import Error, wrap_oserror
 from ._indexing import Selection, resolve
-from .attrs import Attrs
+from .attrs import DIMS_XATTR, Attrs
 
 __all__ = ["Array", "Box", "CHUNK_BYTES", "open", "preferred_chunks", "schema_value"]
 
@@ -224,16 +225,33 @@ class Array:
     @property
     def dims(self) -> Tuple[str, ...]:
         """Dimension names: ``user.mmfs.dims`` (comma-separated) when the file
-        has it, else ``dim_0, dim_1, ...``."""
+        has it, else those of ``user.hdf5.dims`` (names that are not
+        identifiers, as netCDF-4 allows), else ``dim_0, dim_1, ...``."""
+        return self._dims()
+
+    def _dims(self, xattr_names: Optional[List[str]] = None) -> Tuple[str, ...]:
+        """:attr:`dims`; given the file's xattr names (``os.listxattr``),
+        ``user.hdf5.dims`` is read only when it is among them."""
         default = tuple(f"dim_{i}" for i in range(self.ndim))
         try:
             text = self._schema_text("dims")
         except OSError:
-            return default
-        if not text:
-            return default
-        names = tuple(n.strip() for n in text.split(","))
-        return names if len(names) == self.ndim and all(names) else default
+            text = None
+        names = tuple(n.strip() for n in text.split(",")) if text else default
+        if len(names) != self.ndim or not all(names):
+            names = default
+        if names == default:
+            # Kept like the schema's texts (under a key no user.mmfs name has).
+            if DIMS_XATTR not in self._schema and xattr_names is not None and DIMS_XATTR not in xattr_names:
+                self._schema[DIMS_XATTR] = None
+            if DIMS_XATTR not in self._schema:
+                try:
+                    raw: Optional[str] = os.getxattr(self._path, DIMS_XATTR).decode("utf-8", "replace")
+                except OSError:
+                    raw = None
+                self._schema[DIMS_XATTR] = raw
+            names = _hdf5_dims(self._schema[DIMS_XATTR], self.ndim) or default
+        return names
 
     @property
     def brick(self) -> Tuple[int, ...]:
@@ -474,6 +492,21 @@ class Box:
 def open(path: "os.PathLike[str] | str") -> Array:  # noqa: A001 - mmfs.open, like io.open
     """Opens the array file ``path`` on an mmfs mount (see :class:`Array`)."""
     return Array(path)
+
+
+def _hdf5_dims(raw: Optional[str], ndim: int) -> Optional[Tuple[str, ...]]:
+    """The names ``user.hdf5.dims`` (its text `raw`) keeps: a JSON list of
+    ``ndim`` distinct, non-empty strings; else None."""
+    if raw is None:
+        return None
+    try:
+        names = json.loads(raw)
+    except ValueError:
+        return None
+    if (not isinstance(names, list) or len(names) != ndim or
+            not all(isinstance(n, str) and n for n in names) or len(set(names)) != ndim):
+        return None
+    return tuple(names)
 
 
 from .query import Query  # noqa: E402  (typing only; query imports array lazily)

@@ -30,9 +30,13 @@ import numpy as np
 
 from ._errors import wrap_oserror
 
-__all__ = ["Attrs", "encode_attr", "decode_attr", "TYPES_XATTR"]
+__all__ = ["Attrs", "encode_attr", "decode_attr", "TYPES_XATTR", "DIMS_XATTR"]
 
 TYPES_XATTR = "user.hdf5.types"
+# Dimension names that are not identifiers (netCDF-4 takes any name;
+# user.mmfs.dims takes identifiers): a JSON list, one per dimension
+# (docs/import-export.md, "Dimension names"). Not an attribute either.
+DIMS_XATTR = "user.hdf5.dims"
 _NUMERIC = {"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64"}
 _NONFINITE = {"NaN": math.nan, "nan": math.nan, "Infinity": math.inf, "inf": math.inf,
               "-Infinity": -math.inf, "-inf": -math.inf}
@@ -148,7 +152,8 @@ class Attrs(MutableMapping):
     """A dict-like view of the ordinary ``user.*`` xattrs of a file or
     directory (``user.NAME`` is key ``NAME``); ``user.mmfs.*`` (the schema) and
     ``user.hdf5.types`` are not part of it. Every access reads or writes the
-    xattrs, so it always shows the current state. Values are encoded as the
+    xattrs, so it always shows the current state (``user.hdf5.dims`` is not
+    part of it either). Values are encoded as the
     module doc says; errors are :class:`mmfs.Error` with the daemon's reason."""
 
     def __init__(self, path: str) -> None:
@@ -158,8 +163,8 @@ class Attrs(MutableMapping):
     def _xattr(key: str) -> str:
         if not isinstance(key, str):
             raise TypeError(f"attribute names are str, not {type(key).__name__}")
-        if not key or key.startswith("mmfs.") or key == "hdf5.types":
-            raise KeyError(f"{key!r} is reserved for mmfs (user.mmfs.* and user.hdf5.types)" if key else
+        if not key or key.startswith("mmfs.") or key in ("hdf5.types", "hdf5.dims"):
+            raise KeyError(f"{key!r} is reserved for mmfs (user.mmfs.*, user.hdf5.types and user.hdf5.dims)" if key else
                            "attribute names are not empty")
         return "user." + key
 
@@ -185,13 +190,15 @@ class Attrs(MutableMapping):
                     if exc.errno != errno.ENODATA:
                         raise
 
-    def _listing(self) -> Tuple[List[str], bool]:
-        """The attribute names (one listxattr), and whether ``user.hdf5.types``
-        is among the xattrs."""
-        with wrap_oserror(self._path):
-            names = os.listxattr(self._path)
+    def _listing(self, names: Optional[List[str]] = None) -> Tuple[List[str], bool]:
+        """The attribute names (one listxattr, unless the caller has the
+        file's xattr `names` already), and whether ``user.hdf5.types`` is
+        among the xattrs."""
+        if names is None:
+            with wrap_oserror(self._path):
+                names = os.listxattr(self._path)
         keys = [n[5:] for n in names
-                if n.startswith("user.") and not n.startswith("user.mmfs.") and n != TYPES_XATTR]
+                if n.startswith("user.") and not n.startswith("user.mmfs.") and n not in (TYPES_XATTR, DIMS_XATTR)]
         return keys, TYPES_XATTR in names
 
     def _names(self) -> List[str]:
@@ -242,10 +249,11 @@ class Attrs(MutableMapping):
     def __len__(self) -> int:
         return len(self._names())
 
-    def to_dict(self) -> Dict[str, Any]:
-        """All attributes, decoded, in one dict: one listxattr, then one
+    def to_dict(self, xattr_names: Optional[List[str]] = None) -> Dict[str, Any]:
+        """All attributes, decoded, in one dict: one listxattr (none when
+        `xattr_names`, the file's ``os.listxattr``, is given), then one
         getxattr per attribute (and one of ``user.hdf5.types`` when it exists)."""
-        keys, typed = self._listing()
+        keys, typed = self._listing(xattr_names)
         types = self._types() if keys and typed else {}
         out: Dict[str, Any] = {}
         for key in keys:

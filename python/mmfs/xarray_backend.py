@@ -7,7 +7,8 @@
   it instead, as h5netcdf's ``group`` opens an HDF5 group (mmfs-import makes
   a directory of each group).
 
-Each variable's dimensions are its ``user.mmfs.dims`` (``dim_0, dim_1, ...``
+Each variable's dimensions are its ``user.mmfs.dims`` (or ``user.hdf5.dims``,
+names that are not identifiers, as netCDF-4 allows; ``dim_0, dim_1, ...``
 without it); a 1-D array whose name is its dimension's becomes that
 dimension's coordinate; its ``user.*`` xattrs (decoded as
 :class:`mmfs.attrs.Attrs` does, then as netCDF readers give attributes: an
@@ -51,7 +52,7 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 
 from . import _io
-from ._errors import Error
+from ._errors import Error, wrap_oserror
 from .array import Array
 from .attrs import Attrs
 
@@ -90,10 +91,11 @@ def _netcdf_attr(value: Any) -> Any:
     return value
 
 
-def netcdf_attrs(attrs: Attrs) -> Dict[str, Any]:
+def netcdf_attrs(attrs: Attrs, xattr_names: Optional[List[str]] = None) -> Dict[str, Any]:
     """The attributes of a file or directory as xarray's h5netcdf and netCDF4
-    backends give them (see the module doc)."""
-    return {key: _netcdf_attr(value) for key, value in attrs.to_dict().items()}
+    backends give them (see the module doc); `xattr_names`: the file's
+    ``os.listxattr``, when the caller has it."""
+    return {key: _netcdf_attr(value) for key, value in attrs.to_dict(xattr_names).items()}
 
 
 def _array_files(directory: str) -> List[str]:
@@ -199,7 +201,10 @@ class MmfsDataStore(AbstractDataStore):
                   array: Optional[Array] = None) -> xr.Variable:
         if array is None:
             array = Array(file)
-        dims = array.dims
+        # One listxattr serves the attributes and says whether user.hdf5.dims exists.
+        with wrap_oserror(file):
+            xattr_names = os.listxattr(file)
+        dims = array._dims(xattr_names)
         # Array.dims is dim_0, dim_1, ... when user.mmfs.dims is absent (or
         # unusable): such names are not the file's own
         named = dims != tuple(f"dim_{i}" for i in range(array.ndim))
@@ -221,7 +226,7 @@ class MmfsDataStore(AbstractDataStore):
             "preferred_chunks": dict(zip(dims, array.chunks)),
             "mmfs_layout": array.layout,
         }
-        return xr.Variable(dims, data, attrs=netcdf_attrs(array.attrs), encoding=encoding)
+        return xr.Variable(dims, data, attrs=netcdf_attrs(array.attrs, xattr_names), encoding=encoding)
 
     def _load(self) -> Tuple[Dict[str, xr.Variable], Dict[str, int]]:
         if self._loaded is None:

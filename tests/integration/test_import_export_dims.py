@@ -3,6 +3,8 @@
 user.mmfs.dims, netCDF-4's placeholder dimensions and structure attributes are
 not imported, and `mmfs-export DIR FILE.h5` writes the tree back with the
 scales attached, checked with h5py's own view of them (ds.dims)."""
+import json
+
 import h5py
 import numpy as np
 import pytest
@@ -92,18 +94,32 @@ def test_labels_and_partly_named(d, tmp_path):
     assert dims_of(d / "l" / "plain") == ["dim_0", "dim_1"]
 
 
-def test_refused_names_keep_the_array(d, tmp_path):
-    """A name the daemon refuses (not an identifier) loses the names with a warning, not the array."""
+def test_names_that_are_not_identifiers(d, tmp_path):
+    """Names user.mmfs.dims refuses (not identifiers) are kept in user.hdf5.dims and
+    written back as labels and scales; names two alike lose the names with a
+    warning, not the array."""
     rng = np.random.default_rng(56)
     a = random_array(rng, (3, 4), "int32")
     src = tmp_path / "bad.h5"
     with h5py.File(src, "w") as f:
         f["a"] = a
         f["a"].dims[0].label = "not an identifier"
+        f["twice"] = a
+        f["twice"].dims[0].label = "x"
+        f["twice"].dims[1].label = "x"
     res = mmfs_import(src, d / "b").ok()
-    assert "dimension names not an identifier,dim_1" in res.err, res
+    assert "not an identifier" not in res.err, res
+    assert "dimension names x,x" in res.err, res
     check_array(d / "b" / "a", a)
+    check_array(d / "b" / "twice", a)
     assert dims_of(d / "b" / "a") == ["dim_0", "dim_1"]
+    assert json.loads(getfattr(d / "b" / "a", "user.hdf5.dims")) == ["not an identifier", "dim_1"]
+    assert "user.hdf5.dims" not in user_xattrs(d / "b" / "twice")
+    out = tmp_path / "back.h5"
+    mmfs_export(d / "b", out).ok()
+    with h5py.File(out, "r") as f:
+        assert scale_names(f, "a") == [["not an identifier"], ["dim_1"]]
+        assert "hdf5.dims" not in f["a"].attrs
 
 
 def test_tree_export_round_trip(d, tmp_path):

@@ -305,7 +305,13 @@ def test_create_with_dims(root):
     with pytest.raises(ValueError):
         mmfs.create(root / "named2", (3, 4), "float32", dims=("y",))
     with pytest.raises(ValueError):
-        mmfs.create(root / "named3", (3, 4), "float32", dims=("y", "not an identifier"))
+        mmfs.create(root / "named3", (3, 4), "float32", dims=("y", "y"))
+    # Names that are not identifiers (netCDF-4 allows them): user.hdf5.dims, not user.mmfs.dims.
+    odd = mmfs.create(root / "named4", (3, 4), "float32", dims=("y", "not an identifier"))
+    assert odd.dims == ("y", "not an identifier") and mmfs.open(root / "named4").dims == odd.dims
+    assert getx(root / "named4", "user.mmfs.dims") == "dim_0,dim_1"
+    assert getx(root / "named4", "user.hdf5.dims") == '["y", "not an identifier"]'
+    assert "hdf5.dims" not in odd.attrs
 
 
 def test_dims_default_and_refused_by_the_daemon(root):

@@ -232,8 +232,9 @@ def info_brick(info, shape):
 
 
 def test_schema_is_read_once_from_xattrs(arrays, monkeypatch):
-    """mmfs.open reads user.mmfs.shape and dtype; dims, layout, brick and
-    chunks read their xattrs on first use, once each, and never A@/info; the
+    """mmfs.open reads user.mmfs.shape and dtype; dims (user.hdf5.dims too
+    without user.mmfs.dims), layout, brick and chunks read their xattrs on
+    first use, once each, and never A@/info; the
     brick so read is A@/info's for every layout and dtype."""
     import os
     calls = []
@@ -261,6 +262,8 @@ def test_schema_is_read_once_from_xattrs(arrays, monkeypatch):
         assert t.paths == []  # no A@/info
         expected = ["user.mmfs.shape", "user.mmfs.dtype", "user.mmfs.dims", "user.mmfs.layout"]
         expected += ["user.mmfs.chunk"] if layout == "mloc" else ["user.mmfs.cell"]
+        if dims == tuple(f"dim_{i}" for i in range(a.ndim)):  # no user.mmfs.dims: user.hdf5.dims is looked for
+            expected += ["user.hdf5.dims"]
         assert sorted(calls) == sorted(expected), (dtype, layout, calls)
         info = a.info
         assert got_layout == info["layout"] == layout

@@ -17,6 +17,7 @@ The first tests need no tool: they check the xarray backend's CF decoding, group
 attributes against h5netcdf on the xattrs that contract makes mmfs-import write
 (written here by mmfs.create and mmfs.attrs, as `import_as_the_contract_says` does)
 and against xr.decode_cf."""
+import json
 import os
 import pickle
 
@@ -130,7 +131,15 @@ def non_coord():
                       attrs={"title": "non-coordinate x"})
 
 
-DATASETS = {"climate": climate, "filled": filled, "non_coord": non_coord}
+def odd_names():
+    """Names that are not identifiers, as netCDF-4 allows: a variable, a dimension
+    without a variable and a coordinate (user.mmfs.dims takes identifiers only:
+    mmfs-import keeps such names in user.hdf5.dims)."""
+    return xr.Dataset({"T (K)": (("time (UTC)", "lat-deg"), np.arange(6.0).reshape(2, 3), {"units": "K"})},
+                      coords={"lat-deg": ("lat-deg", np.array([-1.5, 0.0, 1.5]))}, attrs={"title": "odd names"})
+
+
+DATASETS = {"climate": climate, "filled": filled, "non_coord": non_coord, "odd_names": odd_names}
 
 
 # --- describing what differs -----------------------------------------------------------
@@ -454,3 +463,23 @@ def test_round_trip_groups(d, tmp_path):
         C = opened(f"open_dataset(exported, engine='h5netcdf', group={group!r})", context,
                    lambda: xr.open_dataset(out, engine="h5netcdf", group=group).load())
         assert_same(A, C, f"group {group}: C (h5netcdf on the export) differs from A", context)
+
+
+def test_names_that_are_not_identifiers(d, tmp_path):
+    """mmfs-import keeps them in user.hdf5.dims (not an attribute); the Zarr view names
+    its dimensions with them; names two alike are still refused by mmfs.create."""
+    nc = tmp_path / "odd.nc"
+    odd_names().to_netcdf(nc, engine="h5netcdf")
+    directory, out, context = round_trip(d, tmp_path, nc, "odd")
+    t = directory / "T (K)"
+    assert os.getxattr(t, "user.mmfs.dims") == b"dim_0,dim_1", context  # not set: the defaults
+    assert json.loads(os.getxattr(t, "user.hdf5.dims")) == ["time (UTC)", "lat-deg"], context
+    assert mmfs.open(t).dims == ("time (UTC)", "lat-deg")
+    assert "hdf5.dims" not in mmfs.attrs.Attrs(t).to_dict()
+    with open(f"{t}@/zarr/zarr.json") as f:
+        meta = json.load(f)
+    assert meta["dimension_names"] == ["time (UTC)", "lat-deg"] and "hdf5.dims" not in meta["attributes"], meta
+    with pytest.raises(ValueError):
+        mmfs.create(d / "twice", (2, 2), "int8", dims=("a b", "a b"))
+    with pytest.raises(KeyError):
+        mmfs.attrs.Attrs(t)["hdf5.dims"] = "x"

@@ -120,8 +120,8 @@ struct AttrContext {
 // One attribute; returns a reason when it is skipped.
 std::optional<std::string> import_one(hid_t object, const char* name_c, AttrContext& ctx) {
   const std::string name = name_c;
-  if (name.rfind("mmfs.", 0) == 0 || name == "hdf5.types")
-    return "the name is reserved for mmfs (user.mmfs.* and user.hdf5.types)";
+  if (name.rfind("mmfs.", 0) == 0 || name == "hdf5.types" || name == "hdf5.dims")
+    return "the name is reserved for mmfs (user.mmfs.*, user.hdf5.types and user.hdf5.dims)";
   if (name.size() + 5 > kMaxXattrName) return fmt::format("the name is longer than {} bytes", kMaxXattrName - 5);
 
   Attribute attr(H5Aopen(object, name_c, H5P_DEFAULT), fmt::format("opening attribute '{}'", name));
@@ -396,7 +396,9 @@ std::vector<std::string> xattrs_to_attributes(hid_t object, const Xattrs& xattrs
     }
   }
   for (const auto& [name, value] : xattrs) {
-    if (name.rfind("user.", 0) != 0 || name.rfind("user.mmfs.", 0) == 0 || name == kTypesXattr) continue;
+    if (name.rfind("user.", 0) != 0 || name.rfind("user.mmfs.", 0) == 0 || name == kTypesXattr ||
+        name == fs::kHdf5DimsXattr)
+      continue;
     const std::string attr = name.substr(5);
     std::optional<Decoded> decoded;
     if (auto it = types.find(attr); it != types.end()) {

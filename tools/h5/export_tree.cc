@@ -176,6 +176,9 @@ void export_tree(const std::string& dir_arg, const std::string& file_name, const
     fs::ArraySchema names;
     if (fs::set_schema_attr(names, "dims", text)) continue;
     std::vector<std::string> dims = std::move(names.dims);
+    // Names that are not identifiers: user.hdf5.dims (where user.mmfs.dims is not set).
+    if (are_default_dims(dims) && !get_xattr(plan.arrays[i].path, std::string(fs::kHdf5DimsXattr), &text))
+      if (auto kept = fs::decode_hdf5_dims(text, sources[i].array_shape.size())) dims = std::move(*kept);
     if (dims.size() != sources[i].array_shape.size() || are_default_dims(dims)) continue;
     named[plan.arrays[i].group].push_back({plan.arrays[i].name, sources[i].array_shape, std::move(dims)});
   }

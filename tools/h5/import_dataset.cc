@@ -12,6 +12,9 @@
 #include <cstring>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
+#include "fs/array/array_schema.h"
 #include "tools/h5/dimension_scales.h"
 #include "tools/h5/dtype_map.h"
 #include "tools/h5/file_io.h"
@@ -125,14 +128,20 @@ TransferStats import_dataset(hid_t loc, const std::string& name, const std::stri
                                          "(is it on an mmfs mount?)",
                                          dest, stats.bytes));
 
-  // Dimension names (netCDF-4's dimension scales): a name the daemon refuses
-  // (not an identifier, two alike) loses the names, not the array.
+  // Dimension names (netCDF-4's dimension scales). Names user.mmfs.dims
+  // refuses (not identifiers: netCDF-4 takes any) are kept in user.hdf5.dims;
+  // two alike lose the names, not the array.
   if (auto names = dimension_names(dataset, label)) {
     const std::string text = fmt::format("{}", fmt::join(*names, ","));
     if (auto r = set_xattr(fd.get(), "user.mmfs.dims", text)) {
-      std::string why = daemon_explanation(dest, r.error);
-      stats.warnings.push_back(fmt::format("dimension names {}: {}{}, not set", text, std::strerror(r.error),
-                                           why.empty() ? "" : "; mmfs: " + why));
+      const std::string list = nlohmann::json(*names).dump();
+      const bool keepable = r.error == EINVAL && fs::decode_hdf5_dims(list, names->size());
+      auto kept = keepable ? set_xattr(fd.get(), std::string(fs::kHdf5DimsXattr), list) : r;
+      if (kept) {
+        std::string why = daemon_explanation(dest, r.error);
+        stats.warnings.push_back(fmt::format("dimension names {}: {}{}, not set", text, std::strerror(r.error),
+                                             why.empty() ? "" : "; mmfs: " + why));
+      }
     }
   }
 

@@ -598,3 +598,15 @@ TEST_CASE("dims: stored only when set, round trip, refused when malformed in a r
     CHECK_FALSE(decode_schema(bad));
   }
 }
+
+TEST_CASE("user.hdf5.dims: a JSON list of distinct, non-empty names, one per dimension", "[array_schema]") {
+  CHECK(decode_hdf5_dims(R"j(["time (UTC)", "lat-deg"])j", 2) == std::vector<std::string>{"time (UTC)", "lat-deg"});
+  CHECK(decode_hdf5_dims(R"j(["x"])j", 1) == std::vector<std::string>{"x"});
+  CHECK_FALSE(decode_hdf5_dims(R"j(["a", "b"])j", 3));    // not one per dimension
+  CHECK_FALSE(decode_hdf5_dims(R"j(["a", "a"])j", 2));    // two alike
+  CHECK_FALSE(decode_hdf5_dims(R"j(["a", ""])j", 2));     // empty
+  CHECK_FALSE(decode_hdf5_dims(R"j(["a", 1])j", 2));      // not a string
+  CHECK_FALSE(decode_hdf5_dims(R"j({"a": 1})j", 1));      // not a list
+  CHECK_FALSE(decode_hdf5_dims("a,b", 2));              // not JSON
+  CHECK_FALSE(decode_hdf5_dims("[]", 0));
+}

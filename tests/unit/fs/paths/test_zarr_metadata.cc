@@ -32,8 +32,14 @@ TEST_CASE("zarr metadata: an array's document", "[zarr]") {
   CHECK(j["dimension_names"] == nlohmann::json({"dim_0", "dim_1"}));
   CHECK(j["attributes"] == nlohmann::json({{"units", "K"}}));
 
+  // Names that are not identifiers (user.hdf5.dims) stand in for the defaults, never for user.mmfs.dims.
+  const std::vector<std::string> odd{"time (UTC)", "lat-deg"};
+  CHECK(zarr_array_metadata(s, std::vector<std::uint64_t>{4, 8}, nullptr, &odd)["dimension_names"] ==
+        nlohmann::json({"time (UTC)", "lat-deg"}));
   s.dims = {"y", "x"};
   CHECK(zarr_array_metadata(s, std::vector<std::uint64_t>{4, 8}, nullptr)["dimension_names"] ==
+        nlohmann::json({"y", "x"}));
+  CHECK(zarr_array_metadata(s, std::vector<std::uint64_t>{4, 8}, nullptr, &odd)["dimension_names"] ==
         nlohmann::json({"y", "x"}));
   CHECK(zarr_array_metadata(s, std::vector<std::uint64_t>{4, 8}, nullptr)["attributes"] ==
         nlohmann::json::object());
