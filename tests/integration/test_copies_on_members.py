@@ -23,8 +23,7 @@ import os
 import numpy as np
 
 from copies_support import check_default_views, check_placement, info, wait_current
-from mmfs_mount import (fsck, fsck_path, getx, make_array, read_bytes, read_json, run_tool, setx, start_daemon,
-                        stop_daemon, view)
+from mmfs_mount import fsck, fsck_path, getx, make_array, read_bytes, read_json, run_tool, setx, view
 from test_daemon_volume import alive, errors_text, expect_refused, joined, mkfs_members, running, stats
 from test_daemon_volume import scratch_dir  # noqa: F401  (a fixture)
 from test_daemon_volume_redundancy import member_place
@@ -147,9 +146,7 @@ def test_raid0_runs_without_a_member_and_serves_arrays_with_copies(scratch_dir):
     survivors = [images[0], images[2], images[3]]
     os.unlink(images[1])
     expect_refused(mnt, survivors, "member 1 of the 4-device volume", "missing", "-o degraded")
-    m = start_daemon(joined(survivors), mnt, options=("degraded",))
-    ok = False
-    try:
+    with running(survivors, mnt, options=("degraded",)) as m:
         s = stats(mnt)
         assert s["degraded"] is True and s["devices"][1]["state"] == "failed", s["devices"]
         assert "member 1 is missing" in errors_text(mnt), errors_text(mnt)
@@ -178,11 +175,6 @@ def test_raid0_runs_without_a_member_and_serves_arrays_with_copies(scratch_dir):
         (mnt / "after").write_bytes(fresh)
         assert (mnt / "after").read_bytes() == fresh
         alive(m)
-        ok = True
-    finally:
-        rc, problems = stop_daemon(m)
-        if ok:
-            assert not problems and rc == 0, f"unmount: {'; '.join(problems)}; exit {rc}\n{m.stderr()}"
     # Recorded failed in the survivors' superblocks: no option needed now.
     with running(survivors, mnt):
         assert stats(mnt)["degraded"] is True
@@ -235,9 +227,7 @@ def test_raid0_without_the_primarys_member_promotes_a_copy_and_takes_writes(scra
         assert i["members"] == [0, 2] and i["copies"][0]["members"] == [1, 3], i
     survivors = images[1:]
     os.unlink(images[0])
-    m = start_daemon(joined(survivors), mnt, options=("degraded",))
-    ok = False
-    try:
+    with running(survivors, mnt, options=("degraded",)) as m:
         path = mnt / "c"
         i = info(path)
         assert i["layout"] == "naive" and i["members"] == [1, 3] and "member_lost" not in i, i
@@ -262,11 +252,6 @@ def test_raid0_without_the_primarys_member_promotes_a_copy_and_takes_writes(scra
         check_default_views(path, arr, "promoted, after writes: ")
         assert "copies_error" not in info(path), info(path)  # the catch-up waits for the member
         alive(m)
-        ok = True
-    finally:
-        rc, problems = stop_daemon(m)
-        if ok:
-            assert not problems and rc == 0, f"unmount: {'; '.join(problems)}; exit {rc}\n{m.stderr()}"
     with running(survivors, mnt):  # recorded failed: no option; nothing more to promote
         assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 0
         check_default_views(mnt / "c", arr, "remounted degraded: ")
@@ -322,17 +307,10 @@ def test_mloc_images_lie_on_their_members_and_survive_a_lost_one(scratch_dir):
 
     survivors = [im for i, im in enumerate(images) if i != lost]  # one placement of each array
     os.unlink(images[lost])
-    m = start_daemon(joined(survivors), mnt, options=("degraded",))
-    ok = False
-    try:
+    with running(survivors, mnt, options=("degraded",)) as m:
         for name, a in (("a", arr), ("m", marr)):
             check_default_views(mnt / name, a, f"{name} degraded: ")
         alive(m)
-        ok = True
-    finally:
-        rc, problems = stop_daemon(m)
-        if ok:
-            assert not problems and rc == 0, f"unmount: {'; '.join(problems)}; exit {rc}\n{m.stderr()}"
 
     blank = scratch_dir / f"new{lost}.img"
     rc, out, err = rebuild_onto_blank(blank, survivors)
@@ -373,9 +351,7 @@ def test_mloc_primary_on_a_lost_member_is_served_promoted_and_sealed_anew(scratc
     survivors = [im for i, im in enumerate(images) if i != lost]
     os.unlink(images[lost])
 
-    m = start_daemon(joined(survivors), mnt, options=("degraded", "ro"))
-    ok = False
-    try:
+    with running(survivors, mnt, options=("degraded", "ro")) as m:
         path = mnt / "m"
         i = info(path)
         assert "does not load" in i.get("unreadable", ""), i
@@ -389,15 +365,8 @@ def test_mloc_primary_on_a_lost_member_is_served_promoted_and_sealed_anew(scratc
             assert e.errno == errno.EIO, e
         assert "mloc image does not load" in errors_text(mnt), errors_text(mnt)
         alive(m)
-        ok = True
-    finally:
-        rc, problems = stop_daemon(m)
-        if ok:
-            assert not problems and rc == 0, f"unmount: {'; '.join(problems)}; exit {rc}\n{m.stderr()}"
 
-    m = start_daemon(joined(survivors), mnt, options=("degraded",))
-    ok = False
-    try:
+    with running(survivors, mnt, options=("degraded",)) as m:
         path = mnt / "m"
         i = info(path)
         assert i["layout"] == "naive" and "promoted from copy 1" in i["layout_rule"], i
@@ -412,11 +381,6 @@ def test_mloc_primary_on_a_lost_member_is_served_promoted_and_sealed_anew(scratc
             os.fsync(f.fileno())
         check_default_views(path, arr, "promoted, after a write: ")
         alive(m)
-        ok = True
-    finally:
-        rc, problems = stop_daemon(m)
-        if ok:
-            assert not problems and rc == 0, f"unmount: {'; '.join(problems)}; exit {rc}\n{m.stderr()}"
 
     blank = scratch_dir / f"new{lost}.img"
     rc, out, err = rebuild_onto_blank(blank, survivors)

@@ -158,13 +158,13 @@ def within(seconds, what, fn, *args):
 
 
 @contextlib.contextmanager
-def running(targets, mnt):
-    """The daemon on TARGETS (passed comma-separated) at MNT. Always unmounted on
-    the way out; when the body succeeded, the daemon must have exited with 0.
-    A daemon whose reads hang (DaemonHang) is killed first: it would never
-    exit while a reader waits on it. No mmfsck after (the tests that kill
-    members check what they can)."""
-    m = start_daemon(joined(targets), mnt)
+def running(targets, mnt, options=()):
+    """The daemon on TARGETS (passed comma-separated) at MNT, with `-o OPTIONS`.
+    Always unmounted on the way out; when the body succeeded, the daemon must
+    have exited with 0. A daemon whose reads hang (DaemonHang) is killed
+    first: it would never exit while a reader waits on it. No mmfsck after
+    (the tests that kill members check what they can)."""
+    m = start_daemon(joined(targets), mnt, options=options)
     ok = False
     try:
         yield m

@@ -50,6 +50,35 @@ std::map<std::uint8_t, Roaring> stored_behind(Striped& m, Ino ino) {
 
 std::vector<Extent> primary_extents(Striped& m, Ino ino) { return m.vol->metadata().extents(ino); }
 
+// The volume again from the members in `which` (a degraded mount's, telling
+// `lost`; nullptr: a read-only one, or every member back), and the array on it.
+std::shared_ptr<ArrayFile> reopen_array(Striped& m, Ino ino, const std::vector<std::size_t>& which, MemberLost lost) {
+  m.reopen(which);
+  m.lost = std::move(lost);
+  std::shared_ptr<ArrayFile> a;
+  std::string msg;
+  const int rc = ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg);
+  INFO(msg);
+  REQUIRE(rc == 0);
+  return a;
+}
+
+// Row `row` of `model` (rows of `row_bytes`) written with random bytes, durable.
+void write_row(ArrayFile& a, Bytes& model, std::mt19937_64& rng, std::uint64_t row, std::uint64_t row_bytes) {
+  const Bytes bytes = random_bytes(rng, row_bytes);
+  std::copy(bytes.begin(), bytes.end(), model.begin() + std::ptrdiff_t(row * row_bytes));
+  REQUIRE(write_file(a, row * row_bytes, bytes) == 0);
+  std::string msg;
+  REQUIRE(a.flush(true, &msg) == 0);
+}
+
+void check_clean(Striped& m) {
+  REQUIRE(m.vol->metadata().sync() == 0);
+  const auto report = check_volume(*m.vol, false);
+  INFO((report.problems.empty() ? "" : report.problems[0]));
+  CHECK(report.problems.empty());
+}
+
 }  // namespace
 
 TEST_CASE("copy promotion: the first current copy on surviving members", "[copies][promotion]") {
@@ -112,9 +141,7 @@ TEST_CASE("copy promotion: a degraded open makes the copy on survivors the prima
   a.reset();
 
   // Member 0 gone: the primary has no home; the copy has every cell.
-  m.reopen({1, 2, 3});
-  m.lost = lose({0});
-  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  a = reopen_array(m, ino, {1, 2, 3}, lose({0}));
   REQUIRE(m.promoted.size() == 1);
   CHECK(m.promoted[0].find("copy 1 (naive, members 1,3) is the primary now") != std::string::npos);
   const ArraySchema after = a->schema();
@@ -150,9 +177,7 @@ TEST_CASE("copy promotion: a degraded open makes the copy on survivors the prima
   a.reset();
 
   // The next degraded open promotes nothing: the primary's members are whole.
-  m.reopen({1, 2, 3});
-  m.lost = lose({0});
-  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  a = reopen_array(m, ino, {1, 2, 3}, lose({0}));
   CHECK(m.promoted.size() == 1);
   CHECK(a->schema() == after);
   CHECK(bytes_diff(read_all(*a), model) == "");
@@ -160,9 +185,7 @@ TEST_CASE("copy promotion: a degraded open makes the copy on survivors the prima
   a.reset();
 
   // Member 0 back: the old primary, now copy 1, catches up from the new primary.
-  m.reopen({0, 1, 2, 3});
-  m.lost = nullptr;
-  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  a = reopen_array(m, ino, {0, 1, 2, 3}, nullptr);
   REQUIRE(a->catch_up(&msg) == 0);
   CHECK(a->info()["copies"][0]["state"] == "current");
   check_placement(*a, 1, model);
@@ -187,9 +210,7 @@ TEST_CASE("copy promotion: a copy that lags is never promoted; the primary's wri
   REQUIRE(a->info()["copies"][0]["state"] == "behind");
   const ArraySchema before = a->schema();
   a.reset();
-  m.reopen({1, 2, 3});
-  m.lost = lose({0});
-  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  a = reopen_array(m, ino, {1, 2, 3}, lose({0}));
   CHECK(m.promoted.empty());
   CHECK(a->schema() == before);
   CHECK(*stored_schema_of(m, ino) == before);
@@ -249,9 +270,7 @@ TEST_CASE("copy promotion: a sealed mloc primary on a lost member is served from
 
   // Without the image's member and no promotion (a read-only mount): the
   // directory does not load, yet the array opens and every view is the copy's.
-  m.reopen(all_but(lost));
-  m.lost = nullptr;
-  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  a = reopen_array(m, ino, all_but(lost), nullptr);
   CHECK(m.promoted.empty());
   REQUIRE_FALSE(m.around.empty());
   CHECK(m.around.back().find("the primary's mloc image does not load") != std::string::npos);
@@ -266,9 +285,7 @@ TEST_CASE("copy promotion: a sealed mloc primary on a lost member is served from
   a.reset();
 
   // A read-write degraded open: the copy is promoted, the image is copy `slot`, all behind.
-  m.reopen(all_but(lost));
-  m.lost = lose({lost});
-  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  a = reopen_array(m, ino, all_but(lost), lose({lost}));
   REQUIRE(m.promoted.size() == 1);
   const ArraySchema after = a->schema();
   CHECK(after.layout == "zorder");
@@ -282,27 +299,19 @@ TEST_CASE("copy promotion: a sealed mloc primary on a lost member is served from
   CHECK(stored(m, keys::copy_mloc_record(ino, slot)) == image_record);
   CHECK(a->info()["copies"][0]["state"] == "behind");
   CHECK(bytes_diff(read_all(*a), model) == "");
-  const Bytes row = random_bytes(rng, 32 * 16 * 8);
-  std::copy(row.begin(), row.end(), model.begin() + 5 * 32 * 16 * 8);
-  REQUIRE(write_file(*a, 5 * 32 * 16 * 8, row) == 0);
-  REQUIRE(a->flush(true, &msg) == 0);
+  write_row(*a, model, rng, 5, 32 * 16 * 8);
   CHECK(bytes_diff(read_all(*a), model) == "");
   a->quiesce();
   a.reset();
 
   // The member back: the old primary's image is encoded anew from the new primary.
-  m.reopen({0, 1, 2, 3});
-  m.lost = nullptr;
-  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  a = reopen_array(m, ino, {0, 1, 2, 3}, nullptr);
   REQUIRE(a->catch_up(&msg) == 0);
   CHECK(a->info()["copies"][0]["state"] == "current");
   check_placement(*a, 0, model);
   check_placement(*a, 1, model);
   a->quiesce();
-  REQUIRE(m.vol->metadata().sync() == 0);
-  const auto report = check_volume(*m.vol, false);
-  INFO((report.problems.empty() ? "" : report.problems[0]));
-  CHECK(report.problems.empty());
+  check_clean(m);
 }
 
 TEST_CASE("copy promotion: an mloc copy takes the place of a cell primary on a lost member",
@@ -324,9 +333,7 @@ TEST_CASE("copy promotion: an mloc copy takes the place of a cell primary on a l
   a->quiesce();
   a.reset();
 
-  m.reopen(all_but(lost));
-  m.lost = lose({lost});
-  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  a = reopen_array(m, ino, all_but(lost), lose({lost}));
   REQUIRE(m.promoted.size() == 1);
   CHECK(a->schema().layout == "mloc");
   CHECK(a->schema().copies[0].layout == "zorder");
@@ -339,9 +346,7 @@ TEST_CASE("copy promotion: an mloc copy takes the place of a cell primary on a l
   CHECK(bytes_diff(read_all(*a), model) == "");
   check_placement(*a, 0, model);
   // A write unseals it on the survivors' set; the seal puts it back there.
-  const Bytes row = random_bytes(rng, 32 * 16 * 8);
-  std::copy(row.begin(), row.end(), model.begin() + 7 * 32 * 16 * 8);
-  REQUIRE(write_file(*a, 7 * 32 * 16 * 8, row) == 0);
+  write_row(*a, model, rng, 7, 32 * 16 * 8);
   REQUIRE(a->settle(&msg) == 0);
   CHECK(a->cells_locked() == nullptr);
   CHECK(bytes_diff(read_all(*a), model) == "");
@@ -349,15 +354,10 @@ TEST_CASE("copy promotion: an mloc copy takes the place of a cell primary on a l
   a->quiesce();
   a.reset();
 
-  m.reopen({0, 1, 2, 3});
-  m.lost = nullptr;
-  REQUIRE(ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg) == 0);
+  a = reopen_array(m, ino, {0, 1, 2, 3}, nullptr);
   REQUIRE(a->catch_up(&msg) == 0);
   check_placement(*a, 0, model);
   check_placement(*a, 1, model);
   a->quiesce();
-  REQUIRE(m.vol->metadata().sync() == 0);
-  const auto report = check_volume(*m.vol, false);
-  INFO((report.problems.empty() ? "" : report.problems[0]));
-  CHECK(report.problems.empty());
+  check_clean(m);
 }

@@ -39,6 +39,19 @@ std::vector<MemberTarget> targets(std::vector<std::unique_ptr<MemoryDevice>>& di
   return out;
 }
 
+// The arrays' context on an open volume: its I/O, its member sets.
+struct OnVolume {
+  explicit OnVolume(Volume& vol)
+      : io(vol.device(), vol.geometry()),
+        sets(vol.allocator(), vol.device(), vol.geometry()),
+        ctx{vol.metadata(), vol.allocator(), io, vol.geometry(), "atlas10k3"} {
+    ctx.member_sets = &sets;
+  }
+  SectorIo io;
+  MemberSets sets;
+  ArrayContext ctx;
+};
+
 Bytes placement_bytes(ArrayFile& a, std::size_t k) {
   const ArraySchema s = a.schema();
   const std::vector<std::string> path{"copy", std::to_string(k)};
@@ -69,10 +82,8 @@ TEST_CASE("RAID 0 rebuild: the metadata copy from its twin, an array's cells fro
     int err = 0;
     auto vol = Volume::open(targets(disks, {0, 1, 2, 3}), &err, &msg, {});
     REQUIRE(vol);
-    SectorIo io(vol->device(), vol->geometry());
-    MemberSets sets(vol->allocator(), vol->device(), vol->geometry());
-    ArrayContext ctx{vol->metadata(), vol->allocator(), io, vol->geometry(), "atlas10k3"};
-    ctx.member_sets = &sets;
+    OnVolume on(*vol);
+    ArrayContext& ctx = on.ctx;
     auto make = [&](const std::string& name, ArraySchema s, Bytes* model) {
       Inode n;
       REQUIRE(vol->metadata().create(kRootIno, name, S_IFREG | 0644, 0, 0, "", &n) == 0);
@@ -114,10 +125,8 @@ TEST_CASE("RAID 0 rebuild: the metadata copy from its twin, an array's cells fro
   CHECK_THAT(rep.lost[0], Catch::Contains("/alone") && Catch::Contains("no copies"));
   CHECK(rep.failed.empty());
   // Every placement of the array reads whole again; the other fails its checksums.
-  SectorIo io(vol->device(), vol->geometry());
-  MemberSets sets(vol->allocator(), vol->device(), vol->geometry());
-  ArrayContext ctx{vol->metadata(), vol->allocator(), io, vol->geometry(), "atlas10k3"};
-  ctx.member_sets = &sets;
+  OnVolume on(*vol);
+  ArrayContext& ctx = on.ctx;
   std::shared_ptr<ArrayFile> a;
   REQUIRE(ArrayFile::open(ctx, kept_ino, *decode_schema(*vol->metadata().xattr(kept_ino, "mmfs.schema")), &a, &msg) ==
           0);
@@ -152,10 +161,8 @@ TEST_CASE("RAID 0 rebuild: an mloc primary's image on the member is sealed anew 
     int err = 0;
     auto vol = Volume::open(targets(disks, {0, 1, 2, 3}), &err, &msg, {});
     REQUIRE(vol);
-    SectorIo io(vol->device(), vol->geometry());
-    MemberSets sets(vol->allocator(), vol->device(), vol->geometry());
-    ArrayContext ctx{vol->metadata(), vol->allocator(), io, vol->geometry(), "atlas10k3"};
-    ctx.member_sets = &sets;
+    OnVolume on(*vol);
+    ArrayContext& ctx = on.ctx;
     Inode n;
     REQUIRE(vol->metadata().create(kRootIno, "sealed", S_IFREG | 0644, 0, 0, "", &n) == 0);
     std::shared_ptr<ArrayFile> a;
@@ -194,10 +201,8 @@ TEST_CASE("RAID 0 rebuild: an mloc primary's image on the member is sealed anew 
   CHECK(rep.arrays == 1);
   // A new image (fresh extents: the blank member's were given back) that reads the array.
   CHECK(*decode_extents(*vol->metadata().store().get(keys::mloc_extents(ino))) != image);
-  SectorIo io(vol->device(), vol->geometry());
-  MemberSets sets(vol->allocator(), vol->device(), vol->geometry());
-  ArrayContext ctx{vol->metadata(), vol->allocator(), io, vol->geometry(), "atlas10k3"};
-  ctx.member_sets = &sets;
+  OnVolume on(*vol);
+  ArrayContext& ctx = on.ctx;
   std::shared_ptr<ArrayFile> a;
   REQUIRE(ArrayFile::open(ctx, ino, *decode_schema(*vol->metadata().xattr(ino, "mmfs.schema")), &a, &msg) == 0);
   CHECK(a->cells_locked() == nullptr);
