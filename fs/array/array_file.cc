@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <system_error>
@@ -94,12 +94,12 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
     // With copies, an image whose directory does not read (damaged, or on a
     // lost member) leaves the array readable from them.
     if (r && (!placement || schema.copies.empty() || !(r == EIO || is_device_failure(r)))) return r;
+    if (r) unreadable = fmt::format("the primary's mloc image does not load: {}", *message);
+    message->clear();
     ArraySchema promoted;
     if (int e = promote_if_primary_lost(ctx, ino, schema, placement->grid().cells(), &promoted, message)) return e;
     if (!promoted.shape.empty()) return open(ctx, ino, promoted, out, message);
     if (r) {
-      unreadable = fmt::format("the primary's mloc image does not load: {}", *message);
-      message->clear();
       const auto stored = ctx.metadata.store().get(keys::mloc_extents(ino));
       auto extents = stored ? decode_extents(*stored) : std::nullopt;
       placement = unreadable_placement(std::move(placement), extents ? std::move(*extents) : std::vector<Extent>{},

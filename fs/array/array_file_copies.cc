@@ -14,9 +14,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "fs/array/array_file.h"
