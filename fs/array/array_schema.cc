@@ -602,7 +602,10 @@ std::optional<std::vector<std::string>> decode_hdf5_dims(std::string_view json, 
   if (!j.is_array() || j.size() != rank || rank == 0) return std::nullopt;
   std::vector<std::string> names;
   for (const auto& v : j) {
-    if (!v.is_string() || v.get_ref<const std::string&>().empty()) return std::nullopt;
+    // Not empty, and no '/' (nor NUL): an HDF5 name, not a path (mmfs-export makes scales of them).
+    if (!v.is_string() || v.get_ref<const std::string&>().empty() ||
+        v.get_ref<const std::string&>().find_first_of(std::string_view("/\0", 2)) != std::string::npos)
+      return std::nullopt;
     names.push_back(v.get<std::string>());
   }
   for (std::size_t i = 0; i < names.size(); ++i)

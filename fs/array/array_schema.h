@@ -138,7 +138,8 @@ SchemaResult validate_schema(const ArraySchema& schema);
 std::vector<std::string> dim_names(const ArraySchema& s);
 // Dimension names that are not identifiers (netCDF-4 and HDF5 allow any
 // name; user.mmfs.dims takes identifiers only) live in this ordinary xattr,
-// a JSON list of one non-empty, distinct string per dimension: mmfs-import
+// a JSON list of one non-empty, distinct string per dimension, none with a
+// '/' (an HDF5 name, not a path): mmfs-import
 // and mmfs.create write it, the xarray engine, mmfs-export and the Zarr view
 // read it where user.mmfs.dims is not set (docs/import-export.md). It is not
 // one of the file's attributes.

@@ -118,8 +118,8 @@ def create(path: "os.PathLike[str] | str", shape: Optional[Sequence[int]] = None
         dims = [str(d) for d in dims]
         if len(dims) != len(shape):
             raise ValueError(f"{len(dims)} dimension names for {len(shape)} dimensions")
-        if not all(dims) or len(set(dims)) != len(dims):
-            raise ValueError(f"dimension names are distinct and not empty: {dims}")
+        if not all(d and "/" not in d and "\0" not in d for d in dims) or len(set(dims)) != len(dims):
+            raise ValueError(f"dimension names are distinct, not empty and without '/': {dims}")
 
     bar = None
     if progress and data is not None:

@@ -496,15 +496,15 @@ def open(path: "os.PathLike[str] | str") -> Array:  # noqa: A001 - mmfs.open, li
 
 def _hdf5_dims(raw: Optional[str], ndim: int) -> Optional[Tuple[str, ...]]:
     """The names ``user.hdf5.dims`` (its text `raw`) keeps: a JSON list of
-    ``ndim`` distinct, non-empty strings; else None."""
+    ``ndim`` distinct, non-empty strings without ``/``; else None."""
     if raw is None:
         return None
     try:
         names = json.loads(raw)
     except ValueError:
         return None
-    if (not isinstance(names, list) or len(names) != ndim or
-            not all(isinstance(n, str) and n for n in names) or len(set(names)) != ndim):
+    if (not isinstance(names, list) or len(names) != ndim or len(set(names)) != ndim or
+            not all(isinstance(n, str) and n and "/" not in n and "\0" not in n for n in names)):
         return None
     return tuple(names)
 

@@ -304,8 +304,9 @@ def test_create_with_dims(root):
     assert getx(root / "named", "user.mmfs.dims") == "y,x"
     with pytest.raises(ValueError):
         mmfs.create(root / "named2", (3, 4), "float32", dims=("y",))
-    with pytest.raises(ValueError):
-        mmfs.create(root / "named3", (3, 4), "float32", dims=("y", "y"))
+    for bad in (("y", "y"), ("y", "a/b"), ("y", "")):
+        with pytest.raises(ValueError):
+            mmfs.create(root / "named3", (3, 4), "float32", dims=bad)
     # Names that are not identifiers (netCDF-4 allows them): user.hdf5.dims, not user.mmfs.dims.
     odd = mmfs.create(root / "named4", (3, 4), "float32", dims=("y", "not an identifier"))
     assert odd.dims == ("y", "not an identifier") and mmfs.open(root / "named4").dims == odd.dims

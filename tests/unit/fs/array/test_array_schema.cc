@@ -606,6 +606,8 @@ TEST_CASE("user.hdf5.dims: a JSON list of distinct, non-empty names, one per dim
   CHECK_FALSE(decode_hdf5_dims(R"j(["a", "a"])j", 2));    // two alike
   CHECK_FALSE(decode_hdf5_dims(R"j(["a", ""])j", 2));     // empty
   CHECK_FALSE(decode_hdf5_dims(R"j(["a", 1])j", 2));      // not a string
+  CHECK_FALSE(decode_hdf5_dims(R"j(["a", "g/b"])j", 2));  // a path, not a name
+  CHECK_FALSE(decode_hdf5_dims(R"j(["a", "b\u0000"])j", 2));
   CHECK_FALSE(decode_hdf5_dims(R"j({"a": 1})j", 1));      // not a list
   CHECK_FALSE(decode_hdf5_dims("a,b", 2));              // not JSON
   CHECK_FALSE(decode_hdf5_dims("[]", 0));

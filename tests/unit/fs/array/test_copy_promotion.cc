@@ -72,6 +72,18 @@ void write_row(ArrayFile& a, Bytes& model, std::mt19937_64& rng, std::uint64_t r
   REQUIRE(a.flush(true, &msg) == 0);
 }
 
+// Every member back (as after mmfsck --rebuild): the array's copy catches
+// up, and both placements read `model`.
+void with_every_member_back(Striped& m, Ino ino, const Bytes& model) {
+  auto a = reopen_array(m, ino, {0, 1, 2, 3}, nullptr);
+  std::string msg;
+  REQUIRE(a->catch_up(&msg) == 0);
+  CHECK(a->info()["copies"][0]["state"] == "current");
+  check_placement(*a, 0, model);
+  check_placement(*a, 1, model);
+  a->quiesce();
+}
+
 void check_clean(Striped& m) {
   REQUIRE(m.vol->metadata().sync() == 0);
   const auto report = check_volume(*m.vol, false);
@@ -185,11 +197,7 @@ TEST_CASE("copy promotion: a degraded open makes the copy on survivors the prima
   a.reset();
 
   // Member 0 back: the old primary, now copy 1, catches up from the new primary.
-  a = reopen_array(m, ino, {0, 1, 2, 3}, nullptr);
-  REQUIRE(a->catch_up(&msg) == 0);
-  CHECK(a->info()["copies"][0]["state"] == "current");
-  check_placement(*a, 1, model);
-  check_placement(*a, 0, model);
+  with_every_member_back(m, ino, model);
 }
 
 TEST_CASE("copy promotion: a copy that lags is never promoted; the primary's writes then fail",
@@ -305,12 +313,7 @@ TEST_CASE("copy promotion: a sealed mloc primary on a lost member is served from
   a.reset();
 
   // The member back: the old primary's image is encoded anew from the new primary.
-  a = reopen_array(m, ino, {0, 1, 2, 3}, nullptr);
-  REQUIRE(a->catch_up(&msg) == 0);
-  CHECK(a->info()["copies"][0]["state"] == "current");
-  check_placement(*a, 0, model);
-  check_placement(*a, 1, model);
-  a->quiesce();
+  with_every_member_back(m, ino, model);
   check_clean(m);
 }
 
@@ -354,10 +357,6 @@ TEST_CASE("copy promotion: an mloc copy takes the place of a cell primary on a l
   a->quiesce();
   a.reset();
 
-  a = reopen_array(m, ino, {0, 1, 2, 3}, nullptr);
-  REQUIRE(a->catch_up(&msg) == 0);
-  check_placement(*a, 0, model);
-  check_placement(*a, 1, model);
-  a->quiesce();
+  with_every_member_back(m, ino, model);
   check_clean(m);
 }
