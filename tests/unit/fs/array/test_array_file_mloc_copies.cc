@@ -163,7 +163,8 @@ TEST_CASE("mloc copies: a damaged image is served around and encoded anew", "[ar
   CHECK(error == EIO);
   REQUIRE(healed.size() == 1);
   CHECK(healed[0].find("encoded anew") != std::string::npos);
-  CHECK(a->info()["copies"][0]["state"] == "behind");
+  // Behind, or already encoded anew by the catch-up the read started in the background.
+  CHECK((a->info()["copies"][0]["state"] == "behind" || copy_extents_of(m, ino, slot) != before));
   CHECK(bytes_diff(read_all(*a), model) == "");
   for (std::size_t d = 0; d < 3; ++d) {
     std::vector<Sel> sel{{false, 0, 24, 1}, {false, 0, 20, 1}, {false, 0, 16, 1}};
