@@ -242,8 +242,9 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // chunked as the reader chunks, or a chunk that is one run inside a cell):
   // its enclosing box of cells would only read more. Called at the open.
   void drop_within_if_one_run_reads_it(DataView* view) const;
-  // A view read through its enclosing box (DataView::within): the rows of
-  // its bytes taken from the enclosing box's cached chunks.
+  // A view read through its enclosing box (DataView::within): its bytes
+  // taken from the enclosing box's cached chunks, one block of each
+  // (rearranged along the view's grid at their load, layouts/regrid.h).
   int read_within(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got,
                   std::string* message);
   // The DataView of the whole array (what read() serves).

@@ -16,6 +16,7 @@
 #include "layouts/multimap.h"
 #include "layouts/plod.h"
 #include "layouts/quadrangle_array.h"
+#include "layouts/regrid.h"
 #include "layouts/selection_chunks.h"
 
 namespace mmfs::fs {
@@ -164,10 +165,19 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
   const layouts::SelectionChunks ch(view.selection, view.cut ? *view.cut : placement_at(from).grid(), budget);
   const Selection part = ch.selection(index);
   const std::uint64_t bytes = part.elements() * grid_locked().itemsize();
+  // A chunk kept rearranged (DataView::regrid) is gathered into a buffer of
+  // its own first, unless its C order is already the rearranged one.
+  const bool rearrange = !view.regrid.empty() && !layouts::regrid_keeps_order(part, view.regrid);
+  AlignedBuffer gathered;
+  AlignedBuffer* into = out;
+  if (rearrange) {
+    gathered = AlignedBuffer(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
+    into = &gathered;
+  }
   *out = AlignedBuffer(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
   const bool once = ch.count() == 1;  // no later piece of this view wants the same chunks
   std::uint64_t ignored = 0, bad = Placement::kNoBadCell;
-  int r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, device_done,
+  int r = placement_at(from).read_selection(part, view.plod_bytes, into->data(), &ignored, message, device_done,
                                             nullptr, once, &bad);
   // An mloc copy's image is not repaired piece by piece: one that fails is encoded anew whole.
   const bool bad_image = r == EIO && from > 0 && placement_at(from).image();
@@ -184,7 +194,7 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
     std::string why;
     if (placement_epoch_.load() == epoch && heal_from_mirror_locked(from, part, &why) == 0) {
       bad = Placement::kNoBadCell;
-      r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, {}, nullptr, once,
+      r = placement_at(from).read_selection(part, view.plod_bytes, into->data(), &ignored, message, {}, nullptr, once,
                                             &bad);
     }
   }
@@ -196,7 +206,7 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
     for (std::uint32_t k = 0; k <= copies_.size() && !found; ++k) {
       if (k == from || !servable_locked(k)) continue;
       std::string other;
-      found = placement_at(k).read_selection(part, view.plod_bytes, out->data(), &ignored, &other, {}, nullptr,
+      found = placement_at(k).read_selection(part, view.plod_bytes, into->data(), &ignored, &other, {}, nullptr,
                                              once) == 0;
       good = k;
     }
@@ -212,7 +222,7 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
         r = 0;
         // A@/copy/K@ serves copy K's own bytes: read again, repaired.
         if (view.copy >= 0)
-          r = placement_at(from).read_selection(part, view.plod_bytes, out->data(), &ignored, message, {}, nullptr,
+          r = placement_at(from).read_selection(part, view.plod_bytes, into->data(), &ignored, message, {}, nullptr,
                                                 once);
       } else if (view.copy < 0) {
         r = 0;  // served from the good placement; the bad one is repaired by a later read or a scrub
@@ -227,7 +237,7 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
     for (std::uint32_t k = 0; k <= copies_.size(); ++k) {
       if (k == from || !servable_locked(k)) continue;
       std::string other;
-      if (placement_at(k).read_selection(part, view.plod_bytes, out->data(), &ignored, &other, {}, nullptr, once) != 0)
+      if (placement_at(k).read_selection(part, view.plod_bytes, into->data(), &ignored, &other, {}, nullptr, once) != 0)
         continue;
       if (ctx_.on_served_around)
         ctx_.on_served_around(ino_, fmt::format("{} failed to read ({}: {}); served from {}", placement_name(from),
@@ -252,7 +262,8 @@ int ArrayFile::load_part_locked(const DataView& view, std::uint64_t index, std::
     return r;
   }
   if (view.plod_bytes != 0)
-    layouts::apply_plod({out->data(), bytes}, grid_locked().itemsize(), schema_.dtype.name == "float64", view.plod_bytes);
+    layouts::apply_plod({into->data(), bytes}, grid_locked().itemsize(), schema_.dtype.name == "float64", view.plod_bytes);
+  if (rearrange) layouts::regrid(part, view.regrid, grid_locked().itemsize(), gathered.data(), out->data());
   return 0;
 }
 
@@ -305,83 +316,77 @@ void ArrayFile::drop_within_if_one_run_reads_it(DataView* view) const {
 
 int ArrayFile::read_within(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,
                            std::size_t* got, std::string* message) {
-  const DataView& outer_view = *view.within;
+  DataView outer = *view.within;
   const std::uint32_t item = schema().dtype.itemsize;
-  const auto& in = view.selection.dims();
-  const auto& around = outer_view.selection.dims();
-  const std::size_t rank = in.size();
   const std::uint64_t total = view.bytes(item);
   if (offset >= total) return 0;
   length = std::size_t(std::min<std::uint64_t>(length, total - offset));
-
-  // The inner box's C-order bytes are rows of its last dimension; each row
-  // is one run of the outer box's C-order bytes, the runs in increasing
-  // order, rows next to each other along the second-last dimension a
-  // constant stride apart (a chunk 1 element thin has rows of one element:
-  // this loop is the whole cost of such a read).
-  const std::uint64_t row = in[rank - 1].count() * item;
-  const std::size_t next_dim = rank >= 2 ? rank - 2 : 0;
-  const std::uint64_t stride = rank >= 2 ? around[rank - 1].count() * item : 0;
-  std::vector<std::uint64_t> idx(rank, 0);  // the row's index in the inner box (last: 0)
-  std::uint64_t r = offset / row;
-  for (std::size_t d = rank - 1; d-- > 0;) {
-    idx[d] = r % in[d].count();
-    r /= in[d].count();
+  const auto& in = view.selection.dims();
+  if (outer.regrid.size() != in.size()) {
+    *message = "internal error: the enclosing box of a chunk has no grid";
+    return EIO;
   }
-  auto outer_offset = [&]() {
+
+  // The chunk's C-order bytes are its parts in the enclosing box's chunks,
+  // in order (each of those is a C-order range of the box, so the chunk's
+  // elements in it are a C-order range of the chunk), and each part is one
+  // block of that chunk, rearranged along the reader's grid (DataView::regrid).
+  std::unique_ptr<layouts::SelectionChunks> ch;
+  view_chunking(&outer, &ch);
+  const auto& around = outer.selection.dims();
+  auto outer_byte = [&](const std::vector<std::uint64_t>& x) {
     std::uint64_t at = 0;
-    for (std::size_t d = 0; d < rank; ++d) at = at * around[d].count() + (in[d].start + idx[d] - around[d].start);
+    for (std::size_t d = 0; d < x.size(); ++d) at = at * around[d].count() + (x[d] - around[d].start);
     return at * item;
   };
-
-  DataView v = outer_view;
-  std::unique_ptr<layouts::SelectionChunks> ch;
-  view_chunking(&v, &ch);
+  std::vector<std::uint64_t> lo(in.size()), hi(in.size());
+  for (std::size_t d = 0; d < in.size(); ++d) {
+    lo[d] = in[d].start;
+    hi[d] = in[d].stop - 1;
+  }
+  const std::uint64_t first = ch->index_at(outer_byte(lo)), last = ch->index_at(outer_byte(hi));
   const std::uint64_t chunks = ch->count();
-  ChunkReader::Chunk data;
-  std::uint64_t base = 0, chunk_end = 0;
-  std::uint64_t pos = offset;
+  std::uint64_t at = 0;  // the chunk's bytes before this part
   const std::uint64_t end = offset + length;
-  std::uint64_t skip = offset % row;  // into the first row
-  while (pos < end) {
-    // The rows left along the second-last dimension, one stride apart.
-    const std::uint64_t group = rank >= 2 ? in[next_dim].count() - idx[next_dim] : 1;
-    const std::uint64_t first = outer_offset();
-    std::uint64_t j = 0;
-    for (; j < group && pos < end; ++j) {
-      const std::uint64_t from = first + j * stride + skip;
-      const std::uint64_t n = std::min(row - skip, end - pos);
-      skip = 0;
-      if (from >= base && from + n <= chunk_end && data) {
-        std::memcpy(out + (pos - offset), data->data() + (from - base), n);
-        pos += n;
-        continue;
-      }
-      const std::uint64_t c = ch->index_at(from);
-      if (int res = reader_.reader_chunk(shared_from_this(), v, c, chunks, &data, message)) return res;
-      base = ch->offset(c);
-      chunk_end = base + data->size();
-      if (from >= base && from + n <= chunk_end) {
-        std::memcpy(out + (pos - offset), data->data() + (from - base), n);
-      } else {
-        // A row across two chunks of the outer box: read it piecewise.
-        std::size_t part = 0;
-        if (int res = read_view(v, from, std::size_t(n), out + (pos - offset), &part, message)) return res;
-        if (part != n) {
-          *message = "internal error: the enclosing box did not cover a row";
-          return EIO;
-        }
-      }
-      pos += n;
+  for (std::uint64_t c = first; c <= last && at < end; ++c) {
+    const Selection part = ch->selection(c);
+    // The part's corner: the chunk's first element inside this piece of the box, if any.
+    std::vector<std::uint64_t> corner(in.size());
+    bool meets = true;
+    for (std::size_t d = 0; d < in.size() && meets; ++d) {
+      const auto& p = part.dims()[d];
+      corner[d] = std::max(p.start, in[d].start);
+      meets = corner[d] < std::min(p.stop, in[d].stop);
     }
-    // Past the group's rows: carry into the dimensions before it.
-    if (rank < 2) break;
-    idx[next_dim] += j;
-    for (std::size_t d = next_dim + 1; d-- > 0;) {
-      if (idx[d] < in[d].count()) break;
-      idx[d] = 0;
-      if (d > 0) ++idx[d - 1];
+    if (!meets) continue;
+    const layouts::RegridBlock block = layouts::regrid_block(part, outer.regrid, item, corner);
+    if (at + block.bytes > offset) {
+      ChunkReader::Chunk data;
+      if (int r = reader_.reader_chunk(shared_from_this(), outer, c, chunks, &data, message)) return r;
+      if (block.offset + block.bytes > data->size()) {
+        *message = "internal error: a chunk of the enclosing box is shorter than its blocks";
+        return EIO;
+      }
+      const std::uint64_t from = std::max(offset, at), to = std::min(end, at + block.bytes);
+      std::memcpy(out + (from - offset), data->data() + block.offset + (from - at), to - from);
     }
+    at += block.bytes;
+  }
+  if (at < end) {
+    *message = "internal error: the enclosing box did not cover the chunk";
+    return EIO;
+  }
+  // A chunk of the box after its first, first read: a reader going through
+  // the chunks in order, which reads the next box after this one's, so the
+  // device reads it now. (Not at the first: a reader of one chunk would wait
+  // for the next box's loads.)
+  bool first_of_box = true;
+  for (std::size_t d = 0; d < in.size() && first_of_box; ++d) first_of_box = in[d].start == around[d].start;
+  if (offset == 0 && outer.next_within && !first_of_box) {
+    DataView next = *outer.next_within;
+    std::unique_ptr<layouts::SelectionChunks> next_chunks;
+    view_chunking(&next, &next_chunks);
+    reader_.prefetch_next_view(shared_from_this(), next, next_chunks->count(), outer.bytes(item));
   }
   *got = length;
   return 0;

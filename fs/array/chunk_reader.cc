@@ -7,6 +7,8 @@
 #include <system_error>
 #include <thread>
 
+#include "util/align.h"
+
 namespace mmfs::fs {
 
 std::uint64_t ChunkReader::prefetch_depth(std::uint64_t chunk_bytes) const {
@@ -136,6 +138,16 @@ int ChunkReader::reader_chunk(const std::shared_ptr<ChunkSource>& source, const 
   if (int r = chunk(*source, view, index, out, message, next)) return r;
   if (sequential) fill_pipeline(source, view, chunks);
   return 0;
+}
+
+void ChunkReader::prefetch_next_view(const std::shared_ptr<ChunkSource>& source, const DataView& view,
+                                     std::uint64_t chunks, std::uint64_t current_bytes) {
+  if (view.chunk_bytes == 0) return;
+  const std::uint64_t current_chunks = util::div_up(current_bytes, view.chunk_bytes);
+  if (current_bytes >= kCacheBytes || current_chunks >= kCachedChunks) return;
+  const std::uint64_t room = std::min<std::uint64_t>((kCacheBytes - current_bytes) / view.chunk_bytes,
+                                                     kCachedChunks - current_chunks);
+  for (std::uint64_t k = 0; k < std::min(room, chunks); ++k) prefetch(source, view, k, chunks);
 }
 
 void ChunkReader::fill_pipeline(const std::shared_ptr<ChunkSource>& source, const DataView& view,

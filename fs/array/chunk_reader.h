@@ -63,6 +63,13 @@ class ChunkReader {
   int reader_chunk(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t index,
                    std::uint64_t chunks, Chunk* out, std::string* message);
 
+  // Loads the first chunks of `view` (of `chunks`) in the background: the
+  // view a reader is expected to read after the `current_bytes` it reads now
+  // (the next enclosing box of a Zarr scan, DataView::next_within). As many
+  // as the pipeline and the cache have room for beside the current ones.
+  void prefetch_next_view(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t chunks,
+                          std::uint64_t current_bytes);
+
   ChunkStats stats() const;
   // Drops every cached chunk (the file was removed).
   void clear();

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "indexes/condition.h"
 #include "layouts/cell_grid.h"
@@ -34,6 +35,17 @@ struct DataView {
   // both are boxes of step 1 without fixed dimensions, `within` holding this
   // one, no PLoD.
   std::shared_ptr<const DataView> within = nullptr;
+  // On a `within` box: the reader's chunk shape. Each chunk of the box is
+  // kept rearranged block by block along this grid (layouts/regrid.h), so a
+  // thin chunk's bytes are one run per chunk of the box, not one element in
+  // every few (the spelling says so, keeping it apart in the cache). Empty:
+  // C order.
+  std::vector<std::uint64_t> regrid = {};
+  // On a `within` box: the box a reader going through the chunks in C order
+  // of their grid reads next (the enclosing box of the chunk after this
+  // box's last), whose first chunks are loaded ahead while this box's chunks
+  // are handed out. Null: none (the array's last, or a chunk that reads itself).
+  std::shared_ptr<const DataView> next_within = nullptr;
   // The placement the view is read through: -1 the cheapest current one
   // (the primary or a copy, ArrayFile::serving_locked), K >= 0 copy K only
   // (A@/copy/K@/..., 0 = the primary).

@@ -442,7 +442,7 @@ class Walker {
       dims.push_back(DimRange{first, stop, 1, false});
     }
     if (auto e = file_end(at + 1 + rank)) return *e;
-    std::shared_ptr<const DataView> within = plan ? nullptr : enclosing_cells(dims);
+    std::shared_ptr<const DataView> within = plan ? nullptr : enclosing_cells_and_next(dims, chunk);
     Selection box(std::move(dims));
     std::string spelling = "box/" + box_spelling(box);
     if (!edge || plan) {
@@ -465,7 +465,31 @@ class Walker {
   // chunk lies inside one layer of cells or is cut at cell boundaries. (A
   // chunk across a boundary between layers would give a box of its own,
   // which no neighbour reads again; it reads its cells itself.)
-  std::shared_ptr<const DataView> enclosing_cells(const std::vector<DimRange>& dims) const {
+  // enclosing_cells, with the box a reader scanning the chunks in C order
+  // reads after it (DataView::next_within): the enclosing box of the chunk
+  // after the box's last one.
+  std::shared_ptr<const DataView> enclosing_cells_and_next(const std::vector<DimRange>& dims,
+                                                           const std::vector<std::uint64_t>& chunk) const {
+    std::shared_ptr<DataView> box = enclosing_cells(dims, chunk);
+    if (!box) return nullptr;
+    const std::size_t rank = dims.size();
+    std::vector<std::uint64_t> index(rank);
+    for (std::size_t d = 0; d < rank; ++d) index[d] = (box->selection.dims()[d].stop - 1) / chunk[d];
+    std::size_t d = rank;
+    while (d-- > 0) {
+      if (++index[d] < util::div_up(shape_[d], chunk[d])) break;
+      index[d] = 0;
+    }
+    if (d == std::size_t(-1)) return box;  // the last chunk of the array
+    std::vector<DimRange> next;
+    for (std::size_t e = 0; e < rank; ++e)
+      next.push_back(DimRange{index[e] * chunk[e], std::min(shape_[e], (index[e] + 1) * chunk[e]), 1, false});
+    box->next_within = enclosing_cells(next, chunk);
+    return box;
+  }
+
+  std::shared_ptr<DataView> enclosing_cells(const std::vector<DimRange>& dims,
+                                            const std::vector<std::uint64_t>& chunk) const {
     if (natural_.size() != dims.size()) return nullptr;
     std::vector<DimRange> outer;
     std::uint64_t bytes = itemsize_;
@@ -482,8 +506,10 @@ class Walker {
     }
     if (!larger || bytes > kMaxZarrWithinBytes) return nullptr;
     Selection box(std::move(outer));
-    std::string spelling = "box/" + box_spelling(box);
-    return std::make_shared<const DataView>(DataView{std::move(box), 0, std::move(spelling)});
+    std::string spelling = fmt::format("box/{}#zarr/{}", box_spelling(box), fmt::join(chunk, ","));
+    auto view = std::make_shared<DataView>(DataView{std::move(box), 0, std::move(spelling)});
+    view->regrid = chunk;
+    return view;
   }
 
   std::span<const std::string> c_;

@@ -294,3 +294,79 @@ TEST_CASE("array file: mloc views equal the model read whole in one piece and th
     }
   }
 }
+
+TEST_CASE("array file: a Zarr chunk thinner than the cells reads its bytes from the enclosing box's chunks",
+          "[array_file][zarr_within]") {
+  // Enclosing boxes of 128-256 KiB read in chunks of kSmallChunk: each Zarr
+  // chunk's bytes come from several of the box's chunks (rearranged along
+  // the Zarr grid at their load, layouts/regrid.h), at any offset and
+  // length, and one layer's chunks read each of the box's chunks once.
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  std::mt19937_64 rng(23);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  const std::vector<std::uint64_t> natural{16, 32, 8};
+  for (const char* layout : {"naive", "hilbert"}) {
+    INFO(layout);
+    ArraySchema s = make_schema({64, 64, 32}, "float64", layout);
+    Bytes model;
+    std::shared_ptr<ArrayFile> a = small_chunked_array(m, std::string("within-") + layout, s, rng, &model);
+    ArrayContext ctx = m.ctx();
+    ctx.chunk_bytes = kSmallChunk;
+    ctx.max_chunk_scale = 1;  // the boxes in several chunks
+    std::string msg;
+    REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
+    auto chunk_view = [&](const std::vector<std::uint64_t>& chunk, const std::vector<std::uint64_t>& index) {
+      std::vector<std::string> comps{"zarr", fmt::format("{}", fmt::join(chunk, ",")), "c"};
+      for (auto i : index) comps.push_back(std::to_string(i));
+      auto r = resolve_view(comps, s.shape, s.dtype.itemsize, false, natural, 0);
+      REQUIRE(std::holds_alternative<ViewNode>(r));
+      const ViewNode& node = std::get<ViewNode>(r);
+      REQUIRE(node.data);
+      return *node.data;
+    };
+    auto expect = [&](const DataView& v) {
+      std::vector<Sel> sel;
+      for (const auto& d : v.selection.dims()) sel.push_back({false, d.start, d.stop, 1});
+      return extract(model, s.shape, 8, sel);
+    };
+    // Thin along the last dimension (a layer of 8 planes), along the first
+    // (16 rows), and a grid that cuts the box's edge (5 along dimension 1).
+    for (const auto& [chunk, grid] : std::vector<std::pair<std::vector<std::uint64_t>, std::vector<std::uint64_t>>>{
+             {{64, 64, 1}, {1, 1, 32}}, {{1, 64, 32}, {64, 1, 1}}, {{64, 5, 1}, {1, 13, 32}}}) {
+      for (int k = 0; k < 12; ++k) {
+        std::vector<std::uint64_t> index;
+        for (std::size_t d = 0; d < 3; ++d) index.push_back(rng() % grid[d]);
+        const DataView v = chunk_view(chunk, index);
+        INFO(v.spelling);
+        if (!v.within) continue;  // a chunk across a layer boundary reads itself
+        REQUIRE(v.within->regrid == chunk);
+        check_view(*a, v, expect(v), rng);
+      }
+    }
+    // Every chunk of the last two layers, from a fresh open: the boxes'
+    // chunks are each read once, the second box's loaded ahead while the
+    // first one's chunks are read (DataView::next_within).
+    REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
+    const DataView first = chunk_view({64, 64, 1}, {0, 0, 16});
+    REQUIRE(first.within);
+    nlohmann::json plan;
+    REQUIRE(a->plan(*first.within, &plan, &msg) == 0);
+    REQUIRE(plan["chunks"].get<std::uint64_t>() >= 2);
+    REQUIRE(first.within->next_within);
+    CHECK(first.within->next_within->spelling == "box/0:64,0:64,24:32#zarr/64,64,1");
+    CHECK_FALSE(chunk_view({64, 64, 1}, {0, 0, 24}).within->next_within);  // the array's last box
+    for (std::uint64_t z = 16; z < 32; ++z) {
+      const DataView v = chunk_view({64, 64, 1}, {0, 0, z});
+      CHECK(bytes_diff(read_view_bytes(*a, v, 0, v.bytes(8)), expect(v)) == "");
+      a->wait_for_prefetches();
+      // The first chunk of a box reads that box only; the second starts the next box.
+      if (z == 16) CHECK(a->chunk_stats().loads == plan["chunks"].get<std::uint64_t>());
+    }
+    a->wait_for_prefetches();
+    const ChunkStats st = a->chunk_stats();
+    CHECK(st.loads == 2 * plan["chunks"].get<std::uint64_t>());
+    CHECK(st.prefetched >= 2);
+    CHECK(st.evicted_unread == 0);
+  }
+}

@@ -591,12 +591,13 @@ TEST_CASE("zarr: a chunk thinner than the cells is read through the cells' enclo
   CHECK(ranges(row) == R{{13, 14}, {0, 40}, {0, 24}});
   REQUIRE(row.within);
   CHECK(ranges(*row.within) == R{{8, 16}, {0, 40}, {0, 24}});
-  CHECK(row.within->spelling == "box/8:16,0:40,0:24");
+  CHECK(row.within->spelling == "box/8:16,0:40,0:24#zarr/1,40,24");
+  CHECK(row.within->regrid == std::vector<std::uint64_t>{1, 40, 24});
   CHECK_FALSE(row.within->within);
   CHECK(data("zarr/1,40,24/c/9/0/0").within->spelling == row.within->spelling);
   // Thin along the last dimension, and along two.
-  CHECK(data("zarr/48,40,1/c/0/0/23").within->spelling == "box/0:48,0:40,16:24");
-  CHECK(data("zarr/2,40,1/c/3/0/5").within->spelling == "box/0:8,0:40,0:8");
+  CHECK(data("zarr/48,40,1/c/0/0/23").within->spelling == "box/0:48,0:40,16:24#zarr/48,40,1");
+  CHECK(data("zarr/2,40,1/c/3/0/5").within->spelling == "box/0:8,0:40,0:8#zarr/2,40,1");
   // Aligned to the cells: read itself; the natural chunks too; plans show the chunk's own box.
   CHECK_FALSE(data("zarr/8,8,8/c/1/1/1").within);
   CHECK_FALSE(data("zarr/16,40,24/c/1/0/0").within);
@@ -604,9 +605,9 @@ TEST_CASE("zarr: a chunk thinner than the cells is read through the cells' enclo
   CHECK_FALSE(data("plan/zarr/1,40,24/c/13/0/0").within);
   // Across a boundary between layers of cells: no neighbour would share its box.
   CHECK_FALSE(data("zarr/3,40,24/c/2/0/0").within);  // rows 6..9
-  CHECK(data("zarr/3,40,24/c/1/0/0").within->spelling == "box/0:8,0:40,0:24");  // rows 3..6
+  CHECK(data("zarr/3,40,24/c/1/0/0").within->spelling == "box/0:8,0:40,0:24#zarr/3,40,24");  // rows 3..6
   // The edge: the enclosing box stops at the array's end.
-  CHECK(data("zarr/5,40,24/c/9/0/0").within->spelling == "box/40:48,0:40,0:24");  // rows 45..48
+  CHECK(data("zarr/5,40,24/c/9/0/0").within->spelling == "box/40:48,0:40,0:24#zarr/5,40,24");  // rows 45..48
   // No larger than kMaxZarrWithinBytes.
   const std::vector<std::uint64_t> big = {64, 4096, 4096};  // a layer of 8 cells: 1 GiB
   auto r = resolve_view(split("zarr/1,4096,4096/c/0/0/0"), big, 8, true, cell);
