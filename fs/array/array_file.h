@@ -34,6 +34,7 @@
 #include "fs/array/view_types.h"
 #include "fs/array/write_behind.h"
 #include "layouts/io_plan.h"
+#include "layouts/regrid.h"
 
 namespace mmfs::layouts {
 class SelectionChunks;
@@ -247,6 +248,24 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // (rearranged along the view's grid at their load, layouts/regrid.h).
   int read_within(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out, std::size_t* got,
                   std::string* message);
+  // view_span of such a view: bytes inside one block, without a copy.
+  int within_span(const DataView& view, std::uint64_t offset, std::size_t length,
+                  std::shared_ptr<const AlignedBuffer>* keep, const std::byte** data, std::size_t* got,
+                  std::string* message);
+  // One part of such a view: bytes [at, at + block.bytes) of the view are
+  // `block` of the enclosing box's chunk `chunk`.
+  struct WithinPart {
+    std::uint64_t chunk = 0;
+    layouts::RegridBlock block;
+    std::uint64_t at = 0;
+  };
+  // Calls `visit` with the view's parts in order until it returns false;
+  // *outer and *ch are the enclosing box as read (view_chunking). EIO when
+  // the parts do not make up the view (visit stopped early excepted).
+  int within_parts(const DataView& view, DataView* outer, std::unique_ptr<layouts::SelectionChunks>* ch,
+                   const std::function<bool(const WithinPart&)>& visit, std::string* message) const;
+  // After a read of a chunk of the box: the next box's loads (DataView::next_within).
+  void prefetch_next_box(const DataView& view, const DataView& outer);
   // The DataView of the whole array (what read() serves).
   DataView whole() const;
   nlohmann::json info() const;

@@ -102,7 +102,7 @@ int ArrayFile::view_span(const DataView& view, std::uint64_t offset, std::size_t
     *message = "the array file was removed";
     return ESTALE;
   }
-  if (view.within) return 0;  // its bytes are gathered from the enclosing box's (read_view)
+  if (view.within) return within_span(view, offset, length, keep, data, got, message);
   DataView v = view;
   std::unique_ptr<layouts::SelectionChunks> ch;
   std::uint64_t total = view_chunking(&v, &ch);
@@ -314,81 +314,121 @@ void ArrayFile::drop_within_if_one_run_reads_it(DataView* view) const {
   if (single_run_placement_locked(view->selection)) view->within.reset();
 }
 
-int ArrayFile::read_within(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,
-                           std::size_t* got, std::string* message) {
-  DataView outer = *view.within;
+// A view's C-order bytes are its parts in the enclosing box's chunks, in
+// order (each of those is a C-order range of the box, so the view's elements
+// in it are a C-order range of the view), and each part is one block of that
+// chunk, rearranged along the reader's grid (DataView::regrid).
+int ArrayFile::within_parts(const DataView& view, DataView* outer, std::unique_ptr<layouts::SelectionChunks>* ch,
+                            const std::function<bool(const WithinPart&)>& visit, std::string* message) const {
+  *outer = *view.within;
   const std::uint32_t item = schema().dtype.itemsize;
-  const std::uint64_t total = view.bytes(item);
-  if (offset >= total) return 0;
-  length = std::size_t(std::min<std::uint64_t>(length, total - offset));
   const auto& in = view.selection.dims();
-  if (outer.regrid.size() != in.size()) {
+  if (outer->regrid.size() != in.size()) {
     *message = "internal error: the enclosing box of a chunk has no grid";
     return EIO;
   }
-
-  // The chunk's C-order bytes are its parts in the enclosing box's chunks,
-  // in order (each of those is a C-order range of the box, so the chunk's
-  // elements in it are a C-order range of the chunk), and each part is one
-  // block of that chunk, rearranged along the reader's grid (DataView::regrid).
-  std::unique_ptr<layouts::SelectionChunks> ch;
-  view_chunking(&outer, &ch);
-  const auto& around = outer.selection.dims();
-  auto outer_byte = [&](const std::vector<std::uint64_t>& x) {
+  view_chunking(outer, ch);
+  const auto& around = outer->selection.dims();
+  auto outer_byte = [&](auto corner) {
     std::uint64_t at = 0;
-    for (std::size_t d = 0; d < x.size(); ++d) at = at * around[d].count() + (x[d] - around[d].start);
+    for (std::size_t d = 0; d < in.size(); ++d) at = at * around[d].count() + (corner(d) - around[d].start);
     return at * item;
   };
-  std::vector<std::uint64_t> lo(in.size()), hi(in.size());
-  for (std::size_t d = 0; d < in.size(); ++d) {
-    lo[d] = in[d].start;
-    hi[d] = in[d].stop - 1;
-  }
-  const std::uint64_t first = ch->index_at(outer_byte(lo)), last = ch->index_at(outer_byte(hi));
-  const std::uint64_t chunks = ch->count();
-  std::uint64_t at = 0;  // the chunk's bytes before this part
-  const std::uint64_t end = offset + length;
-  for (std::uint64_t c = first; c <= last && at < end; ++c) {
-    const Selection part = ch->selection(c);
-    // The part's corner: the chunk's first element inside this piece of the box, if any.
-    std::vector<std::uint64_t> corner(in.size());
+  const std::uint64_t first = (*ch)->index_at(outer_byte([&](std::size_t d) { return in[d].start; }));
+  const std::uint64_t last = (*ch)->index_at(outer_byte([&](std::size_t d) { return in[d].stop - 1; }));
+  WithinPart part;
+  std::vector<std::uint64_t> corner(in.size());
+  for (std::uint64_t c = first; c <= last; ++c) {
+    const Selection piece = (*ch)->selection(c);
+    // The view's first element in this piece of the box, if any.
     bool meets = true;
     for (std::size_t d = 0; d < in.size() && meets; ++d) {
-      const auto& p = part.dims()[d];
+      const auto& p = piece.dims()[d];
       corner[d] = std::max(p.start, in[d].start);
       meets = corner[d] < std::min(p.stop, in[d].stop);
     }
     if (!meets) continue;
-    const layouts::RegridBlock block = layouts::regrid_block(part, outer.regrid, item, corner);
-    if (at + block.bytes > offset) {
-      ChunkReader::Chunk data;
-      if (int r = reader_.reader_chunk(shared_from_this(), outer, c, chunks, &data, message)) return r;
-      if (block.offset + block.bytes > data->size()) {
-        *message = "internal error: a chunk of the enclosing box is shorter than its blocks";
-        return EIO;
-      }
-      const std::uint64_t from = std::max(offset, at), to = std::min(end, at + block.bytes);
-      std::memcpy(out + (from - offset), data->data() + block.offset + (from - at), to - from);
-    }
-    at += block.bytes;
+    part.chunk = c;
+    part.block = layouts::regrid_block(piece, outer->regrid, item, corner);
+    if (!visit(part)) return 0;
+    part.at += part.block.bytes;
   }
-  if (at < end) {
+  if (part.at != view.bytes(item)) {
     *message = "internal error: the enclosing box did not cover the chunk";
     return EIO;
   }
+  return 0;
+}
+
+void ArrayFile::prefetch_next_box(const DataView& view, const DataView& outer) {
   // A chunk of the box after its first, first read: a reader going through
   // the chunks in order, which reads the next box after this one's, so the
   // device reads it now. (Not at the first: a reader of one chunk would wait
   // for the next box's loads.)
+  if (!outer.next_within) return;
+  const auto& in = view.selection.dims();
+  const auto& around = outer.selection.dims();
   bool first_of_box = true;
   for (std::size_t d = 0; d < in.size() && first_of_box; ++d) first_of_box = in[d].start == around[d].start;
-  if (offset == 0 && outer.next_within && !first_of_box) {
-    DataView next = *outer.next_within;
-    std::unique_ptr<layouts::SelectionChunks> next_chunks;
-    view_chunking(&next, &next_chunks);
-    reader_.prefetch_next_view(shared_from_this(), next, next_chunks->count(), outer.bytes(item));
-  }
+  if (first_of_box) return;
+  DataView next = *outer.next_within;
+  std::unique_ptr<layouts::SelectionChunks> next_chunks;
+  view_chunking(&next, &next_chunks);
+  reader_.prefetch_next_view(shared_from_this(), next, next_chunks->count(), outer.bytes(schema().dtype.itemsize));
+}
+
+int ArrayFile::read_within(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,
+                           std::size_t* got, std::string* message) {
+  const std::uint64_t total = view.bytes(schema().dtype.itemsize);
+  if (offset >= total) return 0;
+  length = std::size_t(std::min<std::uint64_t>(length, total - offset));
+  const std::uint64_t end = offset + length;
+  DataView outer;
+  std::unique_ptr<layouts::SelectionChunks> ch;
+  int failed = 0;
+  int r = within_parts(view, &outer, &ch, [&](const WithinPart& p) {
+    if (p.at >= end) return false;
+    if (p.at + p.block.bytes <= offset) return true;
+    ChunkReader::Chunk data;
+    if ((failed = reader_.reader_chunk(shared_from_this(), outer, p.chunk, ch->count(), &data, message))) return false;
+    if (p.block.offset + p.block.bytes > data->size()) {
+      *message = "internal error: a chunk of the enclosing box is shorter than its blocks";
+      failed = EIO;
+      return false;
+    }
+    const std::uint64_t from = std::max(offset, p.at), to = std::min(end, p.at + p.block.bytes);
+    std::memcpy(out + (from - offset), data->data() + p.block.offset + (from - p.at), to - from);
+    return true;
+  }, message);
+  if (failed || r) return failed ? failed : r;
+  if (offset == 0) prefetch_next_box(view, outer);
   *got = length;
+  return 0;
+}
+
+int ArrayFile::within_span(const DataView& view, std::uint64_t offset, std::size_t length,
+                           std::shared_ptr<const AlignedBuffer>* keep, const std::byte** data, std::size_t* got,
+                           std::string* message) {
+  const std::uint64_t total = view.bytes(schema().dtype.itemsize);
+  if (offset >= total) return 0;
+  length = std::size_t(std::min<std::uint64_t>(length, total - offset));
+  DataView outer;
+  std::unique_ptr<layouts::SelectionChunks> ch;
+  int failed = 0;
+  int r = within_parts(view, &outer, &ch, [&](const WithinPart& p) {
+    if (p.at + p.block.bytes <= offset) return true;
+    if (offset + length > p.at + p.block.bytes) return false;  // across two blocks: read_within copies it
+    ChunkReader::Chunk chunk;
+    if ((failed = reader_.reader_chunk(shared_from_this(), outer, p.chunk, ch->count(), &chunk, message)))
+      return false;
+    if (p.block.offset + p.block.bytes > chunk->size()) return false;
+    *data = chunk->data() + p.block.offset + (offset - p.at);
+    *got = length;
+    *keep = std::move(chunk);
+    return false;
+  }, message);
+  if (failed || r) return failed ? failed : r;
+  if (offset == 0 && *data) prefetch_next_box(view, outer);
   return 0;
 }
 

@@ -359,6 +359,14 @@ TEST_CASE("array file: a Zarr chunk thinner than the cells reads its bytes from 
     for (std::uint64_t z = 16; z < 32; ++z) {
       const DataView v = chunk_view({64, 64, 1}, {0, 0, z});
       CHECK(bytes_diff(read_view_bytes(*a, v, 0, v.bytes(8)), expect(v)) == "");
+      // Bytes inside one block are handed out without a copy.
+      std::shared_ptr<const AlignedBuffer> keep;
+      const std::byte* data = nullptr;
+      std::size_t got = 0;
+      REQUIRE(a->view_span(v, 8, 64, &keep, &data, &got, &msg) == 0);
+      REQUIRE(data != nullptr);
+      CHECK(got == 64);
+      CHECK(std::memcmp(data, expect(v).data() + 8, 64) == 0);
       a->wait_for_prefetches();
       // The first chunk of a box reads that box only; the second starts the next box.
       if (z == 16) CHECK(a->chunk_stats().loads == plan["chunks"].get<std::uint64_t>());
