@@ -147,7 +147,7 @@ void ChunkReader::prefetch_next_view(const std::shared_ptr<ChunkSource>& source,
   if (current_bytes >= kCacheBytes || current_chunks >= kCachedChunks) return;
   const std::uint64_t room = std::min<std::uint64_t>((kCacheBytes - current_bytes) / view.chunk_bytes,
                                                      kCachedChunks - current_chunks);
-  for (std::uint64_t k = 0; k < std::min(room, chunks); ++k) prefetch(source, view, k, chunks);
+  for (std::uint64_t k = 0; k < std::min(room, chunks); ++k) prefetch(source, view, k, chunks, false);
 }
 
 void ChunkReader::fill_pipeline(const std::shared_ptr<ChunkSource>& source, const DataView& view,
@@ -161,7 +161,7 @@ void ChunkReader::fill_pipeline(const std::shared_ptr<ChunkSource>& source, cons
 }
 
 void ChunkReader::prefetch(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t index,
-                           std::uint64_t chunks) {
+                           std::uint64_t chunks, bool chain) {
   if (index >= chunks) return;
   std::uint64_t generation;
   std::string key = chunk_key(*source, view, index, &generation);
@@ -180,7 +180,7 @@ void ChunkReader::prefetch(const std::shared_ptr<ChunkSource>& source, const Dat
   }
   // The source owns this reader: holding the source keeps both alive.
   std::weak_ptr<ChunkSource> weak = source;
-  auto task = [this, weak, view, index, chunks, key, promise] {
+  auto task = [this, weak, view, index, chunks, key, promise, chain] {
     auto self = weak.lock();
     if (!self) {
       promise->set_value(nullptr);
@@ -194,7 +194,7 @@ void ChunkReader::prefetch(const std::shared_ptr<ChunkSource>& source, const Dat
         --prefetch_on_device_;
         on_device = false;
       }
-      fill_pipeline(self, view, chunks);
+      if (chain) fill_pipeline(self, view, chunks);
     };
     std::string ignored;  // the reader that needs the chunk reports the error
     fill(*self, view, index, key, *promise, device_done, &ignored);

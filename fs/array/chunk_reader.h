@@ -106,9 +106,11 @@ class ChunkReader {
   int fill(ChunkSource& source, const DataView& view, std::uint64_t index, const std::string& key,
            std::promise<Chunk>& promise, const std::function<void()>& device_done, std::string* message);
   // Loads chunk `index` in the background unless it is cached, too far ahead
-  // of the reader, or the pipeline is full.
+  // of the reader, or the pipeline is full. `chain`: its device reads done,
+  // it fills the pipeline after the reader (not for another view than the
+  // reader's: the reader's place says nothing about that one).
   void prefetch(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t index,
-                std::uint64_t chunks);
+                std::uint64_t chunks, bool chain = true);
   // Prefetches the chunks after the reader's, as far as the pipeline allows.
   void fill_pipeline(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t chunks);
 
