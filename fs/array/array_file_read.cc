@@ -371,6 +371,11 @@ void ArrayFile::prefetch_next_box(const DataView& view, const DataView& outer) {
   bool first_of_box = true;
   for (std::size_t d = 0; d < in.size() && first_of_box; ++d) first_of_box = in[d].start == around[d].start;
   if (first_of_box) return;
+  {
+    std::lock_guard lock(budget_mu_);
+    if (next_box_started_ == outer.next_within->spelling) return;
+    next_box_started_ = outer.next_within->spelling;
+  }
   DataView next = *outer.next_within;
   std::unique_ptr<layouts::SelectionChunks> next_chunks;
   view_chunking(&next, &next_chunks);
