@@ -538,8 +538,9 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // replaced).
   mutable std::mutex budget_mu_;
   mutable std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> chunk_budgets_;
-  // The enclosing box whose loads prefetch_next_box started last (guarded by
-  // budget_mu_): each chunk of a box after its first would start them again.
+  // The enclosing box whose loads prefetch_next_box started last, all of
+  // them (guarded by budget_mu_): each chunk of a box after its first would
+  // start them again.
   std::string next_box_started_;
   std::atomic<std::uint64_t> placement_epoch_{0};
   // The placement chosen to serve each view spelling (serving_locked), for

@@ -374,12 +374,16 @@ void ArrayFile::prefetch_next_box(const DataView& view, const DataView& outer) {
   {
     std::lock_guard lock(budget_mu_);
     if (next_box_started_ == outer.next_within->spelling) return;
-    next_box_started_ = outer.next_within->spelling;
   }
   DataView next = *outer.next_within;
   std::unique_ptr<layouts::SelectionChunks> next_chunks;
   view_chunking(&next, &next_chunks);
-  reader_.prefetch_next_view(shared_from_this(), next, next_chunks->count(), outer.bytes(schema().dtype.itemsize));
+  // Until the pipeline has had room for all of them, each chunk's read asks again.
+  if (reader_.prefetch_next_view(shared_from_this(), next, next_chunks->count(),
+                                 outer.bytes(schema().dtype.itemsize))) {
+    std::lock_guard lock(budget_mu_);
+    next_box_started_ = next.spelling;
+  }
 }
 
 int ArrayFile::read_within(const DataView& view, std::uint64_t offset, std::size_t length, std::byte* out,

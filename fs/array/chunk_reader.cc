@@ -140,14 +140,16 @@ int ChunkReader::reader_chunk(const std::shared_ptr<ChunkSource>& source, const 
   return 0;
 }
 
-void ChunkReader::prefetch_next_view(const std::shared_ptr<ChunkSource>& source, const DataView& view,
+bool ChunkReader::prefetch_next_view(const std::shared_ptr<ChunkSource>& source, const DataView& view,
                                      std::uint64_t chunks, std::uint64_t current_bytes) {
-  if (view.chunk_bytes == 0) return;
+  if (view.chunk_bytes == 0) return true;
   const std::uint64_t current_chunks = util::div_up(current_bytes, view.chunk_bytes);
-  if (current_bytes >= kCacheBytes || current_chunks >= kCachedChunks) return;
+  if (current_bytes >= kCacheBytes || current_chunks >= kCachedChunks) return true;
   const std::uint64_t room = std::min<std::uint64_t>((kCacheBytes - current_bytes) / view.chunk_bytes,
                                                      kCachedChunks - current_chunks);
-  for (std::uint64_t k = 0; k < std::min(room, chunks); ++k) prefetch(source, view, k, chunks, false);
+  bool all = true;
+  for (std::uint64_t k = 0; k < std::min(room, chunks); ++k) all = prefetch(source, view, k, chunks, false) && all;
+  return all;
 }
 
 void ChunkReader::fill_pipeline(const std::shared_ptr<ChunkSource>& source, const DataView& view,
@@ -160,21 +162,21 @@ void ChunkReader::fill_pipeline(const std::shared_ptr<ChunkSource>& source, cons
   for (std::uint64_t k = 1; k <= prefetch_depth(view.chunk_bytes); ++k) prefetch(source, view, at + k, chunks);
 }
 
-void ChunkReader::prefetch(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t index,
+bool ChunkReader::prefetch(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t index,
                            std::uint64_t chunks, bool chain) {
-  if (index >= chunks) return;
+  if (index >= chunks) return true;
   std::uint64_t generation;
   std::string key = chunk_key(*source, view, index, &generation);
   std::shared_ptr<std::promise<Chunk>> promise;
   {
     std::lock_guard lock(mu_);
     const std::uint64_t depth = prefetch_depth(view.chunk_bytes);
-    if (quiesced_ || std::uint64_t(prefetching_) >= depth || prefetch_on_device_ >= kDeviceLoads) return;
-    if (index > reader_at_ + depth) return;  // too far ahead: its cache slot would evict what is read
+    if (quiesced_ || std::uint64_t(prefetching_) >= depth || prefetch_on_device_ >= kDeviceLoads) return false;
+    if (index > reader_at_ + depth) return false;  // too far ahead: its cache slot would evict what is read
     std::shared_future<Chunk> future;
     // Reserved now, so a reader arriving before the thread waits for it.
     promise = find_or_reserve(key, generation, view.chunk_bytes, false, &future);
-    if (!promise) return;  // cached or being loaded
+    if (!promise) return true;  // cached or being loaded
     ++prefetching_;
     ++prefetch_on_device_;
   }
@@ -205,6 +207,7 @@ void ChunkReader::prefetch(const std::shared_ptr<ChunkSource>& source, const Dat
   };
   try {
     std::thread(std::move(task)).detach();
+    return true;
   } catch (const std::system_error&) {
     // No thread to spare: give the slot back; a reader loads the chunk.
     std::lock_guard lock(mu_);
@@ -213,6 +216,7 @@ void ChunkReader::prefetch(const std::shared_ptr<ChunkSource>& source, const Dat
     --prefetch_on_device_;
     --prefetching_;
     prefetch_done_.notify_all();
+    return false;
   }
 }
 

@@ -67,7 +67,8 @@ class ChunkReader {
   // view a reader is expected to read after the `current_bytes` it reads now
   // (the next enclosing box of a Zarr scan, DataView::next_within). As many
   // as the pipeline and the cache have room for beside the current ones.
-  void prefetch_next_view(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t chunks,
+  // False when the pipeline was too full for some of them: ask again later.
+  bool prefetch_next_view(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t chunks,
                           std::uint64_t current_bytes);
 
   ChunkStats stats() const;
@@ -108,8 +109,10 @@ class ChunkReader {
   // Loads chunk `index` in the background unless it is cached, too far ahead
   // of the reader, or the pipeline is full. `chain`: its device reads done,
   // it fills the pipeline after the reader (not for another view than the
-  // reader's: the reader's place says nothing about that one).
-  void prefetch(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t index,
+  // reader's: the reader's place says nothing about that one). True when
+  // the chunk is cached, loading or now started; false when the pipeline had
+  // no room for it.
+  bool prefetch(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t index,
                 std::uint64_t chunks, bool chain = true);
   // Prefetches the chunks after the reader's, as far as the pipeline allows.
   void fill_pipeline(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t chunks);
