@@ -236,3 +236,35 @@ def test_a_thin_chunk_is_read_from_a_copy_in_its_shape(module_volume):
     # every chunk, and a chunk shape the copy does not fit (the box of the primary's cells still serves it)
     np.testing.assert_array_equal(zarr.open_array(f"{path}@/zarr/{spelled}", mode="r")[...], data)
     np.testing.assert_array_equal(zarr.open_array(f"{path}@/zarr/64,256,1", mode="r")[...], data)
+
+
+def test_thin_chunks_of_a_box_read_in_several_pieces(module_volume):
+    """A 1024x1024x1 chunk over 32x32x8 cells: its enclosing box (64 MiB) is
+    read in pieces of the daemon's chunk size, each kept rearranged along the
+    reader's chunk grid (layouts/regrid.h), and the next box is loaded while
+    one box's chunks are read. Every chunk equals numpy, whole and from odd
+    offsets; the scan reads each cell about once."""
+    vol = module_volume
+    shape, chunk = (1024, 1024, 16), (1024, 1024, 1)
+    data = random_data(np.random.default_rng(20), shape, "float64")
+    path = vol.mnt / "thin_boxes"
+    make_array(path, shape, "float64", "naive", data, attrs={"cell": "32,32,8"})
+    try:
+        with open(f"{path}@/plan/box/0:1024,0:1024,0:8") as f:
+            box = json.load(f)
+        assert box["chunks"] >= 2, f"the enclosing box is read in one piece: {box['chunks']} chunks"
+        spelled = ",".join(map(str, chunk))
+        vol.remount()
+        before = sectors_read(vol)
+        np.testing.assert_array_equal(zarr.open_array(f"{path}@/zarr/{spelled}", mode="r")[...], data)
+        scan = sectors_read(vol) - before
+        assert scan <= 1.25 * data.nbytes // 512, f"the scan read {scan} sectors, the array is {data.nbytes // 512}"
+        # A chunk file read in pieces that start and end inside the rows of its blocks.
+        vol.remount()
+        with open(f"{path}@/zarr/{spelled}/c/0/0/11", "rb", buffering=0) as f:
+            got = bytearray()
+            while piece := f.read(1_000_003):
+                got += piece
+        np.testing.assert_array_equal(np.frombuffer(bytes(got), dtype="float64").reshape(chunk), data[:, :, 11:12])
+    finally:
+        os.unlink(path)
