@@ -8,8 +8,15 @@ thing (a geometry), side by side in one run on a noisy machine. Run as root.
         --array a --views "slice/0/512;box/512,300,:" --runs 9
     python3 bench/cold_views_ab.py --image q32.img --image q8.img --views "slice/0/512" --runs 7
 
-A view is spelled as below `ARRAY@/` (docs/reference.md §5). The array must exist on
-every image.
+A view is spelled as below `ARRAY@/` (docs/reference.md §5); `.` is the array
+file itself (a full read). The array must exist on every image. With several
+`--array`, the arrays of one image are compared (say one with copies and one
+without):
+
+    python3 bench/cold_views_ab.py --image vol.img --array plain --array copied --views "." --runs 7
+
+Every read goes into one 8 MiB buffer, reused, so the reader's own page
+faults (a fresh buffer per read) add nothing to the times.
 
 With `--reads-per-mount N`, each mount serves N reads of a view, each after
 `drop_caches`, and the first read of a mount is reported apart from the later
@@ -36,7 +43,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--image", action="append", required=True, help="mmfs volume image (repeatable)")
     ap.add_argument("--daemon", action="append", help="mmfs daemon binary (repeatable; default build/daemon/mmfs)")
-    ap.add_argument("--array", default="a", help="the array's path below the mount (default a)")
+    ap.add_argument("--array", action="append", help="the array's path below the mount (repeatable; default a)")
     ap.add_argument("--views", required=True, help="views below ARRAY@/, separated by ';'")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--mnt", default="/var/tmp/mmfs-cold-views-mnt")
@@ -46,7 +53,9 @@ def main():
                     help="seconds to wait before each later read of a mount (a person reading views one by one)")
     a = ap.parse_args()
     daemons = a.daemon or [os.path.join(REPO, "build/daemon/mmfs")]
-    targets = [(d, img) for img in a.image for d in daemons]
+    arrays = a.array or ["a"]
+    targets = [(d, img, arr) for img in a.image for d in daemons for arr in arrays]
+    buf = bytearray(8 << 20)
     views = [v for v in a.views.split(";") if v]
     os.makedirs(a.mnt, exist_ok=True)
     drop = CacheDropper()
@@ -63,11 +72,14 @@ def main():
                         if k > 0:
                             time.sleep(a.pause)
                         drop()
-                        path = os.path.join(a.mnt, a.array + "@", v.replace("{k}", str(run * per_mount + k)))
+                        if v == ".":
+                            path = os.path.join(a.mnt, t[2])
+                        else:
+                            path = os.path.join(a.mnt, t[2] + "@", v.replace("{k}", str(run * per_mount + k)))
                         t0 = time.perf_counter()
                         fd = os.open(path, os.O_RDONLY)
                         try:
-                            while os.read(fd, 8 << 20):
+                            while os.readv(fd, [buf]):
                                 pass
                         finally:
                             os.close(fd)
@@ -77,7 +89,7 @@ def main():
 
     def name(t):
         parts = ([t[0]] if len(daemons) > 1 else []) + \
-                ([os.path.basename(t[1])] if len(a.image) > 1 else [])
+                ([os.path.basename(t[1])] if len(a.image) > 1 else []) + ([t[2]] if len(arrays) > 1 else [])
         return " ".join(parts) or os.path.basename(t[1])
 
     def summary(xs):
