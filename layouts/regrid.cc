@@ -1,5 +1,6 @@
 #include "layouts/regrid.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -105,8 +106,7 @@ void regrid(const Selection& box, std::span<const std::uint64_t> grid, std::uint
       to[g] = dst + (block_at + last_before[g] * above + row_in * (last_bytes[g] / itemsize)) * itemsize;
   };
   place();
-  const std::uint64_t innermost_len = outer ? c[outer - 1].length(0) : 0;
-  std::uint64_t run_left = outer ? innermost_len - 1 : 0;  // rows after this one in the same segment
+  std::uint64_t run_left = outer ? c[outer - 1].length(0) - 1 : 0;  // rows after this one in the same segment
   for (std::uint64_t row = 0; row < rows; ++row) {
     copy(src + row * row_bytes, to, last_src, last_bytes);
     if (row + 1 == rows) break;
