@@ -17,10 +17,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_daemon import CacheDropper, Daemon  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse_key(text):
@@ -36,10 +40,6 @@ def parse_key(text):
     return tuple(items)
 
 
-def drop_caches():
-    subprocess.run("sync; echo 3 > /proc/sys/vm/drop_caches", shell=True, check=True)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--image", required=True, help="mmfs volume image")
@@ -51,7 +51,8 @@ def main():
     args = ap.parse_args()
     import zarr  # noqa: E402 (after --help)
 
-    daemons = args.daemon or ["build/daemon/mmfs"]
+    daemons = args.daemon or [os.path.join(REPO, "build/daemon/mmfs")]
+    drop = CacheDropper()
     reads = []
     for r in args.read:
         chunks, _, key = r.partition(":")
@@ -63,8 +64,9 @@ def main():
             order = daemons if run % 2 == 0 else daemons[::-1]
             for label, chunks, key in reads:
                 for daemon in order:
-                    drop_caches()
-                    subprocess.run([daemon, args.image, mnt], check=True)
+                    drop()
+                    d = Daemon(daemon, args.image, mnt, "", os.path.join(os.path.dirname(mnt), "zarr-ab-daemon.log"))
+                    d.mount()
                     try:
                         t0 = time.perf_counter()
                         zarr.open_array(f"{mnt}/{args.array}@/zarr/{chunks}/", mode="r")[key]
@@ -72,10 +74,10 @@ def main():
                         with open(f"{mnt}/.mmfs/stats") as f:
                             device = json.load(f)["device_busy_ms"]
                     finally:
-                        subprocess.run(["fusermount3", "-u", mnt], check=True)
+                        d.unmount()
                     results.setdefault((label, daemon), []).append((ms, device))
                 if args.real:
-                    drop_caches()
+                    drop()
                     t0 = time.perf_counter()
                     zarr.open_array(args.real, mode="r")[key]
                     results.setdefault((label, "real " + args.real), []).append(((time.perf_counter() - t0) * 1e3, 0))
