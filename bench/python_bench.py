@@ -131,6 +131,8 @@ def parse_args(argv):
     ap.add_argument("--geometry", default="atlas10k3", help="mkfs.mmfs -g PROFILE|FILE.json|measure")
     ap.add_argument("--layout", default="", help="the array's layout (mmfs.create layout=); empty: the volume's "
                                                  "default layout")
+    ap.add_argument("--cell", default="", help="the layout's cell C0,C1,C2 (mmfs.create cell=); empty: the "
+                                               "layout's own choice")
     ap.add_argument("--copies", default="",
                     help="user.mmfs.copies of the array, set after its data (e.g. "
                          "'naive:cell=1,1024,256;naive:cell=1024,1024,1': a copy in whole chunks of each thin zarr "
@@ -155,7 +157,7 @@ def parse_args(argv):
                     help="output prefix: PREFIX.md and PREFIX.json")
     ap.add_argument("--keep", action="store_true", help="keep the image, the stores and a manifest in --dir")
     ap.add_argument("--reuse", action="store_true",
-                    help="take up the data of an earlier --keep run when shape, seed, geometry, layout, copies and chunks "
+                    help="take up the data of an earlier --keep run when shape, seed, geometry, layout, cell, copies and chunks "
                          "match (else build it again)")
     ap.add_argument("--no-remount", dest="remount", action="store_false",
                     help="do not remount the daemon before every read on mmfs (its caches may then be warm)")

@@ -98,7 +98,7 @@ def to_json(b, m, machine, rows):
     a = b.a
     return json_head(SCHEMA, machine) | {
         "config": {"shape": list(b.shape), "dtype": "float64", "bytes": b.nbytes, "geometry": a.geometry,
-                   "layout": a.layout or None, "runs": a.runs, "seed": a.seed, "chunk": list(b.chunks),
+                   "layout": a.layout or None, "cell": a.cell or None, "runs": a.runs, "seed": a.seed, "chunk": list(b.chunks),
                    "zarr_chunks": [list(c) for c in b.zarr_chunks], "dask_chunks": a.dask_chunks,
                    "dask_max_chunks": a.dask_max_chunks,
                    "sections": a.sections, "view_readers": a.view_readers, "dir": a.dir,
@@ -156,7 +156,8 @@ def report(b, m, res):
     L.append(f"* mmfs: a `mkfs.mmfs -g {a.geometry}` image of {fmt_bytes(b.setup.get('image_bytes'))} (sparse), "
              f"mounted by the daemon{' with `-o ' + a.mount_options + '`' if a.mount_options else ''}; the array "
              f"`a` made by `mmfs.create(path, shape, \"float64\", data=...)`"
-             f"{' with layout=' + repr(a.layout) if a.layout else ' (the volume default layout)'}: layout "
+             f"{' with layout=' + repr(a.layout) if a.layout else ' (the volume default layout)'}"
+             f"{' and cell=(' + a.cell + ')' if a.cell else ''}: layout "
              f"`{info.get('layout')}`, cell {'×'.join(map(str, info.get('cell') or []))}, brick "
              f"(`mmfs.Array.brick`) {'×'.join(map(str, b.brick or []))}, natural dask chunk (`mmfs.Array.chunks`, "
              f"xarray's `preferred_chunks`: the brick grown to ≥ 16 MiB or the whole array) "

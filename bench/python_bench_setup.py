@@ -160,7 +160,8 @@ class PyBench(RealBench):
     # setup ------------------------------------------------------------
     def manifest_wanted(self):
         return {"version": MANIFEST_VERSION, "shape": list(self.shape), "seed": self.a.seed,
-                "geometry": self.a.geometry, "layout": self.a.layout, "copies": self.a.copies, "chunk": self.a.chunk,
+                "geometry": self.a.geometry, "layout": self.a.layout, "cell": self.a.cell, "copies": self.a.copies,
+                "chunk": self.a.chunk,
                 "zarr_chunks": [list(c) for c in self.zarr_chunks]}
 
     def kept_data_lacks(self, m):
@@ -206,7 +207,8 @@ class PyBench(RealBench):
         log(f"writing {fmt_bytes(self.nbytes)} into mmfs, HDF5, {len(self.zarr_chunks)} zarr store(s) and a raw file")
         t0 = time.perf_counter()
         try:
-            mmfs.create(self.array, self.shape, "float64", data=self.ref, layout=a.layout or None)
+            cell = tuple(int(c) for c in a.cell.split(",")) if a.cell else None
+            mmfs.create(self.array, self.shape, "float64", data=self.ref, layout=a.layout or None, cell=cell)
         except OSError as e:
             raise BenchError(f"mmfs.create({self.array}) failed: {e}; .mmfs/errors: {self.mmfs_errors()}")
         ingest["mmfs"] = time.perf_counter() - t0

@@ -70,7 +70,7 @@ int Filesystem::open(Ino ino, int flags, const Caller& who, std::unique_ptr<Hand
       auto res = resolve_array_view(v.components, *h->array, false);
       if (auto* node = std::get_if<fs::ViewNode>(&res); node && node->kind == fs::ViewKind::Data) {
         h->view = node->data;
-        h->array->drop_within_if_one_run_reads_it(&*h->view);
+        h->array->choose_within(&*h->view);
         const auto& c = v.components;
         h->zarr_chunk = (!c.empty() && c[0] == "zarr") || (c.size() > 2 && c[0] == "copy" && c[2] == "zarr");
       }

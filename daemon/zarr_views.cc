@@ -88,7 +88,7 @@ int Filesystem::zarr_edge_chunk(ArrayFile& array, const fs::DataView& box, std::
   }
   std::size_t got = 0;
   fs::DataView view = box;
-  array.drop_within_if_one_run_reads_it(&view);
+  array.choose_within(&view);
   if (int r = array.read_view(view, 0, box_bytes, reinterpret_cast<std::byte*>(data.data()), &got, message)) return r;
   if (got != box_bytes) {
     *message = fmt::format("the chunk's box read {} of {} bytes", got, box_bytes);
@@ -181,7 +181,7 @@ int Filesystem::table_zarr_stat(const VNode& v, const Caller& who, struct stat* 
         return ENOMEM;
       }
       std::size_t got = 0;
-      array->drop_within_if_one_run_reads_it(&*node.data);
+      array->choose_within(&*node.data);
       if (int r = array->read_view(*node.data, 0, size, reinterpret_cast<std::byte*>(content->data()), &got, message))
         return r;
       return as_file(got);

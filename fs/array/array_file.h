@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -238,11 +239,17 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int view_span(const DataView& view, std::uint64_t offset, std::size_t length,
                 std::shared_ptr<const AlignedBuffer>* keep, const std::byte** data, std::size_t* got,
                 std::string* message);
-  // Clears view->within when some placement reads the view by itself in one
-  // request of about its own bytes (single_run_placement_locked: a copy
-  // chunked as the reader chunks, or a chunk that is one run inside a cell):
-  // its enclosing box of cells would only read more. Called at the open.
-  void drop_within_if_one_run_reads_it(DataView* view) const;
+  // Called at the open of a view with an enclosing box (DataView::within):
+  // clears view->within when the view is better read by itself.
+  // - Some placement reads it in one request of about its own bytes
+  //   (single_run_placement_locked: a copy chunked as the reader chunks, or
+  //   a chunk that is one run inside a cell): the box would only read more.
+  // - The box is cold (no reader began it, none of its chunks is cached or
+  //   loading) and the model reads the view alone in at most half the box's
+  //   time: a reader of one chunk then does not wait for the whole box. The
+  //   box is marked begun, so its next chunk reads through it (a reader
+  //   going through the chunks pays the one chunk read alone once).
+  void choose_within(DataView* view);
   // A view read through its enclosing box (DataView::within): its bytes
   // taken from the enclosing box's cached chunks, one block of each
   // (rearranged along the view's grid at their load, layouts/regrid.h).
@@ -426,6 +433,9 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // already made (a view of one chunk then prices nothing again).
   double view_cost_locked(std::uint32_t k, const layouts::Selection& selection, std::uint64_t budget,
                           const layouts::IoPlan* whole = nullptr) const;
+  // The model's time of the view spelled `spelling` read through the
+  // placement that serves it (serving_locked).
+  double serving_cost_locked(const layouts::Selection& selection, const std::string& spelling) const;
   // Self-healing: placement `bad_k` reads `part` again, each cell that
   // fails its checksum rewritten in place from placement `good_k` (current),
   // until it reads clean. Under the exclusive lock.
@@ -542,6 +552,12 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // them (guarded by budget_mu_): each chunk of a box after its first would
   // start them again.
   std::string next_box_started_;
+  // Enclosing boxes a reader began (choose_within) or is expected in next
+  // (prefetch_next_box), most recent last (guarded by budget_mu_).
+  std::deque<std::string> boxes_begun_;
+  static constexpr std::size_t kBoxesBegun = 16;
+  // Marks the box spelled `box` begun; false when it already was.
+  bool begin_box(const std::string& box);
   std::atomic<std::uint64_t> placement_epoch_{0};
   // The placement chosen to serve each view spelling (serving_locked), for
   // the placement epoch and set of current copies it was chosen under.

@@ -308,10 +308,30 @@ int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t
   return 0;
 }
 
-void ArrayFile::drop_within_if_one_run_reads_it(DataView* view) const {
+bool ArrayFile::begin_box(const std::string& box) {
+  std::lock_guard lock(budget_mu_);
+  if (std::find(boxes_begun_.begin(), boxes_begun_.end(), box) != boxes_begun_.end()) return false;
+  if (boxes_begun_.size() >= kBoxesBegun) boxes_begun_.pop_front();
+  boxes_begun_.push_back(box);
+  return true;
+}
+
+void ArrayFile::choose_within(DataView* view) {
   if (!view->within || view->plod_bytes != 0) return;
   std::shared_lock lock(mu_);
-  if (single_run_placement_locked(view->selection)) view->within.reset();
+  if (single_run_placement_locked(view->selection)) {
+    view->within.reset();
+    return;
+  }
+  if (!begin_box(view->within->spelling) || reader_.holds_view(*this, view->within->spelling)) return;
+  // The box is cold. Read alone, the view may cost a fraction of it (one
+  // row of each cell of a 1x1024x256 chunk over 32x32x8 cells: a thousand
+  // small requests against 64 MiB); or about as much (one plane of each
+  // cell, every sector of it), when the box read once serves its other
+  // chunks too.
+  const double alone = serving_cost_locked(view->selection, view->spelling);
+  const double box = serving_cost_locked(view->within->selection, view->within->spelling);
+  if (2 * alone <= box) view->within.reset();
 }
 
 // A view's C-order bytes are its parts in the enclosing box's chunks, in
@@ -375,6 +395,7 @@ void ArrayFile::prefetch_next_box(const DataView& view, const DataView& outer) {
     std::lock_guard lock(budget_mu_);
     if (next_box_started_ == outer.next_within->spelling) return;
   }
+  begin_box(outer.next_within->spelling);  // its first chunk's open reads through it
   DataView next = *outer.next_within;
   std::unique_ptr<layouts::SelectionChunks> next_chunks;
   view_chunking(&next, &next_chunks);

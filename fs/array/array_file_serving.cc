@@ -42,6 +42,12 @@ double ArrayFile::view_cost_locked(std::uint32_t k, const Selection& selection, 
   return n <= kPricedChunks ? ms : ms * double(n) / double(parts.size());
 }
 
+double ArrayFile::serving_cost_locked(const Selection& selection, const std::string& spelling) const {
+  std::uint64_t budget = 0;
+  const std::uint32_t k = serving_locked(selection, spelling, &budget);
+  return view_cost_locked(k, selection, budget);
+}
+
 std::optional<std::uint32_t> ArrayFile::single_run_placement_locked(
     const Selection& selection, std::vector<std::optional<layouts::IoPlan>>* plans) const {
   if (plans) plans->assign(copies_.size() + 1, std::nullopt);

@@ -111,6 +111,15 @@ int ChunkReader::chunk(ChunkSource& source, const DataView& view, std::uint64_t 
   }
 }
 
+bool ChunkReader::holds_view(const ChunkSource& source, const std::string& spelling) const {
+  const std::uint64_t generation = source.generation();
+  const std::string prefix = spelling + "#";  // chunk_key's first field
+  std::lock_guard lock(mu_);
+  return std::any_of(cache_.begin(), cache_.end(), [&](const CacheEntry& e) {
+    return e.generation == generation && e.key.starts_with(prefix);
+  });
+}
+
 ChunkStats ChunkReader::stats() const {
   std::lock_guard lock(mu_);
   return stats_;

@@ -71,6 +71,10 @@ class ChunkReader {
   bool prefetch_next_view(const std::shared_ptr<ChunkSource>& source, const DataView& view, std::uint64_t chunks,
                           std::uint64_t current_bytes);
 
+  // Whether some chunk of the view spelled `spelling` is cached or loading,
+  // of the source's current contents.
+  bool holds_view(const ChunkSource& source, const std::string& spelling) const;
+
   ChunkStats stats() const;
   // Drops every cached chunk (the file was removed).
   void clear();

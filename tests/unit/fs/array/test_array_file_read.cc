@@ -378,3 +378,86 @@ TEST_CASE("array file: a Zarr chunk thinner than the cells reads its bytes from 
     CHECK(st.evicted_unread == 0);
   }
 }
+
+TEST_CASE("array file: a cold thin chunk is read alone when the model reads it in half its box's time or less; "
+          "the box's later chunks read through the box",
+          "[array_file][zarr_within]") {
+  auto g = toy_disk();
+  auto dev = formatted(*g);
+  std::mt19937_64 rng(29);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+  const std::vector<std::uint64_t> natural{16, 32, 8};
+  ArraySchema s = make_schema({64, 64, 32}, "float64", "naive");
+  Bytes model;
+  std::shared_ptr<ArrayFile> a = small_chunked_array(m, "alone", s, rng, &model);
+  ArrayContext ctx = m.ctx();
+  ctx.chunk_bytes = kSmallChunk;
+  ctx.max_chunk_scale = 1;
+  std::string msg;
+  auto chunk_view = [&](const std::vector<std::uint64_t>& chunk, const std::vector<std::uint64_t>& index) {
+    std::vector<std::string> comps{"zarr", fmt::format("{}", fmt::join(chunk, ",")), "c"};
+    for (auto i : index) comps.push_back(std::to_string(i));
+    auto r = resolve_view(comps, s.shape, s.dtype.itemsize, false, natural, 0);
+    REQUIRE(std::holds_alternative<ViewNode>(r));
+    DataView v = *std::get<ViewNode>(r).data;
+    REQUIRE(v.within);
+    return v;
+  };
+  auto expect = [&](const DataView& v) {
+    std::vector<Sel> sel;
+    for (const auto& d : v.selection.dims()) sel.push_back({false, d.start, d.stop, 1});
+    return extract(model, s.shape, 8, sel);
+  };
+  auto modeled_ms = [&](const DataView& v) {
+    nlohmann::json plan;
+    REQUIRE(a->plan(v, &plan, &msg) == 0);
+    return plan["modeled_ms"].get<double>();
+  };
+
+  // One row of each cell (2 KiB of 32 KiB): read alone, in one chunk of its own.
+  REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
+  DataView row = chunk_view({1, 64, 32}, {5, 0, 0});
+  REQUIRE(2 * modeled_ms(row) <= modeled_ms(*row.within));
+  a->choose_within(&row);
+  CHECK_FALSE(row.within);
+  CHECK(bytes_diff(read_view_bytes(*a, row, 0, row.bytes(8)), expect(row)) == "");
+  a->wait_for_prefetches();
+  CHECK(a->chunk_stats().loads == 1);
+  // The next rows of that box read through it (rows 4-7 are one of its
+  // chunks: loaded once for both; the next box's chunks are loaded ahead).
+  auto loaded_by_readers = [&] { return a->chunk_stats().loads - a->chunk_stats().prefetched; };
+  for (std::uint64_t x : {6, 7}) {
+    DataView next = chunk_view({1, 64, 32}, {x, 0, 0});
+    a->choose_within(&next);
+    CHECK(next.within);
+    CHECK(bytes_diff(read_view_bytes(*a, next, 0, next.bytes(8)), expect(next)) == "");
+    a->wait_for_prefetches();
+    CHECK(loaded_by_readers() == 2);
+  }
+  CHECK(a->chunk_stats().prefetched >= 1);
+  // That next box is begun: its first row reads through it too.
+  DataView ahead = chunk_view({1, 64, 32}, {16, 0, 0});
+  a->choose_within(&ahead);
+  CHECK(ahead.within);
+  CHECK(bytes_diff(read_view_bytes(*a, ahead, 0, ahead.bytes(8)), expect(ahead)) == "");
+  a->wait_for_prefetches();  // (their source and device must outlive them)
+
+  // A box whose chunks are cached (read, never chosen) is not cold either.
+  REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
+  const DataView read_first = chunk_view({1, 64, 32}, {40, 0, 0});
+  CHECK(bytes_diff(read_view_bytes(*a, read_first, 0, read_first.bytes(8)), expect(read_first)) == "");
+  DataView cached = chunk_view({1, 64, 32}, {33, 0, 0});
+  a->choose_within(&cached);
+  CHECK(cached.within);
+  a->wait_for_prefetches();
+
+  // One plane of each cell touches every sector of it: read alone it costs
+  // about the box, which serves the box's other planes too.
+  REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
+  DataView plane = chunk_view({64, 64, 1}, {0, 0, 3});
+  REQUIRE(2 * modeled_ms(plane) > modeled_ms(*plane.within));
+  a->choose_within(&plane);
+  CHECK(plane.within);
+  CHECK(bytes_diff(read_view_bytes(*a, plane, 0, plane.bytes(8)), expect(plane)) == "");
+  a->wait_for_prefetches();
+}
