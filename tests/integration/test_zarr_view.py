@@ -238,6 +238,46 @@ def test_a_thin_chunk_is_read_from_a_copy_in_its_shape(module_volume):
     np.testing.assert_array_equal(zarr.open_array(f"{path}@/zarr/64,256,1", mode="r")[...], data)
 
 
+def test_a_cold_thin_chunk_reads_alone_when_the_model_says_so(volume_factory):
+    """On flash a thin chunk whose enclosing box is cold is read by itself when
+    the model reads it in half the box's time or less (ArrayFile::choose_within):
+    a reader of one chunk reads its own sectors, not the box's. The next chunk
+    of that box reads through the box, and the one after finds it cached."""
+    vol = volume_factory(geometry="ssd")
+    shape, chunk = (64, 256, 64), (1, 256, 64)
+    data = random_data(np.random.default_rng(21), shape, "float64")
+    path = vol.mnt / "cold_thin"
+    make_array(path, shape, "float64", "naive", data, attrs={"cell": "16,64,64"})
+    spelled = ",".join(map(str, chunk))
+    chunk_sectors = np.prod(chunk) * 8 // 512  # 256
+    box_sectors = 16 * chunk_sectors  # the 16 rows of the cells around it
+    with open(f"{path}@/plan/zarr/{spelled}/c/13/0/0") as f:
+        alone = json.load(f)
+    with open(f"{path}@/plan/box/0:16,0:256,0:64") as f:
+        box = json.load(f)
+    assert 2 * alone["modeled_ms"] <= box["modeled_ms"], (alone, box)
+    vol.remount()
+    with open(f"{path}@/info") as f:  # loads the array's metadata first
+        json.load(f)
+
+    def read_chunk(row):
+        before = sectors_read(vol)
+        with open(f"{path}@/zarr/{spelled}/c/{row}/0/0", "rb") as f:
+            got = np.frombuffer(f.read(), dtype="float64").reshape(chunk)
+        np.testing.assert_array_equal(got, data[row:row + 1])
+        return sectors_read(vol) - before
+
+    first = read_chunk(13)
+    assert first <= 1.25 * chunk_sectors, f"one cold chunk read {first} sectors, its own are {chunk_sectors}"
+    # through the box: the piece of it that holds the chunk (the daemon's chunk
+    # of the box, rows 12-15 on this volume), whole cells, more than the chunk's own
+    second = read_chunk(14)
+    assert 1.25 * chunk_sectors < second <= box_sectors, f"the box's second chunk read {second} sectors"
+    assert read_chunk(15) == 0, "the box's third chunk, in the same piece of the box, was read again"
+    # the plane of each cell costs about its box: read through it from the start
+    np.testing.assert_array_equal(zarr.open_array(f"{path}@/zarr/64,256,1", mode="r")[:, :, 40], data[:, :, 40])
+
+
 def test_thin_chunks_of_a_box_read_in_several_pieces(module_volume):
     """A 1024x1024x1 chunk over 32x32x8 cells: its enclosing box (64 MiB) is
     read in pieces of the daemon's chunk size, each kept rearranged along the
