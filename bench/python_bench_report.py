@@ -221,8 +221,9 @@ def report(b, m, res):
             L.append("The device's part of one chunk of the view (its plan, `A@/plan/zarr/C0,C1,C2/c/0/0/0`): "
                      + "; ".join(plans) + ". A chunk thinner than the cells is read through the box of whole "
                      "cells around it, which the array's chunk cache keeps for the chunks beside it (docs/daemon.md, "
-                     "the Zarr v3 view): a scan reads each cell about once, a single thin chunk reads its whole "
-                     "layer of cells.")
+                     "the Zarr v3 view): a scan reads each cell about once. The first chunk opened in a cold box "
+                     "is read by itself (the plan above) when the volume's model reads it in half the box's time "
+                     "or less; otherwise a single thin chunk reads its whole layer of cells.")
         L.append("")
         L.append("| chunks C | view | MiB | chunks | real | mmfs | mmfs÷real | target |")
         L.append("|---|---|---:|---:|---:|---:|---:|:-:|")
