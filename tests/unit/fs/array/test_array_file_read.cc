@@ -60,6 +60,30 @@ std::shared_ptr<ArrayFile> small_chunked_array(Mount& m, const std::string& name
   return a;
 }
 
+
+// The cells of the [zarr_within] arrays (the toy disk's naive and Hilbert
+// cells of a 64x64x32 float64 array).
+const std::vector<std::uint64_t> kWithinCells{16, 32, 8};
+
+// The data view of Zarr chunk `index` of the chunk shape `chunk`.
+DataView zarr_chunk_view(const ArraySchema& s, const std::vector<std::uint64_t>& chunk,
+                         const std::vector<std::uint64_t>& index) {
+  std::vector<std::string> comps{"zarr", fmt::format("{}", fmt::join(chunk, ",")), "c"};
+  for (auto i : index) comps.push_back(std::to_string(i));
+  auto r = resolve_view(comps, s.shape, s.dtype.itemsize, false, kWithinCells, 0);
+  REQUIRE(std::holds_alternative<ViewNode>(r));
+  const ViewNode& node = std::get<ViewNode>(r);
+  REQUIRE(node.data);
+  return *node.data;
+}
+
+// What a box view of `model` (the array's bytes) reads.
+Bytes box_bytes(const Bytes& model, const ArraySchema& s, const DataView& v) {
+  std::vector<Sel> sel;
+  for (const auto& d : v.selection.dims()) sel.push_back({false, d.start, d.stop, 1});
+  return extract(model, s.shape, s.dtype.itemsize, sel);
+}
+
 }  // namespace
 
 TEST_CASE("array file: a sequential reader loads each chunk once, the pipeline ahead of it", "[array_file]") {
@@ -305,7 +329,6 @@ TEST_CASE("array file: a Zarr chunk thinner than the cells reads its bytes from 
   auto dev = formatted(*g);
   std::mt19937_64 rng(23);
   Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
-  const std::vector<std::uint64_t> natural{16, 32, 8};
   for (const char* layout : {"naive", "hilbert"}) {
     INFO(layout);
     ArraySchema s = make_schema({64, 64, 32}, "float64", layout);
@@ -317,19 +340,9 @@ TEST_CASE("array file: a Zarr chunk thinner than the cells reads its bytes from 
     std::string msg;
     REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
     auto chunk_view = [&](const std::vector<std::uint64_t>& chunk, const std::vector<std::uint64_t>& index) {
-      std::vector<std::string> comps{"zarr", fmt::format("{}", fmt::join(chunk, ",")), "c"};
-      for (auto i : index) comps.push_back(std::to_string(i));
-      auto r = resolve_view(comps, s.shape, s.dtype.itemsize, false, natural, 0);
-      REQUIRE(std::holds_alternative<ViewNode>(r));
-      const ViewNode& node = std::get<ViewNode>(r);
-      REQUIRE(node.data);
-      return *node.data;
+      return zarr_chunk_view(s, chunk, index);
     };
-    auto expect = [&](const DataView& v) {
-      std::vector<Sel> sel;
-      for (const auto& d : v.selection.dims()) sel.push_back({false, d.start, d.stop, 1});
-      return extract(model, s.shape, 8, sel);
-    };
+    auto expect = [&](const DataView& v) { return box_bytes(model, s, v); };
     // Thin along the last dimension (a layer of 8 planes), along the first
     // (16 rows), and a grid that cuts the box's edge (5 along dimension 1).
     for (const auto& [chunk, grid] : std::vector<std::pair<std::vector<std::uint64_t>, std::vector<std::uint64_t>>>{
@@ -386,7 +399,6 @@ TEST_CASE("array file: a cold thin chunk is read alone when the model reads it i
   auto dev = formatted(*g);
   std::mt19937_64 rng(29);
   Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
-  const std::vector<std::uint64_t> natural{16, 32, 8};
   ArraySchema s = make_schema({64, 64, 32}, "float64", "naive");
   Bytes model;
   std::shared_ptr<ArrayFile> a = small_chunked_array(m, "alone", s, rng, &model);
@@ -395,19 +407,11 @@ TEST_CASE("array file: a cold thin chunk is read alone when the model reads it i
   ctx.max_chunk_scale = 1;
   std::string msg;
   auto chunk_view = [&](const std::vector<std::uint64_t>& chunk, const std::vector<std::uint64_t>& index) {
-    std::vector<std::string> comps{"zarr", fmt::format("{}", fmt::join(chunk, ",")), "c"};
-    for (auto i : index) comps.push_back(std::to_string(i));
-    auto r = resolve_view(comps, s.shape, s.dtype.itemsize, false, natural, 0);
-    REQUIRE(std::holds_alternative<ViewNode>(r));
-    DataView v = *std::get<ViewNode>(r).data;
+    DataView v = zarr_chunk_view(s, chunk, index);
     REQUIRE(v.within);
     return v;
   };
-  auto expect = [&](const DataView& v) {
-    std::vector<Sel> sel;
-    for (const auto& d : v.selection.dims()) sel.push_back({false, d.start, d.stop, 1});
-    return extract(model, s.shape, 8, sel);
-  };
+  auto expect = [&](const DataView& v) { return box_bytes(model, s, v); };
   auto modeled_ms = [&](const DataView& v) {
     nlohmann::json plan;
     REQUIRE(a->plan(v, &plan, &msg) == 0);
