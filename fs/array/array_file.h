@@ -433,6 +433,10 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // already made (a view of one chunk then prices nothing again).
   double view_cost_locked(std::uint32_t k, const layouts::Selection& selection, std::uint64_t budget,
                           const layouts::IoPlan* whole = nullptr) const;
+  // Whether the model reads `view` (one with an enclosing box) alone in at
+  // most half its box's time (choose_within); *alone_ms and *box_ms, when
+  // given, receive the two times.
+  bool alone_beats_box_locked(const DataView& view, double* alone_ms = nullptr, double* box_ms = nullptr) const;
   // The model's time of the view spelled `spelling` read through the
   // placement that serves it (serving_locked).
   double serving_cost_locked(const layouts::Selection& selection, const std::string& spelling) const;

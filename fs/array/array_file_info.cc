@@ -183,6 +183,19 @@ int ArrayFile::plan(const DataView& view, nlohmann::json* out, std::string* mess
       served = serving_locked(view.selection, view.spelling, &budget);
     }
     plan_through(placement_at(served), view, budget, ctx_.geometry, out);
+    if (view.within && view.plod_bytes == 0) {
+      // A Zarr chunk thinner than the cells: what its read does (choose_within).
+      nlohmann::json within = {{"box", view.within->spelling}};
+      if (single_run_placement_locked(view.selection)) {
+        within["read"] = "alone";
+      } else {
+        double alone_ms = 0, box_ms = 0;
+        const bool alone = alone_beats_box_locked(view, &alone_ms, &box_ms);
+        within["read"] = alone ? "alone while the box is cold" : "through the box";
+        within["box_modeled_ms"] = box_ms;
+      }
+      (*out)["within"] = std::move(within);
+    }
     if (copies_.empty()) return 0;
     // Which placement serves the view, and what each would cost.
     (*out)["served_by"] = served;

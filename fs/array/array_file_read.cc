@@ -316,6 +316,19 @@ bool ArrayFile::begin_box(const std::string& box) {
   return true;
 }
 
+bool ArrayFile::alone_beats_box_locked(const DataView& view, double* alone_ms, double* box_ms) const {
+  // Read alone, the view may cost a fraction of its box (one row of each
+  // cell of a 1x1024x256 chunk over 32x32x8 cells: a thousand small requests
+  // against 64 MiB), or about as much (one plane of each cell, every sector
+  // of it), when the box read once serves its other chunks too. Half: a
+  // reader going on through the box pays the chunk alone and then the box.
+  const double alone = serving_cost_locked(view.selection, view.spelling);
+  const double box = serving_cost_locked(view.within->selection, view.within->spelling);
+  if (alone_ms) *alone_ms = alone;
+  if (box_ms) *box_ms = box;
+  return 2 * alone <= box;
+}
+
 void ArrayFile::choose_within(DataView* view) {
   if (!view->within || view->plod_bytes != 0) return;
   std::shared_lock lock(mu_);
@@ -324,14 +337,7 @@ void ArrayFile::choose_within(DataView* view) {
     return;
   }
   if (!begin_box(view->within->spelling) || reader_.holds_view(*this, view->within->spelling)) return;
-  // The box is cold. Read alone, the view may cost a fraction of it (one
-  // row of each cell of a 1x1024x256 chunk over 32x32x8 cells: a thousand
-  // small requests against 64 MiB); or about as much (one plane of each
-  // cell, every sector of it), when the box read once serves its other
-  // chunks too.
-  const double alone = serving_cost_locked(view->selection, view->spelling);
-  const double box = serving_cost_locked(view->within->selection, view->within->spelling);
-  if (2 * alone <= box) view->within.reset();
+  if (alone_beats_box_locked(*view)) view->within.reset();  // the box is cold
 }
 
 // A view's C-order bytes are its parts in the enclosing box's chunks, in

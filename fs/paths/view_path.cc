@@ -442,7 +442,8 @@ class Walker {
       dims.push_back(DimRange{first, stop, 1, false});
     }
     if (auto e = file_end(at + 1 + rank)) return *e;
-    std::shared_ptr<const DataView> within = plan ? nullptr : enclosing_cells_and_next(dims, chunk);
+    // (A plan carries it too: it prices the chunk's own box and says how the read goes.)
+    std::shared_ptr<const DataView> within = enclosing_cells_and_next(dims, chunk);
     Selection box(std::move(dims));
     std::string spelling = "box/" + box_spelling(box);
     if (!edge || plan) {

@@ -256,6 +256,8 @@ def test_a_cold_thin_chunk_reads_alone_when_the_model_says_so(volume_factory):
     with open(f"{path}@/plan/box/0:16,0:256,0:64") as f:
         box = json.load(f)
     assert 2 * alone["modeled_ms"] <= box["modeled_ms"], (alone, box)
+    assert alone["within"] == {"box": f"box/0:16,0:256,0:64#zarr/{spelled}", "read": "alone while the box is cold",
+                               "box_modeled_ms": pytest.approx(box["modeled_ms"])}, alone
     vol.remount()
     with open(f"{path}@/info") as f:  # loads the array's metadata first
         json.load(f)
@@ -275,6 +277,8 @@ def test_a_cold_thin_chunk_reads_alone_when_the_model_says_so(volume_factory):
     assert 1.25 * chunk_sectors < second <= box_sectors, f"the box's second chunk read {second} sectors"
     assert read_chunk(15) == 0, "the box's third chunk, in the same piece of the box, was read again"
     # the plane of each cell costs about its box: read through it from the start
+    with open(f"{path}@/plan/zarr/64,256,1/c/0/0/40") as f:
+        assert json.load(f)["within"]["read"] == "through the box"
     np.testing.assert_array_equal(zarr.open_array(f"{path}@/zarr/64,256,1", mode="r")[:, :, 40], data[:, :, 40])
 
 

@@ -422,6 +422,13 @@ TEST_CASE("array file: a cold thin chunk is read alone when the model reads it i
   REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
   DataView row = chunk_view({1, 64, 32}, {5, 0, 0});
   REQUIRE(2 * modeled_ms(row) <= modeled_ms(*row.within));
+  auto how_read = [&](const DataView& v) {
+    nlohmann::json plan;
+    REQUIRE(a->plan(v, &plan, &msg) == 0);
+    CHECK(plan["within"]["box"] == v.within->spelling);
+    return plan["within"]["read"].get<std::string>();
+  };
+  CHECK(how_read(row) == "alone while the box is cold");
   a->choose_within(&row);
   CHECK_FALSE(row.within);
   CHECK(bytes_diff(read_view_bytes(*a, row, 0, row.bytes(8)), expect(row)) == "");
@@ -460,6 +467,7 @@ TEST_CASE("array file: a cold thin chunk is read alone when the model reads it i
   REQUIRE(ArrayFile::open(ctx, a->ino(), s, &a, &msg) == 0);
   DataView plane = chunk_view({64, 64, 1}, {0, 0, 3});
   REQUIRE(2 * modeled_ms(plane) > modeled_ms(*plane.within));
+  CHECK(how_read(plane) == "through the box");
   a->choose_within(&plane);
   CHECK(plane.within);
   CHECK(bytes_diff(read_view_bytes(*a, plane, 0, plane.bytes(8)), expect(plane)) == "");
