@@ -413,9 +413,12 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
     return k == 0 ? placement_->readable() : copies_[k - 1].current();
   }
   // The placement that reads `selection` cheapest under the volume's model
-  // (the primary or a current copy), and its chunk size.
+  // (the primary or a current copy), and its chunk size. `priced_ms`, when
+  // given, receives the chosen placement's modeled time if the choice priced
+  // it (every placement priced), else NaN (no copies, a shortcut, a choice
+  // remembered).
   std::uint32_t serving_locked(const layouts::Selection& selection, const std::string& spelling,
-                               std::uint64_t* budget) const;
+                               std::uint64_t* budget, double* priced_ms = nullptr) const;
   // The placement (the primary or a current copy) that reads `selection` in
   // one request of at most a quarter more than its bytes — a copy whose
   // cells are the reader's chunks — if one does. No read of the selection

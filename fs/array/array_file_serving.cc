@@ -8,6 +8,7 @@
 // unreadable mloc primary) is never chosen.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
@@ -44,8 +45,9 @@ double ArrayFile::view_cost_locked(std::uint32_t k, const Selection& selection, 
 
 double ArrayFile::serving_cost_locked(const Selection& selection, const std::string& spelling) const {
   std::uint64_t budget = 0;
-  const std::uint32_t k = serving_locked(selection, spelling, &budget);
-  return view_cost_locked(k, selection, budget);
+  double ms = 0;
+  const std::uint32_t k = serving_locked(selection, spelling, &budget, &ms);
+  return std::isfinite(ms) ? ms : view_cost_locked(k, selection, budget);  // priced once, not again
 }
 
 std::optional<std::uint32_t> ArrayFile::single_run_placement_locked(
@@ -74,7 +76,8 @@ std::optional<std::uint32_t> ArrayFile::single_run_placement_locked(
 }
 
 std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::string& spelling,
-                                        std::uint64_t* budget) const {
+                                        std::uint64_t* budget, double* priced_ms) const {
+  if (priced_ms) *priced_ms = std::numeric_limits<double>::quiet_NaN();
   if (copies_.empty()) {
     *budget = chunk_bytes_locked(selection, spelling, 0);
     return 0;
@@ -130,6 +133,7 @@ std::uint32_t ArrayFile::serving_locked(const Selection& selection, const std::s
       *budget = b;
     }
   }
+  if (priced_ms) *priced_ms = best_cost;
   return remember();
 }
 
