@@ -50,6 +50,7 @@ def parse_args(argv=None):
     p.add_argument("--slab-mib", type=int, default=64, help="bytes per pwrite, MiB (default 64)")
     p.add_argument("--runs", type=int, default=3, help="repetitions (default 3)")
     p.add_argument("--size", default="12G", help="the image's size (default 12G)")
+    p.add_argument("--mount-options", default="", help="daemon -o OPTS (e.g. iodepth=128)")
     p.add_argument("--build", default=os.environ.get("MMFS_BUILD", str(REPO / "build")),
                    help="the build directory (default $MMFS_BUILD or build/)")
     p.add_argument("--out", default=str(REPO / "docs" / "benchmarks" / "copies-ingest"),
@@ -103,7 +104,7 @@ def main(argv=None):
         # lands on sectors written before.
         subprocess.run(["dd", "if=/dev/zero", f"of={image}", "bs=64M", f"count={parse_size(a.size) >> 26}",
                         "oflag=direct", "status=none"], check=True)
-        daemon = fresh_volume(a.build, image, mnt, a.geometry, a.size)
+        daemon = fresh_volume(a.build, image, mnt, a.geometry, a.size, options=a.mount_options)
         try:
             shape_attr = ("user.mmfs.shape", a.shape)
             for run in range(a.runs):

@@ -48,7 +48,7 @@ struct Options {
   bool simulate = false;
   bool read_only = false;
   bool degraded = false;  // see Volume::MembersOptions
-  std::uint32_t iodepth = 32;
+  std::uint32_t iodepth = mmfs::fs::kDefaultIodepth;
   std::chrono::microseconds busy_poll{200};  // see daemon/request_poller.h
   unsigned read_ahead_kb = 1024;             // see daemon/mount_readahead.h; 0 = the kernel's
   bool lock_code = true;                     // see daemon/code_residency.h
@@ -219,7 +219,9 @@ int main(int argc, char** argv) {
                  "time), degraded (mount a RAID 1 volume with a member missing, unreadable or blank: it runs on the "
                  "mirror, which the survivors' superblocks record; mmfsck --rebuild restores it; or a RAID 0 volume "
                  "without one member: metadata from its copy on the other members, arrays with copies from the "
-                 "copies on other members, other data on it EIO), iodepth=N (device queue depth, default 32), busy_poll=USEC (a worker polls for the next "
+                 "copies on other members, other data on it EIO), iodepth=N (device queue depth, default " +
+                     std::to_string(mmfs::fs::kDefaultIodepth) +
+                     "), busy_poll=USEC (a worker polls for the next "
                  "request this long before sleeping; default 200, 0 = off), read_ahead_kb=N (the kernel's read-ahead "
                  "window for this mount, default 1024, 0 = leave the kernel's), nolock_code (leave the daemon's code "
                  "evictable; by default it is locked in memory), io_buffers=SIZE (memory for device reads and views, "

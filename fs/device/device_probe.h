@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "fs/device/block_device.h"
 #include "geometry/flash_fit.h"
 
 namespace mmfs::fs {
@@ -45,7 +46,7 @@ struct ProbeOptions {
   // 4 KiB, 32 KiB, 256 KiB and 4 MiB, each 1, 32 and up to 1,024 reads of at
   // most burst_bytes in all. A zero burst_repeats measures none.
   std::vector<std::uint32_t> burst_sizes;
-  std::uint32_t burst_depth = 32;
+  std::uint32_t burst_depth = kDefaultIodepth;
   std::uint64_t burst_bytes = 32ull << 20;
   double burst_gap_ms = 20;
   std::uint32_t burst_repeats = 3;

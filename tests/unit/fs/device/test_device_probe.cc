@@ -107,7 +107,8 @@ TEST_CASE("device probe: measures a file with data, reads only, within its budge
   CHECK(r.wake_ms() == std::max(0.0, r.idle_latency_ms - r.busy_latency_ms));
   // Bursts from idle: 4 KiB, 32 KiB and 256 KiB reads 1, 32 and 1,024 at a
   // time (at most 32 MiB), 4 MiB reads 1 and 8 at a time; at most 4 MiB in
-  // flight here (the arena of 1 MiB reads 4 deep).
+  // flight here (the arena of 1 MiB reads 4 deep), and at most the daemon's
+  // default queue depth.
   const std::vector<std::pair<std::uint32_t, std::uint64_t>> want = {
       {4096, 1}, {4096, 32}, {4096, 1024}, {32768, 1}, {32768, 32}, {32768, 1024},
       {262144, 1}, {262144, 32}, {262144, 128}, {4u << 20, 1}, {4u << 20, 8}};
@@ -115,7 +116,8 @@ TEST_CASE("device probe: measures a file with data, reads only, within its budge
   for (std::size_t i = 0; i < want.size(); ++i) {
     CHECK(r.bursts[i].bytes == want[i].first);
     CHECK(r.bursts[i].requests == want[i].second);
-    CHECK(r.bursts[i].depth == std::min<std::uint64_t>({32, want[i].second, (4u << 20) / want[i].first}));
+    CHECK(r.bursts[i].depth ==
+          std::min<std::uint64_t>({mmfs::fs::kDefaultIodepth, want[i].second, (4u << 20) / want[i].first}));
     CHECK(r.bursts[i].seconds > 0);
   }
   const nlohmann::json fitted = mmfs::fs::measured_geometry(r, nullptr);
