@@ -33,6 +33,9 @@ class RemappedBatch {
   // i's last piece has arrived. 0, or the first failing request's errno.
   int submit(BlockDevice& below, const BlockDevice::RequestDone& done = nullptr);
 
+  // After submit(): the pieces sent below, with their results.
+  const std::vector<IoRequest>& pieces() const { return pieces_; }
+
  private:
   std::span<IoRequest> batch_;
   std::vector<IoRequest> pieces_;

@@ -60,7 +60,7 @@ void SplitMetaDevice::region_for(const geom::StripedGeometry& g, geom::Lbn first
 }
 
 SplitMetaDevice::SplitMetaDevice(BlockDevice& volume, const geom::StripedGeometry& g, const Layout& layout, int lost)
-    : volume_(volume), copy_bytes_(layout.copy_bytes), sector_(g.sector_size()), lost_(lost) {
+    : volume_(volume), geometry_(g), copy_bytes_(layout.copy_bytes), sector_(g.sector_size()), lost_(lost) {
   const geom::Lbn start = layout.first_lbn;
   for (int c = 0; c < 2; ++c) {
     sets_[c] = std::make_unique<geom::MemberSubset>(g, members_of_copy(g.members(), c));
@@ -77,6 +77,7 @@ std::vector<geom::LbnRun> SplitMetaDevice::sectors_of(int copy, std::uint64_t of
 }
 
 int SplitMetaDevice::submit(std::span<IoRequest> batch) {
+  const int lost = lost_.load();
   RemappedBatch pieces(batch);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     IoRequest& r = batch[i];
@@ -88,14 +89,65 @@ int SplitMetaDevice::submit(std::span<IoRequest> batch) {
       const std::uint64_t n = std::min<std::uint64_t>(r.length - done, copy_bytes_ - within);
       std::byte* buffer = static_cast<std::byte*>(r.buffer) + done;
       done += n;
-      if (copy == lost_) {
+      if (copy == lost) {
         if (r.op == IoRequest::Op::Write) continue;  // the other copy's request writes these bytes
         copy = 1 - copy;                             // read the twin's
       }
       pieces.add(i, sets_[copy]->to_parent({{base_[copy] + within / sector_, n / sector_}}), sector_, buffer);
     }
   }
-  return pieces.submit(volume_);
+  const int r = pieces.submit(volume_);
+  if (r == 0 || lost >= 0 || !member_failed_) return r;
+  // Writes that failed on one member, with a device error: its copy may be
+  // dropped. A failed read, another errno or a second member: fail as is.
+  std::optional<std::uint32_t> member;
+  int error = 0;
+  for (const IoRequest& p : pieces.pieces()) {
+    if (p.result == 0) continue;
+    const std::uint32_t m = geometry_.locate(p.offset / sector_).member;
+    if (p.op != IoRequest::Op::Write || !is_device_failure(p.result) || (member && *member != m)) return r;
+    member = m;
+    error = p.result;
+  }
+  if (!member || !drop_failed(member, error)) return r;
+  // The failed requests again, without the dropped copy: its pieces are
+  // skipped, the other copy's written (again: the same bytes).
+  std::vector<IoRequest> again;
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    if (batch[i].result != 0) {
+      IoRequest q = batch[i];
+      q.result = 0;
+      again.push_back(q);
+      which.push_back(i);
+    }
+  submit(again);
+  int first = 0;
+  for (std::size_t k = 0; k < again.size(); ++k) {
+    batch[which[k]].result = again[k].result;
+    if (!first) first = again[k].result;
+  }
+  for (const IoRequest& q : batch)
+    if (q.result && !first) first = q.result;
+  return first;
+}
+
+int SplitMetaDevice::flush() {
+  const int r = volume_.flush();
+  if (r == 0 || !member_failed_ || !is_device_failure(r)) return r;
+  // Which member failed is the volume's to find (it flushes each). When it
+  // is the one whose copy is dropped (now, or by an earlier failure), the
+  // metadata's flush stands on the other copy's members, flushed above.
+  return drop_failed(std::nullopt, r) ? 0 : r;
+}
+
+bool SplitMetaDevice::drop_failed(std::optional<std::uint32_t> member, int error) {
+  const std::optional<std::uint32_t> failed = member_failed_(member, error);
+  if (!failed) return false;
+  int none = -1;
+  const int copy = copy_on(*failed);
+  // Another thread may have dropped the same copy first; never the other one.
+  return lost_.compare_exchange_strong(none, copy) || none == copy;
 }
 
 }  // namespace mmfs::fs

@@ -20,11 +20,23 @@
 // the MetaStore finds two equal copies and goes on with one. mmfsck
 // --rebuild writes the lost copy from the other.
 //
+// A member that fails while both copies are kept (a write or a flush of one
+// member fails with a device error) degrades the device the same way, once
+// the volume has recorded that member failed in the survivors' superblocks
+// (set_member_failed): the failed writes are then done again without the
+// copy, so the MetaStore's commit stands on the other. Without that record a
+// remount could read the stale copy, so when the volume cannot record it (or
+// two members fail) the request fails with the device's errno, as it would
+// on one device.
+//
 // Thread-safe as the volume's device is; it and `geometry` must outlive this.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "fs/device/block_device.h"
@@ -61,7 +73,18 @@ class SplitMetaDevice final : public BlockDevice {
   std::uint64_t size_bytes() const override { return 2 * copy_bytes_; }
   std::uint32_t block_size() const override { return volume_.block_size(); }
   int submit(std::span<IoRequest> batch) override;
-  int flush() override { return volume_.flush(); }
+  int flush() override;
+
+  // Told of a device failure: `member` whose write failed while both copies
+  // were kept, or nullopt for a flush that failed (the handler finds which
+  // member failed; it may be the one whose copy is dropped already), and the
+  // errno. Returns the member once the volume has recorded it failed (its
+  // copy is then dropped, or stays dropped), or nullopt (the request fails).
+  // Called from the thread whose I/O failed; set before any I/O.
+  using MemberFailed = std::function<std::optional<std::uint32_t>(std::optional<std::uint32_t> member, int error)>;
+  void set_member_failed(MemberFailed handler) { member_failed_ = std::move(handler); }
+  // The copy dropped (-1: none).
+  int lost() const { return lost_.load(); }
 
   // The copy whose set holds `member` (even members: copy 0).
   static int copy_on(std::uint32_t member) { return int(member % 2); }
@@ -71,12 +94,17 @@ class SplitMetaDevice final : public BlockDevice {
   std::vector<geom::LbnRun> sectors_of(int copy, std::uint64_t offset, std::uint64_t length) const;
 
  private:
+  // Drops the copy of `member` when the volume records it failed: true then.
+  bool drop_failed(std::optional<std::uint32_t> member, int error);
+
   BlockDevice& volume_;
+  const geom::StripedGeometry& geometry_;
   std::unique_ptr<geom::MemberSubset> sets_[2];  // the even members, the odd ones
   geom::Lbn base_[2];  // each copy's first sector in its set's LBNs
   std::uint64_t copy_bytes_;
   std::uint32_t sector_;
-  int lost_;
+  std::atomic<int> lost_;
+  MemberFailed member_failed_;
 };
 
 }  // namespace mmfs::fs

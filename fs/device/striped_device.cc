@@ -168,6 +168,14 @@ void StripedDevice::mark_failed(std::uint32_t d, int error, const char* op) {
   if (listener_) listener_(d, reason);
 }
 
+void StripedDevice::record_lost(std::uint32_t d, const std::string& reason) {
+  if (raid_ != 0 || d >= devices_.size()) return;
+  Device& dev = devices_[d];
+  std::lock_guard lock(dev.mu);
+  dev.reason = reason;
+  dev.failed = true;
+}
+
 void StripedDevice::run(std::vector<std::vector<IoRequest>>& per_device) {
   std::vector<std::uint32_t> busy;
   for (std::uint32_t d = 0; d < per_device.size(); ++d)

@@ -28,7 +28,10 @@
 // not marked failed: its requests return their errno (EIO for the affected
 // data, never other bytes), the other devices keep serving, and a device
 // that comes back (an NBD server restarted) is used again. stats() counts
-// its errors.
+// its errors. The volume may record a member lost (record_lost: its copy of
+// the metadata failed a write, fs/device/split_meta_device.h); its requests
+// still go to it and a flush that fails on it still fails (what was written
+// to it is not durable), but the metadata no longer waits for it.
 //
 // Threads: submit() and flush() may be called from many threads at once;
 // the parallel sub-batches run on a small pool owned by the device.
@@ -116,6 +119,11 @@ class StripedDevice final : public BlockDevice {
   // Called once per device marked failed, from the thread whose I/O found
   // it, after the device is taken out of service. Set before any I/O.
   using FailureListener = std::function<void(std::uint32_t device, const std::string& reason)>;
+  // RAID 0: device `d` is lost, as the volume has recorded in the
+  // survivors' superblocks. It stays in the request path (its data has no
+  // other copy here; what it still serves is served) and shows as failed in
+  // stats() and failed_devices(), as a member recorded failed at the mount does.
+  void record_lost(std::uint32_t d, const std::string& reason);
   void set_failure_listener(FailureListener listener) { listener_ = std::move(listener); }
 
   // Per device: target, state (ok, failed, errors), requests, bytes read and

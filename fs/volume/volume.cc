@@ -337,7 +337,14 @@ std::unique_ptr<Volume> Volume::finish_open(std::unique_ptr<Volume> v, std::uniq
     if (!striped) return fail(EUCLEAN, "damaged volume: metadata on member sets needs a volume of several members");
     try {
       const SplitMetaDevice::Layout layout = SplitMetaDevice::layout_of(*striped, region.offset, region.length);
-      v->meta_device_ = std::make_unique<SplitMetaDevice>(*device, *striped, layout, v->meta_lost_copy_);
+      auto split = std::make_unique<SplitMetaDevice>(*device, *striped, layout, v->meta_lost_copy_);
+      // A member lost while the volume runs degrades it as a mount without
+      // the member would (mmfsck checks the volume as it is: no handler).
+      if (!for_check && v->striped_)
+        split->set_member_failed([vol = v.get()](std::optional<std::uint32_t> m, int e) {
+          return vol->metadata_member_failed(m, e);
+        });
+      v->meta_device_ = std::move(split);
     } catch (const std::exception& e) {
       return fail(EUCLEAN, fmt::format("damaged volume: the metadata region: {}", e.what()));
     }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,13 @@ class Volume {
   // of the free map (until the next mount), so nothing new lands on it.
   void exclude_member_space(std::uint32_t m);
   void device_failed(std::uint32_t device, const std::string& reason);
+  // RAID 0 with its metadata on member sets: a member failed a write or a
+  // flush of the metadata while both copies were kept (SplitMetaDevice::
+  // MemberFailed; nullopt member: find it by flushing each). Records it
+  // failed in the survivors' superblocks, takes it out of the free map and
+  // tells the failure hook; returns it, or nullopt when it cannot be recorded
+  // or another member is failed already (the metadata then has no copy left).
+  std::optional<std::uint32_t> metadata_member_failed(std::optional<std::uint32_t> member, int error);
 
   StripedDevice* striped_ = nullptr;             // inside device_ (possibly under a SimulatedDevice)
   std::vector<std::uint64_t> member_backup_;     // per device: its backup superblock's offset

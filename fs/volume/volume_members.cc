@@ -471,6 +471,57 @@ void Volume::device_failed(std::uint32_t d, const std::string& reason) {
                      r ? fmt::format(" (recording the failure in the superblocks failed: {})", std::strerror(r)) : ""));
 }
 
+std::optional<std::uint32_t> Volume::metadata_member_failed(std::optional<std::uint32_t> member, int error) {
+  if (!striped_ || striped_->raid() != 0) return std::nullopt;
+  if (!member) {
+    // A flush failed: the member whose own flush fails now (one, with a
+    // device error; a missing member's placeholder, ENODEV, is no failure).
+    for (std::uint32_t d = 0; d < striped_->devices(); ++d) {
+      const int e = striped_->device(d).flush();
+      if (e == 0 || (e == ENODEV && striped_->failed(d))) continue;
+      if (!is_device_failure(e) || (member && *member != d)) return std::nullopt;
+      member = d;
+      error = e;
+    }
+    if (!member) return std::nullopt;
+  }
+  const std::uint32_t m = *member;
+  std::function<void(const std::string&, const std::string&)> hook;
+  {
+    std::lock_guard lock(members_mu_);
+    // Already recorded (another thread's request met it first), or a second
+    // member: the metadata's other copy is on the lost set already.
+    if (!sb_.failed.empty()) return sb_.failed == std::vector<std::uint32_t>{m} ? member : std::nullopt;
+    sb_.failed = {m};
+    hook = failure_hook_;
+  }
+  // The survivors remember it before any commit stands on one copy, so a
+  // later mount never reads the stale copy, the member back or not.
+  const std::string reason = fmt::format("a metadata write or flush failed: {}", std::strerror(error));
+  if (const int r = rewrite_member_superblocks()) {
+    std::lock_guard lock(members_mu_);
+    sb_.failed.clear();
+    if (hook)
+      hook(striped_->target(m), fmt::format("member {} failed ({}), and recording it in the other members' "
+                                            "superblocks failed ({}): metadata writes fail",
+                                            m, reason, std::strerror(r)));
+    return std::nullopt;
+  }
+  striped_->record_lost(m, reason);
+  {
+    std::lock_guard lock(members_mu_);
+    meta_lost_copy_ = SplitMetaDevice::copy_on(m);
+  }
+  if (allocator_) exclude_member_space(m);
+  if (hook)
+    hook(striped_->target(m),
+         fmt::format("member {} failed while the volume runs ({}): the metadata goes on with its copy on the other "
+                     "members; the member's data fails (EIO) but for arrays with copies on other members; "
+                     "mmfsck --rebuild NEW restores it",
+                     m, reason));
+  return member;
+}
+
 int Volume::rewrite_member_superblocks() {
   // One rewrite at a time: two failures recorded at once must not leave the
   // older list written last.
@@ -482,7 +533,9 @@ int Volume::rewrite_member_superblocks() {
   }
   int first = 0;
   for (std::uint32_t m = 0; m < striped_->devices(); ++m) {
-    if (striped_->failed(m)) continue;
+    // A failed member's superblocks are not written: it may be gone, and
+    // its stale copy is never read again anyway.
+    if (striped_->failed(m) || std::find(sb.failed.begin(), sb.failed.end(), m) != sb.failed.end()) continue;
     Superblock mine = sb;
     mine.member_index = m;
     mine.backup_offset = member_backup_[m];

@@ -8,7 +8,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <random>
+#include <span>
 #include <set>
 #include <vector>
 
@@ -133,4 +135,105 @@ TEST_CASE("split metadata: degraded, the lost copy reads its twin and its writes
   // Copy 1's own sectors still hold what they held before the loss.
   SplitMetaDevice whole(volume, g, l);
   CHECK(read_at(whole, l.copy_bytes, l.copy_bytes) == first);  // copy 1 as it was
+}
+
+namespace {
+
+// The volume's device with one member gone: every request touching a sector
+// of `bad` fails with EIO, and so does the flush.
+class MemberGone final : public fs::BlockDevice {
+ public:
+  MemberGone(fs::MemoryDevice& base, const geom::StripedGeometry& g) : base_(base), g_(g) {}
+  std::uint64_t size_bytes() const override { return base_.size_bytes(); }
+  std::uint32_t block_size() const override { return base_.block_size(); }
+  int submit(std::span<IoRequest> batch) override {
+    int first = 0;
+    for (IoRequest& r : batch) {
+      const geom::Lbn a = r.offset / g_.sector_size(), b = (r.offset + r.length) / g_.sector_size();
+      bool gone = false;
+      for (geom::Lbn x = a; x < b && !gone; ++x) gone = bad >= 0 && g_.locate(x).member == std::uint32_t(bad);
+      r.result = gone ? EIO : base_.submit({&r, 1});
+      if (r.result && !first) first = r.result;
+    }
+    return first;
+  }
+  int flush() override { return bad >= 0 ? EIO : 0; }
+  int bad = -1;
+
+ private:
+  fs::MemoryDevice& base_;
+  const geom::StripedGeometry& g_;
+};
+
+}  // namespace
+
+TEST_CASE("split metadata: a member failing under both copies drops its copy once the volume records it",
+          "[split_meta]") {
+  geom::StripedGeometry g(geom::load_geometry(geom::testing::small_disk_json()), 4);
+  std::uint64_t offset = 0, length = 0;
+  SplitMetaDevice::region_for(g, 12, 4096, &offset, &length);
+  const SplitMetaDevice::Layout l = SplitMetaDevice::layout_of(g, offset, length);
+  fs::MemoryDevice memory(g.capacity_sectors() * 512, 512);
+  MemberGone volume(memory, g);
+  std::mt19937_64 rng(11);
+  const auto first = random_block(rng, l.copy_bytes);
+  {
+    SplitMetaDevice whole(volume, g, l);
+    REQUIRE(write_at(whole, 0, first) == 0);
+    REQUIRE(write_at(whole, l.copy_bytes, first) == 0);
+  }
+  volume.bad = 3;  // a member of copy 1's set
+  const auto next = random_block(rng, l.copy_bytes);
+  std::vector<std::optional<std::uint32_t>> told;
+
+  SECTION("the volume cannot record it: the write fails, both copies are kept") {
+    SplitMetaDevice dev(volume, g, l);
+    dev.set_member_failed([&](std::optional<std::uint32_t> m, int e) {
+      told.push_back(m);
+      CHECK(e == EIO);
+      return std::optional<std::uint32_t>();
+    });
+    CHECK(write_at(dev, l.copy_bytes, next) == EIO);
+    CHECK(dev.lost() == -1);
+    CHECK(dev.flush() == EIO);
+    CHECK(told == std::vector<std::optional<std::uint32_t>>{3u, std::nullopt});
+  }
+  SECTION("recorded: the copy is dropped, the write stands on the other copy") {
+    SplitMetaDevice dev(volume, g, l);
+    dev.set_member_failed([&](std::optional<std::uint32_t> m, int) {
+      told.push_back(m);
+      return std::optional<std::uint32_t>(3u);
+    });
+    // A failed read drops nothing: it is no sign the copy went stale.
+    int rc = 0;
+    (void)read_at(dev, l.copy_bytes, l.copy_bytes, &rc);
+    CHECK(rc == EIO);
+    CHECK(told.empty());
+    // The store writes both copies, copy 0 first: it lands; copy 1's fails on
+    // member 3, which the volume records, and is done again without copy 1.
+    REQUIRE(write_at(dev, 0, next) == 0);
+    REQUIRE(write_at(dev, l.copy_bytes, next) == 0);
+    CHECK(told == std::vector<std::optional<std::uint32_t>>{3u});
+    CHECK(dev.lost() == 1);
+    CHECK(read_at(dev, l.copy_bytes, l.copy_bytes) == next);  // from copy 0
+    CHECK(read_at(dev, 0, l.copy_bytes) == next);
+    // A flush still fails below on member 3; the metadata's flush stands on the others.
+    CHECK(dev.flush() == 0);
+    CHECK(told == std::vector<std::optional<std::uint32_t>>{3u, std::nullopt});
+    // Copy 1's sectors off member 3 were not written again: the copy is stale, and never read.
+    volume.bad = -1;
+    SplitMetaDevice whole(volume, g, l);
+    CHECK(read_at(whole, 0, l.copy_bytes) == next);
+    CHECK(read_at(whole, l.copy_bytes, l.copy_bytes) != next);
+  }
+  SECTION("a flush that fails finds its member through the volume") {
+    SplitMetaDevice dev(volume, g, l);
+    dev.set_member_failed([&](std::optional<std::uint32_t> m, int) {
+      told.push_back(m);
+      return std::optional<std::uint32_t>(2u);  // the volume flushed each member: member 2 failed
+    });
+    CHECK(dev.flush() == 0);
+    CHECK(told == std::vector<std::optional<std::uint32_t>>{std::nullopt});
+    CHECK(dev.lost() == 0);
+  }
 }

@@ -15,6 +15,7 @@
 
 #include "fs/device/fault_device.h"
 #include "fs/device/simulated_device.h"
+#include "fs/device/split_meta_device.h"
 #include "fs/volume/volume.h"
 #include "geometry/load.h"
 #include "geometry/striped.h"
@@ -364,6 +365,80 @@ TEST_CASE("a RAID 0 volume runs without one member: its metadata from the copy o
     REQUIRE(fresh->metadata().create(kRootIno, "before", S_IFREG | 0644, 0, 0, "", &n) == 0);
     REQUIRE(fresh->metadata().sync() == 0);
   }
+}
+
+TEST_CASE("a RAID 0 volume whose member fails while it runs records it and goes on with the other metadata copy",
+          "[members]") {
+  Inode n;
+  int err = 0;
+  std::string msg;
+  for (std::uint32_t lost : {1u, 2u}) {  // a member of each copy's set
+    INFO("member " << lost << " fails");
+    Members m(4);
+    format(m, 0);
+    auto v = open_members(m);
+    REQUIRE(v);
+    std::vector<std::string> told;
+    v->set_failure_hook(
+        [&](const std::string& target, const std::string& reason) { told.push_back(target + ": " + reason); });
+    REQUIRE(v->metadata().create(kRootIno, "before", S_IFREG | 0644, 0, 0, "", &n) == 0);
+    REQUIRE(v->metadata().sync() == 0);
+    CHECK(v->superblock().failed.empty());
+    m.views[lost]->off_ = true;
+    // Metadata changes go on: the first write or flush that meets the
+    // member records it failed, and the commit stands on the other copy.
+    for (int i = 0; i < 100; ++i)
+      REQUIRE(v->metadata().create(kRootIno, fmt::format("during{}", i), S_IFREG | 0644, 0, 0, "", &n) == 0);
+    REQUIRE(v->metadata().sync() == 0);
+    CHECK(v->superblock().failed == std::vector<std::uint32_t>{lost});
+    CHECK(v->striped()->failed(lost));
+    auto* split = dynamic_cast<SplitMetaDevice*>(v->meta_device());
+    REQUIRE(split);
+    CHECK(split->lost() == SplitMetaDevice::copy_on(lost));
+    REQUIRE(told.size() == 1);
+    CHECK_THAT(told[0], Catch::Contains(fmt::format("disk{}: member {} failed while the volume runs", lost, lost)) &&
+                            Catch::Contains("mmfsck --rebuild"));
+    // New space avoids the lost member.
+    const auto& g = dynamic_cast<const mmfs::geom::StripedGeometry&>(v->geometry());
+    std::vector<Extent> got;
+    REQUIRE(v->allocator().allocate({mmfs::layouts::SpaceShape::Runs, 4 * g.track_length(0)}, &got) == 0);
+    for (const Extent& e : got)
+      for (mmfs::geom::Lbn x = e.start; x < e.start + e.sectors; ++x) REQUIRE(g.locate(x).member != lost);
+    REQUIRE(v->metadata().create(kRootIno, "after", S_IFREG | 0644, 0, 0, "", &n) == 0);
+    REQUIRE(v->metadata().sync() == 0);
+    v.reset();
+    // The survivors recorded it: a mount without the member needs no option,
+    // and with it back its stale copy is never read.
+    std::vector<std::size_t> others;
+    for (std::size_t i = 0; i < 4; ++i)
+      if (i != lost) others.push_back(i);
+    for (const auto& which : {others, std::vector<std::size_t>{}}) {
+      auto again = open_members(m, which, &err, &msg);
+      INFO(msg);
+      REQUIRE(again);
+      CHECK(again->superblock().failed == std::vector<std::uint32_t>{lost});
+      CHECK(again->metadata().lookup(kRootIno, "before"));
+      CHECK(again->metadata().lookup(kRootIno, "during99"));
+      CHECK(again->metadata().lookup(kRootIno, "after"));
+    }
+  }
+  // A second member, of the other copy's set, leaves the metadata no copy: its writes fail.
+  Members m(4);
+  format(m, 0);
+  auto v = open_members(m);
+  REQUIRE(v);
+  m.views[0]->off_ = true;
+  REQUIRE(v->metadata().create(kRootIno, "one", S_IFREG | 0644, 0, 0, "", &n) == 0);
+  REQUIRE(v->metadata().sync() == 0);
+  CHECK(v->superblock().failed == std::vector<std::uint32_t>{0});
+  m.views[1]->off_ = true;
+  int r = 0;
+  for (int i = 0; i < 100 && r == 0; ++i) {
+    r = v->metadata().create(kRootIno, fmt::format("two{}", i), S_IFREG | 0644, 0, 0, "", &n);
+    if (r == 0) r = v->metadata().sync();
+  }
+  CHECK(r == EIO);
+  CHECK(v->superblock().failed == std::vector<std::uint32_t>{0});
 }
 
 TEST_CASE("a RAID 0 volume keeps each metadata copy on its own members", "[members]") {
