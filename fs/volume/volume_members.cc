@@ -516,8 +516,9 @@ std::optional<std::uint32_t> Volume::metadata_member_failed(std::optional<std::u
   if (hook)
     hook(striped_->target(m),
          fmt::format("member {} failed while the volume runs ({}): the metadata goes on with its copy on the other "
-                     "members; the member's data fails (EIO) but for arrays with copies on other members; "
-                     "mmfsck --rebuild NEW restores it",
+                     "members; the member's data fails (EIO) but for arrays with copies on other members, which a "
+                     "remount (-o degraded while the member is missing) promotes so they take writes again; "
+                     "mmfsck --rebuild NEW restores the member",
                      m, reason));
   return member;
 }
