@@ -62,14 +62,19 @@ Filesystem::Filesystem(std::unique_ptr<fs::Volume> volume, bool read_only)
                    inode ? std::optional<std::uint32_t>(inode->uid) : std::nullopt);
   };
   if (fs::StripedDevice* striped = volume_->striped(); striped && striped->raid() == 0 && !read_only_ &&
-                                                       !striped->failed_devices().empty()) {
-    // A RAID 0 member is one device. Lost: absent (-o degraded), not one
-    // recorded failed that came back (its catch-up and writes reach it).
+                                                       (volume_->superblock().meta_sets ||
+                                                        !striped->failed_devices().empty())) {
+    // A RAID 0 member is one device. Lost: absent (-o degraded), or lost
+    // while the volume runs (StripedDevice::lost; only a volume with its
+    // metadata on member sets goes on then), not one recorded failed that
+    // came back (its catch-up and writes reach it).
     std::vector<bool> absent(striped->devices());
     for (std::uint32_t m = 0; m < striped->devices(); ++m)
       absent[m] = dynamic_cast<fs::AbsentDevice*>(&striped->device(m)) != nullptr;
-    if (std::find(absent.begin(), absent.end(), true) != absent.end())
-      array_ctx_.member_lost = [absent](std::uint32_t m) { return m < absent.size() && absent[m]; };
+    if (std::find(absent.begin(), absent.end(), true) != absent.end() || volume_->superblock().meta_sets)
+      array_ctx_.member_lost = [absent, striped](std::uint32_t m) {
+        return m < absent.size() && (absent[m] || striped->lost(m));
+      };
     array_ctx_.on_promoted = [this](Ino ino, const std::string& message) {
       ++promoted_copies_;
       const auto inode = volume_->metadata().inode(ino);
@@ -271,6 +276,7 @@ void Filesystem::forget(Ino ino, std::uint64_t nlookup) { vnodes_.forget(ino, nl
 
 int Filesystem::array_for(Ino ino, std::shared_ptr<ArrayFile>* out, std::string* message) {
   std::lock_guard lock(mu_);
+  if (unload_recent_.exchange(false)) arrays_.forget_recent();
   if (auto a = arrays_.find(ino)) {
     *out = std::move(a);
     return 0;

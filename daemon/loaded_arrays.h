@@ -31,6 +31,8 @@ class LoadedArrays {
   void forget(fs::Ino ino);
   // Every array still loaded.
   std::vector<std::shared_ptr<fs::ArrayFile>> all() const;
+  // Lets go of the recently used ones: an array nothing else holds unloads.
+  void forget_recent() { recent_.clear(); }
   std::size_t recent_count() const { return recent_.size(); }
 
  private:

@@ -392,9 +392,12 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "mmfs: {}\n", msg);
       rc = 1;
     } else {
-      // A member the volume marks failed (RAID 1) is reported in /.mmfs/errors.
+      // A member the volume marks failed (RAID 1; RAID 0 while it runs) is
+      // reported in /.mmfs/errors, and arrays loaded before are let go when idle.
       vol->set_failure_hook([&slot](const std::string& member, const std::string& reason) {
-        if (slot) slot->errors().record(EIO, "/", fmt::format("member {}: {}", member, reason));
+        if (!slot) return;
+        slot->errors().record(EIO, "/", fmt::format("member {}: {}", member, reason));
+        slot->note_member_failure();
       });
       filesystem = std::make_unique<mmfs::daemon::Filesystem>(std::move(vol), o.read_only);
       slot = filesystem.get();

@@ -174,6 +174,7 @@ void StripedDevice::record_lost(std::uint32_t d, const std::string& reason) {
   std::lock_guard lock(dev.mu);
   dev.reason = reason;
   dev.failed = true;
+  dev.lost = true;
 }
 
 void StripedDevice::run(std::vector<std::vector<IoRequest>>& per_device) {
@@ -285,7 +286,8 @@ int StripedDevice::flush() {
   std::vector<std::uint32_t> live;
   // RAID 0 writes go to a member recorded failed too (one that came back
   // holds data with no other copy): it is flushed as well, and only its
-  // absence (ENODEV) is no error.
+  // absence (ENODEV) is no error, or its failure once the volume recorded
+  // it lost while running (record_lost: what it holds is not counted on).
   for (std::uint32_t d = 0; d < devices_.size(); ++d)
     if (!devices_[d].failed || raid_ == 0) live.push_back(d);
   if (live.empty()) return EIO;
@@ -299,7 +301,7 @@ int StripedDevice::flush() {
   done.wait();
   int first = 0;
   for (std::uint32_t d : live) {
-    if (!results[d] || (raid_ == 0 && devices_[d].failed && results[d] == ENODEV)) continue;
+    if (!results[d] || (raid_ == 0 && devices_[d].failed && (results[d] == ENODEV || devices_[d].lost))) continue;
     if (is_device_failure(results[d])) mark_failed(d, results[d], "a flush");
     // A RAID 1 flush stands when the twin flushed (the failed copy is out).
     if (raid_ == 1 && devices_[d].failed && !devices_[d ^ 1u].failed && !results[d ^ 1u]) continue;

@@ -30,8 +30,9 @@
 // that comes back (an NBD server restarted) is used again. stats() counts
 // its errors. The volume may record a member lost (record_lost: its copy of
 // the metadata failed a write, fs/device/split_meta_device.h); its requests
-// still go to it and a flush that fails on it still fails (what was written
-// to it is not durable), but the metadata no longer waits for it.
+// still go to it (what it still serves is served), its flush errors no
+// longer fail the volume's flush (nothing new is placed on it, and what it
+// held is rebuilt or lost), and a fsync of data elsewhere stands.
 //
 // Threads: submit() and flush() may be called from many threads at once;
 // the parallel sub-batches run on a small pool owned by the device.
@@ -121,9 +122,13 @@ class StripedDevice final : public BlockDevice {
   using FailureListener = std::function<void(std::uint32_t device, const std::string& reason)>;
   // RAID 0: device `d` is lost, as the volume has recorded in the
   // survivors' superblocks. It stays in the request path (its data has no
-  // other copy here; what it still serves is served) and shows as failed in
-  // stats() and failed_devices(), as a member recorded failed at the mount does.
+  // other copy here; what it still serves is served), shows as failed in
+  // stats() and failed_devices(), as a member recorded failed at the mount
+  // does, and a flush no longer fails for it.
   void record_lost(std::uint32_t d, const std::string& reason);
+  // Whether record_lost(d) was called (failed(d) is also true of a member
+  // recorded failed at the mount that came back and serves its data).
+  bool lost(std::uint32_t d) const { return d < devices_.size() && devices_[d].lost.load(); }
   void set_failure_listener(FailureListener listener) { listener_ = std::move(listener); }
 
   // Per device: target, state (ok, failed, errors), requests, bytes read and
@@ -141,6 +146,7 @@ class StripedDevice final : public BlockDevice {
   struct Device {
     MemberTarget target;
     std::atomic<bool> failed{false};
+    std::atomic<bool> lost{false};  // RAID 0: record_lost
     std::atomic<std::uint64_t> queued_bytes{0};  // on the device now
     std::atomic<std::uint64_t> requests{0}, bytes_read{0}, bytes_written{0}, errors{0};
     mutable std::mutex mu;  // guards reason

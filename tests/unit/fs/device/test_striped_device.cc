@@ -293,3 +293,33 @@ TEST_CASE("striped device: targets split at commas unless a file has the name; d
   for (int e : {EIO, ENODEV, ENXIO, ENOTCONN, ESHUTDOWN, ECONNRESET, ETIMEDOUT, ENOMEDIUM}) CHECK(is_device_failure(e));
   for (int e : {0, EINVAL, ENOSPC, EFBIG, EACCES, ENOMEM}) CHECK_FALSE(is_device_failure(e));
 }
+
+TEST_CASE("striped device: RAID 0 member recorded lost while running is failed, still read, and its flush no error",
+          "[striped_device]") {
+  const std::uint32_t p = 2;
+  auto g = toy_volume(p);
+  Members m(p);
+  StripedDevice dev(m.targets(), *g, 0, g->capacity_sectors() * kSector, {});
+  m.views[1]->off_ = true;
+  CHECK(dev.flush() == EIO);  // not recorded yet: its writes may not be durable
+  CHECK_FALSE(dev.lost(1));
+  dev.record_lost(1, "a metadata write failed");
+  CHECK(dev.failed(1));
+  CHECK(dev.lost(1));
+  CHECK_FALSE(dev.lost(0));
+  CHECK(dev.failed_devices() == std::vector<std::uint32_t>{1});
+  CHECK(dev.stats().at(1).at("state") == "failed");
+  CHECK(dev.flush() == 0);
+  // Still in the request path: back, it serves its data.
+  m.views[1]->off_ = false;
+  AlignedBuffer data(2 * kTrack * kSector), back(2 * kTrack * kSector);
+  std::memset(data.data(), 0x5a, data.size());
+  REQUIRE(dev.write(0, data.data(), std::uint32_t(data.size())) == 0);
+  REQUIRE(dev.read(0, back.data(), std::uint32_t(back.size())) == 0);
+  CHECK(std::memcmp(back.data(), data.data(), data.size()) == 0);
+  // RAID 1 keeps its own rule: record_lost is for RAID 0 only.
+  Members twins(4);
+  StripedDevice mirror(twins.targets(), *g, 1, g->capacity_sectors() * kSector, {});
+  mirror.record_lost(1, "ignored");
+  CHECK_FALSE(mirror.failed(1));
+}
