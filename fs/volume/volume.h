@@ -137,6 +137,7 @@ class Volume {
   std::vector<std::uint64_t> member_backup_;     // per device: its backup superblock's offset
   std::mutex members_mu_;                        // guards sb_.failed and failure_hook_ after open
   std::mutex rewrite_mu_;                        // serializes rewrite_member_superblocks()
+  std::mutex meta_loss_mu_;                      // serializes metadata_member_failed()
   std::function<void(const std::string&, const std::string&)> failure_hook_;
   std::unique_ptr<BlockDevice> device_;
   // The metadata region of a RAID 0 volume with its copies on member sets

@@ -486,6 +486,10 @@ std::optional<std::uint32_t> Volume::metadata_member_failed(std::optional<std::u
     if (!member) return std::nullopt;
   }
   const std::uint32_t m = *member;
+  // One recording at a time, whole: a second thread whose write met the
+  // same member waits here until the record is written (or has failed), so
+  // no commit stands on one copy before the survivors hold the record.
+  std::lock_guard recording(meta_loss_mu_);
   std::function<void(const std::string&, const std::string&)> hook;
   {
     std::lock_guard lock(members_mu_);
