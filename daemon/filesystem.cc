@@ -276,8 +276,8 @@ void Filesystem::forget(Ino ino, std::uint64_t nlookup) { vnodes_.forget(ino, nl
 
 int Filesystem::array_for(Ino ino, std::shared_ptr<ArrayFile>* out, std::string* message) {
   std::lock_guard lock(mu_);
-  if (unload_recent_.exchange(false)) arrays_.forget_recent();
-  if (auto a = arrays_.find(ino)) {
+  const std::uint64_t failures = member_failures_.load();
+  if (auto a = arrays_.find(ino, failures)) {
     *out = std::move(a);
     return 0;
   }
@@ -287,7 +287,7 @@ int Filesystem::array_for(Ino ino, std::shared_ptr<ArrayFile>* out, std::string*
     return ENOENT;
   }
   if (int r = ArrayFile::open(array_ctx_, ino, *schema, out, message)) return r;
-  arrays_.add(ino, *out);
+  arrays_.add(ino, *out, failures);
   return 0;
 }
 

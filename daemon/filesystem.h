@@ -84,13 +84,13 @@ class Filesystem {
   // `/.mmfs/audit` shows it, filtered per reader as errors are.
   fs::ErrorLog& audit() { return audit_; }
   bool read_only() const { return read_only_; }
-  // A member of the volume failed (the volume's failure hook). The arrays
-  // kept loaded only as recently used are let go at the next array load, so
-  // that an array whose primary lay on a member lost while the volume runs
-  // is loaded afresh at its next use and its copy promoted then
-  // (fs/array/copy_promotion.h); an array in use keeps its placements.
-  // Safe from any thread: it only sets a flag.
-  void note_member_failure() { unload_recent_ = true; }
+  // A member of the volume failed (the volume's failure hook). Each array
+  // loaded before it is loaded afresh at its first use once nothing else
+  // holds it (LoadedArrays::find), so an array whose primary lay on a member
+  // lost while the volume runs has its copy promoted then
+  // (fs/array/copy_promotion.h); an array in use keeps its placements until
+  // it is idle. Safe from any thread, under any lock: it only counts.
+  void note_member_failure() { ++member_failures_; }
   // Figures of the daemon process itself (daemon/code_residency.h), shown
   // under "daemon" in /.mmfs/stats. Set once, before the session loop starts.
   void set_daemon_stats(std::map<std::string, std::uint64_t> stats) { daemon_stats_ = std::move(stats); }
@@ -278,7 +278,7 @@ class Filesystem {
   std::atomic<std::uint64_t> healed_cells_{0};
   std::atomic<std::uint64_t> served_around_{0};  // reads another copy served after a device error or a bad cell
   std::atomic<std::uint64_t> promoted_copies_{0};  // copies made primary over a primary on a lost member
-  std::atomic<bool> unload_recent_{false};          // see note_member_failure
+  std::atomic<std::uint64_t> member_failures_{0};  // see note_member_failure
   std::atomic<std::uint64_t> text_view_opens_{0};
   // LOOKUPs and GETATTRs of an array's view nodes that reached the daemon:
   // what the kernel's cache of stable view nodes saves shows here.

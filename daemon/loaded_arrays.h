@@ -22,24 +22,35 @@ class LoadedArrays {
   explicit LoadedArrays(std::size_t recent = 16) : limit_(recent) {}
 
   // The loaded array of `ino` (now the most recently used), or null.
-  std::shared_ptr<fs::ArrayFile> find(fs::Ino ino);
+  // `failures`: how many members the volume has lost so far
+  // (Filesystem::note_member_failure). An array loaded before the last of
+  // them that nothing but this registry holds is let go instead (null), so
+  // the caller loads it afresh and sees the volume as it is now: a copy is
+  // promoted over a primary that lay on the lost member
+  // (fs/array/copy_promotion.h). An array held elsewhere (an open file, a
+  // view being read, a prefetch) is returned as it is, and let go at a later
+  // find once it is idle: so at most once per array per failure.
+  std::shared_ptr<fs::ArrayFile> find(fs::Ino ino, std::uint64_t failures = 0);
   // The same without counting as a use (a removal looking for it).
   std::shared_ptr<fs::ArrayFile> peek(fs::Ino ino) const;
-  // `array` is the loaded array of `ino` (the most recently used).
-  void add(fs::Ino ino, std::shared_ptr<fs::ArrayFile> array);
+  // `array` is the loaded array of `ino` (the most recently used), loaded
+  // with the volume's `failures` members lost (see find).
+  void add(fs::Ino ino, std::shared_ptr<fs::ArrayFile> array, std::uint64_t failures = 0);
   // `ino` is gone: nothing keeps its array loaded any more.
   void forget(fs::Ino ino);
   // Every array still loaded.
   std::vector<std::shared_ptr<fs::ArrayFile>> all() const;
-  // Lets go of the recently used ones: an array nothing else holds unloads.
-  void forget_recent() { recent_.clear(); }
   std::size_t recent_count() const { return recent_.size(); }
 
  private:
   void touch(const std::shared_ptr<fs::ArrayFile>& array);
 
   std::size_t limit_;
-  std::unordered_map<fs::Ino, std::weak_ptr<fs::ArrayFile>> loaded_;
+  struct Loaded {
+    std::weak_ptr<fs::ArrayFile> array;
+    std::uint64_t failures = 0;  // members lost when it was loaded
+  };
+  std::unordered_map<fs::Ino, Loaded> loaded_;
   std::vector<std::shared_ptr<fs::ArrayFile>> recent_;  // most recent first, at most limit_
 };
 

@@ -114,7 +114,7 @@ int Filesystem::set_xattr_unaudited(Ino ino, const std::string& name, const std:
     std::shared_ptr<ArrayFile> array;
     if (int r = ArrayFile::create(array_ctx_, *created, next, plain->size() ? plain.get() : nullptr, &array, &msg))
       return record(r, ino, attr_message(name, msg));
-    arrays_.add(ino, array);
+    arrays_.add(ino, array, member_failures_.load());
     if (file) {
       file->plain.reset();
       file->times_dirty = false;
@@ -157,7 +157,7 @@ int Filesystem::getxattr(Ino ino, const std::string& name, std::string* value) {
     std::shared_ptr<ArrayFile> loaded;
     {
       std::lock_guard lock(mu_);
-      loaded = arrays_.find(ino);
+      loaded = arrays_.find(ino, member_failures_.load());
     }
     if (loaded) {
       *value = loaded->attr_text(attr);

@@ -132,3 +132,57 @@ def test_raid0_member_dies_while_mounted_metadata_goes_on(scratch_dir, nbd_serve
         if gone:
             os.unlink(mnt / "before")
     fsck(joined(rebuilt))
+
+
+@hang_is_known_bug
+def test_raid0_member_dies_under_an_open_array_promoted_once_it_is_closed(scratch_dir, nbd_servers):
+    """An array open (a file descriptor, views read through it) when the
+    member of its primary dies keeps its placements while it is held: its
+    views are served from the copy. Once closed, it is loaded afresh at its
+    next use and the copy promoted, without a remount. (The let-go used to be
+    one-shot: the first array load after the loss let go of the idle arrays
+    only, so an array held at that moment kept its primary until it fell out
+    of the recently used ones or the volume was remounted.)"""
+    servers = [nbd_servers() for _ in range(2)]
+    uris = [s.uri for s in servers]
+    mkfs_members(uris, 0)
+    mnt = scratch_dir / "mnt"
+    rng = np.random.default_rng(1605)
+    arr = random_array(rng, (48, 64, 40), "float64")
+    with running(uris, mnt) as m:
+        make_array(mnt / "a", arr.shape, arr.dtype, "naive", arr, attrs={"copies": "naive:order=2,1,0"})
+        wait_current(mnt / "a")
+        info = read_json(f"{mnt}/a@/info")
+        assert len(info["members"]) == 1 and info["copies"][0]["members"] != info["members"], info
+        lost = info["members"][0]
+        kept = 1 - lost
+        fd = os.open(mnt / "a", os.O_RDWR)
+        try:
+            os.sync()
+            servers[lost].kill()
+
+            def changes():
+                for i in range(20):
+                    os.mkdir(mnt / f"d{i}")
+                return [try_fsync(mnt / f"d{i}") for i in range(2)]
+
+            assert within(READ_TIMEOUT, "metadata changes with a member dead", changes) == [0, 0]
+            alive(m)
+            assert devices(mnt)[lost]["state"] == "failed", devices(mnt)
+            # Held open: loaded before the loss and kept, served from the copy.
+            within(READ_TIMEOUT, "views while the array is held", check_all_views, mnt / "a", arr, 5)
+            assert read_json(f"{mnt}/a@/info")["members"] == [lost]
+            assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 0
+        finally:
+            os.close(fd)
+        # Closed: its next use loads it afresh, and the copy is the primary.
+        within(READ_TIMEOUT, "views after the close", check_all_views, mnt / "a", arr, 6)
+        info = read_json(f"{mnt}/a@/info")
+        assert info["members"] == [kept] and "promoted" in info["layout_rule"], info
+        assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1, stats(mnt)["copies"]
+        write_row(mnt / "a", arr, 3, -3.0)
+        within(READ_TIMEOUT, "views after a write", check_all_views, mnt / "a", arr, 7)
+        # Loaded after the loss, it is not loaded again (promoted once).
+        within(READ_TIMEOUT, "views again", check_all_views, mnt / "a", arr, 8)
+        assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1
+        alive(m)

@@ -3,6 +3,7 @@
 // does, and a forgotten inode is found no more.
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,4 +65,46 @@ TEST_CASE("loaded arrays: the recent ones stay loaded, older ones go when nothin
   two.forget(z->ino());
   CHECK(two.find(z->ino()) == nullptr);
   CHECK(two.recent_count() == 0);
+}
+
+TEST_CASE("loaded arrays: after a member failure each idle array is let go once, a held one when it is idle",
+          "[daemon]") {
+  const auto g = toy_disk();
+  Mount m = mount(formatted(*g));
+  LoadedArrays loaded(4);
+  auto idle = create_array(m, "idle", make_schema({8}, "float64", "naive"));
+  auto held = create_array(m, "held", make_schema({8}, "float64", "naive"));
+  const Ino idle_ino = idle->ino(), held_ino = held->ino();
+  std::weak_ptr<ArrayFile> idle_weak = idle;
+  loaded.add(idle_ino, idle, 0);
+  loaded.add(held_ino, held, 0);
+  idle.reset();  // only the recent list holds it now
+
+  // No failure since they were loaded: both are found.
+  REQUIRE(loaded.find(idle_ino, 0) != nullptr);
+  REQUIRE(loaded.find(held_ino, 0) == held);
+
+  // One failure: the idle array is let go (unloaded, not just hidden), the
+  // held one is kept as it is.
+  CHECK(loaded.find(idle_ino, 1) == nullptr);
+  CHECK(idle_weak.expired());
+  CHECK(loaded.find(held_ino, 1) == held);
+  CHECK(loaded.find(held_ino, 1) == held);  // still held: still kept, and still due
+
+  // Loaded afresh after the failure, it stays, however often it is found.
+  auto reloaded = create_array(m, "reloaded", make_schema({8}, "float64", "naive"));
+  const Ino reloaded_ino = reloaded->ino();
+  loaded.add(reloaded_ino, reloaded, 1);
+  reloaded.reset();
+  CHECK(loaded.find(reloaded_ino, 1) != nullptr);
+  CHECK(loaded.find(reloaded_ino, 1) != nullptr);
+
+  // The held array, once its holder lets go, goes at its next find.
+  std::weak_ptr<ArrayFile> held_weak = held;
+  held.reset();
+  CHECK(loaded.find(held_ino, 1) == nullptr);
+  CHECK(held_weak.expired());
+  // A second failure lets the reloaded one go too.
+  CHECK(loaded.find(reloaded_ino, 2) == nullptr);
+  CHECK(loaded.all().empty());
 }
