@@ -12,7 +12,6 @@
 #include <thread>
 
 #include "fs/array/array_file_internal.h"
-#include "fs/array/behind_record.h"
 #include "fs/array/copy_spec.h"
 #include "fs/array/array_layout.h"
 #include "layouts/capsule.h"
@@ -132,38 +131,6 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
                                           "encodes it anew",
                                           unreadable));
   *out = std::move(a);
-  return 0;
-}
-
-int ArrayFile::promote_if_primary_lost(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
-                                       std::uint64_t primary_cells, ArraySchema* promoted, std::string* message) {
-  if (!ctx.member_lost || schema.copies.empty()) return 0;
-  // An mloc primary being written (staging cells, no image) stays: only a sealed one trades places.
-  if (is_mloc(schema) && !ctx.metadata.extents(ino).empty()) return 0;
-  MetaStore& store = ctx.metadata.store();
-  std::map<std::uint8_t, Roaring> behind;
-  if (auto v = store.get(keys::copy_record(ino)))
-    if (!decode_behind(*v, &behind)) return 0;  // the copies' open reports it
-  const auto index = promotable_copy(schema, behind, ctx.member_lost);
-  if (!index) return 0;
-  const ArraySchema next = promoted_schema(schema, *index);
-  WriteBatch batch;
-  batch.put(keys::xattr(ino, kSchemaXattr), encode_schema(next));
-  stage_promotion(store, ino, schema, *index, primary_cells, std::move(behind), &batch);
-  if (int r = ctx.metadata.apply(batch, {})) {
-    *message = "metadata commit failed (promoting a copy over a primary on a lost member)";
-    return r;
-  }
-  if (int r = ctx.metadata.sync()) {
-    *message = "metadata sync failed (promoting a copy over a primary on a lost member)";
-    return r;
-  }
-  if (ctx.on_promoted)
-    ctx.on_promoted(ino, fmt::format("copy {} ({}, members {}) is the primary now: the primary ({}, members {}) lay "
-                                     "on a lost member; it is copy {}, behind until the member is rebuilt",
-                                     *index + 1, next.layout, fmt::join(next.members, ","), schema.layout,
-                                     fmt::join(schema.members, ","), *index + 1));
-  *promoted = next;
   return 0;
 }
 
@@ -603,6 +570,7 @@ int ArrayFile::write(std::uint64_t offset, const std::byte* data, std::size_t le
     return ESTALE;
   }
   if (length == 0) return 0;
+  if (int r = promote_in_place_locked(message)) return r;
   if (!cells_locked())
     if (int r = unseal_locked(true, message)) return r;
   ArrayState& cells = *writable_cells_locked();

@@ -349,6 +349,13 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // schema to open in *promoted; else leaves *promoted empty.
   static int promote_if_primary_lost(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
                                      std::uint64_t primary_cells, ArraySchema* promoted, std::string* message);
+  // Under an array loaded before a member was lost while the volume runs:
+  // when its primary lies on the lost member and holds no dirty cell, and a
+  // copy on the survivors is current, the same promotion, committed, and
+  // the placements built again from the store. The write path calls it
+  // before a write lands. 0 when it promoted or had nothing to do; on a
+  // failure after the commit the array is retired (its next load builds it).
+  int promote_in_place_locked(std::string* message);
   // At open: each copy of schema_ on its stored extents, with its record of cells behind.
   int open_copies_locked(std::string* message);
   // Makes `next.copies` the array's copies: keeps those whose placement is

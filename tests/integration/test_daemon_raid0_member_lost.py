@@ -135,14 +135,13 @@ def test_raid0_member_dies_while_mounted_metadata_goes_on(scratch_dir, nbd_serve
 
 
 @hang_is_known_bug
-def test_raid0_member_dies_under_an_open_array_promoted_once_it_is_closed(scratch_dir, nbd_servers):
+def test_raid0_member_dies_under_an_open_array_its_next_write_promotes_the_copy(scratch_dir, nbd_servers):
     """An array open (a file descriptor, views read through it) when the
-    member of its primary dies keeps its placements while it is held: its
-    views are served from the copy. Once closed, it is loaded afresh at its
-    next use and the copy promoted, without a remount. (The let-go used to be
-    one-shot: the first array load after the loss let go of the idle arrays
-    only, so an array held at that moment kept its primary until it fell out
-    of the recently used ones or the volume was remounted.)"""
+    member of its primary dies is promoted in place: reads are served from
+    the copy meanwhile, and the first write through the open descriptor
+    makes the copy the primary, lands there and is durable at fsync. (Before,
+    such an array kept its lost primary while it was held: its writes failed
+    with EIO until it was closed and loaded again.)"""
     servers = [nbd_servers() for _ in range(2)]
     uris = [s.uri for s in servers]
     mkfs_members(uris, 0)
@@ -169,20 +168,77 @@ def test_raid0_member_dies_under_an_open_array_promoted_once_it_is_closed(scratc
             assert within(READ_TIMEOUT, "metadata changes with a member dead", changes) == [0, 0]
             alive(m)
             assert devices(mnt)[lost]["state"] == "failed", devices(mnt)
-            # Held open: loaded before the loss and kept, served from the copy.
+            # Held open, read only: served from the copy, nothing promoted.
             within(READ_TIMEOUT, "views while the array is held", check_all_views, mnt / "a", arr, 5)
             assert read_json(f"{mnt}/a@/info")["members"] == [lost]
             assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 0
+
+            def write_through_fd(row, value):
+                arr[row] = value
+                assert os.pwrite(fd, arr[row].tobytes(), row * arr[row].nbytes) == arr[row].nbytes
+                os.fsync(fd)
+
+            # A write through the descriptor held all along.
+            within(READ_TIMEOUT, "a write through the held descriptor", write_through_fd, 3, -3.0)
+            info = read_json(f"{mnt}/a@/info")
+            assert info["members"] == [kept] and "promoted" in info["layout_rule"], info
+            assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1, stats(mnt)["copies"]
+            within(READ_TIMEOUT, "views after the write", check_all_views, mnt / "a", arr, 6)
+            within(READ_TIMEOUT, "a second write", write_through_fd, 40, 4.5)
         finally:
             os.close(fd)
-        # Closed: its next use loads it afresh, and the copy is the primary.
+        # Closed and loaded again: promoted once, every byte there.
+        within(READ_TIMEOUT, "views after the close", check_all_views, mnt / "a", arr, 7)
+        write_row(mnt / "a", arr, 11, -1.5)
+        within(READ_TIMEOUT, "views after a write", check_all_views, mnt / "a", arr, 8)
+        assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1
+        alive(m)
+    # A degraded remount sees the promotion and every write.
+    with running(uris, mnt, options=("degraded",)) as m:
+        assert read_json(f"{mnt}/a@/info")["members"] == [kept]
+        within(READ_TIMEOUT, "views after the remount", check_all_views, mnt / "a", arr, 9)
+        alive(m)
+
+
+@hang_is_known_bug
+def test_raid0_member_dies_under_a_held_array_promoted_once_it_is_let_go(scratch_dir, nbd_servers):
+    """An array held (a file descriptor) but never written when the member
+    of its primary dies keeps its placements while held, and is loaded
+    afresh at its first use after it is closed: the copy is promoted then,
+    once. (The let-go used to be one-shot: the first array load after the
+    loss let go of the idle arrays only, so an array held at that moment
+    kept its primary until it fell out of the recently used ones.)"""
+    servers = [nbd_servers() for _ in range(2)]
+    uris = [s.uri for s in servers]
+    mkfs_members(uris, 0)
+    mnt = scratch_dir / "mnt"
+    rng = np.random.default_rng(1606)
+    arr = random_array(rng, (48, 64, 40), "float64")
+    with running(uris, mnt) as m:
+        make_array(mnt / "a", arr.shape, arr.dtype, "naive", arr, attrs={"copies": "naive:order=2,1,0"})
+        wait_current(mnt / "a")
+        lost = read_json(f"{mnt}/a@/info")["members"][0]
+        kept = 1 - lost
+        fd = os.open(mnt / "a", os.O_RDONLY)
+        try:
+            os.sync()
+            servers[lost].kill()
+
+            def changes():
+                for i in range(20):
+                    os.mkdir(mnt / f"d{i}")
+                return try_fsync(mnt / "d0")
+
+            assert within(READ_TIMEOUT, "metadata changes with a member dead", changes) == 0
+            alive(m)
+            within(READ_TIMEOUT, "views while the array is held", check_all_views, mnt / "a", arr, 5)
+            assert read_json(f"{mnt}/a@/info")["members"] == [lost]
+        finally:
+            os.close(fd)
         within(READ_TIMEOUT, "views after the close", check_all_views, mnt / "a", arr, 6)
         info = read_json(f"{mnt}/a@/info")
         assert info["members"] == [kept] and "promoted" in info["layout_rule"], info
         assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1, stats(mnt)["copies"]
-        write_row(mnt / "a", arr, 3, -3.0)
-        within(READ_TIMEOUT, "views after a write", check_all_views, mnt / "a", arr, 7)
-        # Loaded after the loss, it is not loaded again (promoted once).
-        within(READ_TIMEOUT, "views again", check_all_views, mnt / "a", arr, 8)
+        within(READ_TIMEOUT, "views again", check_all_views, mnt / "a", arr, 7)
         assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1
         alive(m)

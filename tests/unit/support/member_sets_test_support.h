@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <set>
@@ -177,6 +178,44 @@ inline std::shared_ptr<ArrayFile> reopen(Striped& m, std::shared_ptr<ArrayFile> 
   std::string msg;
   REQUIRE(ArrayFile::open(m.ctx(), ino, *stored, &a, &msg) == 0);
   return a;
+}
+
+// The members `members` lost, as a degraded mount's ArrayContext tells it.
+inline MemberLost lose(std::vector<std::uint32_t> members) {
+  return [members](std::uint32_t m) { return std::find(members.begin(), members.end(), m) != members.end(); };
+}
+
+// The volume again from the members in `which` (a degraded mount's, telling
+// `lost`; nullptr: a read-only one, or every member back), and the array on it.
+inline std::shared_ptr<ArrayFile> reopen_array(Striped& m, Ino ino, const std::vector<std::size_t>& which, MemberLost lost) {
+  m.reopen(which);
+  m.lost = std::move(lost);
+  std::shared_ptr<ArrayFile> a;
+  std::string msg;
+  const int rc = ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg);
+  INFO(msg);
+  REQUIRE(rc == 0);
+  return a;
+}
+
+// Every member back (as after mmfsck --rebuild): the array's copy catches
+// up, and both placements read `model`.
+inline void with_every_member_back(Striped& m, Ino ino, const Bytes& model) {
+  auto a = reopen_array(m, ino, {0, 1, 2, 3}, nullptr);
+  std::string msg;
+  REQUIRE(a->catch_up(&msg) == 0);
+  CHECK(a->info()["copies"][0]["state"] == "current");
+  check_placement(*a, 0, model);
+  check_placement(*a, 1, model);
+  a->quiesce();
+}
+
+// mmfsck's check of the volume finds nothing.
+inline void check_clean(Striped& m) {
+  REQUIRE(m.vol->metadata().sync() == 0);
+  const auto report = check_volume(*m.vol, false);
+  INFO((report.problems.empty() ? "" : report.problems[0]));
+  CHECK(report.problems.empty());
 }
 
 }  // namespace mmfs::fs::testing::members

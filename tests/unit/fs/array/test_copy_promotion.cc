@@ -38,10 +38,6 @@ ArraySchema three_placements() {
   return s;
 }
 
-MemberLost lose(std::vector<std::uint32_t> members) {
-  return [members](std::uint32_t m) { return std::find(members.begin(), members.end(), m) != members.end(); };
-}
-
 std::map<std::uint8_t, Roaring> stored_behind(Striped& m, Ino ino) {
   std::map<std::uint8_t, Roaring> out;
   if (auto v = m.vol->metadata().store().get(keys::copy_record(ino))) REQUIRE(decode_behind(*v, &out));
@@ -50,19 +46,6 @@ std::map<std::uint8_t, Roaring> stored_behind(Striped& m, Ino ino) {
 
 std::vector<Extent> primary_extents(Striped& m, Ino ino) { return m.vol->metadata().extents(ino); }
 
-// The volume again from the members in `which` (a degraded mount's, telling
-// `lost`; nullptr: a read-only one, or every member back), and the array on it.
-std::shared_ptr<ArrayFile> reopen_array(Striped& m, Ino ino, const std::vector<std::size_t>& which, MemberLost lost) {
-  m.reopen(which);
-  m.lost = std::move(lost);
-  std::shared_ptr<ArrayFile> a;
-  std::string msg;
-  const int rc = ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &a, &msg);
-  INFO(msg);
-  REQUIRE(rc == 0);
-  return a;
-}
-
 // Row `row` of `model` (rows of `row_bytes`) written with random bytes, durable.
 void write_row(ArrayFile& a, Bytes& model, std::mt19937_64& rng, std::uint64_t row, std::uint64_t row_bytes) {
   const Bytes bytes = random_bytes(rng, row_bytes);
@@ -70,25 +53,6 @@ void write_row(ArrayFile& a, Bytes& model, std::mt19937_64& rng, std::uint64_t r
   REQUIRE(write_file(a, row * row_bytes, bytes) == 0);
   std::string msg;
   REQUIRE(a.flush(true, &msg) == 0);
-}
-
-// Every member back (as after mmfsck --rebuild): the array's copy catches
-// up, and both placements read `model`.
-void with_every_member_back(Striped& m, Ino ino, const Bytes& model) {
-  auto a = reopen_array(m, ino, {0, 1, 2, 3}, nullptr);
-  std::string msg;
-  REQUIRE(a->catch_up(&msg) == 0);
-  CHECK(a->info()["copies"][0]["state"] == "current");
-  check_placement(*a, 0, model);
-  check_placement(*a, 1, model);
-  a->quiesce();
-}
-
-void check_clean(Striped& m) {
-  REQUIRE(m.vol->metadata().sync() == 0);
-  const auto report = check_volume(*m.vol, false);
-  INFO((report.problems.empty() ? "" : report.problems[0]));
-  CHECK(report.problems.empty());
 }
 
 }  // namespace
