@@ -5,6 +5,7 @@ and the metadata goes on with its copy on the other members
 change could be made durable: every sync of the metadata failed with EIO
 until a remount. Members are nbdkit exports, so a member can die under the
 running daemon."""
+import contextlib
 import os
 import time
 
@@ -52,22 +53,42 @@ def try_fsync(path):
         os.close(fd)
 
 
-@hang_is_known_bug
-def test_raid0_member_dies_while_mounted_metadata_goes_on(scratch_dir, nbd_servers):
+def two_member_volume(nbd_servers):
+    """A 2-member RAID 0 volume over nbdkit (metadata on member sets): its
+    servers and their URIs."""
     servers = [nbd_servers() for _ in range(2)]
     uris = [s.uri for s in servers]
     mkfs_members(uris, 0)
+    return servers, uris
+
+
+def array_with_a_copy(mnt, arr):
+    """`mnt/a` holding `arr` with a naive C-order copy, caught up; the member
+    its primary lies on (the copy lies on the other) and the other."""
+    make_array(mnt / "a", arr.shape, arr.dtype, "naive", arr, attrs={"copies": "naive:order=2,1,0"})
+    wait_current(mnt / "a")
+    info = read_json(f"{mnt}/a@/info")
+    assert len(info["members"]) == 1 and info["copies"][0]["members"] != info["members"], info
+    return info["members"][0], 1 - info["members"][0]
+
+
+def make_changes(mnt, count):
+    """`count` directories made, each a metadata commit (the first that meets
+    a dead member records it failed), then two of them fsynced: the errnos."""
+    for i in range(count):
+        os.mkdir(mnt / f"d{i}")
+    return [try_fsync(mnt / f"d{i}") for i in range(2)]
+
+
+@hang_is_known_bug
+def test_raid0_member_dies_while_mounted_metadata_goes_on(scratch_dir, nbd_servers):
+    servers, uris = two_member_volume(nbd_servers)
     mnt = scratch_dir / "mnt"
     rng = np.random.default_rng(1604)
     arr = random_array(rng, (64, 96, 80), "float64")
     with running(uris, mnt) as m:
-        make_array(mnt / "a", arr.shape, arr.dtype, "naive", arr, attrs={"copies": "naive:order=2,1,0"})
-        wait_current(mnt / "a")
-        info = read_json(f"{mnt}/a@/info")
         # The member of the array's primary dies; its copy lies on the other.
-        assert len(info["members"]) == 1 and info["copies"][0]["members"] != info["members"], info
-        lost = info["members"][0]
-        kept = 1 - lost
+        lost, kept = array_with_a_copy(mnt, arr)
         (mnt / "before").write_bytes(b"x" * 4096)
         os.sync()
         servers[lost].kill()
@@ -134,6 +155,27 @@ def test_raid0_member_dies_while_mounted_metadata_goes_on(scratch_dir, nbd_serve
     fsck(joined(rebuilt))
 
 
+@contextlib.contextmanager
+def held_when_its_member_dies(m, mnt, servers, lost, arr, flags):
+    """`mnt/a` open with `flags` while the member `lost` of its primary dies
+    and the volume records it (metadata changes); while held, its views are
+    served from the copy and nothing is promoted. Yields the descriptor,
+    closed on the way out."""
+    fd = os.open(mnt / "a", flags)
+    try:
+        os.sync()
+        servers[lost].kill()
+        assert within(READ_TIMEOUT, "metadata changes with a member dead", make_changes, mnt, 20) == [0, 0]
+        alive(m)
+        assert devices(mnt)[lost]["state"] == "failed", devices(mnt)
+        within(READ_TIMEOUT, "views while the array is held", check_all_views, mnt / "a", arr, 5)
+        assert read_json(f"{mnt}/a@/info")["members"] == [lost]
+        assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 0
+        yield fd
+    finally:
+        os.close(fd)
+
+
 @hang_is_known_bug
 def test_raid0_member_dies_under_an_open_array_its_next_write_promotes_the_copy(scratch_dir, nbd_servers):
     """An array open (a file descriptor, views read through it) when the
@@ -142,37 +184,13 @@ def test_raid0_member_dies_under_an_open_array_its_next_write_promotes_the_copy(
     makes the copy the primary, lands there and is durable at fsync. (Before,
     such an array kept its lost primary while it was held: its writes failed
     with EIO until it was closed and loaded again.)"""
-    servers = [nbd_servers() for _ in range(2)]
-    uris = [s.uri for s in servers]
-    mkfs_members(uris, 0)
+    servers, uris = two_member_volume(nbd_servers)
     mnt = scratch_dir / "mnt"
     rng = np.random.default_rng(1605)
     arr = random_array(rng, (48, 64, 40), "float64")
     with running(uris, mnt) as m:
-        make_array(mnt / "a", arr.shape, arr.dtype, "naive", arr, attrs={"copies": "naive:order=2,1,0"})
-        wait_current(mnt / "a")
-        info = read_json(f"{mnt}/a@/info")
-        assert len(info["members"]) == 1 and info["copies"][0]["members"] != info["members"], info
-        lost = info["members"][0]
-        kept = 1 - lost
-        fd = os.open(mnt / "a", os.O_RDWR)
-        try:
-            os.sync()
-            servers[lost].kill()
-
-            def changes():
-                for i in range(20):
-                    os.mkdir(mnt / f"d{i}")
-                return [try_fsync(mnt / f"d{i}") for i in range(2)]
-
-            assert within(READ_TIMEOUT, "metadata changes with a member dead", changes) == [0, 0]
-            alive(m)
-            assert devices(mnt)[lost]["state"] == "failed", devices(mnt)
-            # Held open, read only: served from the copy, nothing promoted.
-            within(READ_TIMEOUT, "views while the array is held", check_all_views, mnt / "a", arr, 5)
-            assert read_json(f"{mnt}/a@/info")["members"] == [lost]
-            assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 0
-
+        lost, kept = array_with_a_copy(mnt, arr)
+        with held_when_its_member_dies(m, mnt, servers, lost, arr, os.O_RDWR) as fd:
             def write_through_fd(row, value):
                 arr[row] = value
                 assert os.pwrite(fd, arr[row].tobytes(), row * arr[row].nbytes) == arr[row].nbytes
@@ -185,8 +203,6 @@ def test_raid0_member_dies_under_an_open_array_its_next_write_promotes_the_copy(
             assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1, stats(mnt)["copies"]
             within(READ_TIMEOUT, "views after the write", check_all_views, mnt / "a", arr, 6)
             within(READ_TIMEOUT, "a second write", write_through_fd, 40, 4.5)
-        finally:
-            os.close(fd)
         # Closed and loaded again: promoted once, every byte there.
         within(READ_TIMEOUT, "views after the close", check_all_views, mnt / "a", arr, 7)
         write_row(mnt / "a", arr, 11, -1.5)
@@ -208,33 +224,14 @@ def test_raid0_member_dies_under_a_held_array_promoted_once_it_is_let_go(scratch
     once. (The let-go used to be one-shot: the first array load after the
     loss let go of the idle arrays only, so an array held at that moment
     kept its primary until it fell out of the recently used ones.)"""
-    servers = [nbd_servers() for _ in range(2)]
-    uris = [s.uri for s in servers]
-    mkfs_members(uris, 0)
+    servers, uris = two_member_volume(nbd_servers)
     mnt = scratch_dir / "mnt"
     rng = np.random.default_rng(1606)
     arr = random_array(rng, (48, 64, 40), "float64")
     with running(uris, mnt) as m:
-        make_array(mnt / "a", arr.shape, arr.dtype, "naive", arr, attrs={"copies": "naive:order=2,1,0"})
-        wait_current(mnt / "a")
-        lost = read_json(f"{mnt}/a@/info")["members"][0]
-        kept = 1 - lost
-        fd = os.open(mnt / "a", os.O_RDONLY)
-        try:
-            os.sync()
-            servers[lost].kill()
-
-            def changes():
-                for i in range(20):
-                    os.mkdir(mnt / f"d{i}")
-                return try_fsync(mnt / "d0")
-
-            assert within(READ_TIMEOUT, "metadata changes with a member dead", changes) == 0
-            alive(m)
-            within(READ_TIMEOUT, "views while the array is held", check_all_views, mnt / "a", arr, 5)
-            assert read_json(f"{mnt}/a@/info")["members"] == [lost]
-        finally:
-            os.close(fd)
+        lost, kept = array_with_a_copy(mnt, arr)
+        with held_when_its_member_dies(m, mnt, servers, lost, arr, os.O_RDONLY):
+            pass
         within(READ_TIMEOUT, "views after the close", check_all_views, mnt / "a", arr, 6)
         info = read_json(f"{mnt}/a@/info")
         assert info["members"] == [kept] and "promoted" in info["layout_rule"], info

@@ -210,6 +210,20 @@ inline void with_every_member_back(Striped& m, Ino ino, const Bytes& model) {
   a->quiesce();
 }
 
+// After the array `ino` was promoted once (its schema now `after`): a
+// degraded open without member 0 promotes nothing more and reads `model`,
+// and with every member back the old primary catches up.
+inline void promoted_once_then_member_back(Striped& m, Ino ino, const ArraySchema& after, const Bytes& model) {
+  const std::size_t promotions = m.promoted.size();
+  auto a = reopen_array(m, ino, {1, 2, 3}, lose({0}));
+  CHECK(m.promoted.size() == promotions);
+  CHECK(a->schema() == after);
+  CHECK(bytes_diff(read_all(*a), model) == "");
+  a->quiesce();
+  a.reset();
+  with_every_member_back(m, ino, model);
+}
+
 // mmfsck's check of the volume finds nothing.
 inline void check_clean(Striped& m) {
   REQUIRE(m.vol->metadata().sync() == 0);

@@ -94,53 +94,55 @@ TEST_CASE("copy promotion in place: a loaded array's next write makes the copy o
   const Ino ino = a->ino();
   a.reset();
 
-  // A degraded open finds the promotion made: nothing to promote, every byte there.
-  a = reopen_array(m, ino, {1, 2, 3}, lose({0}));
-  CHECK(m.promoted.size() == 1);
-  CHECK(a->schema() == after);
-  CHECK(bytes_diff(read_all(*a), model) == "");
-  a->quiesce();
-  a.reset();
-  // Member 0 back: the old primary, now copy 1, catches up from the new one.
-  with_every_member_back(m, ino, model);
+  // A degraded open finds the promotion made; with member 0 back the old
+  // primary, now copy 1, catches up from the new one.
+  promoted_once_then_member_back(m, ino, after, model);
   check_clean(m);
 }
 
-TEST_CASE("copy promotion in place: never over dirty cells or a copy that lags",
-          "[array_file][copies][members][promotion]") {
-  std::string msg;
-  SECTION("the primary holds cells not yet written back when the member is lost") {
-    Striped m;
-    LostLater later;
+namespace {
+
+// An array of primary_and_copy() filled and current, on a volume whose
+// member 0 the test loses later.
+struct HeldArray {
+  Striped m;
+  LostLater later;
+  std::mt19937_64 rng;
+  Bytes model;
+  std::shared_ptr<ArrayFile> a;
+  ArraySchema before;
+  explicit HeldArray(std::uint64_t seed) : rng(seed) {
     m.lost = later.lost();
-    std::mt19937_64 rng(311);
-    Bytes model;
-    auto a = filled(m, "dirty", primary_and_copy(), rng, &model);
-    const ArraySchema before = a->schema();
-    write_row(*a, model, rng, 2);  // dirty: its bytes are in memory only
-    later.lose(m, 0);
-    write_row(*a, model, rng, 3);
-    CHECK(m.promoted.empty());
-    CHECK(a->schema() == before);
-    CHECK(*stored_schema_of(m, a->ino()) == before);
-    a->quiesce();
+    a = filled(m, "held", primary_and_copy(), rng, &model);
+    before = a->schema();
   }
-  SECTION("the copy has not caught up when the member is lost") {
-    Striped m;
-    LostLater later;
-    m.lost = later.lost();
-    std::mt19937_64 rng(313);
-    Bytes model;
-    auto a = filled(m, "lagging", primary_and_copy(), rng, &model);
-    const ArraySchema before = a->schema();
-    write_row(*a, model, rng, 4);
-    a->quiesce();  // before any catch-up runs
-    REQUIRE(a->flush(true, &msg) == 0);
-    REQUIRE(a->info()["copies"][0]["state"] == "behind");
+  // Member 0 lost, then a write: nothing promoted, in memory or in the store.
+  void write_after_the_loss_promotes_nothing() {
     later.lose(m, 0);
     write_row(*a, model, rng, 5);
     CHECK(m.promoted.empty());
     CHECK(a->schema() == before);
     CHECK(*stored_schema_of(m, a->ino()) == before);
+    a->quiesce();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("copy promotion in place: never over dirty cells or a copy that lags",
+          "[array_file][copies][members][promotion]") {
+  SECTION("the primary holds cells not yet written back when the member is lost") {
+    HeldArray h(311);
+    write_row(*h.a, h.model, h.rng, 2);  // dirty: its bytes are in memory only
+    h.write_after_the_loss_promotes_nothing();
+  }
+  SECTION("the copy has not caught up when the member is lost") {
+    HeldArray h(313);
+    write_row(*h.a, h.model, h.rng, 4);
+    h.a->quiesce();  // before any catch-up runs
+    std::string msg;
+    REQUIRE(h.a->flush(true, &msg) == 0);
+    REQUIRE(h.a->info()["copies"][0]["state"] == "behind");
+    h.write_after_the_loss_promotes_nothing();
   }
 }
