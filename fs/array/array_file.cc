@@ -304,6 +304,7 @@ void ArrayFile::release_placement_on_failure() {
 void ArrayFile::replace_placement_locked(std::unique_ptr<Placement> next) {
   placement_ = std::move(next);
   ++placement_epoch_;
+  copies_lag_on_device_locked();
 }
 
 ArraySchema ArrayFile::schema() const {
@@ -344,6 +345,7 @@ int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_on
       *message = r == EIO ? bad_cell_message(bad) : "writing cells failed";
       return r;
     }
+    copies_lag_on_device_locked();
     // Data before the checksums that describe it.
     if (int r = ctx_.io.flush()) {
       *message = "device flush failed";

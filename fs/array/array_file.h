@@ -105,6 +105,12 @@ struct ArrayCopy {
   // up. The store's record (keys::copy_record) holds at least these once the
   // primary's write-back that made them lag is durable.
   Roaring behind;
+  // The cells of `behind` that may lag bytes the primary has written back
+  // (which its device alone then holds); the others lag only bytes the
+  // primary's dirty cells hold, so writing those into this copy makes it
+  // whole (ArrayFile::promote_in_place_locked). Conservative: all of
+  // `behind` at open and after every write-back of the primary's cells.
+  Roaring lag_on_device;
   bool unrecorded = false;  // `behind` has cells the record lacks
   bool current() const { return behind.isEmpty(); }
 };
@@ -350,11 +356,13 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   static int promote_if_primary_lost(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
                                      std::uint64_t primary_cells, ArraySchema* promoted, std::string* message);
   // Under an array loaded before a member was lost while the volume runs:
-  // when its primary lies on the lost member and holds no dirty cell, and a
-  // copy on the survivors is current, the same promotion, committed, and
-  // the placements built again from the store. The write path calls it
-  // before a write lands. 0 when it promoted or had nothing to do; on a
-  // failure after the commit the array is retired (its next load builds it).
+  // when its primary lies on the lost member and a copy on the survivors
+  // lags nothing but bytes the primary's dirty cells hold (ArrayCopy::
+  // lag_on_device), the same promotion, committed; the placements built
+  // again from the store; and the old primary's dirty bytes written into the
+  // new one. The write path calls it before a write lands. 0 when it
+  // promoted or had nothing to do; on a failure after the commit the array
+  // is retired (its next load builds it).
   int promote_in_place_locked(std::string* message);
   // At open: each copy of schema_ on its stored extents, with its record of cells behind.
   int open_copies_locked(std::string* message);
@@ -383,6 +391,9 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   void stage_copy_keys(ArrayCopy& c, WriteBatch& batch);
   // The copies' cells that the C-order bytes [offset, offset+length) lie in lag.
   void note_copies_write_locked(std::uint64_t offset, std::size_t length);
+  // Every cell a copy lags may now lag bytes on the primary's device alone
+  // (its cells were written back, or the copies or placements changed).
+  void copies_lag_on_device_locked();
   void stage_copies_record_locked(WriteBatch& batch);
   // Catches copy `k` (1-based) up on at most about `budget` bytes of its
   // cells; `whole`: until it is current.

@@ -94,6 +94,7 @@ int ArrayFile::open_copies_locked(std::string* message) {
     if (auto it = behind.find(c.spec.slot); it != behind.end()) c.behind = std::move(it->second);
     copies_.push_back(std::move(c));
   }
+  copies_lag_on_device_locked();  // what the record holds lags bytes written back
   return 0;
 }
 
@@ -121,6 +122,10 @@ void ArrayFile::note_copies_write_locked(std::uint64_t offset, std::size_t lengt
   });
 }
 
+void ArrayFile::copies_lag_on_device_locked() {
+  for (ArrayCopy& c : copies_) c.lag_on_device = c.behind;
+}
+
 void ArrayFile::clear_copies_locked(WriteBatch& batch, std::vector<Extent>* dropped) {
   for (ArrayCopy& c : copies_) {
     if (c.placement->image()) {
@@ -146,6 +151,7 @@ void ArrayFile::clear_copies_locked(WriteBatch& batch, std::vector<Extent>* drop
     c.behind = Roaring();
     c.unrecorded = false;
   }
+  copies_lag_on_device_locked();
   stage_copies_record_locked(batch);
 }
 
@@ -333,6 +339,7 @@ int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::
     return r;
   }
   for (ArrayCopy& c : copies_) c.unrecorded = false;
+  copies_lag_on_device_locked();
   schema_ = target;
   if (moved) replace_placement_locked(cell_placement(std::move(moved), ctx_.geometry));
   ++placement_epoch_;
@@ -382,9 +389,11 @@ int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, 
     AlignedBuffer buf(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
     if (int r = read_selection_locked(sel, 0, buf.data(), nullptr, message, {}, &scratch)) return r;
     c.behind -= slab;
+    c.lag_on_device -= slab;
     if (int r = rewrite_box_locked(cells, box, buf.data(), message,
                                    [&](WriteBatch& batch) { stage_copies_record_locked(batch); })) {
       c.behind |= slab;
+      c.lag_on_device |= slab;
       *message = fmt::format("copy {}: {}", k, *message);
       return r;
     }
@@ -445,6 +454,7 @@ int ArrayFile::rewrite_box_locked(ArrayState& cells, const std::vector<DimRange>
     *message = "metadata commit failed";
     return r;
   }
+  if (&cells == cells_locked()) copies_lag_on_device_locked();  // the primary's cells rewritten
   return 0;
 }
 

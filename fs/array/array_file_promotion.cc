@@ -66,17 +66,21 @@ int ArrayFile::promote_if_primary_lost(const ArrayContext& ctx, Ino ino, const A
 
 int ArrayFile::promote_in_place_locked(std::string* message) {
   // What the next write needs when a member was lost while the array was
-  // loaded: a cell primary on the lost member holding no dirty cell (its
-  // cells' bytes are all on the device, so the copy has them) and a copy
-  // current in memory (no cell behind, recorded or not) on the survivors.
-  // Otherwise nothing changes here: the load after the array is let go
-  // decides from the durable record, as a degraded mount's open does.
+  // loaded: a cell primary on the lost member, and a copy on the survivors
+  // that lags nothing the primary's device alone holds (its other lag is in
+  // the primary's dirty cells, carried over below). Otherwise nothing
+  // changes here: the load after the array is let go decides from the
+  // durable record, as a degraded mount's open does.
   if (!ctx_.member_lost || copies_.empty() || retired_) return 0;
-  if (is_mloc(schema_) || !cells_locked() || has_dirty_locked() || !placement_lost_locked(0)) return 0;
-  std::map<std::uint8_t, Roaring> behind;
-  for (const ArrayCopy& c : copies_)
-    if (!c.current()) behind[c.spec.slot] = c.behind;
-  const auto index = promotable_copy(schema_, behind, ctx_.member_lost);
+  if (is_mloc(schema_) || !cells_locked() || !placement_lost_locked(0)) return 0;
+  std::map<std::uint8_t, Roaring> behind, on_device;
+  for (const ArrayCopy& c : copies_) {
+    if (c.current()) continue;
+    behind[c.spec.slot] = c.behind;
+    Roaring lag = c.behind & c.lag_on_device;
+    if (!lag.isEmpty()) on_device[c.spec.slot] = std::move(lag);
+  }
+  const auto index = promotable_copy(schema_, on_device, ctx_.member_lost);
   if (!index || is_mloc(copies_[*index].schema)) return 0;  // an mloc copy trades places at the next load
   const ArraySchema next = promoted_schema(schema_, *index);
   if (int r = commit_promotion(ctx_, ino_, schema_, *index, next, grid_locked().cells(), std::move(behind), message))
@@ -89,19 +93,29 @@ int ArrayFile::promote_in_place_locked(std::string* message) {
   std::uint64_t settled = 0;
   if (r == 0 && (r = state->settle_torn_rewrites(&settled)) != 0)
     *message = "reading the cells a crash interrupted the rewrite of failed";
+  std::unique_ptr<Placement> old;
   if (r == 0) {
+    old = std::move(placement_);
     replace_placement_locked(cell_placement(std::move(state), ctx_.geometry));
     r = open_copies_locked(message);
   }
   if (r != 0) {
-    // The store holds the promotion and memory the placements before it:
-    // nothing may be written through them. The array's next load (once it
-    // is let go) builds it from the store.
+    // The store holds the promotion and memory the placements before it
+    // (or half of them): nothing may be written through them. The array's
+    // next load (once it is let go) builds it from the store.
+    if (old) placement_ = std::move(old);
     retired_ = true;
     *message = fmt::format("the copy was promoted over the primary on a lost member, but the array did not load "
                            "again ({}): it is served again once its files are closed",
                            *message);
     return r;
+  }
+  // What the old primary had not written back, into the new one: the bytes
+  // its copy lagged, and any others its writers gave it since.
+  if (const ArrayState* was = old->cells(); was && was->has_dirty()) {
+    ArrayState& now = *writable_cells_locked();
+    was->for_each_dirty_run(
+        [&](std::uint64_t offset, const std::byte* data, std::size_t length) { now.write_bytes(offset, data, length); });
   }
   return 0;
 }

@@ -110,6 +110,12 @@ class ArrayState {
                  bool complete_only = false);
   // Bytes of dirty cells not yet fully written.
   std::uint64_t incomplete_dirty_bytes() const { return (dirty_.size() - full_dirty_) * cell_storage_; }
+  // The bytes the dirty cells hold that writes gave them (or a write-back
+  // that failed read back beside them), as runs of the array's C-order
+  // bytes: visit(offset, data, length), cells in increasing linear order.
+  // Writing each into another placement of the same array (write_bytes)
+  // carries what this one has not written back over to it.
+  void for_each_dirty_run(const std::function<void(std::uint64_t, const std::byte*, std::size_t)>& visit) const;
   // Drops the dirty cache and marks every cell unwritten (reads as zeros).
   void clear();
   // A crash during write_back can tear a cell that spans several device

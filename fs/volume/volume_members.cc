@@ -521,8 +521,8 @@ std::optional<std::uint32_t> Volume::metadata_member_failed(std::optional<std::u
     hook(striped_->target(m),
          fmt::format("member {} failed while the volume runs ({}): the metadata goes on with its copy on the other "
                      "members; the member's data fails (EIO) but for arrays with copies on other members, whose "
-                     "copies are promoted (idle arrays at their next use, open ones at their next write or once "
-                     "closed); mmfsck --rebuild NEW restores the member",
+                     "copies are promoted (idle arrays at their next use, open ones at their next write); mmfsck "
+                     "--rebuild NEW restores the member",
                      m, reason));
   return member;
 }

@@ -239,3 +239,46 @@ def test_raid0_member_dies_under_a_held_array_promoted_once_it_is_let_go(scratch
         within(READ_TIMEOUT, "views again", check_all_views, mnt / "a", arr, 7)
         assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1
         alive(m)
+
+
+@hang_is_known_bug
+def test_raid0_member_dies_under_unflushed_writes_they_reach_the_promoted_copy(scratch_dir, nbd_servers):
+    """Writes not yet written back when the member of the array's primary
+    dies are not lost: the next write promotes the copy in place and carries
+    the primary's dirty cells over to it, and fsync then makes all of them
+    durable on the survivor. (Before, the array's writes failed with EIO
+    until it was closed, and the unflushed ones were lost.)"""
+    servers, uris = two_member_volume(nbd_servers)
+    mnt = scratch_dir / "mnt"
+    rng = np.random.default_rng(1607)
+    arr = random_array(rng, (48, 64, 40), "float64")
+    with running(uris, mnt) as m:
+        lost, kept = array_with_a_copy(mnt, arr)
+        fd = os.open(mnt / "a", os.O_RDWR)
+        try:
+            def write_through_fd(row, value, fsync):
+                arr[row] = value
+                assert os.pwrite(fd, arr[row].tobytes(), row * arr[row].nbytes) == arr[row].nbytes
+                if fsync:
+                    os.fsync(fd)
+
+            # Rows 7 and 30 written, not flushed, then the member dies.
+            write_through_fd(7, 7.5, False)
+            write_through_fd(30, -30.25, False)
+            servers[lost].kill()
+            assert within(READ_TIMEOUT, "metadata changes with a member dead", make_changes, mnt, 20) == [0, 0]
+            alive(m)
+            assert devices(mnt)[lost]["state"] == "failed", devices(mnt)
+            within(READ_TIMEOUT, "a write and fsync after the loss", write_through_fd, 9, -9.0, True)
+            info = read_json(f"{mnt}/a@/info")
+            assert info["members"] == [kept] and "promoted" in info["layout_rule"], info
+            assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1, stats(mnt)["copies"]
+            within(READ_TIMEOUT, "views after the write", check_all_views, mnt / "a", arr, 10)
+        finally:
+            os.close(fd)
+        alive(m)
+    # Durable on the survivor: a degraded remount reads every write.
+    with running(uris, mnt, options=("degraded",)) as m:
+        assert read_json(f"{mnt}/a@/info")["members"] == [kept]
+        within(READ_TIMEOUT, "views after the remount", check_all_views, mnt / "a", arr, 11)
+        alive(m)

@@ -1,9 +1,10 @@
 // A copy promoted in place under an array already loaded when a member is
 // lost while the volume runs (ArrayFile::promote_in_place_locked): at the
-// array's next write, when its primary lies on the lost member, holds no
-// dirty cell, and a copy on the survivors is current. On a RAID 0 volume of
-// four in-memory members; the member's loss is what the array's context
-// tells (the volume records it while it runs), its reads failing too.
+// array's next write, when its primary lies on the lost member and a copy
+// on the survivors lags nothing but bytes the primary's dirty cells hold,
+// which are carried over to it. On a RAID 0 volume of four in-memory
+// members; the member's loss is what the array's context tells (the volume
+// records it while it runs), its reads failing too.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -129,20 +130,36 @@ struct HeldArray {
 
 }  // namespace
 
-TEST_CASE("copy promotion in place: never over dirty cells or a copy that lags",
+TEST_CASE("copy promotion in place: the primary's cells not yet written back are carried over to the copy",
           "[array_file][copies][members][promotion]") {
-  SECTION("the primary holds cells not yet written back when the member is lost") {
-    HeldArray h(311);
-    write_row(*h.a, h.model, h.rng, 2);  // dirty: its bytes are in memory only
-    h.write_after_the_loss_promotes_nothing();
-  }
-  SECTION("the copy has not caught up when the member is lost") {
-    HeldArray h(313);
-    write_row(*h.a, h.model, h.rng, 4);
-    h.a->quiesce();  // before any catch-up runs
-    std::string msg;
-    REQUIRE(h.a->flush(true, &msg) == 0);
-    REQUIRE(h.a->info()["copies"][0]["state"] == "behind");
-    h.write_after_the_loss_promotes_nothing();
-  }
+  HeldArray h(311);
+  // Rows 2 and 30 written, not flushed: the copy lags only bytes the
+  // primary's dirty cells hold (each row cuts the copy's cells).
+  write_row(*h.a, h.model, h.rng, 2);
+  write_row(*h.a, h.model, h.rng, 30);
+  h.later.lose(h.m, 0);
+  write_row(*h.a, h.model, h.rng, 5);
+  REQUIRE(h.m.promoted.size() == 1);
+  const ArraySchema after = h.a->schema();
+  CHECK(after.members == std::vector<std::uint32_t>{1, 3});
+  CHECK(bytes_diff(read_all(*h.a), h.model) == "");
+  std::string msg;
+  REQUIRE(h.a->flush(true, &msg) == 0);
+  check_placement(*h.a, 0, h.model);
+  h.a->quiesce();
+  const Ino ino = h.a->ino();
+  h.a.reset();
+  promoted_once_then_member_back(h.m, ino, after, h.model);
+  check_clean(h.m);
+}
+
+TEST_CASE("copy promotion in place: never over a copy that lags bytes the primary wrote back",
+          "[array_file][copies][members][promotion]") {
+  HeldArray h(313);
+  write_row(*h.a, h.model, h.rng, 4);
+  h.a->quiesce();  // before any catch-up runs
+  std::string msg;
+  REQUIRE(h.a->flush(true, &msg) == 0);  // row 4 is on the primary's device alone
+  REQUIRE(h.a->info()["copies"][0]["state"] == "behind");
+  h.write_after_the_loss_promotes_nothing();
 }

@@ -138,6 +138,48 @@ TEST_CASE("array state: written bytes are written back and read in selections as
   CHECK(std::all_of(out.begin(), out.end(), [](std::byte b) { return b == std::byte{0}; }));
 }
 
+TEST_CASE("array state: the dirty cells' written bytes as runs of the array's bytes", "[array_state]") {
+  auto g = toy_disk();
+  MemoryDevice dev(8 << 20, 512);
+  SectorIo io(dev, *g);
+  std::mt19937_64 rng(23);
+  for (const auto& [shape, cell] : {std::pair<std::vector<std::uint64_t>, std::vector<std::uint64_t>>{{20, 30}, {4, 4}},
+                                   {{7, 9, 11}, {2, 4, 3}},
+                                   {{50}, {8}}}) {
+    const CellGrid grid(shape, 4, cell, CellGrid::default_order(shape.size()));
+    auto layout = layouts::make_layout("naive", *g, grid);
+    layout->place(layouts::allocate_linear(*g, layout->space(), 64));
+    const std::uint64_t cells = grid.cells();
+    ArrayState st(std::move(layout), CellChecksums::fresh(7, cells), CellChecksums::fresh(7, cells, 'a'), io);
+    const std::vector<std::byte> model = random_model(rng, st.bytes());
+    std::vector<bool> written(model.size(), false);
+    // Scattered writes that cut elements and cells; some cells end up whole.
+    for (int k = 0; k < 40; ++k) {
+      const std::uint64_t at = rng() % model.size();
+      const std::size_t len = std::min<std::size_t>(model.size() - at, 1 + rng() % 90);
+      st.write_bytes(at, model.data() + at, len);
+      std::fill(written.begin() + std::ptrdiff_t(at), written.begin() + std::ptrdiff_t(at + len), true);
+    }
+    std::vector<std::byte> seen(model.size(), std::byte{0});
+    std::vector<bool> covered(model.size(), false);
+    std::uint64_t last_end = 0, runs = 0;
+    st.for_each_dirty_run([&](std::uint64_t offset, const std::byte* data, std::size_t length) {
+      REQUIRE(offset + length <= model.size());
+      std::memcpy(seen.data() + offset, data, length);
+      for (std::size_t b = 0; b < length; ++b) {
+        CHECK_FALSE(covered[offset + b]);  // no byte twice
+        covered[offset + b] = true;
+      }
+      last_end = offset + length;
+      ++runs;
+    });
+    INFO("shape " << shape.size() << "-D, " << runs << " runs, last ending at " << last_end);
+    CHECK(covered == written);  // exactly the bytes written
+    for (std::size_t b = 0; b < model.size(); ++b)
+      if (written[b]) REQUIRE(seen[b] == model[b]);
+  }
+}
+
 TEST_CASE("array state: a selection that is one whole cell is read straight into the caller's buffer",
           "[array_state]") {
   auto g = toy_disk();
