@@ -41,6 +41,15 @@ def write_row(path, arr, i, value):
         os.close(fd)
 
 
+def write_row_through(fd, arr, row, value, fsync=True):
+    """arr[row] = value, in `arr` and through a pwrite on the open
+    descriptor `fd` (and its fsync)."""
+    arr[row] = value
+    assert os.pwrite(fd, arr[row].tobytes(), row * arr[row].nbytes) == arr[row].nbytes
+    if fsync:
+        os.fsync(fd)
+
+
 def try_fsync(path):
     """0, or the errno of fsync(path)."""
     fd = os.open(path, os.O_RDONLY)
@@ -53,13 +62,15 @@ def try_fsync(path):
         os.close(fd)
 
 
-def two_member_volume(nbd_servers):
+def two_member_volume(scratch_dir, nbd_servers, seed, shape):
     """A 2-member RAID 0 volume over nbdkit (metadata on member sets): its
-    servers and their URIs."""
+    servers, their URIs, the mount point, and random float64 data of `shape`
+    for its array."""
     servers = [nbd_servers() for _ in range(2)]
     uris = [s.uri for s in servers]
     mkfs_members(uris, 0)
-    return servers, uris
+    arr = random_array(np.random.default_rng(seed), shape, "float64")
+    return servers, uris, scratch_dir / "mnt", arr
 
 
 def array_with_a_copy(mnt, arr):
@@ -82,10 +93,7 @@ def make_changes(mnt, count):
 
 @hang_is_known_bug
 def test_raid0_member_dies_while_mounted_metadata_goes_on(scratch_dir, nbd_servers):
-    servers, uris = two_member_volume(nbd_servers)
-    mnt = scratch_dir / "mnt"
-    rng = np.random.default_rng(1604)
-    arr = random_array(rng, (64, 96, 80), "float64")
+    servers, uris, mnt, arr = two_member_volume(scratch_dir, nbd_servers, 1604, (64, 96, 80))
     with running(uris, mnt) as m:
         # The member of the array's primary dies; its copy lies on the other.
         lost, kept = array_with_a_copy(mnt, arr)
@@ -184,25 +192,17 @@ def test_raid0_member_dies_under_an_open_array_its_next_write_promotes_the_copy(
     makes the copy the primary, lands there and is durable at fsync. (Before,
     such an array kept its lost primary while it was held: its writes failed
     with EIO until it was closed and loaded again.)"""
-    servers, uris = two_member_volume(nbd_servers)
-    mnt = scratch_dir / "mnt"
-    rng = np.random.default_rng(1605)
-    arr = random_array(rng, (48, 64, 40), "float64")
+    servers, uris, mnt, arr = two_member_volume(scratch_dir, nbd_servers, 1605, (48, 64, 40))
     with running(uris, mnt) as m:
         lost, kept = array_with_a_copy(mnt, arr)
         with held_when_its_member_dies(m, mnt, servers, lost, arr, os.O_RDWR) as fd:
-            def write_through_fd(row, value):
-                arr[row] = value
-                assert os.pwrite(fd, arr[row].tobytes(), row * arr[row].nbytes) == arr[row].nbytes
-                os.fsync(fd)
-
             # A write through the descriptor held all along.
-            within(READ_TIMEOUT, "a write through the held descriptor", write_through_fd, 3, -3.0)
+            within(READ_TIMEOUT, "a write through the held descriptor", write_row_through, fd, arr, 3, -3.0)
             info = read_json(f"{mnt}/a@/info")
             assert info["members"] == [kept] and "promoted" in info["layout_rule"], info
             assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1, stats(mnt)["copies"]
             within(READ_TIMEOUT, "views after the write", check_all_views, mnt / "a", arr, 6)
-            within(READ_TIMEOUT, "a second write", write_through_fd, 40, 4.5)
+            within(READ_TIMEOUT, "a second write", write_row_through, fd, arr, 40, 4.5)
         # Closed and loaded again: promoted once, every byte there.
         within(READ_TIMEOUT, "views after the close", check_all_views, mnt / "a", arr, 7)
         write_row(mnt / "a", arr, 11, -1.5)
@@ -224,10 +224,7 @@ def test_raid0_member_dies_under_a_held_array_promoted_once_it_is_let_go(scratch
     once. (The let-go used to be one-shot: the first array load after the
     loss let go of the idle arrays only, so an array held at that moment
     kept its primary until it fell out of the recently used ones.)"""
-    servers, uris = two_member_volume(nbd_servers)
-    mnt = scratch_dir / "mnt"
-    rng = np.random.default_rng(1606)
-    arr = random_array(rng, (48, 64, 40), "float64")
+    servers, uris, mnt, arr = two_member_volume(scratch_dir, nbd_servers, 1606, (48, 64, 40))
     with running(uris, mnt) as m:
         lost, kept = array_with_a_copy(mnt, arr)
         with held_when_its_member_dies(m, mnt, servers, lost, arr, os.O_RDONLY):
@@ -248,28 +245,19 @@ def test_raid0_member_dies_under_unflushed_writes_they_reach_the_promoted_copy(s
     the primary's dirty cells over to it, and fsync then makes all of them
     durable on the survivor. (Before, the array's writes failed with EIO
     until it was closed, and the unflushed ones were lost.)"""
-    servers, uris = two_member_volume(nbd_servers)
-    mnt = scratch_dir / "mnt"
-    rng = np.random.default_rng(1607)
-    arr = random_array(rng, (48, 64, 40), "float64")
+    servers, uris, mnt, arr = two_member_volume(scratch_dir, nbd_servers, 1607, (48, 64, 40))
     with running(uris, mnt) as m:
         lost, kept = array_with_a_copy(mnt, arr)
         fd = os.open(mnt / "a", os.O_RDWR)
         try:
-            def write_through_fd(row, value, fsync):
-                arr[row] = value
-                assert os.pwrite(fd, arr[row].tobytes(), row * arr[row].nbytes) == arr[row].nbytes
-                if fsync:
-                    os.fsync(fd)
-
             # Rows 7 and 30 written, not flushed, then the member dies.
-            write_through_fd(7, 7.5, False)
-            write_through_fd(30, -30.25, False)
+            write_row_through(fd, arr, 7, 7.5, fsync=False)
+            write_row_through(fd, arr, 30, -30.25, fsync=False)
             servers[lost].kill()
             assert within(READ_TIMEOUT, "metadata changes with a member dead", make_changes, mnt, 20) == [0, 0]
             alive(m)
             assert devices(mnt)[lost]["state"] == "failed", devices(mnt)
-            within(READ_TIMEOUT, "a write and fsync after the loss", write_through_fd, 9, -9.0, True)
+            within(READ_TIMEOUT, "a write and fsync after the loss", write_row_through, fd, arr, 9, -9.0)
             info = read_json(f"{mnt}/a@/info")
             assert info["members"] == [kept] and "promoted" in info["layout_rule"], info
             assert stats(mnt)["copies"]["promoted_over_a_lost_member"] == 1, stats(mnt)["copies"]
