@@ -88,8 +88,9 @@ class Filesystem {
   // loaded before it is loaded afresh at its first use once nothing else
   // holds it (LoadedArrays::find), so an array whose primary lay on a member
   // lost while the volume runs has its copy promoted then
-  // (fs/array/copy_promotion.h); an array in use keeps its placements until
-  // it is idle. Safe from any thread, under any lock: it only counts.
+  // (fs/array/copy_promotion.h); an array in use is promoted in place at its
+  // next write (ArrayFile::promote_in_place_locked). Safe from any thread,
+  // under any lock: it only counts.
   void note_member_failure() { ++member_failures_; }
   // Figures of the daemon process itself (daemon/code_residency.h), shown
   // under "daemon" in /.mmfs/stats. Set once, before the session loop starts.
