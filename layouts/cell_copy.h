@@ -4,6 +4,7 @@
 // for_each_cell_segment, its read path gathers with SelectionGather.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -73,6 +74,40 @@ void for_each_cell_segment(const CellGrid& g, std::uint64_t offset, std::uint64_
       x[d] = 0;
     }
     line_prefix();
+  }
+}
+
+// The rows (runs along the last dimension) of the part of cell `cc` inside
+// the array, in C order: calls
+//   visit(byte_in_cell, byte_in_array, bytes)
+// for each, where byte_in_cell is the row's first byte in the cell's brick
+// and byte_in_array its first byte in the array's C-order bytes (the
+// inverse of for_each_cell_segment, one cell at a time).
+template <class Visit>
+void for_each_cell_row(const CellGrid& g, std::span<const std::uint64_t> cc, Visit&& visit) {
+  const std::size_t n = g.dims(), last = n - 1;
+  const std::uint64_t I = g.itemsize();
+  const auto& S = g.shape();
+  const auto& C = g.cell();
+  std::vector<std::uint64_t> extent(n), i(n, 0);
+  for (std::size_t d = 0; d < n; ++d) extent[d] = std::min(C[d], S[d] - cc[d] * C[d]);
+  const std::uint64_t row_bytes = extent[last] * I;
+  for (;;) {
+    std::uint64_t in_cell = 0, in_array = 0;
+    for (std::size_t d = 0; d < last; ++d) {
+      in_cell = in_cell * C[d] + i[d];
+      in_array = in_array * S[d] + cc[d] * C[d] + i[d];
+    }
+    in_cell *= C[last];
+    in_array = in_array * S[last] + cc[last] * C[last];
+    visit(in_cell * I, in_array * I, row_bytes);
+    std::size_t d = last;
+    for (;;) {
+      if (d == 0) return;
+      --d;
+      if (++i[d] < extent[d]) break;
+      i[d] = 0;
+    }
   }
 }
 

@@ -333,61 +333,33 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
 
 void ArrayState::for_each_dirty_run(
     const std::function<void(std::uint64_t, const std::byte*, std::size_t)>& visit) const {
-  const CellGrid& g = grid();
-  const std::size_t n = g.dims(), L = n - 1;
-  const std::uint64_t item = g.itemsize();
-  std::vector<std::uint64_t> brick_stride(n, 1), array_stride(n, 1);  // elements
-  for (std::size_t d = L; d-- > 0;) {
-    brick_stride[d] = brick_stride[d + 1] * g.cell()[d + 1];
-    array_stride[d] = array_stride[d + 1] * g.shape()[d + 1];
-  }
   std::vector<std::uint64_t> linears;
   linears.reserve(dirty_.size());
   for (const auto& [linear, dc] : dirty_) linears.push_back(linear);
   std::sort(linears.begin(), linears.end());
-  std::vector<std::uint64_t> cc(n), extent(n), i(n);
+  std::vector<std::uint64_t> cc(grid().dims());
   for (std::uint64_t linear : linears) {
     const DirtyCell& dc = dirty_.at(linear);
     coords_of(linear, cc.data());
-    for (std::size_t d = 0; d < n; ++d) extent[d] = std::min(g.cell()[d], g.shape()[d] - cc[d] * g.cell()[d]);
-    const std::uint64_t row_bytes = extent[L] * item;
-    // A row of the cell's part inside the array (along the last dimension),
-    // by an odometer over the others: its bytes in the brick and in the array.
-    std::fill(i.begin(), i.end(), 0);
-    for (;;) {
-      std::uint64_t in_brick = 0, in_array = cc[L] * g.cell()[L];
-      for (std::size_t d = 0; d < L; ++d) {
-        in_brick += i[d] * brick_stride[d];
-        in_array += (cc[d] * g.cell()[d] + i[d]) * array_stride[d];
-      }
-      in_brick *= item;
-      in_array *= item;
-      const std::byte* row = dc.data.data() + in_brick;
+    layouts::for_each_cell_row(grid(), cc, [&](std::uint64_t in_cell, std::uint64_t in_array, std::uint64_t bytes) {
+      const std::byte* row = dc.data.data() + in_cell;
       if (dc.full || dc.written.empty()) {
-        visit(in_array, row, std::size_t(row_bytes));
-      } else {
-        auto written = [&](std::uint64_t b) { return (dc.written[(in_brick + b) / 64] >> ((in_brick + b) % 64)) & 1; };
-        for (std::uint64_t b = 0; b < row_bytes;) {
-          if (!written(b)) {
-            ++b;
-            continue;
-          }
-          std::uint64_t e = b + 1;
-          while (e < row_bytes && written(e)) ++e;
-          visit(in_array + b, row + b, std::size_t(e - b));
-          b = e;
-        }
+        visit(in_array, row, std::size_t(bytes));
+        return;
       }
-      bool done = true;
-      for (std::size_t d = L; d-- > 0;) {
-        if (++i[d] < extent[d]) {
-          done = false;
-          break;
+      // The written bytes of the row, run by run.
+      auto written = [&](std::uint64_t b) { return (dc.written[(in_cell + b) / 64] >> ((in_cell + b) % 64)) & 1; };
+      for (std::uint64_t b = 0; b < bytes;) {
+        if (!written(b)) {
+          ++b;
+          continue;
         }
-        i[d] = 0;
+        std::uint64_t e = b + 1;
+        while (e < bytes && written(e)) ++e;
+        visit(in_array + b, row + b, std::size_t(e - b));
+        b = e;
       }
-      if (done) break;
-    }
+    });
   }
 }
 

@@ -211,3 +211,41 @@ TEST_CASE("cell segments of long ranges map every byte as per-byte division does
     }
   }
 }
+
+TEST_CASE("cell rows cover each cell's elements inside the array once, where per-element math puts them",
+          "[cell_copy]") {
+  // for_each_cell_row is the inverse of for_each_cell_segment one cell at a
+  // time: every in-array element of the cell is in exactly one row, at the
+  // brick byte byte_in_cell gives and the array byte its C-order index gives.
+  struct Case {
+    std::vector<std::uint64_t> shape, cell;
+    std::uint32_t itemsize;
+  };
+  const std::vector<Case> cases = {{{37}, {8}, 8}, {{9, 10, 11}, {4, 4, 4}, 8}, {{3, 5, 4, 6}, {2, 3, 1, 4}, 2},
+                                   {{1, 7, 1}, {1, 2, 1}, 4}, {{5, 6}, {5, 6}, 1}};
+  for (const auto& c : cases) {
+    const CellGrid g(c.shape, c.itemsize, c.cell, CellGrid::default_order(c.shape.size()));
+    std::vector<int> seen(g.elements(), 0);
+    std::vector<std::uint64_t> cc(g.dims());
+    for (std::uint64_t linear = 0; linear < g.cells(); ++linear) {
+      g.coords(linear, cc);
+      for_each_cell_row(g, cc, [&](std::uint64_t in_cell, std::uint64_t in_array, std::uint64_t bytes) {
+        REQUIRE(bytes % c.itemsize == 0);
+        for (std::uint64_t b = 0; b < bytes; b += c.itemsize) {
+          const std::uint64_t element = (in_array + b) / c.itemsize;
+          REQUIRE(element < g.elements());
+          ++seen[element];
+          std::vector<std::uint64_t> x(g.dims()), owner;
+          std::uint64_t e = element;
+          for (std::size_t d = g.dims(); d-- > 0;) {
+            x[d] = e % c.shape[d];
+            e /= c.shape[d];
+          }
+          CHECK(byte_in_cell(g, x, &owner) == in_cell + b);
+          CHECK(owner == cc);
+        }
+      });
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+  }
+}
