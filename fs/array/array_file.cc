@@ -151,6 +151,7 @@ int ArrayFile::commit_placement(const ArraySchema& schema, ArrayState& state, st
     CellChecksums::stage_removal(ctx_.metadata.store(), ino_, batch, 'a');
   }
   state.sums().stage(batch);
+  batch.del(keys::lost_cells(ino_));  // the new placement was written whole from readable cells
   if (also) also(batch);
   int r = inode ? ctx_.metadata.apply_with_inode(
                       ino_, [&](Inode& n) { n.size = inode->size; }, std::move(batch), std::move(dropped))
@@ -342,9 +343,10 @@ int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_on
     };
     ArrayState& cells = *writable_cells_locked();
     if (int r = cells.write_back(&bad, make_durable, complete_only)) {
-      *message = r == EIO ? bad_cell_message(bad) : "writing cells failed";
+      *message = r == EIO ? cells.failure_message(bad) : "writing cells failed";
       return r;
     }
+    const std::vector<std::uint64_t> dropped_lost = cells.take_dropped_lost();
     copies_lag_on_device_locked();
     // Data before the checksums that describe it.
     if (int r = ctx_.io.flush()) {
@@ -354,6 +356,7 @@ int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_on
     WriteBatch batch;
     cells.sums().stage(batch);
     cells.alternatives().stage(batch);
+    cells.stage_lost(ino_, batch);
     if (record && !recorded) stage_copies_record_locked(batch);
     // The index's delta commits with the checksums of the cells it describes.
     std::vector<Extent> dropped;
@@ -364,12 +367,27 @@ int ArrayFile::flush_locked(bool durable, std::string* message, bool complete_on
     }
     if (record)
       for (ArrayCopy& c : copies_) c.unrecorded = false;
+    if (!dropped_lost.empty()) {
+      if (dropped_lost_writes_ == 0) first_dropped_lost_ = dropped_lost.front();
+      dropped_lost_writes_ += dropped_lost.size();
+    }
   }
-  if (durable)
+  if (durable) {
     if (int r = ctx_.metadata.sync()) {
       *message = "metadata sync failed";
       return r;
     }
+    if (dropped_lost_writes_) {
+      // What a disk does with a write it cannot make: the error at the next
+      // fsync, the bytes gone.
+      *message = fmt::format("{} write-back(s) of cells lost with a failed member were dropped (cell {} first): each "
+                             "wrote the cell only in part, and the rest of its bytes are gone; write such a cell "
+                             "whole to restore it",
+                             dropped_lost_writes_, first_dropped_lost_);
+      dropped_lost_writes_ = 0;
+      return EIO;
+    }
+  }
   return 0;
 }
 
@@ -630,6 +648,7 @@ int ArrayFile::zero(std::string* message) {
   WriteBatch batch;
   cells.sums().stage(batch);
   cells.alternatives().stage(batch);
+  cells.stage_lost(ino_, batch);
   std::vector<Extent> dropped;
   clear_copies_locked(batch, &dropped);
   std::unique_ptr<ArrayIndex> fresh;

@@ -378,6 +378,22 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
                               std::uint64_t* healed = nullptr);
   // Whether placement `k` lies on a member the volume lost (ctx_.member_lost).
   bool placement_lost_locked(std::uint32_t k) const;
+  // The cells of copy `k` (>= 1) over any of the primary's cells lost with a
+  // member (ArrayState::lost): their bytes exist nowhere, so they stay
+  // behind, serving nothing, until those cells are written whole.
+  Roaring blocked_by_lost_locked(std::uint32_t k) const;
+  // Whether a chunk of `view` that fails may be read around cells lost with
+  // a member (ArrayState::lost): a plain view of the array's bytes (not
+  // plod, a regridded chunk or one copy's), the primary having lost cells.
+  bool reads_around_lost(const DataView& view) const;
+  // Bytes [from, to) of the C-order result of `part`, read by themselves
+  // into `out` (dirty cells written back): EIO only if they hold a lost cell.
+  int read_around_lost_locked(const layouts::Selection& part, std::uint64_t from, std::uint64_t to, std::byte* out,
+                              std::string* message);
+  // Whether the element box `box` holds any of the primary's lost cells.
+  bool overlaps_lost_locked(const std::vector<layouts::DimRange>& box) const;
+  // The cells copy `k` can catch up on now: behind and not blocked.
+  Roaring catchable_locked(std::uint32_t k) const;
   // "the primary" or "copy K", for messages.
   static std::string placement_name(std::uint32_t k);
   // Whether `next` (the current placement's array) may have its copies.
@@ -556,6 +572,12 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
                             std::vector<indexes::Estimate>* out, QueryCost* cost, std::string* message);
   std::atomic<std::uint64_t> bytes_;  // changed under mu_; read without it by write_behind
   bool retired_ = false;  // guarded by mu_; see retire_if
+  // Lost cells written only in part whose bytes write-backs dropped
+  // (ArrayState::take_dropped_lost) since the last durable flush, which
+  // reports them once as EIO, as the kernel reports a failed write-back at
+  // the next fsync whichever flush met it. Guarded by mu_.
+  std::uint64_t dropped_lost_writes_ = 0;
+  std::uint64_t first_dropped_lost_ = 0;
   std::unique_ptr<ArrayIndex> index_;      // guarded by mu_; null without an index
   // Why the stored index could not be loaded (guarded by mu_; empty when it
   // could). The array stays usable: queries answer EIO with this reason

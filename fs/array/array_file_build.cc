@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "fs/array/array_file.h"
+#include "fs/array/behind_record.h"
 #include "fs/array/array_file_internal.h"
 #include "fs/array/array_layout.h"
 
@@ -146,6 +147,16 @@ int ArrayFile::build(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
                               : CellChecksums(ctx.metadata.store(), ino, cells, alt_table, blocks, slot);
     *out = std::make_unique<ArrayState>(std::move(layout), std::move(sums), std::move(alt),
                                         site ? site->io() : ctx.io, site);
+    if (!fresh && slot == 0)
+      if (auto record = ctx.metadata.store().get(keys::lost_cells(ino))) {
+        Roaring lost;
+        if (!decode_lost(*record, &lost) || (!lost.isEmpty() && lost.maximum() >= cells)) {
+          out->reset();
+          *message = "the record of the array's cells lost with a failed member does not decode";
+          return EUCLEAN;
+        }
+        (*out)->set_lost(std::move(lost));
+      }
   } catch (const std::bad_alloc&) {
     // The checksum tables (8 bytes per cell in memory) do not fit: give the space back.
     if (allocate && !given) free_all(extents);

@@ -351,6 +351,52 @@ int ArrayFile::change_copies_locked(const ArraySchema& next, bool rebuild, std::
   return 0;
 }
 
+Roaring ArrayFile::blocked_by_lost_locked(std::uint32_t k) const {
+  Roaring blocked;
+  const ArrayState* primary = cells_locked();
+  const Placement& copy = placement_at(k);
+  if (!primary || primary->lost().isEmpty() || !copy.cells()) return blocked;
+  const CellGrid& pg = primary->grid();
+  const CellGrid& cg = copy.grid();
+  const std::size_t n = cg.dims();
+  std::vector<std::uint64_t> lo(n), hi(n), at(n);
+  for (const std::uint32_t cell : primary->lost()) {
+    const std::vector<DimRange> box = pg.element_box(cell);
+    for (std::size_t d = 0; d < n; ++d) {
+      lo[d] = box[d].start / cg.cell()[d];
+      hi[d] = (box[d].stop - 1) / cg.cell()[d];
+    }
+    at = lo;
+    for (;;) {
+      blocked.add(std::uint32_t(cg.linear(at)));
+      std::size_t d = n;
+      while (d-- > 0 && ++at[d] > hi[d]) at[d] = lo[d];
+      if (d == std::size_t(-1)) break;
+    }
+  }
+  return blocked;
+}
+
+bool ArrayFile::overlaps_lost_locked(const std::vector<DimRange>& box) const {
+  const ArrayState* primary = cells_locked();
+  if (!primary || primary->lost().isEmpty()) return false;
+  const CellGrid& pg = primary->grid();
+  for (const std::uint32_t cell : primary->lost()) {
+    const std::vector<DimRange> lost = pg.element_box(cell);
+    bool meets = true;
+    for (std::size_t d = 0; d < box.size() && meets; ++d)
+      meets = lost[d].start < box[d].stop && box[d].start < lost[d].stop;
+    if (meets) return true;
+  }
+  return false;
+}
+
+Roaring ArrayFile::catchable_locked(std::uint32_t k) const {
+  const ArrayCopy& c = copies_.at(k - 1);
+  if (c.current()) return {};
+  return c.behind - blocked_by_lost_locked(k);
+}
+
 int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, std::string* message) {
   ArrayCopy& c = copies_.at(k - 1);
   if (c.current()) return 0;
@@ -358,6 +404,8 @@ int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, 
   if (c.placement->image()) return reencode_copy_locked(k, message);
   // The primary's bytes on the device, and the record holding every cell behind durable.
   if (int r = flush_locked(false, message)) return r;
+  // Cells over the primary's lost cells wait (blocked_by_lost_locked).
+  Roaring todo = catchable_locked(std::uint32_t(k));
   ArrayState& cells = *c.placement->cells();
   const CellGrid& g = cells.grid();
   const std::size_t n = g.dims();
@@ -368,12 +416,32 @@ int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, 
   AlignedBuffer scratch;
   std::vector<std::uint64_t> at(n);
   std::uint64_t done = 0;
-  while (!c.behind.isEmpty() && (whole || done < budget)) {
-    const std::uint64_t g0 = c.behind.minimum() / per_row;
+  // Copies the primary's bytes of `box` into the copy, whose cells `part` it covers.
+  auto copy_box = [&](const std::vector<DimRange>& box, const Roaring& part) {
+    const Selection sel(box);
+    const std::uint64_t bytes = sel.elements() * item;
+    AlignedBuffer buf(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
+    if (int r = read_selection_locked(sel, 0, buf.data(), nullptr, message, {}, &scratch)) return r;
+    c.behind -= part;
+    c.lag_on_device -= part;
+    if (int r = rewrite_box_locked(cells, box, buf.data(), message,
+                                   [&](WriteBatch& batch) { stage_copies_record_locked(batch); })) {
+      c.behind |= part;
+      c.lag_on_device |= part;
+      *message = fmt::format("copy {}: {}", k, *message);
+      return r;
+    }
+    for (ArrayCopy& other : copies_) other.unrecorded = false;
+    done += bytes;
+    return 0;
+  };
+  while (!todo.isEmpty() && (whole || done < budget)) {
+    const std::uint64_t g0 = todo.minimum() / per_row;
     const std::uint64_t g1 = std::min(g.grid()[0], g0 + slab_rows);
     Roaring slab;
     slab.addRange(g0 * per_row, g1 * per_row);
-    slab &= c.behind;
+    slab &= todo;
+    todo -= slab;
     // The cell-aligned box around the slab's lagging cells.
     std::vector<std::uint64_t> lo(n, ~std::uint64_t{0}), hi(n, 0);
     for (auto it = slab.begin(); it != slab.end(); ++it) {
@@ -384,21 +452,17 @@ int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, 
       }
     }
     const std::vector<DimRange> box = g.element_box(lo, hi);
-    const Selection sel(box);
-    const std::uint64_t bytes = sel.elements() * item;
-    AlignedBuffer buf(std::max<std::uint64_t>(bytes, 1), AlignedBuffer::Uninitialized{});
-    if (int r = read_selection_locked(sel, 0, buf.data(), nullptr, message, {}, &scratch)) return r;
-    c.behind -= slab;
-    c.lag_on_device -= slab;
-    if (int r = rewrite_box_locked(cells, box, buf.data(), message,
-                                   [&](WriteBatch& batch) { stage_copies_record_locked(batch); })) {
-      c.behind |= slab;
-      c.lag_on_device |= slab;
-      *message = fmt::format("copy {}: {}", k, *message);
-      return r;
+    if (!overlaps_lost_locked(box)) {
+      if (int r = copy_box(box, slab)) return r;
+      continue;
     }
-    for (ArrayCopy& other : copies_) other.unrecorded = false;
-    done += bytes;
+    // The box holds lost cells of the primary, which do not read: cell by
+    // cell (none of the slab's is over a lost one).
+    for (const std::uint32_t cell : slab) {
+      Roaring one;
+      one.add(cell);
+      if (int r = copy_box(g.element_box(cell), one)) return r;
+    }
   }
   if (c.current()) ++placement_epoch_;  // views may be served by it again
   return 0;
@@ -439,7 +503,7 @@ int ArrayFile::rewrite_box_locked(ArrayState& cells, const std::vector<DimRange>
     return ctx_.metadata.sync();
   };
   if (int r = cells.write_back(&bad, make_durable)) {
-    *message = r == EIO ? bad_cell_message(bad) : "writing cells failed";
+    *message = r == EIO ? cells.failure_message(bad) : "writing cells failed";
     return r;
   }
   if (int r = ctx_.io.flush()) {
@@ -449,6 +513,7 @@ int ArrayFile::rewrite_box_locked(ArrayState& cells, const std::vector<DimRange>
   WriteBatch batch;
   cells.sums().stage(batch);
   cells.alternatives().stage(batch);
+  cells.stage_lost(ino_, batch);
   if (also) also(batch);
   if (int r = ctx_.metadata.apply(batch, {})) {
     *message = "metadata commit failed";
@@ -496,12 +561,12 @@ int ArrayFile::heal_locked(std::uint32_t bad_k, std::uint32_t good_k, const Sele
         return e;
       if (int e = rewrite_box_locked(*cells, box, good.data(), message)) return e;
       const std::string what = fmt::format("{}: {}; served from {} and rewritten in place", placement_name(bad_k),
-                                           bad_cell_message(bad), placement_name(good_k));
+                                           cells->failure_message(bad), placement_name(good_k));
       if (ctx_.on_healed) ctx_.on_healed(ino_, what);
       if (healed) ++*healed;
     }
   }
-  *message = fmt::format("{} stayed bad after its rewrite", bad_cell_message(bad_cells.front()));
+  *message = fmt::format("{} stayed bad after its rewrite", cells->failure_message(bad_cells.front()));
   return EIO;
 }
 
@@ -535,7 +600,7 @@ int ArrayFile::heal_from_mirror_locked(std::uint32_t k, const Selection& part, s
     if (bad_on[0].empty() && bad_on[1].empty()) return 0;
     for (int side = 0; side < 2; ++side) {
       for (const std::uint64_t bad : bad_on[side]) {
-        const std::string why = bad_cell_message(bad);
+        const std::string why = cells->failure_message(bad);
         if (!usable[1 - side]) {
           *message = fmt::format("{} (the other side of the mirror cannot be read)", why);
           return EIO;
@@ -678,7 +743,9 @@ void ArrayFile::catch_up_worker() {
       // A copy on a lost member (a degraded mount) waits for mmfsck --rebuild.
       std::size_t k = 0;
       for (std::size_t i = 0; i < copies_.size() && k == 0; ++i)
-        if (!copies_[i].current() && !placement_lost_locked(std::uint32_t(i + 1))) k = i + 1;
+        if (!copies_[i].current() && !placement_lost_locked(std::uint32_t(i + 1)) &&
+            !catchable_locked(std::uint32_t(i + 1)).isEmpty())
+          k = i + 1;
       if (k == 0) break;
       std::string msg;
       if (int r = catch_up_locked(k, kCatchUpStep, false, &msg)) {

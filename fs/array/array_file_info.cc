@@ -91,6 +91,12 @@ nlohmann::json ArrayFile::info() const {
                        {"index", index_ ? index_->device_bytes() : 0},
                        {"copies", copy_bytes}};
   if (placement_lost_locked(0)) j["member_lost"] = true;
+  if (const ArrayState* cells = cells_locked(); cells && !cells->lost().isEmpty()) {
+    // Cells whose bytes a failed member took (a lagging copy promoted): they
+    // read as errors until written whole.
+    j["lost_cells"] = cells->lost().cardinality();
+    j["first_lost_cell"] = cells->lost().minimum();
+  }
   if (!copies_.empty()) {
     // Each copy: its placement, whether it serves views, and its space.
     nlohmann::json list = nlohmann::json::array();

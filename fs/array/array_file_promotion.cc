@@ -20,14 +20,15 @@ using detail::is_mloc;
 namespace {
 
 // The commit of a promotion: the schema record and the keys traded
-// (stage_promotion), synced. `behind`: the copies' cells behind by slot.
+// (stage_promotion), synced. `behind`: the copies' cells behind by slot;
+// `lost`: the promoted copy's cells whose bytes the member took.
 int commit_promotion(const ArrayContext& ctx, Ino ino, const ArraySchema& schema, std::size_t index,
                      const ArraySchema& next, std::uint64_t primary_cells, std::map<std::uint8_t, Roaring> behind,
-                     std::string* message) {
+                     const Roaring& lost, std::string* message) {
   MetaStore& store = ctx.metadata.store();
   WriteBatch batch;
   batch.put(keys::xattr(ino, std::string(ArrayFile::kSchemaXattr)), encode_schema(next));
-  stage_promotion(store, ino, schema, index, primary_cells, std::move(behind), &batch);
+  stage_promotion(store, ino, schema, index, primary_cells, std::move(behind), lost, &batch);
   if (int r = ctx.metadata.apply(batch, {})) {
     *message = "metadata commit failed (promoting a copy over a primary on a lost member)";
     return r;
@@ -38,9 +39,15 @@ int commit_promotion(const ArrayContext& ctx, Ino ino, const ArraySchema& schema
   }
   if (ctx.on_promoted)
     ctx.on_promoted(ino, fmt::format("copy {} ({}, members {}) is the primary now: the primary ({}, members {}) lay "
-                                     "on a lost member; it is copy {}, behind until the member is rebuilt",
+                                     "on a lost member; it is copy {}, behind until the member is rebuilt{}",
                                      index + 1, next.layout, fmt::join(next.members, ","), schema.layout,
-                                     fmt::join(schema.members, ","), index + 1));
+                                     fmt::join(schema.members, ","), index + 1,
+                                     lost.isEmpty()
+                                         ? std::string()
+                                         : fmt::format("; {} cell(s) the copy had not caught up on (cell {} first) "
+                                                       "were lost with the member: they read as errors until "
+                                                       "written whole",
+                                                       lost.cardinality(), lost.minimum())));
   return 0;
 }
 
@@ -55,10 +62,17 @@ int ArrayFile::promote_if_primary_lost(const ArrayContext& ctx, Ino ino, const A
   std::map<std::uint8_t, Roaring> behind;
   if (auto v = store.get(keys::copy_record(ino)))
     if (!decode_behind(*v, &behind)) return 0;  // the copies' open reports it
-  const auto index = promotable_copy(schema, behind, ctx.member_lost);
+  // A current copy if there is one; else the one lagging least, its
+  // lagging cells lost: the array takes writes again, and every other byte
+  // it held reads.
+  auto index = promotable_copy(schema, behind, ctx.member_lost);
+  if (!index) index = promotable_copy_lagging(schema, behind, ctx.member_lost);
   if (!index) return 0;
   const ArraySchema next = promoted_schema(schema, *index);
-  if (int r = commit_promotion(ctx, ino, schema, *index, next, primary_cells, std::move(behind), message)) return r;
+  const auto lagging = behind.find(schema.copies[*index].slot);
+  const Roaring lost = lagging == behind.end() ? Roaring() : lagging->second;
+  if (int r = commit_promotion(ctx, ino, schema, *index, next, primary_cells, std::move(behind), lost, message))
+    return r;
   *promoted = next;
   return 0;
 }
@@ -66,11 +80,10 @@ int ArrayFile::promote_if_primary_lost(const ArrayContext& ctx, Ino ino, const A
 
 int ArrayFile::promote_in_place_locked(std::string* message) {
   // What the next write needs when a member was lost while the array was
-  // loaded: a cell primary on the lost member, and a copy on the survivors
-  // that lags nothing the primary's device alone holds (its other lag is in
-  // the primary's dirty cells, carried over below). Otherwise nothing
-  // changes here: the load after the array is let go decides from the
-  // durable record, as a degraded mount's open does.
+  // loaded: a cell primary on the lost member, and a copy on the survivors.
+  // Its lag in the primary's dirty cells is carried over below; what it lags
+  // of bytes the primary's device alone held is lost with the member (a
+  // copy that lags nothing such is preferred).
   if (!ctx_.member_lost || copies_.empty() || retired_) return 0;
   if (is_mloc(schema_) || !cells_locked() || !placement_lost_locked(0)) return 0;
   std::map<std::uint8_t, Roaring> behind, on_device;
@@ -80,10 +93,14 @@ int ArrayFile::promote_in_place_locked(std::string* message) {
     Roaring lag = c.behind & c.lag_on_device;
     if (!lag.isEmpty()) on_device[c.spec.slot] = std::move(lag);
   }
-  const auto index = promotable_copy(schema_, on_device, ctx_.member_lost);
+  auto index = promotable_copy(schema_, on_device, ctx_.member_lost);
+  if (!index) index = promotable_copy_lagging(schema_, on_device, ctx_.member_lost);
   if (!index || is_mloc(copies_[*index].schema)) return 0;  // an mloc copy trades places at the next load
   const ArraySchema next = promoted_schema(schema_, *index);
-  if (int r = commit_promotion(ctx_, ino_, schema_, *index, next, grid_locked().cells(), std::move(behind), message))
+  const auto lagging = on_device.find(schema_.copies[*index].slot);
+  const Roaring lost = lagging == on_device.end() ? Roaring() : lagging->second;
+  if (int r = commit_promotion(ctx_, ino_, schema_, *index, next, grid_locked().cells(), std::move(behind), lost,
+                               message))
     return r;
   // The placements again from the store, as an open builds them: each
   // placement's checksum tables are bound to its keys, which traded places.

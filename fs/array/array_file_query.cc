@@ -306,7 +306,7 @@ int ArrayFile::rows_from_cells(const Bitmap& rows, std::byte* out, std::uint64_t
     *data_bytes += batches[i].bytes;
     batches[i].bytes = 0;
     if (r) {
-      *message = r == EIO ? bad_cell_message(batches[i].bad) : "reading the array failed";
+      *message = r == EIO ? state.failure_message(batches[i].bad) : "reading the array failed";
       return r;
     }
     if (more) reading = std::async(std::launch::async, read, &batches[i ^ 1]);

@@ -11,6 +11,7 @@
 
 #include "fs/array/array_file_internal.h"
 #include "fs/array/array_layout.h"
+#include "layouts/c_order_boxes.h"
 #include "layouts/capsule.h"
 #include "layouts/default_layout.h"
 #include "layouts/multimap.h"
@@ -18,6 +19,7 @@
 #include "layouts/quadrangle_array.h"
 #include "layouts/regrid.h"
 #include "layouts/selection_chunks.h"
+#include "util/align.h"
 
 namespace mmfs::fs {
 
@@ -112,7 +114,14 @@ int ArrayFile::view_span(const DataView& view, std::uint64_t offset, std::size_t
   std::uint64_t c = ch->index_at(offset);
   if (ch->index_at(offset + length - 1) != c) return 0;
   ChunkReader::Chunk chunk_data;
-  if (int r = reader_.reader_chunk(shared_from_this(), v, c, chunks, &chunk_data, message)) return r;
+  if (int r = reader_.reader_chunk(shared_from_this(), v, c, chunks, &chunk_data, message)) {
+    // A chunk over cells lost with a member: read_view reads around them.
+    if (r == EIO && reads_around_lost(v)) {
+      message->clear();
+      return 0;
+    }
+    return r;
+  }
   std::uint64_t base = ch->offset(c);
   if (offset < base || offset + length > base + chunk_data->size()) return 0;
   *data = chunk_data->data() + (offset - base);
@@ -294,7 +303,19 @@ int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t
   while (pos < end) {
     std::uint64_t c = ch->index_at(pos);
     ChunkReader::Chunk data;
-    if (int r = reader_.reader_chunk(shared_from_this(), v, c, chunks, &data, message)) return r;
+    if (int r = reader_.reader_chunk(shared_from_this(), v, c, chunks, &data, message)) {
+      if (r != EIO || !reads_around_lost(v)) return r;
+      // The chunk holds cells lost with a member: the bytes asked for, read
+      // by themselves, fail only if they are in one.
+      const Selection part = ch->selection(c);
+      std::unique_lock ex(mu_);
+      const std::uint64_t base = ch->offset(c);
+      const std::uint64_t n = std::min(end, base + part.elements() * grid_locked().itemsize()) - pos;
+      if (int e = flush_locked(false, message)) return e;
+      if (int e = read_around_lost_locked(part, pos - base, pos - base + n, out + (pos - offset), message)) return e;
+      pos += n;
+      continue;
+    }
     std::uint64_t base = ch->offset(c);
     std::uint64_t n = std::min<std::uint64_t>(end - pos, base + data->size() - pos);
     if (data->size() == 0 || pos < base || n == 0) {
@@ -305,6 +326,40 @@ int ArrayFile::read_view(const DataView& view, std::uint64_t offset, std::size_t
     pos += n;
   }
   *got = length;
+  return 0;
+}
+
+bool ArrayFile::reads_around_lost(const DataView& view) const {
+  if (view.plod_bytes != 0 || !view.regrid.empty() || view.copy > 0) return false;
+  std::shared_lock lock(mu_);
+  const ArrayState* cells = cells_locked();
+  return cells && !cells->lost().isEmpty();
+}
+
+int ArrayFile::read_around_lost_locked(const Selection& part, std::uint64_t from, std::uint64_t to, std::byte* out,
+                                       std::string* message) {
+  const std::uint32_t item = grid_locked().itemsize();
+  const std::uint64_t first = from / item, last = util::div_up(to, item);
+  std::vector<std::uint64_t> shape;
+  for (const DimRange& d : part.dims()) shape.push_back(d.count());
+  AlignedBuffer buf(std::max<std::uint64_t>((last - first) * item, 1), AlignedBuffer::Uninitialized{});
+  std::uint64_t at = 0;
+  int failed = 0;
+  // The elements as boxes of the part (at most two per dimension), each
+  // read by itself: only a box holding a lost cell fails.
+  layouts::c_order_boxes(shape, first, last, [&](const std::vector<DimRange>& box) {
+    if (failed) return;
+    std::vector<DimRange> dims = part.dims();
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      const DimRange& p = part.dims()[d];
+      dims[d] = DimRange{p.start + box[d].start * p.step, p.start + (box[d].stop - 1) * p.step + 1, p.step, p.fixed};
+    }
+    const Selection sel(std::move(dims));
+    failed = read_selection_locked(sel, 0, buf.data() + at, nullptr, message);
+    at += sel.elements() * item;
+  });
+  if (failed) return failed;
+  std::memcpy(out, buf.data() + (from - first * item), to - from);
   return 0;
 }
 

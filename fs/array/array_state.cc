@@ -1,5 +1,6 @@
 #include "fs/array/array_state.h"
 
+#include "fs/array/behind_record.h"
 #include "fs/array/member_sets.h"
 #include "fs/meta/keys.h"
 #include "fs/meta/metadata.h"
@@ -14,6 +15,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fmt/format.h>
 #include <new>
 #include <optional>
 
@@ -22,6 +24,10 @@ namespace mmfs::fs {
 using layouts::CellGrid;
 using layouts::Run;
 using layouts::Selection;
+
+std::string bad_cell_message(std::uint64_t cell) {
+  return fmt::format("cell {} failed its checksum (the device returned other bytes than were written)", cell);
+}
 
 ArrayState::ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, CellChecksums alternatives,
                        SectorIo& io, MemberSetSite* site)
@@ -48,6 +54,7 @@ bool ArrayState::holds_data() const {
 }
 
 bool ArrayState::cell_valid(std::uint64_t cell, std::span<const std::byte> contents) const {
+  if (is_lost(cell)) return false;
   const ChecksumBlocks& blocks = sums_.blocks();
   for (std::uint32_t b = 0; b < blocks.per_cell; ++b)
     if (!block_valid(cell, b, blocks.of(contents, b))) return false;
@@ -56,7 +63,9 @@ bool ArrayState::cell_valid(std::uint64_t cell, std::span<const std::byte> conte
 
 bool ArrayState::block_valid(std::uint64_t cell, std::uint32_t block, std::span<const std::byte> part) const {
   // Each block matches its checksum or its alternative: a rewrite torn
-  // between blocks leaves some old and some new, each verifiable.
+  // between blocks leaves some old and some new, each verifiable. A lost
+  // cell's blocks match its old bytes' checksums: none is the array's.
+  if (is_lost(cell)) return false;
   return sums_.verify_block(cell, block, part) || alt_.alternative_matches(cell, block, part);
 }
 
@@ -83,7 +92,7 @@ int ArrayState::settle_torn_rewrites(std::uint64_t* settled) {
   if (!alt_.maybe_recorded()) return 0;  // no rewrite was in flight
   std::vector<std::uint64_t> rewriting;
   for (std::uint64_t c = 0; c < alt_.cells(); ++c)
-    if (alt_.any(c)) rewriting.push_back(c);
+    if (alt_.any(c) && !is_lost(c)) rewriting.push_back(c);  // a lost cell stays lost, whatever it holds
   if (rewriting.empty()) return 0;
   const std::uint64_t brick = grid().cell_bytes();
   auto settle = [&](std::uint64_t c, const std::byte* stored) {
@@ -111,6 +120,34 @@ void ArrayState::clear() {
   full_dirty_ = 0;
   sums_.clear();
   alt_.clear();
+  if (!lost_.isEmpty()) lost_changed_ = true;
+  lost_ = Roaring();
+}
+
+void ArrayState::set_lost(Roaring cells) {
+  lost_ = std::move(cells);
+  lost_changed_ = false;
+}
+
+void ArrayState::stage_lost(std::uint64_t ino, WriteBatch& batch) {
+  if (!lost_changed_) return;
+  if (lost_.isEmpty()) batch.del(keys::lost_cells(ino));
+  else batch.put(keys::lost_cells(ino), encode_lost(lost_));
+  lost_changed_ = false;
+}
+
+std::vector<std::uint64_t> ArrayState::take_dropped_lost() {
+  std::vector<std::uint64_t> out;
+  out.swap(dropped_lost_);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string ArrayState::failure_message(std::uint64_t cell) const {
+  if (!is_lost(cell)) return bad_cell_message(cell);
+  return fmt::format("cell {} was lost with a failed member (the copy promoted over the primary there had not caught "
+                     "up on it): it reads as an error until it is written whole",
+                     cell);
 }
 
 void ArrayState::coords_of(std::uint64_t linear, std::uint64_t* coords) const {
@@ -239,6 +276,16 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
   chosen.reserve(dirty_.size());
   for (auto& [linear, dc] : dirty_)
     if (!complete_only || dc.full) chosen.push_back(linear);
+  // A lost cell written in part has nothing to complete it from: dropped.
+  if (!lost_.isEmpty()) {
+    std::erase_if(chosen, [&](std::uint64_t linear) {
+      auto it = dirty_.find(linear);
+      if (it->second.full || !is_lost(linear)) return false;
+      dropped_lost_.push_back(linear);
+      dirty_.erase(it);
+      return true;
+    });
+  }
   if (chosen.empty()) return 0;
 
   // Cells written only in part that hold data: read them, keep the bytes not
@@ -318,6 +365,10 @@ int ArrayState::write_back(std::uint64_t* bad_cell, const std::function<int(Writ
     auto it = dirty_.find(linear);
     sums_.set(linear, {it->second.data.data(), brick});
     alt_.clear_cell(linear);  // dropped when the caller commits the checksums
+    if (is_lost(linear)) {    // written whole: the array's bytes again
+      lost_.remove(std::uint32_t(linear));
+      lost_changed_ = true;
+    }
     if (it->second.full) --full_dirty_;
     if (complete_only && spare_.size() * cell_storage_ < kSpareBytes) spare_.push_back(std::move(it->second));
     dirty_.erase(it);

@@ -21,6 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <roaring/roaring.hh>
+
 #include "fs/meta/cell_checksums.h"
 #include "fs/device/sector_io.h"
 #include "layouts/cell_blocks.h"
@@ -31,6 +33,9 @@
 namespace mmfs::fs {
 
 class MemberSetSite;
+
+// The one-line reason of a cell that failed its checksum.
+std::string bad_cell_message(std::uint64_t cell);
 
 // The sectors of an IoPlan in one buffer, sorted by LBN: read them (all at
 // once, or batch by batch), then find any sector of the plan by its LBN.
@@ -116,8 +121,34 @@ class ArrayState {
   // Writing each into another placement of the same array (write_bytes)
   // carries what this one has not written back over to it.
   void for_each_dirty_run(const std::function<void(std::uint64_t, const std::byte*, std::size_t)>& visit) const;
-  // Drops the dirty cache and marks every cell unwritten (reads as zeros).
+  // Drops the dirty cache and marks every cell unwritten (reads as zeros),
+  // none lost.
   void clear();
+
+  // Cells lost with a failed member (docs/copies-on-members.md, "Cells lost
+  // with a member"): a copy promoted over a primary on a lost member had not
+  // caught up on them, so what it holds for them is older than the array's
+  // bytes, and their bytes exist nowhere else. A lost cell reads as damage
+  // (EIO, failure_message says why) until a write gives it whole: its
+  // write-back then takes it out of the set. A dirty lost cell written only
+  // in part cannot be written back (the bytes not written are gone): the
+  // write-back drops it and reports it (take_dropped_lost), as a device
+  // would report a write it could not make.
+  // The set as recorded (nothing to stage). REQUIRES: cells < 2^32.
+  void set_lost(Roaring cells);
+  const Roaring& lost() const { return lost_; }
+  bool is_lost(std::uint64_t cell) const {
+    return !lost_.isEmpty() && cell <= UINT32_MAX && lost_.contains(std::uint32_t(cell));
+  }
+  // Stages the record of the lost cells (keys::lost_cells of `ino`) if the
+  // set changed since it was last staged: with the checksums of the cells
+  // written back, so a cell is never found again lost nor whole too early.
+  void stage_lost(std::uint64_t ino, WriteBatch& batch);
+  // The lost cells written only in part that write-backs dropped since the
+  // last call, in increasing order.
+  std::vector<std::uint64_t> take_dropped_lost();
+  // Why cell `cell` did not read: lost, or failed its checksum.
+  std::string failure_message(std::uint64_t cell) const;
   // A crash during write_back can tear a cell that spans several device
   // blocks: each block then holds its old or its new bytes, and the cell
   // matches neither its checksum nor its alternative. That is what a crash
@@ -192,7 +223,8 @@ class ArrayState {
   };
   // Sets the bytes of `dc` not written from `old` (a stored cell), or to zeros.
   void fill_unwritten(DirtyCell& dc, const std::byte* old) const;
-  bool may_hold_data(std::uint64_t cell) const { return sums_.any(cell) || alt_.any(cell); }
+  // (A lost cell may: it is verified, and fails, rather than read as zeros.)
+  bool may_hold_data(std::uint64_t cell) const { return sums_.any(cell) || alt_.any(cell) || is_lost(cell); }
   bool cell_valid(std::uint64_t cell, std::span<const std::byte> contents) const;
   bool block_valid(std::uint64_t cell, std::uint32_t block, std::span<const std::byte> part) const;
   // Copies the blocks of `mask` of cell `linear` (stored in `runs`) from
@@ -221,6 +253,9 @@ class ArrayState {
   std::vector<DirtyCell> spare_;
   AlignedBuffer staging_;  // write_back's, kept with the spares
   std::uint64_t full_dirty_ = 0;  // entries of dirty_ that are full
+  Roaring lost_;
+  bool lost_changed_ = false;  // since the last stage_lost
+  std::vector<std::uint64_t> dropped_lost_;
 };
 
 }  // namespace mmfs::fs

@@ -42,4 +42,26 @@ bool decode_behind(std::string_view v, std::map<std::uint8_t, Roaring>* out) {
   return true;
 }
 
+std::string encode_lost(const Roaring& cells) {
+  if (cells.isEmpty()) return {};
+  Roaring b = cells;
+  b.runOptimize();
+  std::string out(b.getSizeInBytes(true), '\0');
+  b.write(out.data(), true);
+  return out;
+}
+
+bool decode_lost(std::string_view v, Roaring* out) {
+  *out = Roaring();
+  if (v.empty()) return true;
+  try {
+    Roaring b = Roaring::readSafe(v.data(), v.size());
+    if (b.getSizeInBytes(true) != v.size()) return false;
+    *out = std::move(b);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace mmfs::fs

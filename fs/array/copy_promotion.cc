@@ -59,6 +59,22 @@ std::optional<std::size_t> promotable_copy(const ArraySchema& s, const std::map<
   return std::nullopt;
 }
 
+std::optional<std::size_t> promotable_copy_lagging(const ArraySchema& s,
+                                                   const std::map<std::uint8_t, Roaring>& behind,
+                                                   const MemberLost& lost) {
+  if (!lost || s.members.empty() || !loses_one(s.members, lost)) return std::nullopt;
+  std::optional<std::size_t> best;
+  std::uint64_t fewest = 0;
+  for (std::size_t i = 0; i < s.copies.size(); ++i) {
+    const CopySpec& c = s.copies[i];
+    if (c.slot == 0 || c.members.empty() || loses_one(c.members, lost) || c.layout == "mloc") continue;
+    const auto it = behind.find(c.slot);
+    const std::uint64_t n = it == behind.end() ? 0 : it->second.cardinality();
+    if (!best || n < fewest) best = i, fewest = n;
+  }
+  return best;
+}
+
 ArraySchema promoted_schema(const ArraySchema& s, std::size_t index) {
   const CopySpec& c = s.copies.at(index);
   ArraySchema p = s;
@@ -88,7 +104,8 @@ ArraySchema promoted_schema(const ArraySchema& s, std::size_t index) {
 }
 
 void stage_promotion(const MetaStore& store, Ino ino, const ArraySchema& s, std::size_t index,
-                     std::uint64_t primary_cells, std::map<std::uint8_t, Roaring> behind, WriteBatch* batch) {
+                     std::uint64_t primary_cells, std::map<std::uint8_t, Roaring> behind, const Roaring& lost,
+                     WriteBatch* batch) {
   const CopySpec& copy = s.copies.at(index);
   const std::uint8_t slot = copy.slot;
   // The extent maps and mloc records: a sealed mloc primary keeps its
@@ -118,6 +135,8 @@ void stage_promotion(const MetaStore& store, Ino ino, const ArraySchema& s, std:
   const std::string record = encode_behind(behind);
   if (record.empty()) batch->del(keys::copy_record(ino));
   else batch->put(keys::copy_record(ino), record);
+  if (lost.isEmpty()) batch->del(keys::lost_cells(ino));
+  else batch->put(keys::lost_cells(ino), encode_lost(lost));
 }
 
 }  // namespace mmfs::fs

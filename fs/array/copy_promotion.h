@@ -41,16 +41,27 @@ using MemberLost = std::function<bool(std::uint32_t member)>;
 // the whole volume: no member set) or when no copy qualifies.
 std::optional<std::size_t> promotable_copy(const ArraySchema& s, const std::map<std::uint8_t, Roaring>& behind,
                                            const MemberLost& lost);
+// When no copy qualifies above: the copy of cells (not an mloc image) on
+// present members with the fewest cells behind, whose lagging cells the
+// member took with it (docs/copies-on-members.md, "Cells lost with a
+// member"). nullopt when the primary loses no member or no copy is on
+// present members.
+std::optional<std::size_t> promotable_copy_lagging(const ArraySchema& s,
+                                                   const std::map<std::uint8_t, Roaring>& behind,
+                                                   const MemberLost& lost);
 
 // `s` with copy `index` as the primary and the primary as that copy (same
 // slot); layout_set, and layout_rule saying why.
 ArraySchema promoted_schema(const ArraySchema& s, std::size_t index);
 
 // Stages into `batch` everything of the promotion but the schema record:
-// the keys of the primary and of copy `index` exchanged, and the record of
+// the keys of the primary and of copy `index` exchanged, the record of
 // cells behind with the old primary's `primary_cells` cells all behind in
-// the copy's slot (`behind`: the current record, decoded).
+// the copy's slot (`behind`: the current record, decoded), and the record
+// of the new primary's cells lost with the member (keys::lost_cells): `lost`
+// (cells of the copy's grid), the old primary's record dropped.
 void stage_promotion(const MetaStore& store, Ino ino, const ArraySchema& s, std::size_t index,
-                     std::uint64_t primary_cells, std::map<std::uint8_t, Roaring> behind, WriteBatch* batch);
+                     std::uint64_t primary_cells, std::map<std::uint8_t, Roaring> behind, const Roaring& lost,
+                     WriteBatch* batch);
 
 }  // namespace mmfs::fs

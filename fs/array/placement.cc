@@ -12,10 +12,6 @@
 
 namespace mmfs::fs {
 
-std::string bad_cell_message(std::uint64_t cell) {
-  return fmt::format("cell {} failed its checksum (the device returned other bytes than were written)", cell);
-}
-
 namespace {
 
 class CellPlacement final : public Placement {
@@ -42,7 +38,7 @@ class CellPlacement final : public Placement {
     std::uint64_t bad = kNoBadCell;  // stays: the device failed, not a checksum
     if (int r = state_->read_selection(selection, out, &bad, device_done, bytes_read, scratch)) {
       if (bad_cell) *bad_cell = bad;
-      *message = r == EIO && bad != kNoBadCell ? bad_cell_message(bad)
+      *message = r == EIO && bad != kNoBadCell ? state_->failure_message(bad)
                  : r == ENOMEM                 ? "out of memory while verifying the cells read"
                                                : "device read failed";
       return r;

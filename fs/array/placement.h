@@ -40,9 +40,6 @@ namespace mmfs::fs {
 
 class MemberSetSite;
 
-// The one-line reason of a cell that failed its checksum.
-std::string bad_cell_message(std::uint64_t cell);
-
 class Placement {
  public:
   virtual ~Placement() = default;

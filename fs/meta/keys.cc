@@ -45,6 +45,7 @@ std::string mloc_extents(Ino ino) { return extents(ino) + "m"; }
 std::string mloc_record(Ino ino) { return xattr(ino, "mmfs.mloc"); }
 std::string copy_extents(Ino ino, std::uint8_t slot) { return extents(ino) + "k" + char(slot); }
 std::string copy_record(Ino ino) { return xattr(ino, "mmfs.copies"); }
+std::string lost_cells(Ino ino) { return xattr(ino, "mmfs.lost"); }
 std::string copy_mloc_record(Ino ino, std::uint8_t slot) {
   return xattr(ino, "mmfs.mloc." + std::to_string(unsigned(slot)));
 }

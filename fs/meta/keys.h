@@ -95,6 +95,9 @@ std::string copy_mloc_record(Ino ino, std::uint8_t slot);
 // on (an xattr record outside the user namespace).
 std::string copy_extents(Ino ino, std::uint8_t slot);
 std::string copy_record(Ino ino);
+// The primary's cells lost with a failed member (fs/array/behind_record.h,
+// docs/copies-on-members.md "Cells lost with a member").
+std::string lost_cells(Ino ino);
 
 // Scanning: the prefix every key of `kind` begins with. Kinds of one letter
 // share it: a scan of scan_prefix(Kind::Extents) visits every extent map

@@ -1,8 +1,9 @@
 // A copy promoted in place under an array already loaded when a member is
 // lost while the volume runs (ArrayFile::promote_in_place_locked): at the
-// array's next write, when its primary lies on the lost member and a copy
-// on the survivors lags nothing but bytes the primary's dirty cells hold,
-// which are carried over to it. On a RAID 0 volume of four in-memory
+// array's next write, when its primary lies on the lost member; the bytes the
+// primary's dirty cells hold are carried over to it, and the cells it lags
+// of bytes the primary had written back are lost with the member (as at a
+// degraded open, which records them too). On a RAID 0 volume of four in-memory
 // members; the member's loss is what the array's context tells (the volume
 // records it while it runs), its reads failing too.
 #include <catch2/catch.hpp>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "fs/array/array_file.h"
+#include "fs/meta/keys.h"
 #include "tests/unit/support/member_sets_test_support.h"
 
 using namespace mmfs;
@@ -117,15 +119,6 @@ struct HeldArray {
     a = filled(m, "held", primary_and_copy(), rng, &model);
     before = a->schema();
   }
-  // Member 0 lost, then a write: nothing promoted, in memory or in the store.
-  void write_after_the_loss_promotes_nothing() {
-    later.lose(m, 0);
-    write_row(*a, model, rng, 5);
-    CHECK(m.promoted.empty());
-    CHECK(a->schema() == before);
-    CHECK(*stored_schema_of(m, a->ino()) == before);
-    a->quiesce();
-  }
 };
 
 }  // namespace
@@ -153,13 +146,102 @@ TEST_CASE("copy promotion in place: the primary's cells not yet written back are
   check_clean(h.m);
 }
 
-TEST_CASE("copy promotion in place: never over a copy that lags bytes the primary wrote back",
-          "[array_file][copies][members][promotion]") {
-  HeldArray h(313);
+namespace {
+
+// Row 4 of `h` written and written back, its copy not caught up: those bytes
+// are on the primary's device alone.
+void row_4_on_the_primary_alone(HeldArray& h) {
   write_row(*h.a, h.model, h.rng, 4);
   h.a->quiesce();  // before any catch-up runs
   std::string msg;
-  REQUIRE(h.a->flush(true, &msg) == 0);  // row 4 is on the primary's device alone
+  REQUIRE(h.a->flush(true, &msg) == 0);
   REQUIRE(h.a->info()["copies"][0]["state"] == "behind");
-  h.write_after_the_loss_promotes_nothing();
+}
+
+// `a` (promoted with cells lost) reads `model` everywhere but in its lost
+// cells, which read as errors naming why; then, the whole array written
+// again, everything reads and nothing is lost.
+void lost_cells_read_as_errors_until_written_whole(ArrayFile& a, Bytes& model, const std::vector<std::uint64_t>& rows) {
+  const nlohmann::json info = a.info();
+  REQUIRE(info.contains("lost_cells"));
+  CHECK(info["lost_cells"].get<std::uint64_t>() > 0);
+  std::string msg;
+  Bytes out(kRowBytes);
+  std::byte* into = reinterpret_cast<std::byte*>(out.data());
+  std::size_t got = 0;
+  for (std::uint64_t row : rows) {
+    INFO("row " << row);
+    CHECK(a.read(row * kRowBytes, kRowBytes, into, &got, &msg) == EIO);
+    CHECK(msg.find("lost with a failed member") != std::string::npos);
+  }
+  // Rows of other cells read.
+  const std::uint64_t cell_rows = info["cell"][0].get<std::uint64_t>();
+  REQUIRE(cell_rows < 48);
+  for (std::uint64_t row : {rows[0] / cell_rows * cell_rows + cell_rows, std::uint64_t{95}}) {
+    INFO(msg);
+    REQUIRE(a.read(row * kRowBytes, kRowBytes, into, &got, &msg) == 0);
+    CHECK(std::equal(out.begin(), out.end(), model.begin() + std::ptrdiff_t(row * kRowBytes)));
+  }
+  // A lost cell written in part: the write-back drops it and says so; it
+  // stays lost.
+  const Bytes element(4, 0x5a);
+  REQUIRE(write_file(a, rows[0] * kRowBytes + 8, element) == 0);
+  CHECK(a.flush(false, &msg) == 0);  // a flusher's tick: kept for the next fsync
+  CHECK(a.flush(true, &msg) == EIO);
+  CHECK(msg.find("only in part") != std::string::npos);
+  CHECK(a.flush(true, &msg) == 0);  // told once
+  CHECK(a.read(rows[0] * kRowBytes, kRowBytes, into, &got, &msg) == EIO);
+  // Written whole: the array's bytes again everywhere.
+  REQUIRE(write_file(a, 0, model) == 0);
+  REQUIRE(a.flush(true, &msg) == 0);
+  CHECK_FALSE(a.info().contains("lost_cells"));
+  CHECK(bytes_diff(read_all(a), model) == "");
+}
+
+}  // namespace
+
+TEST_CASE("copy promotion in place: a copy that lags bytes the primary wrote back is promoted, those cells lost",
+          "[array_file][copies][members][promotion]") {
+  HeldArray h(313);
+  row_4_on_the_primary_alone(h);
+  h.later.lose(h.m, 0);
+  write_row(*h.a, h.model, h.rng, 60);  // the next write promotes
+  REQUIRE(h.m.promoted.size() == 1);
+  CHECK(h.m.promoted[0].find("were lost with the member") != std::string::npos);
+  const ArraySchema after = h.a->schema();
+  CHECK(after.members == std::vector<std::uint32_t>{1, 3});
+  CHECK(*stored_schema_of(h.m, h.a->ino()) == after);
+  std::string msg;
+  REQUIRE(h.a->flush(true, &msg) == 0);  // row 60 is written
+  lost_cells_read_as_errors_until_written_whole(*h.a, h.model, {4});
+  h.a->quiesce();
+  const Ino ino = h.a->ino();
+  h.a.reset();
+  promoted_once_then_member_back(h.m, ino, after, h.model);
+  check_clean(h.m);
+}
+
+TEST_CASE("copy promotion at a degraded open: a copy that lags is promoted, its lagging cells lost and recorded",
+          "[array_file][copies][members][promotion]") {
+  HeldArray h(317);
+  row_4_on_the_primary_alone(h);
+  const Ino ino = h.a->ino();
+  h.a.reset();
+  auto a = reopen_array(h.m, ino, {1, 2, 3}, lose({0}));
+  REQUIRE(h.m.promoted.size() == 1);
+  CHECK(h.m.promoted[0].find("were lost with the member") != std::string::npos);
+  const ArraySchema after = a->schema();
+  CHECK(after.members == std::vector<std::uint32_t>{1, 3});
+  const std::uint64_t lost = a->info()["lost_cells"].get<std::uint64_t>();
+  CHECK(lost > 0);
+  // The record outlives the array's load: opened again, the same cells are lost.
+  a = reopen(h.m, a);
+  CHECK(a->info()["lost_cells"].get<std::uint64_t>() == lost);
+  CHECK(h.m.promoted.size() == 1);
+  lost_cells_read_as_errors_until_written_whole(*a, h.model, {4});
+  CHECK_FALSE(h.m.vol->metadata().store().get(keys::lost_cells(ino)));
+  a->quiesce();
+  a.reset();
+  promoted_once_then_member_back(h.m, ino, after, h.model);
+  check_clean(h.m);
 }

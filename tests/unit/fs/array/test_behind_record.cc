@@ -49,3 +49,21 @@ TEST_CASE("behind record: malformed records are refused", "[copies][behind_recor
   for (std::size_t i = 5; i < garbage.size(); ++i) garbage[i] = char(0xff);
   CHECK_FALSE(decode_behind(garbage, &out));
 }
+
+TEST_CASE("lost cells record: round trip; malformed records are refused", "[copies][behind_record]") {
+  Roaring in;
+  in.addRange(40, 4000);
+  in.add(1u << 30);
+  const std::string record = encode_lost(in);
+  Roaring out;
+  out.add(3);
+  REQUIRE(decode_lost(record, &out));
+  CHECK(out == in);
+  CHECK(encode_lost(Roaring()) == "");
+  REQUIRE(decode_lost("", &out));
+  CHECK(out.isEmpty());
+
+  CHECK_FALSE(decode_lost(record.substr(0, record.size() - 1), &out));  // cut
+  CHECK_FALSE(decode_lost(record + "x", &out));                         // trailing bytes
+  CHECK_FALSE(decode_lost(std::string(9, char(0xff)), &out));           // garbage
+}

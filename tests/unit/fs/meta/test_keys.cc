@@ -125,6 +125,7 @@ TEST_CASE("keys: an extra copy's keys carry its slot", "[keys]") {
   CHECK_FALSE(keys::parse(std::string("k/") + ino + be64(1)));                  // no slot byte
   CHECK_FALSE(keys::parse(std::string("j/") + ino + std::string(1, '\0') + be64(1)));
   CHECK(keys::copy_record(42) == keys::xattr(42, "mmfs.copies"));
+  CHECK(keys::lost_cells(42) == keys::xattr(42, "mmfs.lost"));
 }
 
 TEST_CASE("keys: malformed keys are refused", "[keys]") {

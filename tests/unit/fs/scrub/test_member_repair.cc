@@ -214,3 +214,102 @@ TEST_CASE("RAID 0 rebuild: an mloc primary's image on the member is sealed anew 
   INFO((problems.empty() ? "" : problems[0]));
   CHECK(problems.empty());
 }
+
+TEST_CASE("RAID 0 rebuild: cells lost with the member are listed; the copies catch up on every other cell",
+          "[members][rebuild][lost]") {
+  std::vector<std::unique_ptr<MemoryDevice>> disks;
+  for (int i = 0; i < 4; ++i) disks.push_back(std::make_unique<MemoryDevice>(kMember, 512));
+  std::string msg;
+  REQUIRE(format_members(targets(disks, {0, 1, 2, 3}), *geom::load_geometry("atlas10k3"), 0, {}, nullptr, &msg) == 0);
+  std::mt19937_64 rng(331);
+  Bytes model;
+  Ino ino = 0;
+  constexpr std::uint64_t kRow = 80 * 48 * 4;
+  {
+    int err = 0;
+    auto vol = Volume::open(targets(disks, {0, 1, 2, 3}), &err, &msg, {});
+    REQUIRE(vol);
+    OnVolume on(*vol);
+    Inode n;
+    REQUIRE(vol->metadata().create(kRootIno, "kept", S_IFREG | 0644, 0, 0, "", &n) == 0);
+    ino = n.ino;
+    ArraySchema s = make_schema({96, 80, 48}, "int32", "zorder");
+    REQUIRE(set_schema_attr(s, "copies", "naive:order=0,2,1").error == 0);
+    std::shared_ptr<ArrayFile> a;
+    REQUIRE(ArrayFile::create(on.ctx, n, s, nullptr, &a, &msg) == 0);
+    REQUIRE(a->schema().members == std::vector<std::uint32_t>{0, 2});
+    model = random_bytes(rng, a->size());
+    REQUIRE(write_file(*a, 0, model) == 0);
+    REQUIRE(a->flush(true, &msg) == 0);
+    REQUIRE(a->catch_up(&msg) == 0);
+    // Row 4 rewritten and durable on the primary; its copy has not caught up.
+    a->quiesce();
+    const Bytes row = random_bytes(rng, kRow);
+    std::copy(row.begin(), row.end(), model.begin() + 4 * kRow);
+    REQUIRE(write_file(*a, 4 * kRow, row) == 0);
+    REQUIRE(a->flush(true, &msg) == 0);
+    REQUIRE(a->info()["copies"][0]["state"] == "behind");
+  }
+  {
+    // Member 0 is gone: a degraded mount promotes the copy, row 4's cells lost.
+    Volume::MembersOptions o;
+    o.degraded = true;
+    int err = 0;
+    auto vol = Volume::open(targets(disks, {1, 2, 3}), &err, &msg, o);
+    INFO(msg);
+    REQUIRE(vol);
+    OnVolume on(*vol);
+    on.ctx.member_lost = [](std::uint32_t m) { return m == 0; };
+    std::shared_ptr<ArrayFile> a;
+    REQUIRE(ArrayFile::open(on.ctx, ino, *decode_schema(*vol->metadata().xattr(ino, "mmfs.schema")), &a, &msg) == 0);
+    CHECK(a->schema().members == std::vector<std::uint32_t>{1, 3});
+    REQUIRE(a->info().contains("lost_cells"));
+    a->quiesce();
+  }
+  auto blank = std::make_unique<MemoryDevice>(kMember, 512);
+  std::string report;
+  REQUIRE(rebuild_member(targets(disks, {1, 2, 3}), {"new0", std::make_unique<RefDevice>(*blank)}, &report, &msg) ==
+          0);
+  disks[0] = std::move(blank);
+  int err = 0;
+  auto vol = Volume::open(targets(disks, {0, 1, 2, 3}), &err, &msg, {});
+  INFO(msg);
+  REQUIRE(vol);
+  MemberRepairReport rep;
+  REQUIRE(repair_member_data(*vol, 0, &rep, &msg) == 0);
+  REQUIRE(rep.lost.size() == 1);
+  CHECK_THAT(rep.lost[0], Catch::Contains("/kept") && Catch::Contains("array cell(s)"));
+  CHECK(rep.failed.empty());
+
+  OnVolume on(*vol);
+  std::shared_ptr<ArrayFile> a;
+  REQUIRE(ArrayFile::open(on.ctx, ino, *decode_schema(*vol->metadata().xattr(ino, "mmfs.schema")), &a, &msg) == 0);
+  // The old primary, now copy 1, caught up on every cell but those over the
+  // lost ones: still behind, serving nothing; the rows beside read.
+  const nlohmann::json info = a->info();
+  CHECK(info["copies"][0]["state"] == "behind");
+  const std::uint64_t lost_rows = info["cell"][0].get<std::uint64_t>();  // row 4's cells: rows 0 .. lost_rows - 1
+  // Behind: exactly the copy's cells over those rows.
+  const std::uint64_t copy_rows = info["copies"][0]["cell"][0].get<std::uint64_t>();
+  const std::uint64_t copy_cells = info["copies"][0]["cells"].get<std::uint64_t>();
+  CHECK(info["copies"][0]["cells_behind"].get<std::uint64_t>() ==
+        copy_cells / ((96 + copy_rows - 1) / copy_rows) * ((lost_rows + copy_rows - 1) / copy_rows));
+  Bytes out(kRow);
+  std::size_t got = 0;
+  CHECK(a->read(4 * kRow, kRow, reinterpret_cast<std::byte*>(out.data()), &got, &msg) == EIO);
+  CHECK_THAT(msg, Catch::Contains("lost with a failed member"));
+  const std::uint64_t beside = 4 / lost_rows * lost_rows + lost_rows;
+  REQUIRE(a->read(beside * kRow, kRow, reinterpret_cast<std::byte*>(out.data()), &got, &msg) == 0);
+  CHECK(std::equal(out.begin(), out.end(), model.begin() + std::ptrdiff_t(beside * kRow)));
+  // Written whole: nothing lost, and copy 1 catches up on the rest.
+  REQUIRE(write_file(*a, 0, model) == 0);
+  REQUIRE(a->flush(true, &msg) == 0);
+  CHECK_FALSE(a->info().contains("lost_cells"));
+  REQUIRE(a->catch_up(&msg) == 0);
+  CHECK(a->info()["copies"][0]["state"] == "current");
+  CHECK(bytes_diff(placement_bytes(*a, 0), model) == "");
+  CHECK(bytes_diff(placement_bytes(*a, 1), model) == "");
+  a->quiesce();
+  a.reset();
+  CHECK(check_volume(*vol, false).problems.empty());
+}
