@@ -226,12 +226,15 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // Copies (fs/array/array_file_copies.cc): starts catching up the copies
   // that lag in the background, unless that runs already.
   void kick_catch_up();
-  // Catches every copy up now (returns when each is current and durable).
+  // Catches every copy up now (returns when each is current and durable,
+  // but for cells over the primary's lost cells: catchable_locked).
   int catch_up(std::string* message);
   // The scrub's repair (arrays with copies): reads every current placement
   // whole, a slab at a time, and rewrites each cell that fails its checksum
   // from another placement that reads it clean. *repaired counts them.
-  // Returns early, with 0, once `stop` is set or the copies change.
+  // Returns early, with 0, once `stop` is set or the copies change. Cells
+  // lost with a member (ArrayState::lost) are passed over, every other cell
+  // read; then EIO says how many are lost.
   int repair_placements(const std::atomic<bool>& stop, std::uint64_t* repaired, std::string* message);
   // Waits for the background loads in flight, without stopping new ones.
   void wait_for_prefetches();

@@ -641,11 +641,20 @@ int ArrayFile::repair_placements(const std::atomic<bool>& stop, std::uint64_t* r
     if ((copies_.empty() && (ctx_.io.mirror_sides() < 2 || !cells_locked())) || retired_) return 0;
     epoch = placement_epoch_.load();
   }
+  bool passed_lost = false;  // slabs whose only bad cells are lost ones
   for (std::uint32_t k = 0;; ++k) {
     std::uint64_t rows = 0, slab = 1;
     {
       std::shared_lock lock(mu_);
-      if (placement_epoch_.load() != epoch || retired_ || k > copies_.size()) return 0;
+      if (placement_epoch_.load() != epoch || retired_) return 0;
+      if (k > copies_.size()) {
+        const ArrayState* cells = cells_locked();
+        if (!passed_lost || !cells || cells->lost().isEmpty()) return 0;
+        *message = fmt::format("the primary: {} cell(s) were lost with a failed member (cell {} first), every other "
+                               "cell read clean; they read as errors until written whole",
+                               cells->lost().cardinality(), cells->lost().minimum());
+        return EIO;
+      }
       const CellGrid& g = placement_at(k).grid();
       rows = g.shape()[0];
       const std::uint64_t row_bytes = g.elements() / rows * g.itemsize();
@@ -699,6 +708,18 @@ int ArrayFile::repair_placements(const std::atomic<bool>& stop, std::uint64_t* r
       if (r != EIO || bad == Placement::kNoBadCell) {
         *message = fmt::format("{}: {}", k == 0 ? "the primary" : fmt::format("copy {}", k), why);
         return r;
+      }
+      if (ArrayState* cells = placement_at(k).cells(); cells && cells->is_lost(bad)) {
+        // Lost cells have nothing to be repaired from: passed over, as long
+        // as they are the slab's only bad ones.
+        std::vector<std::uint64_t> all_bad;
+        std::uint64_t first = Placement::kNoBadCell;
+        const int again = cells->read_selection(part, buf.data(), &first, {}, nullptr, nullptr, &all_bad);
+        std::erase_if(all_bad, [&](std::uint64_t c) { return cells->is_lost(c); });
+        if (again == EIO && all_bad.empty()) {
+          passed_lost = true;
+          continue;
+        }
       }
       // From each other current placement in turn, until every bad cell of the slab is rewritten.
       int healed = EIO;

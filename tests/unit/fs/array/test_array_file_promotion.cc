@@ -8,7 +8,10 @@
 // records it while it runs), its reads failing too.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <random>
 #include <string>
@@ -182,6 +185,14 @@ void lost_cells_read_as_errors_until_written_whole(ArrayFile& a, Bytes& model, c
     REQUIRE(a.read(row * kRowBytes, kRowBytes, into, &got, &msg) == 0);
     CHECK(std::equal(out.begin(), out.end(), model.begin() + std::ptrdiff_t(row * kRowBytes)));
   }
+  // A scrub reads every other cell and says how many are lost.
+  std::atomic<bool> stop{false};
+  std::uint64_t repaired = 0;
+  CHECK(a.repair_placements(stop, &repaired, &msg) == EIO);
+  CHECK(msg.find(fmt::format("{} cell(s) were lost with a failed member", info["lost_cells"].get<std::uint64_t>())) !=
+        std::string::npos);
+  CHECK(msg.find("every other cell read clean") != std::string::npos);
+  CHECK(repaired == 0);
   // A lost cell written in part: the write-back drops it and says so; it
   // stays lost.
   const Bytes element(4, 0x5a);
