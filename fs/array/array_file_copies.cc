@@ -356,39 +356,19 @@ Roaring ArrayFile::blocked_by_lost_locked(std::uint32_t k) const {
   const ArrayState* primary = cells_locked();
   const Placement& copy = placement_at(k);
   if (!primary || primary->lost().isEmpty() || !copy.cells()) return blocked;
-  const CellGrid& pg = primary->grid();
-  const CellGrid& cg = copy.grid();
-  const std::size_t n = cg.dims();
-  std::vector<std::uint64_t> lo(n), hi(n), at(n);
-  for (const std::uint32_t cell : primary->lost()) {
-    const std::vector<DimRange> box = pg.element_box(cell);
-    for (std::size_t d = 0; d < n; ++d) {
-      lo[d] = box[d].start / cg.cell()[d];
-      hi[d] = (box[d].stop - 1) / cg.cell()[d];
-    }
-    at = lo;
-    for (;;) {
-      blocked.add(std::uint32_t(cg.linear(at)));
-      std::size_t d = n;
-      while (d-- > 0 && ++at[d] > hi[d]) at[d] = lo[d];
-      if (d == std::size_t(-1)) break;
-    }
-  }
+  for (const std::uint32_t cell : primary->lost())
+    layouts::touched_cell_runs(copy.grid(), primary->grid().element_box(cell),
+                               [&](std::uint64_t first, std::uint64_t count) { blocked.addRange(first, first + count); });
   return blocked;
 }
 
 bool ArrayFile::overlaps_lost_locked(const std::vector<DimRange>& box) const {
   const ArrayState* primary = cells_locked();
   if (!primary || primary->lost().isEmpty()) return false;
-  const CellGrid& pg = primary->grid();
-  for (const std::uint32_t cell : primary->lost()) {
-    const std::vector<DimRange> lost = pg.element_box(cell);
-    bool meets = true;
-    for (std::size_t d = 0; d < box.size() && meets; ++d)
-      meets = lost[d].start < box[d].stop && box[d].start < lost[d].stop;
-    if (meets) return true;
-  }
-  return false;
+  Roaring touched;
+  layouts::touched_cell_runs(primary->grid(), box,
+                             [&](std::uint64_t first, std::uint64_t count) { touched.addRange(first, first + count); });
+  return primary->lost().intersect(touched);
 }
 
 Roaring ArrayFile::catchable_locked(std::uint32_t k) const {

@@ -1,6 +1,5 @@
 #include "fs/array/array_state.h"
 
-#include "fs/array/behind_record.h"
 #include "fs/array/member_sets.h"
 #include "fs/meta/keys.h"
 #include "fs/meta/metadata.h"
@@ -15,7 +14,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
 #include <new>
 #include <optional>
 
@@ -24,10 +22,6 @@ namespace mmfs::fs {
 using layouts::CellGrid;
 using layouts::Run;
 using layouts::Selection;
-
-std::string bad_cell_message(std::uint64_t cell) {
-  return fmt::format("cell {} failed its checksum (the device returned other bytes than were written)", cell);
-}
 
 ArrayState::ArrayState(std::unique_ptr<layouts::Layout> layout, CellChecksums sums, CellChecksums alternatives,
                        SectorIo& io, MemberSetSite* site)
@@ -122,32 +116,6 @@ void ArrayState::clear() {
   alt_.clear();
   if (!lost_.isEmpty()) lost_changed_ = true;
   lost_ = Roaring();
-}
-
-void ArrayState::set_lost(Roaring cells) {
-  lost_ = std::move(cells);
-  lost_changed_ = false;
-}
-
-void ArrayState::stage_lost(std::uint64_t ino, WriteBatch& batch) {
-  if (!lost_changed_) return;
-  if (lost_.isEmpty()) batch.del(keys::lost_cells(ino));
-  else batch.put(keys::lost_cells(ino), encode_lost(lost_));
-  lost_changed_ = false;
-}
-
-std::vector<std::uint64_t> ArrayState::take_dropped_lost() {
-  std::vector<std::uint64_t> out;
-  out.swap(dropped_lost_);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::string ArrayState::failure_message(std::uint64_t cell) const {
-  if (!is_lost(cell)) return bad_cell_message(cell);
-  return fmt::format("cell {} was lost with a failed member (the copy promoted over the primary there had not caught "
-                     "up on it): it reads as an error until it is written whole",
-                     cell);
 }
 
 void ArrayState::coords_of(std::uint64_t linear, std::uint64_t* coords) const {
