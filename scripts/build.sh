@@ -28,6 +28,11 @@ else
   meson_args+=(-Dsanitize=false)
 fi
 
+# ccache (meson uses it when installed): the unit tests' precompiled header is
+# cacheable only with this sloppiness (meson passes -fpch-preprocess), and the
+# cache is kept outside the tree so a fresh clone reuses it.
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
+
 if [[ -f $build_dir/meson-private/coredata.dat ]]; then
   meson setup --reconfigure "$build_dir" "${meson_args[@]}"
 else

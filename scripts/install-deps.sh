@@ -20,6 +20,7 @@ done
 
 APT_PACKAGES=(
   meson ninja-build pkg-config g++
+  ccache   # meson compiles through it when present: a rebuild in a fresh clone reuses unchanged objects
   libfuse3-dev fuse3 libhdf5-dev libzstd-dev libroaring-dev liburing-dev
   catch2 nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev
   attr fio

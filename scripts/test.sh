@@ -91,7 +91,7 @@ catch2_suite "bench tests" "$build_dir/bench/mmfs-bench-tests"
 echo
 echo "=== integration tests: tests/integration"
 py_rc=0
-MMFS_BUILD=$build_dir python3 -m pytest tests/integration -q 2>&1 | tee "$logs/pytest.txt" || py_rc=${PIPESTATUS[0]}
+MMFS_BUILD=$build_dir python3 -m pytest tests/integration -q --durations=15 2>&1 | tee "$logs/pytest.txt" || py_rc=${PIPESTATUS[0]}
 # The last line: "2 failed, 14 passed, 1 skipped in 1.23s" (or "no tests ran in 0.01s").
 py_summary=$(strip_colour "$logs/pytest.txt" | grep -E ' in [0-9.]+s' | tail -n1 || true)
 count() { grep -oE "[0-9]+ $1" <<<"$py_summary" | grep -oE '[0-9]+' | head -n1 || echo 0; }

@@ -123,6 +123,9 @@ int ArrayFile::open(const ArrayContext& ctx, Ino ino, const ArraySchema& schema,
     std::unique_lock lock(a->mu_);
     if (int r = a->load_index_locked(message)) return r;
     if (int r = a->open_copies_locked(message)) return r;
+    // A read-write mount of a volume that loses members: cells a promotion
+    // recorded lost may be held by another copy.
+    if (ctx.member_lost) a->fill_lost_or_report_locked();
     for (const ArrayCopy& c : a->copies_) behind = behind || !c.current();
   }
   if (behind) a->kick_catch_up();  // a crash or an unmount left copies behind

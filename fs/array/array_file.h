@@ -490,6 +490,26 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // `also` stages more into the commit (the copies' record).
   int rewrite_box_locked(ArrayState& cells, const std::vector<layouts::DimRange>& box, const std::byte* data,
                          std::string* message, const std::function<void(WriteBatch&)>& also = {});
+  // rewrite_box_locked's halves: the bytes into `cells` (dirty, not written
+  // back), then every dirty cell of `cells` written back and committed.
+  static void put_box(ArrayState& cells, const std::vector<layouts::DimRange>& box, const std::byte* data);
+  int commit_rewrite_locked(ArrayState& cells, std::string* message,
+                            const std::function<void(WriteBatch&)>& also = {});
+  // Cells lost with a member (fs/array/array_file_lost.cc): each of the
+  // primary's lost cells that a copy on surviving members holds current is
+  // read from it (verified) and written whole into the primary, which makes
+  // it the array's again (ArrayState::lost). A promotion records every cell
+  // the promoted copy lagged as lost; another copy may have caught up on
+  // some of them before the member was lost, and those bytes are not lost.
+  // Reported to on_healed. A cell no copy reads clean stays lost; only a
+  // device or metadata failure of the primary's write-back is an error.
+  int fill_lost_from_copies_locked(std::string* message);
+  // Whether copy `k` (>= 1) holds the bytes of `box` current: on members the
+  // volume has, and none of its cells that `box` touches behind.
+  bool copy_holds_current_locked(std::uint32_t k, const std::vector<layouts::DimRange>& box) const;
+  // fill_lost_from_copies_locked where nothing waits for its result (an
+  // open, a promotion): a failure goes to on_promoted, the cells stay lost.
+  void fill_lost_or_report_locked();
   void catch_up_worker();
   void stop_catch_up();
 

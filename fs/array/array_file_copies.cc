@@ -450,6 +450,11 @@ int ArrayFile::catch_up_locked(std::size_t k, std::uint64_t budget, bool whole, 
 
 int ArrayFile::rewrite_box_locked(ArrayState& cells, const std::vector<DimRange>& box, const std::byte* data,
                                   std::string* message, const std::function<void(WriteBatch&)>& also) {
+  put_box(cells, box, data);
+  return commit_rewrite_locked(cells, message, also);
+}
+
+void ArrayFile::put_box(ArrayState& cells, const std::vector<DimRange>& box, const std::byte* data) {
   const CellGrid& g = cells.grid();
   const std::size_t n = g.dims();
   const std::uint32_t item = g.itemsize();
@@ -476,6 +481,10 @@ int ArrayFile::rewrite_box_locked(ArrayState& cells, const std::vector<DimRange>
       }
     }
   }
+}
+
+int ArrayFile::commit_rewrite_locked(ArrayState& cells, std::string* message,
+                                     const std::function<void(WriteBatch&)>& also) {
   // Rewritten in place: the new checksums durable as alternatives first (ArrayState).
   std::uint64_t bad = 0;
   auto make_durable = [&](WriteBatch& alternatives) {
@@ -719,6 +728,9 @@ int ArrayFile::repair_placements(const std::atomic<bool>& stop, std::uint64_t* r
 
 int ArrayFile::catch_up(std::string* message) {
   std::unique_lock lock(mu_);
+  // Lost cells another copy holds come back first: the copies can then
+  // catch up over them too.
+  if (int r = fill_lost_from_copies_locked(message)) return r;
   for (std::size_t k = 1; k <= copies_.size(); ++k)
     if (int r = catch_up_locked(k, 0, true, message)) return r;
   return copies_.empty() ? 0 : ctx_.metadata.sync();

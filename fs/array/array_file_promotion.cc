@@ -127,6 +127,9 @@ int ArrayFile::promote_in_place_locked(std::string* message) {
                            *message);
     return r;
   }
+  // Cells the promoted copy lagged that another copy holds current, back
+  // first: the old primary's dirty bytes below may land on them.
+  fill_lost_or_report_locked();
   // What the old primary had not written back, into the new one: the bytes
   // its copy lagged, and any others its writers gave it since.
   if (const ArrayState* was = old->cells(); was && was->has_dirty()) {

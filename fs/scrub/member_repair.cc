@@ -72,23 +72,37 @@ int repair_member_data(Volume& volume, std::uint32_t member, MemberRepairReport*
     // A copy behind (writes while the member was gone) repairs nothing until
     // caught up, and its catch-up reads the primary: repair what the current
     // placements can, catch up, and only then read everything once more.
-    // Cells lost with the member (a lagging copy was promoted over it) are
-    // gone for good: reported as lost, as a plain file's blocks are; the
-    // copies catch up on every other cell, and the placements are read
-    // through once every lost cell has been written whole (they fail there).
+    // Cells lost with the member (a lagging copy was promoted over it): the
+    // catch-up first fills those another copy holds (ArrayFile::catch_up);
+    // the rest are gone for good, reported as lost as a plain file's blocks
+    // are; the copies catch up on every other cell, and the placements are
+    // read through once every lost cell has been written whole (they fail
+    // there).
     const nlohmann::json info = a->info();
     bool behind = false;
     for (const auto& c : info.value("copies", nlohmann::json::array())) behind = behind || c["state"] != "current";
-    const std::uint64_t lost = info.value("lost_cells", std::uint64_t{0});
+    std::uint64_t lost = info.value("lost_cells", std::uint64_t{0});
+    std::uint64_t first_lost = info.value("first_lost_cell", std::uint64_t{0});
+    std::uint64_t repaired = 0, more = 0;
+    int r = 0;
+    if (lost) {
+      r = a->catch_up(&why);
+      behind = false;
+      const nlohmann::json now = a->info();
+      lost = now.value("lost_cells", std::uint64_t{0});
+      first_lost = now.value("first_lost_cell", std::uint64_t{0});
+    }
     if (lost)
       report->lost.push_back(fmt::format("{}: {} array cell(s) (cell {} first), which the copy promoted over the "
-                                         "member had not caught up on; each reads as an error until written whole",
-                                         path_of(ino), lost, info.value("first_lost_cell", std::uint64_t{0})));
-    std::uint64_t repaired = 0, more = 0;
-    int r = lost ? 0 : a->repair_placements(stop, &repaired, &why);
-    if (behind) {
-      r = a->catch_up(&why);
-      if (r == 0 && !lost) r = a->repair_placements(stop, &more, &why);
+                                         "member had not caught up on and no other copy held; each reads as an "
+                                         "error until written whole",
+                                         path_of(ino), lost, first_lost));
+    if (r == 0) {
+      if (!lost) r = a->repair_placements(stop, &repaired, &why);
+      if (behind) {
+        r = a->catch_up(&why);
+        if (r == 0 && !lost) r = a->repair_placements(stop, &more, &why);
+      }
     }
     if (r == 0) r = a->flush(true, &why);
     a->quiesce();

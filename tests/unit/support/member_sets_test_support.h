@@ -48,6 +48,7 @@ struct Striped {
   // promotions it was told of.
   MemberLost lost = nullptr;
   std::vector<std::string> promoted;
+  std::vector<std::string> healed;  // what on_healed was told
 
   Striped() {
     for (int i = 0; i < 4; ++i) disks.push_back(std::make_unique<MemoryDevice>(kMember, 512));
@@ -99,6 +100,7 @@ struct Striped {
     c.on_served_around = [this](Ino, const std::string& m) { around.push_back(m); };
     c.member_lost = lost;
     c.on_promoted = [this](Ino, const std::string& m) { promoted.push_back(m); };
+    c.on_healed = [this](Ino, const std::string& m) { healed.push_back(m); };
     return c;
   }
   const geom::StripedGeometry& geometry() const { return dynamic_cast<const geom::StripedGeometry&>(vol->geometry()); }
