@@ -74,6 +74,9 @@ struct Striped {
     close();
     std::vector<MemberTarget> all = targets(), some;
     for (std::size_t i : which) some.push_back(std::move(all[i]));
+    // The members left out are destroyed with `all`: no view of them remains.
+    for (std::size_t i = 0; i < views.size(); ++i)
+      if (std::find(which.begin(), which.end(), i) == which.end()) views[i] = nullptr;
     Volume::MembersOptions o;
     o.degraded = true;
     int err = 0;
@@ -106,8 +109,11 @@ struct Striped {
   const geom::StripedGeometry& geometry() const { return dynamic_cast<const geom::StripedGeometry&>(vol->geometry()); }
   // Every read of member `m` fails (a lost disk), or none with m < 0.
   void lose(int m) {
-    for (RefDevice* v : views) v->failing.clear();
-    if (m >= 0) views[std::size_t(m)]->failing.emplace_back(0, kMember);
+    for (RefDevice* v : views)
+      if (v) v->failing.clear();
+    if (m < 0) return;
+    REQUIRE(views[std::size_t(m)] != nullptr);  // a member the volume was opened without
+    views[std::size_t(m)]->failing.emplace_back(0, kMember);
   }
   // The members the volume sectors of `extents` lie on.
   std::set<std::uint32_t> members_of(const std::vector<Extent>& extents) const {
