@@ -115,8 +115,7 @@ void ArrayFile::note_copies_write_locked(std::uint64_t offset, std::size_t lengt
   const std::uint64_t lo = offset / item, hi = (offset + length + item - 1) / item;
   layouts::c_order_boxes(schema_.shape, lo, hi, [&](const std::vector<DimRange>& box) {
     for (ArrayCopy& c : copies_) {
-      layouts::touched_cell_runs(c.placement->grid(), box,
-                                 [&](std::uint64_t first, std::uint64_t count) { c.behind.addRange(first, first + count); });
+      detail::add_touched_cells(c.placement->grid(), box, &c.behind);
       c.unrecorded = true;
     }
   });
@@ -357,8 +356,7 @@ Roaring ArrayFile::blocked_by_lost_locked(std::uint32_t k) const {
   const Placement& copy = placement_at(k);
   if (!primary || primary->lost().isEmpty() || !copy.cells()) return blocked;
   for (const std::uint32_t cell : primary->lost())
-    layouts::touched_cell_runs(copy.grid(), primary->grid().element_box(cell),
-                               [&](std::uint64_t first, std::uint64_t count) { blocked.addRange(first, first + count); });
+    detail::add_touched_cells(copy.grid(), primary->grid().element_box(cell), &blocked);
   return blocked;
 }
 
@@ -366,8 +364,7 @@ bool ArrayFile::overlaps_lost_locked(const std::vector<DimRange>& box) const {
   const ArrayState* primary = cells_locked();
   if (!primary || primary->lost().isEmpty()) return false;
   Roaring touched;
-  layouts::touched_cell_runs(primary->grid(), box,
-                             [&](std::uint64_t first, std::uint64_t count) { touched.addRange(first, first + count); });
+  detail::add_touched_cells(primary->grid(), box, &touched);
   return primary->lost().intersect(touched);
 }
 

@@ -3,13 +3,24 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <roaring/roaring.hh>
+
+#include <span>
 
 #include "fs/array/array_schema.h"
 #include "geometry/geometry.h"
+#include "layouts/c_order_boxes.h"
 
 namespace mmfs::fs::detail {
 
 inline bool is_mloc(const ArraySchema& s) { return s.layout == "mloc"; }
+
+// Adds to *cells the cells of `grid` that the element box `box` touches
+// (layouts::touched_cell_runs, one range per row of cells).
+inline void add_touched_cells(const layouts::CellGrid& grid, std::span<const layouts::DimRange> box, Roaring* cells) {
+  layouts::touched_cell_runs(grid, box,
+                             [cells](std::uint64_t first, std::uint64_t count) { cells->addRange(first, first + count); });
+}
 
 // On a geometry that knows the machine's costs (a measured one), a view's
 // plan predicts the read, not only its device time: modeled_ms becomes the

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fs/array/array_file.h"
-#include "layouts/c_order_boxes.h"
+#include "fs/array/array_file_internal.h"
 
 namespace mmfs::fs {
 
@@ -34,8 +34,7 @@ bool ArrayFile::copy_holds_current_locked(std::uint32_t k, const std::vector<Dim
   if (c.current()) return true;
   if (!c.placement->cells()) return false;  // an mloc image is current whole or not at all
   Roaring touched;
-  layouts::touched_cell_runs(c.placement->grid(), box,
-                             [&](std::uint64_t first, std::uint64_t count) { touched.addRange(first, first + count); });
+  detail::add_touched_cells(c.placement->grid(), box, &touched);
   return !touched.intersect(c.behind);
 }
 
