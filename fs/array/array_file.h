@@ -305,6 +305,10 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
                      std::vector<indexes::Estimate>* out, QueryCost* cost, std::string* message);
   // The count of an atom when the index header alone answers it (no read).
   std::optional<std::uint64_t> exact_count(const indexes::KeySet& keys) const;
+  // EIO, with the reason, when a query's scope (`box`, else the whole array)
+  // holds a cell lost with a member (ArrayState::lost): its values are gone,
+  // so no answer over them is true, from the index or from the data.
+  int check_query_scope(const std::optional<layouts::Selection>& box, std::string* message) const;
   // The elements at `rows` (ascending linear indices), in that order.
   int gather_rows(const indexes::Bitmap& rows, std::string* out, QueryCost* cost, std::string* message);
   // The values (or coords) of the elements that have `keys`, in row order,
@@ -322,9 +326,20 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
  private:
   // Index lifecycle, under the exclusive lock.
   int read_all_locked(const ArrayIndex::Visitor& visit, std::string* message);
+  // read_all_locked's slab of rows [r0, r1) of dimension 0 into `out` (C
+  // order) when it holds lost cells: every other cell as it reads, the lost
+  // ones as zeros. What an index holds for a lost cell is never used (queries
+  // over it fail, check_query_scope), and the write or fill that makes the
+  // cell whole again notes its values.
+  int read_slab_around_lost_locked(std::uint64_t r0, std::uint64_t r1, std::byte* out, std::string* message);
+  // Folds the C-order bytes of element box `box` into the index's delta.
+  void note_box_locked(const std::vector<layouts::DimRange>& box, const std::byte* data);
   int build_index_locked(const ArraySchema& schema, std::unique_ptr<ArrayIndex>* out, std::string* message);
-  // Loads the stored index (rebuilding one a crash left behind its data).
+  // Loads the stored index (rebuilding one a crash left behind its data, or
+  // one that lay on a member the volume lost).
   int load_index_locked(std::string* message);
+  // `extents` when one of them lies on a member ctx_.member_lost names, else none.
+  std::vector<Extent> extents_on_lost_member(const std::vector<Extent>& extents) const;
   // Makes `next`'s index/bins current: builds, commits with `batch`, drops the old.
   int change_index_locked(const ArraySchema& next, WriteBatch batch, std::string* message);
   // Folds the write [offset, offset+length) into the index's delta.
@@ -493,8 +508,10 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // rewrite_box_locked's halves: the bytes into `cells` (dirty, not written
   // back), then every dirty cell of `cells` written back and committed.
   static void put_box(ArrayState& cells, const std::vector<layouts::DimRange>& box, const std::byte* data);
+  // `with_index`: the index's delta noted with the rewritten bytes commits
+  // with their checksums, as a flush's does.
   int commit_rewrite_locked(ArrayState& cells, std::string* message,
-                            const std::function<void(WriteBatch&)>& also = {});
+                            const std::function<void(WriteBatch&)>& also = {}, bool with_index = false);
   // Cells lost with a member (fs/array/array_file_lost.cc): each of the
   // primary's lost cells that a copy on surviving members holds current is
   // read from it (verified) and written whole into the primary, which makes

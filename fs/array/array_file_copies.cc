@@ -481,7 +481,9 @@ void ArrayFile::put_box(ArrayState& cells, const std::vector<DimRange>& box, con
 }
 
 int ArrayFile::commit_rewrite_locked(ArrayState& cells, std::string* message,
-                                     const std::function<void(WriteBatch&)>& also) {
+                                     const std::function<void(WriteBatch&)>& also, bool with_index) {
+  if (with_index)
+    if (int r = index_before_write_back_locked(message)) return r;
   // Rewritten in place: the new checksums durable as alternatives first (ArrayState).
   std::uint64_t bad = 0;
   auto make_durable = [&](WriteBatch& alternatives) {
@@ -501,7 +503,10 @@ int ArrayFile::commit_rewrite_locked(ArrayState& cells, std::string* message,
   cells.alternatives().stage(batch);
   cells.stage_lost(ino_, batch);
   if (also) also(batch);
-  if (int r = ctx_.metadata.apply(batch, {})) {
+  std::vector<Extent> dropped;
+  if (with_index)
+    if (int r = index_after_write_back_locked(batch, &dropped, message)) return r;
+  if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
     *message = "metadata commit failed";
     return r;
   }

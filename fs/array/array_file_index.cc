@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "fs/array/array_file.h"
+#include "geometry/striped.h"
 #include "util/align.h"
 
 namespace mmfs::fs {
@@ -50,9 +51,20 @@ int ArrayFile::read_all_locked(const ArrayIndex::Visitor& visit, std::string* me
   const std::uint64_t rows = std::max<std::uint64_t>(1, kIndexSlabBytes / std::max<std::uint64_t>(1, row_bytes));
   AlignedBuffer buf(std::min(rows, S0) * row_bytes);  // zeros: an array without data reads as zeros
   const bool data = holds_data_locked();
+  const ArrayState* cells = cells_locked();
+  auto slab_holds_lost = [&](std::uint64_t r0, std::uint64_t r1) {
+    if (!cells) return false;
+    for (const std::uint32_t cell : cells->lost()) {
+      const DimRange rows = g.element_box(cell)[0];
+      if (rows.start < r1 && r0 < rows.stop) return true;
+    }
+    return false;
+  };
   for (std::uint64_t r0 = 0; r0 < S0; r0 += rows) {
     const std::uint64_t r1 = std::min(S0, r0 + rows);
-    if (data) {
+    if (data && slab_holds_lost(r0, r1)) {
+      if (int r = read_slab_around_lost_locked(r0, r1, buf.data(), message)) return r;
+    } else if (data) {
       std::vector<DimRange> dims;
       for (std::size_t d = 0; d < g.dims(); ++d) dims.push_back(DimRange{0, g.shape()[d], 1, false});
       dims[0] = DimRange{r0, r1, 1, false};
@@ -85,25 +97,41 @@ int ArrayFile::load_index_locked(std::string* message) {
   ArrayIndex::Env env{ctx_.metadata, ctx_.allocator, ctx_.io};
   bool stale = false;
   std::unique_ptr<ArrayIndex> stored;
-  if (int r = ArrayIndex::load(env, ino_, &stored, &stale, message)) {
-    if (r != EIO) return r;
-    // A damaged index must not take the array with it: its data reads as
-    // ever, and setting user.mmfs.index again replaces the index.
-    index_damage_ = *message;
+  // An index that lay on a member the volume lost (a read-write degraded
+  // mount) is derived data gone with it: it is built again from the data,
+  // which the array's placements on the survivors hold.
+  const std::vector<Extent> on_lost = extents_on_lost_member(ArrayIndex::stored_extents(ctx_.metadata, ino_));
+  if (on_lost.empty()) {
+    if (int r = ArrayIndex::load(env, ino_, &stored, &stale, message)) {
+      if (r != EIO) return r;
+      // A damaged index must not take the array with it: its data reads as
+      // ever, and setting user.mmfs.index again replaces the index.
+      index_damage_ = *message;
+      message->clear();
+      return 0;
+    }
+    if (stored && !stale) {
+      index_ = std::move(stored);
+      return 0;
+    }
+  }
+  // No index yet (a crash between the array's creation and its index), one
+  // a crash left behind its data, or one lost with a member: build it from
+  // the data as it is now.
+  std::unique_ptr<ArrayIndex> fresh;
+  if (int r = build_index_locked(schema_, &fresh, message)) {
+    if (on_lost.empty() || !is_device_failure(r)) return r;
+    // Data on the lost member too, with no copy to read it from: the array
+    // opens (what the survivors hold reads), its queries say why not.
+    index_damage_ = fmt::format("the array's index lay on a member the volume lost, and it could not be built "
+                                "again from the data ({}); set user.mmfs.index again once the data reads",
+                                *message);
     message->clear();
     return 0;
   }
-  if (stored && !stale) {
-    index_ = std::move(stored);
-    return 0;
-  }
-  // No index yet (a crash between the array's creation and its index), or
-  // one a crash left behind its data: build it from the data as it is now.
-  std::unique_ptr<ArrayIndex> fresh;
-  if (int r = build_index_locked(schema_, &fresh, message)) return r;
   WriteBatch batch;
   fresh->stage(batch);
-  std::vector<Extent> dropped = stored ? stored->extents() : std::vector<Extent>{};
+  std::vector<Extent> dropped = stored ? stored->extents() : on_lost;
   if (int r = ctx_.metadata.apply(batch, std::move(dropped))) {
     fresh->release();
     *message = "metadata commit failed";
@@ -114,7 +142,22 @@ int ArrayFile::load_index_locked(std::string* message) {
     return r;
   }
   index_ = std::move(fresh);
+  if (!on_lost.empty() && ctx_.on_promoted)
+    ctx_.on_promoted(ino_, "the array's bitmap index lay on the lost member: it was built again from the data");
   return 0;
+}
+
+std::vector<Extent> ArrayFile::extents_on_lost_member(const std::vector<Extent>& extents) const {
+  const auto* striped = dynamic_cast<const geom::StripedGeometry*>(&ctx_.geometry);
+  if (!striped || !ctx_.member_lost) return {};
+  for (const Extent& e : extents)
+    for (std::uint64_t at = e.start; at < e.start + e.sectors;) {
+      const auto n = std::uint32_t(std::min<std::uint64_t>(e.start + e.sectors - at, UINT32_MAX));
+      for (const auto& [member, piece] : striped->split(geom::Request{at, n}))
+        if (ctx_.member_lost(member)) return extents;
+      at += n;
+    }
+  return {};
 }
 
 int ArrayFile::change_index_locked(const ArraySchema& next, WriteBatch batch, std::string* message) {
@@ -183,6 +226,19 @@ int ArrayFile::index_after_write_back_locked(WriteBatch& batch, std::vector<Exte
   if (!partial_rows_.empty()) {
     std::sort(partial_rows_.begin(), partial_rows_.end());
     partial_rows_.erase(std::unique(partial_rows_.begin(), partial_rows_.end()), partial_rows_.end());
+    // A lost cell's write-back was dropped, so its rows have no values to
+    // note (and would not read): the write or fill that makes it whole does.
+    if (const ArrayState* cells = cells_locked(); cells && !cells->lost().isEmpty()) {
+      const layouts::CellGrid& g = cells->grid();
+      std::vector<std::uint64_t> cc(g.dims());
+      std::erase_if(partial_rows_, [&](std::uint64_t row) {
+        for (std::size_t d = g.dims(); d-- > 0;) {
+          cc[d] = row % g.shape()[d] / g.cell()[d];
+          row /= g.shape()[d];
+        }
+        return cells->is_lost(g.linear(cc));
+      });
+    }
     indexes::Bitmap rows;
     rows.addMany(partial_rows_.size(), partial_rows_.data());
     const std::uint64_t is = grid_locked().itemsize();

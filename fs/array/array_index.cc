@@ -274,17 +274,19 @@ int ArrayIndex::load(const Env& env, Ino ino, std::unique_ptr<ArrayIndex>* out, 
     return damaged("its sizes exceed its extents");
   // The header: its prefix says how long it is.
   std::vector<std::byte> bytes;
-  if (int r = index->read_blob(index->object_extents_, 0, IndexHeader::kPrefixBytes, &bytes, nullptr)) return r;
+  // A device that does not read it damages the index too: the array opens.
+  auto unread = [&](int r) { return damaged(fmt::format("it does not read: {}", std::strerror(r))); };
+  if (int r = index->read_blob(index->object_extents_, 0, IndexHeader::kPrefixBytes, &bytes, nullptr)) return unread(r);
   auto header_len = IndexHeader::header_bytes(bytes);
   if (!header_len || *header_len > index->object_bytes_) return damaged("its header is not an index header");
-  if (int r = index->read_blob(index->object_extents_, 0, *header_len, &bytes, nullptr)) return r;
+  if (int r = index->read_blob(index->object_extents_, 0, *header_len, &bytes, nullptr)) return unread(r);
   auto header = IndexHeader::decode(bytes);
   if (auto* e = std::get_if<std::string>(&header)) return damaged(*e);
   index->header_ = std::move(std::get<IndexHeader>(header));
   index->delta_ = indexes::IndexDelta(index->header_.binning());
   if (index->delta_bytes_ > 0) {
     std::vector<std::byte> delta;
-    if (int r = index->read_blob(index->delta_extents_, 0, index->delta_bytes_, &delta, nullptr)) return r;
+    if (int r = index->read_blob(index->delta_extents_, 0, index->delta_bytes_, &delta, nullptr)) return unread(r);
     if (XXH3_64bits(delta.data(), delta.size()) != index->delta_checksum_)
       return damaged("its delta fails its checksum");
     auto d = indexes::IndexDelta::decode(index->header_.binning(), delta);

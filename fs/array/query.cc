@@ -135,6 +135,12 @@ int run_query(const QueryView& view_in, const QueryArrays& arrays, bool model, Q
   }
   std::uint64_t rows = 1;
   for (std::uint64_t s : shape) rows *= s;
+  // Values lost with a member leave no true answer over them (the index
+  // still holds what they were). The box bounds every array alike.
+  for (const auto& [name, c] : columns)
+    if (int r = c.array->check_query_scope(view.box, message)) return r;
+  if (arrays.self)
+    if (int r = arrays.self->check_query_scope(view.box, message)) return r;
 
   // One atom whose bins are all aligned: its count is in the index header
   // (per-bin row counts), no bitmap is read.

@@ -17,7 +17,7 @@
 
 #include "fs/array/array_file.h"
 #include "fs/meta/keys.h"
-#include "tests/unit/support/member_sets_test_support.h"
+#include "tests/unit/support/crossed_lags_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;
@@ -26,63 +26,7 @@ using namespace mmfs::fs::testing::members;
 
 namespace {
 
-constexpr std::uint64_t kRowBytes = 80 * 48 * 4;  // one row of dimension 0 of the array below
-
-// Copy 1 keeps one row of dimension 0 per cell, copy 2 cells of 8 rows: a
-// row written leaves copy 1 one cell behind and copy 2 sixty.
-ArraySchema two_copies() {
-  return with_copies(make_schema({96, 80, 48}, "int32", "zorder"), "naive:cell=1,80,48;hilbert:cell=8,8,8");
-}
-
-void write_row(ArrayFile& a, Bytes& model, std::mt19937_64& rng, std::uint64_t row) {
-  const Bytes bytes = random_bytes(rng, kRowBytes);
-  std::copy(bytes.begin(), bytes.end(), model.begin() + std::ptrdiff_t(row * kRowBytes));
-  REQUIRE(write_file(a, row * kRowBytes, bytes) == 0);
-}
-
-Bytes read_row(ArrayFile& a, std::uint64_t row, int* error, std::string* message) {
-  Bytes out(kRowBytes);
-  std::size_t got = 0;
-  *error = a.read(row * kRowBytes, kRowBytes, reinterpret_cast<std::byte*>(out.data()), &got, message);
-  return out;
-}
-
-// The array of two_copies() on `m`, written whole, with the lags crossed:
-// row 4 written back, then copy 2 caught up (through a view read of it
-// alone), then row 40 written back. Copy 1 lags cells 4 and 40, copy 2 the
-// 60 cells of rows 40..47 only. No catch-up runs in the background.
-struct CrossedLags {
-  Striped m;
-  std::mt19937_64 rng;
-  Bytes model;
-  std::shared_ptr<ArrayFile> a;
-  std::uint32_t primary_member = 0;
-
-  explicit CrossedLags(std::uint64_t seed, MemberLost lost_later = nullptr) : rng(seed) {
-    m.lost = std::move(lost_later);
-    a = filled(m, "crossed", two_copies(), rng, &model);
-    a->quiesce();
-    const ArraySchema s = a->schema();
-    // Each placement on members of its own: the primary's loss costs neither copy.
-    REQUIRE(s.copies.size() == 2);
-    REQUIRE_FALSE(s.members.empty());
-    primary_member = s.members.front();
-    for (const CopySpec& c : s.copies)
-      REQUIRE(std::find(c.members.begin(), c.members.end(), primary_member) == c.members.end());
-    std::string msg;
-    write_row(*a, model, rng, 4);
-    REQUIRE(a->flush(true, &msg) == 0);
-    CHECK(bytes_diff(view_bytes(*a, {"copy", "2@", "slice", "0", "4"}),
-                     Bytes(model.begin() + 4 * kRowBytes, model.begin() + 5 * kRowBytes)) == "");
-    write_row(*a, model, rng, 40);
-    REQUIRE(a->flush(true, &msg) == 0);
-    const nlohmann::json info = a->info();
-    REQUIRE(info["copies"][0]["state"] == "behind");
-    REQUIRE(info["copies"][1]["state"] == "behind");
-    REQUIRE(info["copies"][0]["cells_behind"] == 2);
-    REQUIRE(info["copies"][1]["cells_behind"] == 60);
-  }
-};
+constexpr std::uint64_t kRowBytes = kCrossedRowBytes;
 
 // `a`, promoted from copy 1 (cells 4 and 40 lagging): cell 4 was filled
 // from copy 2 and reads the array's bytes; cell 40 is lost (EIO naming
@@ -118,7 +62,7 @@ void only_the_cell_no_copy_holds_is_lost(CrossedLags& h, ArrayFile& a) {
   REQUIRE(stored);
   // Row 40 written whole: nothing is lost, and every placement on the
   // survivors catches up to the array's bytes.
-  write_row(a, h.model, h.rng, 40);
+  h.write_row(a, 40);
   REQUIRE(a.flush(true, &msg) == 0);
   CHECK_FALSE(a.info().contains("lost_cells"));
   CHECK_FALSE(h.m.vol->metadata().store().get(keys::lost_cells(a.ino())));
@@ -147,10 +91,7 @@ TEST_CASE("lost cells filled from another copy: at a degraded open, the promoted
   CrossedLags h(419);
   const Ino ino = h.a->ino();
   h.a.reset();
-  std::vector<std::size_t> survivors;
-  for (std::size_t i = 0; i < 4; ++i)
-    if (i != h.primary_member) survivors.push_back(i);
-  auto a = reopen_array(h.m, ino, survivors, lose({h.primary_member}));
+  auto a = reopen_array(h.m, ino, h.survivors(), lose({h.primary_member}));
   only_the_cell_no_copy_holds_is_lost(h, *a);
   // Opened again: nothing more to fill, nothing more promoted.
   a = reopen(h.m, a);
@@ -193,10 +134,7 @@ TEST_CASE("lost cells filled from another copy: a copy that does not read gives 
   h.a.reset();
   // A degraded open while copy 2's member fails every read: the promotion
   // happens, and no cell is filled (copy 2 does not read).
-  std::vector<std::size_t> survivors;
-  for (std::size_t i = 0; i < 4; ++i)
-    if (i != h.primary_member) survivors.push_back(i);
-  h.m.reopen(survivors);
+  h.m.reopen(h.survivors());
   h.m.lost = lose({h.primary_member});
   h.m.lose(int(copy2_members.front()));
   std::shared_ptr<ArrayFile> a;
