@@ -61,9 +61,27 @@ bool Allocator::free(const Extent& e) {
   auto it = free_.upper_bound(e.start);
   if (it != free_.begin() && std::prev(it)->second > e.start) return false;
   if (it != free_.end() && it->first < end) return false;
-  give_locked(e.start, end);
-  free_total_ += e.sectors;
+  std::vector<Extent> kept = withheld_ ? withheld_(e) : std::vector<Extent>{};
+  std::sort(kept.begin(), kept.end(), [](const Extent& a, const Extent& b) { return a.start < b.start; });
+  Lbn at = e.start;
+  auto give = [&](Lbn to) {
+    if (to <= at) return;
+    give_locked(at, to);
+    free_total_ += to - at;
+  };
+  for (const Extent& k : kept) {
+    const Lbn from = std::max(k.start, e.start), to = std::min(k.start + k.sectors, end);
+    if (from >= to) continue;
+    give(from);
+    at = std::max(at, to);
+  }
+  give(end);
   return true;
+}
+
+void Allocator::set_withheld(Withheld withheld) {
+  std::lock_guard lock(mu_);
+  withheld_ = std::move(withheld);
 }
 
 Lbn Allocator::track_start_at_or_after(Lbn lbn) const {

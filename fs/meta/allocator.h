@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -49,8 +50,16 @@ class Allocator final : public SpaceSource {
   int allocate_small(std::uint64_t sectors, std::vector<Extent>* out);
   // Returns an extent to the free map. Returns false when any of it is
   // already free or outside the area (a double free: the caller has a bug or
-  // the metadata is corrupt).
+  // the metadata is corrupt). Its withheld parts (below) stay out of it.
   bool free(const Extent& e) override;
+  // Sectors that a free never returns to the free map: `withheld(e)` gives
+  // the parts of `e` to keep out (in any order). A RAID 0 volume running
+  // without a member keeps its sectors out (Volume::exclude_member_space):
+  // nothing new may land there, and files deleted meanwhile held some. The
+  // map is rebuilt from the extent maps at the next mount, which excludes
+  // the member again. Replaces the previous filter; empty: none.
+  using Withheld = std::function<std::vector<Extent>(const Extent& e)>;
+  void set_withheld(Withheld withheld);
 
   std::uint64_t free_sectors() const override;
   std::uint64_t total_sectors() const { return end_ - first_; }
@@ -69,6 +78,7 @@ class Allocator final : public SpaceSource {
   Lbn first_, end_;
   mutable std::mutex mu_;
   std::map<Lbn, Lbn> free_;  // start -> end (exclusive), disjoint, coalesced
+  Withheld withheld_;
   std::uint64_t free_total_ = 0;
 };
 

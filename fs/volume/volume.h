@@ -122,7 +122,8 @@ class Volume {
                                              const MetaOpenOptions& metadata);
   int rewrite_member_superblocks();
   // A RAID 0 volume running without member m: its free space is taken out
-  // of the free map (until the next mount), so nothing new lands on it.
+  // of the free map (until the next mount), and what is freed on it later
+  // stays out (Allocator::set_withheld), so nothing new lands on it.
   void exclude_member_space(std::uint32_t m);
   void device_failed(std::uint32_t device, const std::string& reason);
   // RAID 0 with its metadata on member sets: a member failed a write or a
@@ -144,6 +145,7 @@ class Volume {
   // (Superblock::meta_sets): the store's device, over device_.
   std::unique_ptr<BlockDevice> meta_device_;
   int meta_lost_copy_ = -1;  // the metadata copy on a failed member's set (-1: none)
+  std::vector<std::uint32_t> excluded_members_;  // exclude_member_space's (guarded by members_mu_)
   Superblock sb_;
   std::unique_ptr<geom::Geometry> geometry_;
   std::unique_ptr<MetaStore> store_;

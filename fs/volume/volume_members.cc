@@ -442,9 +442,22 @@ std::unique_ptr<Volume> Volume::open(std::vector<MemberTarget> targets, int* err
 void Volume::exclude_member_space(std::uint32_t m) {
   const auto* g = dynamic_cast<const geom::StripedGeometry*>(geometry_.get());
   if (!g || m >= g->members()) return;
-  const geom::MemberSubset lost(*g, {m});
-  for (const geom::LbnRun& r : lost.to_parent(lost.on_set(as_runs(allocator_->free_extents()))))
-    allocator_->mark_used({r.first, r.count});
+  std::vector<std::uint32_t> members;
+  {
+    std::lock_guard lock(members_mu_);
+    if (std::find(excluded_members_.begin(), excluded_members_.end(), m) == excluded_members_.end())
+      excluded_members_.push_back(m);
+    std::sort(excluded_members_.begin(), excluded_members_.end());
+    members = excluded_members_;
+  }
+  auto lost = std::make_shared<const geom::MemberSubset>(*g, members);
+  auto on_lost = [lost](const std::vector<Extent>& extents) {
+    std::vector<Extent> out;
+    for (const geom::LbnRun& r : lost->to_parent(lost->on_set(as_runs(extents)))) out.push_back({r.first, r.count});
+    return out;
+  };
+  allocator_->set_withheld([on_lost](const Extent& e) { return on_lost({e}); });
+  for (const Extent& e : on_lost(allocator_->free_extents())) allocator_->mark_used(e);
 }
 
 void Volume::set_failure_hook(std::function<void(const std::string&, const std::string&)> hook) {

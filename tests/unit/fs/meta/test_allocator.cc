@@ -1,6 +1,7 @@
 // The data-area allocator (fs/meta/allocator.h): runs, track groups, small
 // objects, and the aligned stripes of a zone a quadrangle array asks for.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -164,6 +165,57 @@ TEST_CASE("allocator: random allocations and frees track free space exactly", "[
     for (const Extent& e : v)
       if (e.sectors % 736 == 0 && g->track_boundaries(e.start).low == e.start)
         CHECK(g->track_boundaries(e.start + e.sectors - 1).high == e.start + e.sectors - 1);
+}
+
+TEST_CASE("allocator: withheld sectors never return to the free map, whatever frees them", "[alloc]") {
+  auto g = geom::load_geometry("cheetah36es");
+  Allocator a(*g, 0, 736 * 4 * 300);
+  // Every sector in [k*1000 + 300, k*1000 + 700) withheld (a lost member's
+  // stripes, as Volume::exclude_member_space computes them).
+  auto withheld_in = [](const Extent& e) {
+    std::vector<Extent> out;
+    for (Lbn k = e.start / 1000; k * 1000 < e.start + e.sectors; ++k) {
+      const Lbn from = std::max<Lbn>(e.start, k * 1000 + 300), to = std::min<Lbn>(e.start + e.sectors, k * 1000 + 700);
+      if (from < to) out.push_back({from, to - from});
+    }
+    std::reverse(out.begin(), out.end());  // any order
+    return out;
+  };
+  auto is_withheld = [](Lbn s) { return s % 1000 >= 300 && s % 1000 < 700; };
+  std::mt19937_64 rng(11);
+  std::vector<Extent> live;
+  std::set<Lbn> used;
+  for (int i = 0; i < 40; ++i) {
+    std::vector<Extent> out;
+    REQUIRE(a.allocate_small(1 + rng() % 5000, &out) == 0);
+    for (const Extent& e : out)
+      for (Lbn s = e.start; s < e.start + e.sectors; ++s) used.insert(s);
+    live.insert(live.end(), out.begin(), out.end());
+  }
+  a.set_withheld(withheld_in);
+  std::set<Lbn> kept;  // withheld when freed: in use for good
+  for (const Extent& e : live) {
+    REQUIRE(a.free(e));
+    for (Lbn s = e.start; s < e.start + e.sectors; ++s) {
+      used.erase(s);
+      if (is_withheld(s)) kept.insert(s);
+    }
+    CHECK_FALSE(a.free(e));  // a double free is still refused (its free parts)
+  }
+  REQUIRE_FALSE(kept.empty());
+  CHECK(a.free_sectors() == a.total_sectors() - kept.size());
+  // Everything free allocated again: never a withheld sector.
+  for (;;) {
+    std::vector<Extent> out;
+    if (a.allocate_small(4096, &out) != 0) break;
+    for (const Extent& e : out)
+      for (Lbn s = e.start; s < e.start + e.sectors; ++s) REQUIRE(kept.count(s) == 0);
+  }
+  // Without the filter, a free gives every sector back.
+  a.set_withheld(nullptr);
+  const std::uint64_t before = a.free_sectors();
+  REQUIRE(a.free({*kept.begin(), 1}));
+  CHECK(a.free_sectors() == before + 1);
 }
 
 TEST_CASE("allocator: extents for a 64 GiB MultiMap array (speed shown by mmfs-bench)", "[alloc]") {
