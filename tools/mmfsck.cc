@@ -48,6 +48,7 @@ int repair_rebuilt(const std::vector<std::string>& targets, const std::string& r
   }
   fmt::print("repaired {} cell(s) of {} array(s) with copies from their copies on other members\n", rep.cells,
              rep.arrays);
+  if (rep.indexes) fmt::print("built {} bitmap index(es) that lay on the member anew from their data\n", rep.indexes);
   for (const auto& l : rep.lost) fmt::print("lost (no second copy): {}\n", l);
   for (const auto& f : rep.failed) fmt::print("not repaired: {}\n", f);
   return rep.lost.empty() && rep.failed.empty() ? 0 : 4;
@@ -65,8 +66,9 @@ int main(int argc, char** argv) {
   app.add_option("--rebuild", rebuild,
                  "Restore redundancy onto NEW_TARGET, which replaces the failed (or missing) member. RAID 1: the "
                  "member's share is copied from its mirror. RAID 0: its metadata copy is written from the other copy, "
-                 "and arrays with copies get the cells that lay on it back from their copies on other members; other "
-                 "data that lay on it is listed as lost (exit 4). NEW_TARGET then takes the member's place (mount "
+                 "arrays with copies get the cells that lay on it back from their copies on other members, and bitmap "
+                 "indexes that lay on it are built anew from their data; other data that lay on it is listed as "
+                 "lost (exit 4). NEW_TARGET then takes the member's place (mount "
                  "the volume with NEW_TARGET in its stead)")
       ->type_name("NEW_TARGET");
   app.add_option("TARGET", target_args,

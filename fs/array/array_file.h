@@ -296,6 +296,9 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   std::uint64_t generation() const override { return generation_.load(); }
   std::vector<std::uint64_t> shape() const;
   bool has_index() const;
+  // Builds the index again from the data and replaces the stored one, whose
+  // bytes lay on a member rebuilt blank (mmfsck --rebuild). 0 without one.
+  int rebuild_index(std::string* message);
   std::uint64_t index_device_bytes() const;
   // The rows of each atom (keys of this array's dtype), inside `box` when
   // given: from the index (sure and candidate rows), or, without one, from

@@ -38,6 +38,12 @@ bool ArrayFile::has_index() const {
   return index_ != nullptr;
 }
 
+int ArrayFile::rebuild_index(std::string* message) {
+  std::unique_lock lock(mu_);
+  if (schema_.index == "none" || retired_) return 0;
+  return change_index_locked(schema_, WriteBatch{}, message);
+}
+
 std::uint64_t ArrayFile::index_device_bytes() const {
   std::shared_lock lock(mu_);
   return index_ ? index_->device_bytes() : 0;

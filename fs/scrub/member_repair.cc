@@ -46,27 +46,49 @@ int repair_member_data(Volume& volume, std::uint32_t member, MemberRepairReport*
   for (const auto& [ino, kinds] : touched) {
     const auto record = md.xattr(ino, std::string(ArrayFile::kSchemaXattr));
     const auto schema = record ? decode_schema(*record) : std::nullopt;
-    if (kinds.count(keys::Kind::IndexExtents))
-      report->lost.push_back(fmt::format("{}: its bitmap index (set user.mmfs.index again to rebuild it)", path_of(ino)));
+    const bool index = kinds.count(keys::Kind::IndexExtents) > 0;
+    auto index_lost = [&](const std::string& why) {
+      report->lost.push_back(fmt::format("{}: its bitmap index ({}; set user.mmfs.index again to rebuild it)",
+                                         path_of(ino), why));
+    };
     const bool copied = schema && !schema->copies.empty();
     if (kinds.count(keys::Kind::MlocExtents) && !copied)
       report->lost.push_back(fmt::format("{}: mloc image blocks", path_of(ino)));
     // (An mloc primary's image with copies is sealed anew from them below: ArrayFile::repair_placements.)
     const bool placed = kinds.count(keys::Kind::Extents) || kinds.count(keys::Kind::CopyExtents) ||
                         (copied && kinds.count(keys::Kind::MlocExtents));
-    if (!placed) continue;
+    if (!placed && !index) continue;
     if (!schema || schema->shape.empty()) {
       report->lost.push_back(fmt::format("{}: file blocks", path_of(ino)));
       continue;
     }
-    if (schema->copies.empty()) {
+    if (kinds.count(keys::Kind::MlocExtents) && !copied) {
+      if (index) index_lost("built from an image that is lost too");
+      if (!placed) continue;
+    }
+    if (placed && schema->copies.empty()) {
       report->lost.push_back(fmt::format("{}: array cells (the array has no copies)", path_of(ino)));
+      if (index) index_lost("built from cells that are lost too");
       continue;
     }
     std::shared_ptr<ArrayFile> a;
     std::string why;
     if (int r = ArrayFile::open(ctx, ino, *schema, &a, &why)) {
       report->failed.push_back(fmt::format("{}: {} ({})", path_of(ino), why, std::strerror(r)));
+      if (index) index_lost("the array did not open");
+      continue;
+    }
+    // An index is derived from the data: once the data reads whole again
+    // (it did not lie on the member, or its copies put it back), the index
+    // is built from it anew.
+    auto rebuild_index = [&]() {
+      std::string why_not;
+      if (int r = a->rebuild_index(&why_not)) return index_lost(fmt::format("{}: {}", why_not, std::strerror(r)));
+      ++report->indexes;
+    };
+    if (!placed) {
+      rebuild_index();
+      a->quiesce();
       continue;
     }
     // A copy behind (writes while the member was gone) repairs nothing until
@@ -105,6 +127,10 @@ int repair_member_data(Volume& volume, std::uint32_t member, MemberRepairReport*
       }
     }
     if (r == 0) r = a->flush(true, &why);
+    if (index) {
+      if (r == 0) rebuild_index();
+      else index_lost("the array's repair failed");
+    }
     a->quiesce();
     repaired += more;
     if (r) {

@@ -7,10 +7,11 @@
 // fails its checksum in any placement (the new member holds no bytes of
 // its own) rewritten from a placement that reads it clean
 // (ArrayFile::repair_placements; an mloc image, the primary's or a copy's,
-// is encoded anew). What lay on the member without a second copy — plain
-// files, arrays without copies (their mloc images too), bitmap indexes —
-// is listed as lost: its reads fail their checksums (EIO); an index is
-// rebuilt by setting user.mmfs.index again.
+// is encoded anew). A bitmap index that lay on the member is built anew
+// from its array's data once that reads whole (the data did not lie on the
+// member, or its copies put it back). What lay on the member without a
+// second copy — plain files, arrays without copies (their mloc images and
+// indexes too) — is listed as lost: its reads fail their checksums (EIO).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ namespace mmfs::fs {
 struct MemberRepairReport {
   std::uint64_t arrays = 0;          // arrays with copies repaired
   std::uint64_t cells = 0;           // cells rewritten from another placement
+  std::uint64_t indexes = 0;         // bitmap indexes built anew from their data
   std::vector<std::string> lost;     // "path: what" for data that had no second copy
   std::vector<std::string> failed;   // "path: why" for arrays whose repair failed
 };

@@ -5,9 +5,11 @@ member"; docs/reference.md §5 queries), through the daemon.
 The index is derived data on the volume's shared space: whichever member
 the volume loses, an index that lay on it is built again from the data at
 the array's first open on the degraded mount, and every query view equals
-numpy. Each member is lost in turn, on a copy of the images, so the member
-holding the index is among them (its .mmfs/errors line says so), as are the
-primary's and the copy's.
+numpy. mmfsck --rebuild onto a blank image builds an index that lay on the
+lost member anew from the data its copies put back, so the rebuilt volume
+answers every query too. Each member is lost in turn, on a copy of the
+images, so the member holding the index is among them (its .mmfs/errors
+line says so, and mmfsck's report), as are the primary's and the copy's.
 
 Every mount is unmounted, even on failure."""
 import shutil
@@ -17,6 +19,7 @@ import numpy as np
 
 from copies_support import wait_current
 from mmfs_mount import fsck, make_array, read_bytes, setx, view
+from test_copies_on_members import rebuild_onto_blank
 from test_daemon_volume import errors_text, joined, mkfs_members, running
 from test_daemon_volume import scratch_dir  # noqa: F401  (a fixture)
 
@@ -46,7 +49,9 @@ def check_queries(path, arr, what):
         assert got == int(box.sum()), f"{what}box {cond}: count {got}, numpy {int(box.sum())}"
 
 
-def test_raid0_indexed_array_answers_queries_whichever_member_is_lost(scratch_dir):
+def indexed_array_with_a_copy(scratch_dir):
+    """The array of int32s in [0, 50) with an e1 index and a copy, on four
+    fresh image files; returns (images, mount point, the array)."""
     images = [scratch_dir / f"m{i}.img" for i in range(P)]
     mkfs_members(images, 0, "96M")
     mnt = scratch_dir / "mnt"
@@ -58,15 +63,26 @@ def test_raid0_indexed_array_answers_queries_whichever_member_is_lost(scratch_di
         setx(path, "copies", "naive:order=0,2,1")
         wait_current(path)
         check_queries(path, arr, "")
+    return images, mnt, arr
+
+
+def survivors_of(images, lost, run):
+    """Copies in `run` of every image but member `lost`'s."""
+    run.mkdir()
+    survivors = []
+    for i, image in enumerate(images):
+        if i != lost:
+            survivors.append(run / image.name)
+            subprocess.run(["cp", "--sparse=always", str(image), str(survivors[-1])], check=True)
+    return survivors
+
+
+def test_raid0_indexed_array_answers_queries_whichever_member_is_lost(scratch_dir):
+    images, mnt, arr = indexed_array_with_a_copy(scratch_dir)
     rebuilt_on = []
     for lost in range(P):
         run = scratch_dir / f"lose{lost}"
-        run.mkdir()
-        survivors = []
-        for i, image in enumerate(images):
-            if i != lost:
-                survivors.append(run / image.name)
-                subprocess.run(["cp", "--sparse=always", str(image), str(survivors[-1])], check=True)
+        survivors = survivors_of(images, lost, run)
         with running(survivors, mnt, options=("degraded",)):
             check_queries(mnt / "q", arr, f"member {lost} lost: ")
             if REBUILT in errors_text(mnt):
@@ -77,3 +93,25 @@ def test_raid0_indexed_array_answers_queries_whichever_member_is_lost(scratch_di
         fsck(joined(survivors))
         shutil.rmtree(run)
     assert rebuilt_on, "no member held the index: the test did not lose it"
+
+
+def test_raid0_rebuild_builds_an_index_on_the_lost_member_anew(scratch_dir):
+    """mmfsck --rebuild without a mount in between: the index that lay on
+    the member is built from the data the copy put back, not listed lost."""
+    images, mnt, arr = indexed_array_with_a_copy(scratch_dir)
+    built_on = []
+    for lost in range(P):
+        run = scratch_dir / f"rebuild{lost}"
+        survivors = survivors_of(images, lost, run)
+        rc, out, err = rebuild_onto_blank(run / "new.img", survivors)
+        assert rc == 0, f"member {lost}: mmfsck --rebuild: exit {rc}\n{out}{err}"
+        assert "lost (no second copy)" not in out, out
+        if "built 1 bitmap index(es) that lay on the member anew" in out:
+            built_on.append(lost)
+        rebuilt = list(survivors)
+        rebuilt.insert(lost, run / "new.img")
+        fsck(joined(rebuilt))
+        with running(rebuilt, mnt):
+            check_queries(mnt / "q", arr, f"member {lost} rebuilt: ")
+        shutil.rmtree(run)
+    assert built_on, "no member held the index: the test did not lose it"

@@ -10,17 +10,22 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "fs/array/array_file.h"
+#include "fs/array/array_index.h"
 #include "fs/array/copy_spec.h"
 #include "fs/paths/view_path.h"
 #include "fs/scrub/member_repair.h"
 #include "fs/volume/fsck.h"
 #include "fs/volume/volume.h"
 #include "geometry/load.h"
+#include "geometry/striped.h"
+#include "indexes/bitmap.h"
+#include "indexes/values.h"
 #include "tests/unit/support/array_test_support.h"
 #include "tests/unit/support/array_view_support.h"
 #include "tests/unit/support/fs_test_support.h"
@@ -98,8 +103,20 @@ TEST_CASE("RAID 0 rebuild: the metadata copy from its twin, an array's cells fro
     };
     ArraySchema s = make_schema({96, 80, 48}, "int32", "zorder");
     REQUIRE(set_schema_attr(s, "copies", "naive:order=0,2,1").error == 0);
+    s.index = "e1";
+    s.bins = "100";
     kept_ino = make("kept", s, &kept);
-    make("alone", make_schema({64, 64, 64}, "float64", "naive"), &alone);
+    ArraySchema t = make_schema({64, 64, 64}, "float64", "naive");
+    t.index = "e1";
+    make("alone", t, &alone);
+    // Both indexes have bytes on member 1: what the rebuild does with them is seen.
+    const auto& g = dynamic_cast<const geom::StripedGeometry&>(vol->geometry());
+    for (const Ino ino : {kept_ino, *vol->metadata().lookup(kRootIno, "alone")}) {
+      bool on_member1 = false;
+      for (const Extent& e : ArrayIndex::stored_extents(vol->metadata(), ino))
+        for (const auto& [member, piece] : g.split({e.start, std::uint32_t(e.sectors)})) on_member1 |= member == 1;
+      REQUIRE(on_member1);
+    }
   }
   // Member 1 is replaced by a blank device.
   auto blank = std::make_unique<MemoryDevice>(kMember, 512);
@@ -121,8 +138,12 @@ TEST_CASE("RAID 0 rebuild: the metadata copy from its twin, an array's cells fro
   REQUIRE(repair_member_data(*vol, 1, &rep, &msg) == 0);
   CHECK(rep.arrays == 1);
   CHECK(rep.cells > 0);
-  REQUIRE(rep.lost.size() == 1);
+  // The array with a copy has its index built anew from the data the copy
+  // put back; the other's is lost with its cells.
+  CHECK(rep.indexes == 1);
+  REQUIRE(rep.lost.size() == 2);
   CHECK_THAT(rep.lost[0], Catch::Contains("/alone") && Catch::Contains("no copies"));
+  CHECK_THAT(rep.lost[1], Catch::Contains("/alone: its bitmap index") && Catch::Contains("lost too"));
   CHECK(rep.failed.empty());
   // Every placement of the array reads whole again; the other fails its checksums.
   OnVolume on(*vol);
@@ -132,6 +153,23 @@ TEST_CASE("RAID 0 rebuild: the metadata copy from its twin, an array's cells fro
           0);
   CHECK(bytes_diff(placement_bytes(*a, 0), kept) == "");
   CHECK(bytes_diff(placement_bytes(*a, 1), kept) == "");
+  // Its index answers from its new bytes: every row of `>= 0` and none else,
+  // each bitmap read from the device and verified.
+  {
+    const indexes::KeySet keys = indexes::compare_keys(indexes::ValueType::I32, indexes::CompareOp::Ge, *indexes::parse_number("0"));
+    std::vector<indexes::Estimate> est;
+    QueryCost cost;
+    REQUIRE(a->atom_estimates({keys}, std::nullopt, &est, &cost, &msg) == 0);
+    indexes::Bitmap truth;
+    for (std::uint64_t i = 0; i < kept.size() / 4; ++i) {
+      std::int32_t v = 0;
+      std::memcpy(&v, kept.data() + i * 4, 4);
+      if (v >= 0) truth.add(i);
+    }
+    CHECK(indexes::is_subset(est[0].sure_rows(), truth));
+    CHECK(indexes::is_subset(truth, est[0].sure_rows() | est[0].maybe));
+    CHECK(cost.index_read_bytes > 0);
+  }
   a->quiesce();
   a.reset();
   const Ino alone_ino = *vol->metadata().lookup(kRootIno, "alone");
