@@ -49,6 +49,7 @@ Filesystem::Filesystem(std::unique_ptr<fs::Volume> volume, bool read_only)
       member_sets_(volume_->allocator(), volume_->device(), volume_->geometry()),
       array_ctx_{volume_->metadata(), volume_->allocator(), io_, volume_->geometry(), geometry_name(*volume_)} {
   array_ctx_.member_sets = &member_sets_;
+  array_ctx_.read_only = read_only_;
   array_ctx_.on_healed = [this](Ino ino, const std::string& message) {
     ++healed_cells_;
     const auto inode = volume_->metadata().inode(ino);

@@ -80,6 +80,8 @@ struct ArrayContext {
   // Called after such a promotion (the daemon counts it and writes
   // `message` to .mmfs/errors); may be empty.
   std::function<void(Ino ino, const std::string& message)> on_promoted = nullptr;
+  // A read-only mount: nothing derived (an index) is built anew on reads.
+  bool read_only = false;
 };
 
 // The rows (C-order linear indices) of a box of an array of `shape`.
@@ -329,6 +331,16 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
  private:
   // Index lifecycle, under the exclusive lock.
   int read_all_locked(const ArrayIndex::Visitor& visit, std::string* message);
+  // atom_estimates under the shared lock; *from_index: an error came from
+  // the index (damaged at load, a bitmap failing its checksum or its read).
+  int atom_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<layouts::Selection>& box,
+                            std::vector<indexes::Estimate>* out, QueryCost* cost, bool* from_index,
+                            std::string* message);
+  // A query met the index `failed` (null: the damage found at load) broken
+  // for `why`: the index is derived from the data, so it is built anew from
+  // it (reported to on_healed) and the query goes on. 0 also when another
+  // query healed it first; else the error, *message saying both reasons.
+  int heal_index(const ArrayIndex* failed, const std::string& why, std::string* message);
   // read_all_locked's slab of rows [r0, r1) of dimension 0 into `out` (C
   // order) when it holds lost cells: every other cell as it reads, the lost
   // ones as zeros. What an index holds for a lost cell is never used (queries
@@ -623,9 +635,13 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   std::uint64_t first_dropped_lost_ = 0;
   std::unique_ptr<ArrayIndex> index_;      // guarded by mu_; null without an index
   // Why the stored index could not be loaded (guarded by mu_; empty when it
-  // could). The array stays usable: queries answer EIO with this reason
-  // until user.mmfs.index is set again, which drops the damaged index.
+  // could). The array stays usable: the next query builds the index anew
+  // from the data (heal_index), and failing that answers EIO with this
+  // reason until user.mmfs.index is set again.
   std::string index_damage_;
+  // Why heal_index failed for index_damage_ (guarded by mu_): queries do
+  // not read the whole array again for it until the index changes.
+  std::string damage_heal_failure_;
   std::vector<std::uint64_t> partial_rows_;  // rows a write cut: their values are read at flush
   std::atomic<std::uint64_t> generation_{0};  // bumped by every change of the contents
   std::uint64_t periodic_generation_ = 0;     // generation_ at the last flush_periodic (under mu_)

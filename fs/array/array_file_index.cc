@@ -38,6 +38,34 @@ bool ArrayFile::has_index() const {
   return index_ != nullptr;
 }
 
+int ArrayFile::heal_index(const ArrayIndex* failed, const std::string& why, std::string* message) {
+  std::unique_lock lock(mu_);
+  if (retired_) {
+    *message = "the array file was removed";
+    return ESTALE;
+  }
+  // Healed (or replaced) by another query meanwhile.
+  if (index_.get() != failed || (!failed && index_damage_.empty())) return 0;
+  if (ctx_.read_only) {
+    *message = fmt::format("{} (a read-only mount does not build the index anew)", why);
+    return EIO;
+  }
+  const std::string& failed_before = index_ ? index_->heal_failure() : damage_heal_failure_;
+  if (!failed_before.empty()) {
+    *message = fmt::format("{}; building the index anew from the data failed: {}", why, failed_before);
+    return EIO;
+  }
+  std::string build_why;
+  if (int r = change_index_locked(schema_, WriteBatch{}, &build_why)) {
+    if (index_) index_->set_heal_failure(build_why);
+    else damage_heal_failure_ = build_why;
+    *message = fmt::format("{}; building the index anew from the data failed: {}", why, build_why);
+    return r;
+  }
+  if (ctx_.on_healed) ctx_.on_healed(ino_, fmt::format("{}: the bitmap index was built anew from the data", why));
+  return 0;
+}
+
 int ArrayFile::rebuild_index(std::string* message) {
   std::unique_lock lock(mu_);
   if (schema_.index == "none" || retired_) return 0;
@@ -99,6 +127,7 @@ int ArrayFile::build_index_locked(const ArraySchema& schema, std::unique_ptr<Arr
 int ArrayFile::load_index_locked(std::string* message) {
   index_.reset();
   index_damage_.clear();
+  damage_heal_failure_.clear();
   if (schema_.index == "none") return 0;
   ArrayIndex::Env env{ctx_.metadata, ctx_.allocator, ctx_.io};
   bool stale = false;
@@ -190,6 +219,7 @@ int ArrayFile::change_index_locked(const ArraySchema& next, WriteBatch batch, st
   }
   index_ = std::move(fresh);
   index_damage_.clear();
+  damage_heal_failure_.clear();
   partial_rows_.clear();
   if (int r = ctx_.metadata.sync()) {
     *message = "metadata sync failed";

@@ -127,6 +127,11 @@ nlohmann::json ArrayFile::info() const {
                          {"bitmaps", h.directory().size()},
                          {"object_bytes", index_->object_bytes()},
                          {"provisional", index_->provisional()}};
+    // Where it lies (the object's extents, then the delta's), as A@/lbn
+    // says where an element lies: for tools and for tests that damage it.
+    nlohmann::json lbns = nlohmann::json::array();
+    for (const Extent& e : index_->extents()) lbns.push_back({e.start, e.sectors});
+    j["index_detail"]["lbns"] = std::move(lbns);
     // The edges between the value bins (bin i+1 starts at edges[i]; the
     // first bin starts at the dtype's smallest value), when few enough to show.
     const indexes::Binning& b = h.binning();

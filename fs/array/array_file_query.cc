@@ -114,11 +114,31 @@ int ArrayFile::ready_for_query(std::string* message) {
 
 int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const std::optional<Selection>& box,
                               std::vector<Estimate>* out, QueryCost* cost, std::string* message) {
-  out->assign(atoms.size(), Estimate{});
   if (int r = ready_for_query(message)) return r;
+  const QueryCost before = *cost;
+  const ArrayIndex* used = nullptr;
+  bool from_index = false;
+  {
+    std::shared_lock lock(mu_);
+    used = index_.get();
+    const int r = atom_estimates_locked(atoms, box, out, cost, &from_index, message);
+    if (r == 0 || !from_index || !is_device_failure(r)) return r;
+  }
+  // The index is derived data: built anew from the array's, the query goes on.
+  if (int r = heal_index(used, *message, message)) return r;
+  *cost = before;
   std::shared_lock lock(mu_);
+  return atom_estimates_locked(atoms, box, out, cost, &from_index, message);
+}
+
+int ArrayFile::atom_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<Selection>& box,
+                                     std::vector<Estimate>* out, QueryCost* cost, bool* from_index,
+                                     std::string* message) {
+  out->assign(atoms.size(), Estimate{});
+  *from_index = false;
   if (!index_damage_.empty()) {
     *message = index_damage_;
+    *from_index = true;
     return EIO;
   }
   const auto& shape = grid_locked().shape();
@@ -127,7 +147,10 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
     if (box) in_box = selection_rows(*box, shape);
     for (std::size_t i = 0; i < atoms.size(); ++i) {
       IndexCost ic;
-      if (int r = index_->estimate(atoms[i], &(*out)[i], &ic, message)) return r;
+      if (int r = index_->estimate(atoms[i], &(*out)[i], &ic, message)) {
+        *from_index = true;
+        return r;
+      }
       cost->index_bytes += ic.planned;
       cost->index_read_bytes += ic.bytes;
       cost->requests += ic.requests;

@@ -96,6 +96,10 @@ class ArrayIndex {
   // Rows first_row.. now hold `elements` (the array's write path).
   void note(std::uint64_t first_row, const std::byte* elements, std::size_t count);
   bool delta_changed() const { return delta_changed_; }
+  // Why building this index anew failed after a query met it broken
+  // (ArrayFile::heal_index): queries do not read the whole array again for it.
+  const std::string& heal_failure() const { return heal_failure_; }
+  void set_heal_failure(std::string why) { heal_failure_ = std::move(why); }
   // The delta has grown past what it saves, or the bins were chosen before
   // the array held its data: the caller rebuilds.
   bool wants_rebuild() const;
@@ -140,6 +144,7 @@ class ArrayIndex {
   std::uint64_t delta_bytes_ = 0;
   std::uint64_t delta_checksum_ = 0;
   bool delta_changed_ = false;
+  std::string heal_failure_;
 
   // Most recently used first, within a byte budget.
   static constexpr std::uint64_t kCacheBytes = 512ull << 20;

@@ -1,0 +1,174 @@
+// A bitmap index that does not read is built anew from the data by the
+// query that meets it (ArrayFile::heal_index): a bitmap failing its checksum,
+// or an index damaged when the array was loaded (its header). The query
+// answers from the new index, equal to the data; on_healed says what
+// happened, once; the new index is durable (a read-only mount builds
+// nothing and says why). When the data does not read
+// either, the query fails naming both reasons, and later queries do not
+// read the whole array again for the same index until user.mmfs.index is
+// set again.
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fs/array/array_index.h"
+#include "fs/volume/fsck.h"
+#include "tests/unit/support/array_index_test_support.h"
+#include "tests/unit/support/array_test_support.h"
+#include "tests/unit/support/fs_test_support.h"
+
+using namespace mmfs;
+using namespace mmfs::fs;
+using namespace mmfs::fs::testing::arrays;
+using namespace mmfs::fs::testing::array_indexes;
+namespace array_indexes = mmfs::fs::testing::array_indexes;
+
+namespace {
+
+constexpr std::uint32_t kSector = 512;
+
+// An int16 array of 200x150 small values with an exact e1 index, on `dev`,
+// written and settled: the index's bitmaps fill many sectors after its header.
+struct Indexed {
+  std::unique_ptr<MemoryDevice> dev;
+  Values data;
+  Ino ino = 0;
+  ArraySchema schema;
+
+  explicit Indexed(std::uint64_t seed) {
+    auto g = toy_disk();
+    dev = formatted(*g);
+    std::mt19937_64 rng(seed);
+    data = random_values(rng, 200 * 150);
+    schema = indexed(make_schema({200, 150}, "int16", "naive"), "e1", "exact");
+    Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*dev)));
+    auto a = create_with_values(m, "h", schema, data);
+    ino = a->ino();
+    std::string msg;
+    REQUIRE(a->settle(&msg) == 0);
+  }
+  // The volume sector holding byte `byte` of the stored index's object.
+  Lbn object_sector(const Mount& m, std::uint64_t byte) const {
+    std::unique_ptr<ArrayIndex> index;
+    bool stale = false;
+    std::string msg;
+    REQUIRE(ArrayIndex::load({m.md(), m.vol->allocator(), *m.io}, ino, &index, &stale, &msg) == 0);
+    REQUIRE(index);
+    std::uint64_t sector = byte / kSector;
+    for (const Extent& e : index->extents()) {
+      if (sector < e.sectors) return e.start + sector;
+      sector -= e.sectors;
+    }
+    FAIL("byte " << byte << " is past the index");
+    return 0;
+  }
+  std::uint64_t object_bytes(const Mount& m) const {
+    std::unique_ptr<ArrayIndex> index;
+    bool stale = false;
+    std::string msg;
+    REQUIRE(ArrayIndex::load({m.md(), m.vol->allocator(), *m.io}, ino, &index, &stale, &msg) == 0);
+    return index->object_bytes();
+  }
+  void flip(Lbn lbn, std::uint32_t at = 100) { dev->bytes()[lbn * kSector + at] ^= std::byte{0x5A}; }
+};
+
+// The array opened afresh (nothing of its index cached), its heals recorded.
+std::shared_ptr<ArrayFile> open_healing(const Mount& m, Ino ino, std::vector<std::string>* healed,
+                                        bool read_only = false) {
+  ArrayContext ctx = m.ctx();
+  ctx.read_only = read_only;
+  ctx.on_healed = [healed](Ino, const std::string& message) { healed->push_back(message); };
+  std::shared_ptr<ArrayFile> a;
+  std::string msg;
+  const int rc = ArrayFile::open(ctx, ino, *stored_schema(m, ino), &a, &msg);
+  INFO(msg);
+  REQUIRE(rc == 0);
+  return a;
+}
+
+int count_eq(ArrayFile& a, int c, std::string* msg) {
+  std::vector<indexes::Estimate> est;
+  QueryCost cost;
+  return a.atom_estimates({array_indexes::keys(indexes::CompareOp::Eq, c)}, std::nullopt, &est, &cost, msg);
+}
+
+}  // namespace
+
+TEST_CASE("index healing: a bitmap failing its checksum is built anew from the data by the query that meets it",
+          "[array_index][heal]") {
+  Indexed h(71);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*h.dev)));
+  // A byte of the last bitmap: the header still reads, the array opens whole.
+  h.flip(h.object_sector(m, h.object_bytes(m) - 1), 0);
+  std::vector<std::string> healed;
+  auto a = open_healing(m, h.ino, &healed);
+  CHECK_FALSE(a->info()["index_detail"].contains("damaged"));
+  check_index_matches(*a, h.data, true, "healed at the first query");
+  REQUIRE(healed.size() == 1);
+  CHECK_THAT(healed[0], Catch::Contains("failed its checksum") && Catch::Contains("built anew from the data"));
+  // Durable: opened again, the index reads and nothing more is healed.
+  a->quiesce();
+  a.reset();
+  healed.clear();
+  a = open_healing(m, h.ino, &healed);
+  check_index_matches(*a, h.data, true, "opened again");
+  CHECK(healed.empty());
+  a->quiesce();
+  a.reset();
+  CHECK(check_volume(*m.vol, false).problems.empty());
+}
+
+TEST_CASE("index healing: an index damaged when the array was loaded is built anew by the next query",
+          "[array_index][heal]") {
+  Indexed h(73);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*h.dev)));
+  h.flip(h.object_sector(m, 0), 3);  // its header
+  std::vector<std::string> healed;
+  // A read-only mount says why and builds nothing.
+  auto a = open_healing(m, h.ino, &healed, true);
+  std::string msg;
+  CHECK(count_eq(*a, 3, &msg) == EIO);
+  CHECK_THAT(msg, Catch::Contains("index is damaged") && Catch::Contains("read-only mount"));
+  CHECK(healed.empty());
+  a->quiesce();
+  a = open_healing(m, h.ino, &healed);
+  CHECK(a->info()["index_detail"].contains("damaged"));
+  check_index_matches(*a, h.data, true, "healed at the first query");
+  REQUIRE(healed.size() == 1);
+  CHECK_THAT(healed[0], Catch::Contains("index is damaged") && Catch::Contains("built anew from the data"));
+  CHECK_FALSE(a->info()["index_detail"].contains("damaged"));
+  a->quiesce();
+  a.reset();
+  CHECK(check_volume(*m.vol, false).problems.empty());
+}
+
+TEST_CASE("index healing: when the data does not read either, the query fails naming both, and is not retried "
+          "until the index is set again",
+          "[array_index][heal]") {
+  Indexed h(79);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*h.dev)));
+  h.flip(h.object_sector(m, 0), 3);
+  const Lbn cell0 = m.md().extents(h.ino).at(0).start;
+  h.flip(cell0);
+  std::vector<std::string> healed;
+  auto a = open_healing(m, h.ino, &healed);
+  std::string msg;
+  CHECK(count_eq(*a, 3, &msg) == EIO);
+  CHECK_THAT(msg, Catch::Contains("index is damaged") &&
+                      Catch::Contains("building the index anew from the data failed") &&
+                      Catch::Contains("failed its checksum"));
+  // The cell reads again: the same index is not built anew by a query...
+  h.flip(cell0);
+  const std::string first = msg;
+  CHECK(count_eq(*a, 3, &msg) == EIO);
+  CHECK(msg == first);
+  CHECK(healed.empty());
+  // ...but by setting user.mmfs.index again.
+  REQUIRE(a->change_schema(h.schema, &msg) == 0);
+  check_index_matches(*a, h.data, true, "set again");
+  a->quiesce();
+  a.reset();
+  CHECK(check_volume(*m.vol, false).problems.empty());
+}
