@@ -98,6 +98,25 @@ struct CrossedLags {
     return Bytes(model.begin() + std::ptrdiff_t(row * kCrossedRowBytes),
                  model.begin() + std::ptrdiff_t((row + 1) * kCrossedRowBytes));
   }
+  // `a` let go, then opened again on a degraded volume without the
+  // primary's member while copy 2's member fails every read: the promotion
+  // happens, and no lost cell is filled (copy 2 does not read).
+  std::shared_ptr<ArrayFile> open_degraded_copy2_unreadable() {
+    const Ino ino = a->ino();
+    const std::vector<std::uint32_t> copy2_members = a->schema().copies[1].members;
+    REQUIRE_FALSE(copy2_members.empty());
+    a->quiesce();
+    a.reset();
+    m.reopen(survivors());
+    m.lost = lose({primary_member});
+    m.lose(int(copy2_members.front()));
+    std::shared_ptr<ArrayFile> opened;
+    std::string msg;
+    const int rc = ArrayFile::open(m.ctx(), ino, *stored_schema_of(m, ino), &opened, &msg);
+    INFO(msg);
+    REQUIRE(rc == 0);
+    return opened;
+  }
   // The member sets without the primary's member: a degraded mount's.
   std::vector<std::size_t> survivors() const {
     std::vector<std::size_t> out;
