@@ -62,7 +62,9 @@ int ArrayFile::heal_index(const ArrayIndex* failed, const std::string& why, std:
     *message = fmt::format("{}; building the index anew from the data failed: {}", why, build_why);
     return r;
   }
-  if (ctx_.on_healed) ctx_.on_healed(ino_, fmt::format("{}: the bitmap index was built anew from the data", why));
+  if (ctx_.on_healed)
+    ctx_.on_healed(ino_, fmt::format("the bitmap index was built anew from the data after a query met it broken: {}",
+                                     why));
   return 0;
 }
 

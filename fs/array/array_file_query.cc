@@ -125,7 +125,8 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
     if (r == 0 || !from_index || !is_device_failure(r)) return r;
   }
   // The index is derived data: built anew from the array's, the query goes on.
-  if (int r = heal_index(used, *message, message)) return r;
+  const std::string why = *message;
+  if (int r = heal_index(used, why, message)) return r;
   *cost = before;
   std::shared_lock lock(mu_);
   return atom_estimates_locked(atoms, box, out, cost, &from_index, message);
