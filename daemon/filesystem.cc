@@ -56,6 +56,12 @@ Filesystem::Filesystem(std::unique_ptr<fs::Volume> volume, bool read_only)
     errors_.record(EIO, path_of(ino), "self-healed: " + message,
                    inode ? std::optional<std::uint32_t>(inode->uid) : std::nullopt);
   };
+  array_ctx_.on_index_healed = [this](Ino ino, const std::string& message) {
+    ++healed_indexes_;
+    const auto inode = volume_->metadata().inode(ino);
+    errors_.record(EIO, path_of(ino), "self-healed: " + message,
+                   inode ? std::optional<std::uint32_t>(inode->uid) : std::nullopt);
+  };
   array_ctx_.on_served_around = [this](Ino ino, const std::string& message) {
     ++served_around_;
     const auto inode = volume_->metadata().inode(ino);

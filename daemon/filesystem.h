@@ -277,6 +277,7 @@ class Filesystem {
   std::atomic<std::uint64_t> data_view_opens_{0};
   // Cells that failed their checksum in one copy, served from another and rewritten in place.
   std::atomic<std::uint64_t> healed_cells_{0};
+  std::atomic<std::uint64_t> healed_indexes_{0};  // bitmap indexes built anew after one was met broken
   std::atomic<std::uint64_t> served_around_{0};  // reads another copy served after a device error or a bad cell
   std::atomic<std::uint64_t> promoted_copies_{0};  // copies made primary over a primary on a lost member
   std::atomic<std::uint64_t> member_failures_{0};  // see note_member_failure
@@ -349,16 +350,20 @@ class Filesystem {
   int start_scrub(Ino ino, const std::string& how);
   struct ScrubSlot {
     std::shared_ptr<fs::ScrubRunner> runner;
-    // Beside the device scrub: every array with copies read whole through
-    // each placement, bad cells rewritten from another (ArrayFile::repair_placements).
-    std::thread copies;
-    std::atomic<bool> copies_stop{false};
-    std::atomic<bool> copies_running{false};
+    // Beside the device scrub, in one thread: every array with copies read
+    // whole through each placement, bad cells rewritten from another
+    // (ArrayFile::repair_placements); then every bitmap index read whole and
+    // checked, a broken one built anew from its data (ArrayFile::verify_index).
+    std::thread repairs;
+    std::atomic<bool> repairs_stop{false};
+    std::atomic<bool> copies_running{false}, indexes_running{false};
     std::atomic<std::uint64_t> copies_arrays{0}, copies_repaired{0};
-    ~ScrubSlot();  // stops the runner and the copies' repair
+    std::atomic<std::uint64_t> indexes_checked{0}, indexes_rebuilt{0};
+    ~ScrubSlot();  // stops the runner and the repairs
   };
-  // The copies' repair of a scrub (its thread).
+  // The repairs of a scrub (its thread): the copies', then the indexes'.
   void repair_copies();
+  void verify_indexes();
   std::mutex scrub_mu_;
   ScrubSlot scrub_;
   // ---- end of the scrub ---------------------------------------------------

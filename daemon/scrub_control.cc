@@ -41,8 +41,8 @@ std::string_view trimmed(std::string_view s) {
 
 Filesystem::ScrubSlot::~ScrubSlot() {
   if (runner) runner->stop();
-  copies_stop = true;
-  if (copies.joinable()) copies.join();
+  repairs_stop = true;
+  if (repairs.joinable()) repairs.join();
 }
 
 void Filesystem::repair_copies() {
@@ -57,7 +57,7 @@ void Filesystem::repair_copies() {
       return true;
     });
   for (Ino ino : arrays) {
-    if (scrub_.copies_stop) break;
+    if (scrub_.repairs_stop) break;
     std::shared_ptr<fs::ArrayFile> array;
     std::string msg;
     if (const int r = array_for(ino, &array, &msg); r != 0) {
@@ -65,12 +65,39 @@ void Filesystem::repair_copies() {
       continue;
     }
     std::uint64_t repaired = 0;
-    if (int r = array->repair_placements(scrub_.copies_stop, &repaired, &msg))
+    if (int r = array->repair_placements(scrub_.repairs_stop, &repaired, &msg))
       errors_.record(r, path_of(ino), "scrub: " + msg);
     scrub_.copies_repaired += repaired;
     ++scrub_.copies_arrays;
   }
   scrub_.copies_running = false;
+  verify_indexes();
+}
+
+void Filesystem::verify_indexes() {
+  // Every array with an index record or an index extent map (a record that
+  // no longer decodes still has its extents).
+  std::set<Ino> arrays;
+  for (const fs::keys::Kind kind : {fs::keys::Kind::IndexRecord, fs::keys::Kind::IndexExtents})
+    volume_->store().scan(fs::keys::scan_prefix(kind), [&](std::string_view k, std::string_view) {
+      if (auto parsed = fs::keys::parse(k); parsed && parsed->kind == kind) arrays.insert(parsed->ino);
+      return true;
+    });
+  for (Ino ino : arrays) {
+    if (scrub_.repairs_stop) break;
+    std::shared_ptr<fs::ArrayFile> array;
+    std::string msg;
+    if (const int r = array_for(ino, &array, &msg); r != 0) {
+      if (r != ENOENT) errors_.record(r, path_of(ino), "scrub: " + msg);
+      continue;
+    }
+    bool rebuilt = false;
+    if (int r = array->verify_index(scrub_.repairs_stop, &rebuilt, &msg))
+      errors_.record(r, path_of(ino), "scrub: " + msg);
+    if (rebuilt) ++scrub_.indexes_rebuilt;
+    ++scrub_.indexes_checked;
+  }
+  scrub_.indexes_running = false;
 }
 
 bool Filesystem::is_scrub_node(Ino ino) const {
@@ -102,6 +129,9 @@ std::string Filesystem::scrub_status_text() {
   j["copies"] = {{"state", scrub_.copies_running ? "running" : "idle"},
                 {"arrays_checked", scrub_.copies_arrays.load()},
                 {"cells_repaired", scrub_.copies_repaired.load()}};
+  j["indexes"] = {{"state", scrub_.indexes_running ? "running" : "idle"},
+                 {"checked", scrub_.indexes_checked.load()},
+                 {"rebuilt", scrub_.indexes_rebuilt.load()}};
   j["commands"] = kCommands;
   return j.dump(2) + "\n";
 }
@@ -211,13 +241,16 @@ int Filesystem::start_scrub(Ino ino, const std::string& how) {
   if (int r = fs::ScrubRunner::start(io_, g, mode, std::move(engine), fs::ScrubRunnerOptions{}, &runner, &msg))
     return record(r, ino, "start: " + msg);
   scrub_.runner = std::move(runner);
-  scrub_.copies_stop = true;
-  if (scrub_.copies.joinable()) scrub_.copies.join();
-  scrub_.copies_stop = false;
+  scrub_.repairs_stop = true;
+  if (scrub_.repairs.joinable()) scrub_.repairs.join();
+  scrub_.repairs_stop = false;
   scrub_.copies_running = true;
+  scrub_.indexes_running = true;
   scrub_.copies_arrays = 0;
   scrub_.copies_repaired = 0;
-  scrub_.copies = std::thread([this] { repair_copies(); });
+  scrub_.indexes_checked = 0;
+  scrub_.indexes_rebuilt = 0;
+  scrub_.repairs = std::thread([this] { repair_copies(); });
   return 0;
 }
 
@@ -228,13 +261,13 @@ void Filesystem::stop_scrub() {
     runner = scrub_.runner;
   }
   if (runner) runner->stop();
-  std::thread copies;
+  std::thread repairs;
   {
     std::lock_guard lock(scrub_mu_);
-    scrub_.copies_stop = true;
-    copies = std::move(scrub_.copies);
+    scrub_.repairs_stop = true;
+    repairs = std::move(scrub_.repairs);
   }
-  if (copies.joinable()) copies.join();
+  if (repairs.joinable()) repairs.join();
 }
 
 }  // namespace mmfs::daemon

@@ -118,6 +118,7 @@ int Filesystem::vnode_content(Ino vino, const VNode& v, const Caller& who, struc
         j["copies"] = {{"self_healed_cells", healed_cells_.load()},
                        {"reads_served_by_another_copy", served_around_.load()},
                        {"promoted_over_a_lost_member", promoted_copies_.load()}};
+        j["indexes"] = {{"self_healed", healed_indexes_.load()}};
         const fs::BufferPool::Stats b = fs::BufferPool::shared().stats();
         j["io_buffers"] = {{"limit_bytes", fs::BufferPool::shared().limit()},
                            {"idle_bytes", b.idle_bytes},

@@ -61,6 +61,9 @@ struct ArrayContext {
   // copy and rewritten in place from it (the daemon counts it and writes
   // `message` to .mmfs/errors); may be empty.
   std::function<void(Ino ino, const std::string& message)> on_healed = nullptr;
+  // Called after a bitmap index that a query or the scrub met broken was
+  // built anew from the data (heal_index); may be empty.
+  std::function<void(Ino ino, const std::string& message)> on_index_healed = nullptr;
   // Called after a piece of a view that a device error kept from one
   // placement (a lost member, an unreadable sector), or a piece of another
   // read (a query's scan, an index build, a relayout) that a bad cell or a
@@ -301,6 +304,12 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // Builds the index again from the data and replaces the stored one, whose
   // bytes lay on a member rebuilt blank (mmfsck --rebuild). 0 without one.
   int rebuild_index(std::string* message);
+  // The scrub's check of the index (ArrayIndex::verify: every bitmap, not
+  // only those queries read): one found broken, or damaged at load, is
+  // built anew from the data as a query would (heal_index), *rebuilt set.
+  // 0 without an index or once `stop` is set; else the error, *message
+  // saying why (a read-only mount, data that does not read either).
+  int verify_index(const std::atomic<bool>& stop, bool* rebuilt, std::string* message);
   std::uint64_t index_device_bytes() const;
   // The rows of each atom (keys of this array's dtype), inside `box` when
   // given: from the index (sure and candidate rows), or, without one, from
@@ -336,11 +345,12 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int atom_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<layouts::Selection>& box,
                             std::vector<indexes::Estimate>* out, QueryCost* cost, bool* from_index,
                             std::string* message);
-  // A query met the index `failed` (null: the damage found at load) broken
-  // for `why`: the index is derived from the data, so it is built anew from
-  // it (reported to on_healed) and the query goes on. 0 also when another
-  // query healed it first; else the error, *message saying both reasons.
-  int heal_index(const ArrayIndex* failed, const std::string& why, std::string* message);
+  // `met_by` (a query, the scrub) met the index `failed` (null: the damage
+  // found at load) broken for `why`: the index is derived from the data, so
+  // it is built anew from it (reported to on_healed) and the query goes on.
+  // 0 also when another caller healed it first; else the error, *message
+  // saying both reasons.
+  int heal_index(const ArrayIndex* failed, const std::string& why, std::string_view met_by, std::string* message);
   // read_all_locked's slab of rows [r0, r1) of dimension 0 into `out` (C
   // order) when it holds lost cells: every other cell as it reads, the lost
   // ones as zeros. What an index holds for a lost cell is never used (queries

@@ -38,7 +38,8 @@ bool ArrayFile::has_index() const {
   return index_ != nullptr;
 }
 
-int ArrayFile::heal_index(const ArrayIndex* failed, const std::string& why, std::string* message) {
+int ArrayFile::heal_index(const ArrayIndex* failed, const std::string& why, std::string_view met_by,
+                          std::string* message) {
   std::unique_lock lock(mu_);
   if (retired_) {
     *message = "the array file was removed";
@@ -62,9 +63,40 @@ int ArrayFile::heal_index(const ArrayIndex* failed, const std::string& why, std:
     *message = fmt::format("{}; building the index anew from the data failed: {}", why, build_why);
     return r;
   }
-  if (ctx_.on_healed)
-    ctx_.on_healed(ino_, fmt::format("the bitmap index was built anew from the data after a query met it broken: {}",
-                                     why));
+  if (ctx_.on_index_healed)
+    ctx_.on_index_healed(ino_, fmt::format("the bitmap index was built anew from the data after {} met it broken: {}",
+                                     met_by, why));
+  return 0;
+}
+
+int ArrayFile::verify_index(const std::atomic<bool>& stop, bool* rebuilt, std::string* message) {
+  *rebuilt = false;
+  const ArrayIndex* checked = nullptr;
+  std::string why;
+  int r = 0;
+  {
+    // Shared: the index is only replaced under the exclusive lock, and
+    // queries go on beside the check.
+    std::shared_lock lock(mu_);
+    if (retired_) return 0;
+    if (!index_damage_.empty()) {
+      why = index_damage_;
+      r = EIO;
+    } else if (!index_) {
+      return 0;
+    } else {
+      checked = index_.get();
+      std::uint64_t read = 0;
+      r = checked->verify(stop, &read, &why);
+    }
+  }
+  if (r == 0) return 0;
+  if (!is_device_failure(r)) {
+    *message = why;
+    return r;
+  }
+  if (int e = heal_index(checked, why, "the scrub", message)) return e;
+  *rebuilt = true;
   return 0;
 }
 

@@ -126,7 +126,7 @@ int ArrayFile::atom_estimates(const std::vector<indexes::KeySet>& atoms, const s
   }
   // The index is derived data: built anew from the array's, the query goes on.
   const std::string why = *message;
-  if (int r = heal_index(used, why, message)) return r;
+  if (int r = heal_index(used, why, "a query", message)) return r;
   *cost = before;
   std::shared_lock lock(mu_);
   return atom_estimates_locked(atoms, box, out, cost, &from_index, message);

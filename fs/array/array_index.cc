@@ -212,7 +212,7 @@ std::uint64_t ArrayIndex::device_bytes() const {
 }
 
 int ArrayIndex::read_blob(const std::vector<Extent>& extents, std::uint64_t offset, std::uint64_t length,
-                          std::vector<std::byte>* out, IndexCost* cost) const {
+                          std::vector<std::byte>* out, IndexCost* cost, bool background) const {
   const std::uint32_t ss = env_.io.sector_size();
   const std::uint64_t first = offset / ss, last = util::div_up(offset + length, ss);
   AlignedBuffer buf(std::max<std::uint64_t>(1, last - first) * ss, AlignedBuffer::ForIo{});
@@ -223,7 +223,7 @@ int ArrayIndex::read_blob(const std::vector<Extent>& extents, std::uint64_t offs
     at += p.sectors;
   }
   if (at != last - first) return EIO;  // past the extents: the record lied
-  if (int r = env_.io.read_index(runs)) return r;
+  if (int r = background ? env_.io.read_background(runs) : env_.io.read_index(runs)) return r;
   if (cost) {
     cost->bytes += at * ss;
     cost->requests += runs.size();
@@ -478,6 +478,58 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
     remember(atom_key, Cached{nullptr, std::move(kept), bytes, {}});
   }
   if (!delta_.empty()) *out = delta_.apply(header_.binning(), keys, std::move(*out));
+  return 0;
+}
+
+int ArrayIndex::verify(const std::atomic<bool>& stop, std::uint64_t* bytes_read, std::string* message) const {
+  // Bitmaps are read back to back in runs of about this size.
+  constexpr std::uint64_t kRunBytes = 4ull << 20;
+  std::vector<std::byte> bytes;
+  auto unread = [&](int r, std::string_view what) {
+    *message = fmt::format("reading the index's {} failed: {}", what, std::strerror(r));
+    return r;
+  };
+  if (int r = read_blob(object_extents_, 0, header_.header_length(), &bytes, nullptr, true))
+    return unread(r, "header");
+  *bytes_read += bytes.size();
+  if (auto header = IndexHeader::decode(bytes); std::holds_alternative<std::string>(header)) {
+    *message = fmt::format("the index's header no longer decodes ({})", std::get<std::string>(header));
+    return EIO;
+  }
+  const auto& dir = header_.directory();
+  for (std::size_t i = 0; i < dir.size();) {
+    if (stop.load()) return 0;
+    const std::uint64_t begin = dir.offset(std::uint32_t(i));
+    std::size_t j = i + 1;
+    while (j < dir.size() && dir.offset(std::uint32_t(j)) + dir.length(std::uint32_t(j)) - begin <= kRunBytes) ++j;
+    const std::uint64_t end = dir.offset(std::uint32_t(j - 1)) + dir.length(std::uint32_t(j - 1));
+    if (end > object_bytes_ || begin > end) {
+      *message = "the index directory points past the index";
+      return EIO;
+    }
+    if (int r = read_blob(object_extents_, begin, end - begin, &bytes, nullptr, true)) return unread(r, "bitmaps");
+    *bytes_read += bytes.size();
+    std::uint64_t at = 0;
+    for (std::size_t k = i; k < j; ++k) {
+      const std::span<const std::byte> one(bytes.data() + at, dir.length(std::uint32_t(k)));
+      at += one.size();
+      if (!header_.check_bitmap(std::uint32_t(k), one)) {
+        *message = fmt::format("bitmap {} of the index failed its checksum (the device returned other bytes than "
+                               "were written)",
+                               k);
+        return EIO;
+      }
+    }
+    i = j;
+  }
+  if (delta_bytes_ > 0) {
+    if (int r = read_blob(delta_extents_, 0, delta_bytes_, &bytes, nullptr, true)) return unread(r, "delta");
+    *bytes_read += bytes.size();
+    if (XXH3_64bits(bytes.data(), bytes.size()) != delta_checksum_) {
+      *message = "the index's delta fails its checksum";
+      return EIO;
+    }
+  }
   return 0;
 }
 

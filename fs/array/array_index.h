@@ -16,6 +16,7 @@
 // index or the new one, each beside the data it describes.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -93,6 +94,13 @@ class ArrayIndex {
   // Whether the atom's count is known from the header alone (aligned, no delta).
   std::optional<std::uint64_t> exact_count(const indexes::KeySet& keys) const;
 
+  // The whole stored index read back from the device and checked: the
+  // header decodes, every bitmap matches its checksum, the delta its own.
+  // A query checks only the bitmaps it reads; the scrub checks them all.
+  // EIO (or the read's error) with *message naming the first bad part; 0
+  // also when `stop` is set midway. *bytes_read: what was read.
+  int verify(const std::atomic<bool>& stop, std::uint64_t* bytes_read, std::string* message) const;
+
   // Rows first_row.. now hold `elements` (the array's write path).
   void note(std::uint64_t first_row, const std::byte* elements, std::size_t count);
   bool delta_changed() const { return delta_changed_; }
@@ -110,9 +118,10 @@ class ArrayIndex {
  private:
   ArrayIndex(const Env& env, Ino ino);
   // Bytes [offset, offset+length) of a blob stored over `extents`, read as
-  // index sectors.
+  // index sectors (`background`: as the scrub's own reads, which the
+  // foreground's idle time and counters do not see).
   int read_blob(const std::vector<Extent>& extents, std::uint64_t offset, std::uint64_t length,
-                std::vector<std::byte>* out, IndexCost* cost) const;
+                std::vector<std::byte>* out, IndexCost* cost, bool background = false) const;
   static int write_blob(const Env& env, const std::string& bytes, std::vector<Extent>* extents,
                         std::string* message);
   std::string encode_record() const;

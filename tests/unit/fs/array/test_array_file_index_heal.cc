@@ -1,7 +1,7 @@
 // A bitmap index that does not read is built anew from the data by the
 // query that meets it (ArrayFile::heal_index): a bitmap failing its checksum,
 // or an index damaged when the array was loaded (its header). The query
-// answers from the new index, equal to the data; on_healed says what
+// answers from the new index, equal to the data; on_index_healed says what
 // happened, once; the new index is durable (a read-only mount builds
 // nothing and says why). When the data does not read
 // either, the query fails naming both reasons, and later queries do not
@@ -9,6 +9,7 @@
 // set again.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <random>
 #include <string>
 #include <vector>
@@ -79,7 +80,7 @@ std::shared_ptr<ArrayFile> open_healing(const Mount& m, Ino ino, std::vector<std
                                         bool read_only = false) {
   ArrayContext ctx = m.ctx();
   ctx.read_only = read_only;
-  ctx.on_healed = [healed](Ino, const std::string& message) { healed->push_back(message); };
+  ctx.on_index_healed = [healed](Ino, const std::string& message) { healed->push_back(message); };
   std::shared_ptr<ArrayFile> a;
   std::string msg;
   const int rc = ArrayFile::open(ctx, ino, *stored_schema(m, ino), &a, &msg);
@@ -168,6 +169,76 @@ TEST_CASE("index healing: when the data does not read either, the query fails na
   // ...but by setting user.mmfs.index again.
   REQUIRE(a->change_schema(h.schema, &msg) == 0);
   check_index_matches(*a, h.data, true, "set again");
+  a->quiesce();
+  a.reset();
+  CHECK(check_volume(*m.vol, false).problems.empty());
+}
+
+// The scrub's check (ArrayFile::verify_index) reads every bitmap, not only
+// those a query asks for: a bitmap no query has read, or a header damaged
+// after the array loaded it, is found and built anew the same way.
+TEST_CASE("index healing: the scrub's check finds a bitmap no query reads, and a header damaged after the load",
+          "[array_index][heal]") {
+  Indexed h(83);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*h.dev)));
+  std::vector<std::string> healed;
+  auto a = open_healing(m, h.ino, &healed);
+  const std::atomic<bool> go{false}, stop{true};
+  bool rebuilt = true;
+  std::string msg;
+  SECTION("a clean index is left as it is") {
+    CHECK(a->verify_index(go, &rebuilt, &msg) == 0);
+    CHECK_FALSE(rebuilt);
+    CHECK(healed.empty());
+  }
+  SECTION("a bitmap failing its checksum") {
+    h.flip(h.object_sector(m, h.object_bytes(m) - 1), 0);
+    // Asked to stop, it reads nothing and says nothing.
+    CHECK(a->verify_index(stop, &rebuilt, &msg) == 0);
+    CHECK_FALSE(rebuilt);
+    // A read-only mount finds it and says why it builds nothing.
+    auto ro = open_healing(m, h.ino, &healed, true);
+    CHECK(ro->verify_index(go, &rebuilt, &msg) == EIO);
+    CHECK_FALSE(rebuilt);
+    CHECK_THAT(msg, Catch::Contains("failed its checksum") && Catch::Contains("read-only mount"));
+    ro->quiesce();
+    ro.reset();
+    CHECK(healed.empty());
+    CHECK(a->verify_index(go, &rebuilt, &msg) == 0);
+    CHECK(rebuilt);
+    REQUIRE(healed.size() == 1);
+    CHECK_THAT(healed[0], Catch::Contains("after the scrub met it broken") && Catch::Contains("failed its checksum"));
+  }
+  SECTION("a header damaged after the array loaded it") {
+    h.flip(h.object_sector(m, 0), 3);
+    CHECK(a->verify_index(go, &rebuilt, &msg) == 0);
+    CHECK(rebuilt);
+    REQUIRE(healed.size() == 1);
+    CHECK_THAT(healed[0], Catch::Contains("header no longer decodes"));
+  }
+  SECTION("an index damaged when the array was loaded") {
+    a->quiesce();
+    a.reset();
+    h.flip(h.object_sector(m, 0), 3);
+    a = open_healing(m, h.ino, &healed);
+    REQUIRE(a->info()["index_detail"].contains("damaged"));
+    CHECK(a->verify_index(go, &rebuilt, &msg) == 0);
+    CHECK(rebuilt);
+    REQUIRE(healed.size() == 1);
+    CHECK_THAT(healed[0], Catch::Contains("index is damaged") && Catch::Contains("after the scrub met it broken"));
+  }
+  // Whatever was built is whole: checked again, nothing more; queries equal
+  // the data, also from a fresh open.
+  healed.clear();
+  CHECK(a->verify_index(go, &rebuilt, &msg) == 0);
+  CHECK_FALSE(rebuilt);
+  CHECK(healed.empty());
+  check_index_matches(*a, h.data, true, "after the check");
+  a->quiesce();
+  a.reset();
+  a = open_healing(m, h.ino, &healed);
+  check_index_matches(*a, h.data, true, "opened again");
+  CHECK(healed.empty());
   a->quiesce();
   a.reset();
   CHECK(check_volume(*m.vol, false).problems.empty());

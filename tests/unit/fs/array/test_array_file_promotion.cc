@@ -256,3 +256,38 @@ TEST_CASE("copy promotion at a degraded open: a copy that lags is promoted, its 
   promoted_once_then_member_back(h.m, ino, after, h.model);
   check_clean(h.m);
 }
+
+TEST_CASE("copy promotion in place: truncate and relayout after the loss", "[array_file][copies][members][promotion]") {
+  HeldArray h(401);
+  h.later.lose(h.m, 0);
+  std::string msg;
+  SECTION("truncate to zero, then a write") {
+    INFO(msg);
+    REQUIRE(h.a->zero(&msg) == 0);
+    std::fill(h.model.begin(), h.model.end(), std::uint8_t{0});
+    CHECK(bytes_diff(read_all(*h.a), h.model) == "");
+    write_row(*h.a, h.model, h.rng, 9);
+    REQUIRE(h.a->flush(true, &msg) == 0);
+    CHECK(bytes_diff(read_all(*h.a), h.model) == "");
+  }
+  SECTION("relayout of the primary") {
+    ArraySchema next = h.a->schema();
+    next.layout = "hilbert";
+    next.cell.clear();
+    const int rc = h.a->change_schema(next, &msg);
+    INFO(msg);
+    REQUIRE(rc == 0);
+    CHECK(bytes_diff(read_all(*h.a), h.model) == "");
+    write_row(*h.a, h.model, h.rng, 9);
+    REQUIRE(h.a->flush(true, &msg) == 0);
+    CHECK(bytes_diff(read_all(*h.a), h.model) == "");
+  }
+  INFO(msg);
+  for (const auto& p : h.m.promoted) UNSCOPED_INFO(p);
+  CHECK(h.m.members_of(h.m.vol->metadata().extents(h.a->ino())).count(0) == 0);
+  h.a->quiesce();
+  const Ino ino = h.a->ino();
+  h.a.reset();
+  with_every_member_back(h.m, ino, h.model);
+  check_clean(h.m);
+}
