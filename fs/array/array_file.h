@@ -348,9 +348,10 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // `met_by` (a query, the scrub) met the index `failed` (null: the damage
   // found at load) broken for `why`: the index is derived from the data, so
   // it is built anew from it (reported to on_healed) and the query goes on.
-  // 0 also when another caller healed it first; else the error, *message
-  // saying both reasons.
-  int heal_index(const ArrayIndex* failed, const std::string& why, std::string_view met_by, std::string* message);
+  // 0 also when another caller healed it first (*built says whether this
+  // one did); else the error, *message saying both reasons.
+  int heal_index(const ArrayIndex* failed, const std::string& why, std::string_view met_by, std::string* message,
+                 bool* built = nullptr);
   // read_all_locked's slab of rows [r0, r1) of dimension 0 into `out` (C
   // order) when it holds lost cells: every other cell as it reads, the lost
   // ones as zeros. What an index holds for a lost cell is never used (queries

@@ -39,13 +39,14 @@ bool ArrayFile::has_index() const {
 }
 
 int ArrayFile::heal_index(const ArrayIndex* failed, const std::string& why, std::string_view met_by,
-                          std::string* message) {
+                          std::string* message, bool* built) {
   std::unique_lock lock(mu_);
+  if (built) *built = false;
   if (retired_) {
     *message = "the array file was removed";
     return ESTALE;
   }
-  // Healed (or replaced) by another query meanwhile.
+  // Healed (or replaced) by another caller meanwhile.
   if (index_.get() != failed || (!failed && index_damage_.empty())) return 0;
   if (ctx_.read_only) {
     *message = fmt::format("{} (a read-only mount does not build the index anew)", why);
@@ -63,9 +64,10 @@ int ArrayFile::heal_index(const ArrayIndex* failed, const std::string& why, std:
     *message = fmt::format("{}; building the index anew from the data failed: {}", why, build_why);
     return r;
   }
+  if (built) *built = true;
   if (ctx_.on_index_healed)
     ctx_.on_index_healed(ino_, fmt::format("the bitmap index was built anew from the data after {} met it broken: {}",
-                                     met_by, why));
+                                           met_by, why));
   return 0;
 }
 
@@ -95,9 +97,8 @@ int ArrayFile::verify_index(const std::atomic<bool>& stop, bool* rebuilt, std::s
     *message = why;
     return r;
   }
-  if (int e = heal_index(checked, why, "the scrub", message)) return e;
-  *rebuilt = true;
-  return 0;
+  const int e = heal_index(checked, why, "the scrub", message, rebuilt);
+  return e == ESTALE ? 0 : e;  // removed meanwhile: nothing left to check
 }
 
 int ArrayFile::rebuild_index(std::string* message) {
