@@ -358,7 +358,7 @@ class Filesystem {
     std::atomic<bool> repairs_stop{false};
     std::atomic<bool> copies_running{false}, indexes_running{false};
     std::atomic<std::uint64_t> copies_arrays{0}, copies_repaired{0};
-    std::atomic<std::uint64_t> indexes_checked{0}, indexes_rebuilt{0};
+    std::atomic<std::uint64_t> indexes_checked{0}, indexes_rebuilt{0}, indexes_bytes_read{0};
     ~ScrubSlot();  // stops the runner and the repairs
   };
   // The repairs of a scrub (its thread): the copies', then the indexes'.

@@ -92,9 +92,11 @@ void Filesystem::verify_indexes() {
       continue;
     }
     bool rebuilt = false;
-    if (int r = array->verify_index(scrub_.repairs_stop, &rebuilt, &msg))
+    std::uint64_t bytes = 0;
+    if (int r = array->verify_index(scrub_.repairs_stop, &rebuilt, &bytes, &msg))
       errors_.record(r, path_of(ino), "scrub: " + msg);
     if (rebuilt) ++scrub_.indexes_rebuilt;
+    scrub_.indexes_bytes_read += bytes;
     ++scrub_.indexes_checked;
   }
   scrub_.indexes_running = false;
@@ -131,7 +133,8 @@ std::string Filesystem::scrub_status_text() {
                 {"cells_repaired", scrub_.copies_repaired.load()}};
   j["indexes"] = {{"state", scrub_.indexes_running ? "running" : "idle"},
                  {"checked", scrub_.indexes_checked.load()},
-                 {"rebuilt", scrub_.indexes_rebuilt.load()}};
+                 {"rebuilt", scrub_.indexes_rebuilt.load()},
+                 {"bytes_read", scrub_.indexes_bytes_read.load()}};
   j["commands"] = kCommands;
   return j.dump(2) + "\n";
 }
@@ -250,6 +253,7 @@ int Filesystem::start_scrub(Ino ino, const std::string& how) {
   scrub_.copies_repaired = 0;
   scrub_.indexes_checked = 0;
   scrub_.indexes_rebuilt = 0;
+  scrub_.indexes_bytes_read = 0;
   scrub_.repairs = std::thread([this] { repair_copies(); });
   return 0;
 }

@@ -306,10 +306,11 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int rebuild_index(std::string* message);
   // The scrub's check of the index (ArrayIndex::verify: every bitmap, not
   // only those queries read): one found broken, or damaged at load, is
-  // built anew from the data as a query would (heal_index), *rebuilt set.
-  // 0 without an index or once `stop` is set; else the error, *message
-  // saying why (a read-only mount, data that does not read either).
-  int verify_index(const std::atomic<bool>& stop, bool* rebuilt, std::string* message);
+  // built anew from the data as a query would (heal_index), *rebuilt set;
+  // *bytes_read grows by what the check read. 0 without an index or once
+  // `stop` is set; else the error, *message saying why (a read-only mount,
+  // data that does not read either).
+  int verify_index(const std::atomic<bool>& stop, bool* rebuilt, std::uint64_t* bytes_read, std::string* message);
   std::uint64_t index_device_bytes() const;
   // The rows of each atom (keys of this array's dtype), inside `box` when
   // given: from the index (sure and candidate rows), or, without one, from
@@ -347,7 +348,7 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
                             std::string* message);
   // `met_by` (a query, the scrub) met the index `failed` (null: the damage
   // found at load) broken for `why`: the index is derived from the data, so
-  // it is built anew from it (reported to on_healed) and the query goes on.
+  // it is built anew from it (reported to on_index_healed) and the query goes on.
   // 0 also when another caller healed it first (*built says whether this
   // one did); else the error, *message saying both reasons.
   int heal_index(const ArrayIndex* failed, const std::string& why, std::string_view met_by, std::string* message,

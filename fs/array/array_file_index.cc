@@ -71,7 +71,8 @@ int ArrayFile::heal_index(const ArrayIndex* failed, const std::string& why, std:
   return 0;
 }
 
-int ArrayFile::verify_index(const std::atomic<bool>& stop, bool* rebuilt, std::string* message) {
+int ArrayFile::verify_index(const std::atomic<bool>& stop, bool* rebuilt, std::uint64_t* bytes_read,
+                            std::string* message) {
   *rebuilt = false;
   const ArrayIndex* checked = nullptr;
   std::string why;
@@ -88,8 +89,7 @@ int ArrayFile::verify_index(const std::atomic<bool>& stop, bool* rebuilt, std::s
       return 0;
     } else {
       checked = index_.get();
-      std::uint64_t read = 0;
-      r = checked->verify(stop, &read, &why);
+      r = checked->verify(stop, bytes_read, &why);
     }
   }
   if (r == 0) return 0;

@@ -185,33 +185,36 @@ TEST_CASE("index healing: the scrub's check finds a bitmap no query reads, and a
   auto a = open_healing(m, h.ino, &healed);
   const std::atomic<bool> go{false}, stop{true};
   bool rebuilt = true;
+  std::uint64_t read = 0;
   std::string msg;
-  SECTION("a clean index is left as it is") {
-    CHECK(a->verify_index(go, &rebuilt, &msg) == 0);
+  SECTION("a clean index is left as it is, read whole") {
+    CHECK(a->verify_index(go, &rebuilt, &read, &msg) == 0);
     CHECK_FALSE(rebuilt);
     CHECK(healed.empty());
+    CHECK(read >= h.object_bytes(m));
   }
   SECTION("a bitmap failing its checksum") {
     h.flip(h.object_sector(m, h.object_bytes(m) - 1), 0);
-    // Asked to stop, it reads nothing and says nothing.
-    CHECK(a->verify_index(stop, &rebuilt, &msg) == 0);
+    // Asked to stop, it reads no bitmap and says nothing.
+    CHECK(a->verify_index(stop, &rebuilt, &read, &msg) == 0);
     CHECK_FALSE(rebuilt);
+    CHECK(read < h.object_bytes(m));
     // A read-only mount finds it and says why it builds nothing.
     auto ro = open_healing(m, h.ino, &healed, true);
-    CHECK(ro->verify_index(go, &rebuilt, &msg) == EIO);
+    CHECK(ro->verify_index(go, &rebuilt, &read, &msg) == EIO);
     CHECK_FALSE(rebuilt);
     CHECK_THAT(msg, Catch::Contains("failed its checksum") && Catch::Contains("read-only mount"));
     ro->quiesce();
     ro.reset();
     CHECK(healed.empty());
-    CHECK(a->verify_index(go, &rebuilt, &msg) == 0);
+    CHECK(a->verify_index(go, &rebuilt, &read, &msg) == 0);
     CHECK(rebuilt);
     REQUIRE(healed.size() == 1);
     CHECK_THAT(healed[0], Catch::Contains("after the scrub met it broken") && Catch::Contains("failed its checksum"));
   }
   SECTION("a header damaged after the array loaded it") {
     h.flip(h.object_sector(m, 0), 3);
-    CHECK(a->verify_index(go, &rebuilt, &msg) == 0);
+    CHECK(a->verify_index(go, &rebuilt, &read, &msg) == 0);
     CHECK(rebuilt);
     REQUIRE(healed.size() == 1);
     CHECK_THAT(healed[0], Catch::Contains("header no longer decodes"));
@@ -222,7 +225,7 @@ TEST_CASE("index healing: the scrub's check finds a bitmap no query reads, and a
     h.flip(h.object_sector(m, 0), 3);
     a = open_healing(m, h.ino, &healed);
     REQUIRE(a->info()["index_detail"].contains("damaged"));
-    CHECK(a->verify_index(go, &rebuilt, &msg) == 0);
+    CHECK(a->verify_index(go, &rebuilt, &read, &msg) == 0);
     CHECK(rebuilt);
     REQUIRE(healed.size() == 1);
     CHECK_THAT(healed[0], Catch::Contains("index is damaged") && Catch::Contains("after the scrub met it broken"));
@@ -230,7 +233,7 @@ TEST_CASE("index healing: the scrub's check finds a bitmap no query reads, and a
   // Whatever was built is whole: checked again, nothing more; queries equal
   // the data, also from a fresh open.
   healed.clear();
-  CHECK(a->verify_index(go, &rebuilt, &msg) == 0);
+  CHECK(a->verify_index(go, &rebuilt, &read, &msg) == 0);
   CHECK_FALSE(rebuilt);
   CHECK(healed.empty());
   check_index_matches(*a, h.data, true, "after the check");
