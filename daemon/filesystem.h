@@ -364,6 +364,10 @@ class Filesystem {
   // The repairs of a scrub (its thread): the copies', then the indexes'.
   void repair_copies();
   void verify_indexes();
+  // visit(ino, array) for each array with a record of one of `kinds`,
+  // until the repairs are stopped; one that does not open is an error line.
+  void for_each_scrubbed_array(const std::vector<fs::keys::Kind>& kinds,
+                               const std::function<void(Ino, fs::ArrayFile&)>& visit);
   std::mutex scrub_mu_;
   ScrubSlot scrub_;
   // ---- end of the scrub ---------------------------------------------------

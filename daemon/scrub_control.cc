@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <set>
 #include <shared_mutex>
@@ -45,12 +46,9 @@ Filesystem::ScrubSlot::~ScrubSlot() {
   if (repairs.joinable()) repairs.join();
 }
 
-void Filesystem::repair_copies() {
-  // The arrays with copies (those with a copy's extent map); on a RAID 1
-  // volume every array whose cells hold data (a checksum), repaired from the mirror.
+void Filesystem::for_each_scrubbed_array(const std::vector<fs::keys::Kind>& kinds,
+                                         const std::function<void(Ino, fs::ArrayFile&)>& visit) {
   std::set<Ino> arrays;
-  std::vector<fs::keys::Kind> kinds{fs::keys::Kind::CopyExtents};
-  if (volume_->device().mirror_sides() > 1) kinds.push_back(fs::keys::Kind::Checksums);
   for (const fs::keys::Kind kind : kinds)
     volume_->store().scan(fs::keys::scan_prefix(kind), [&](std::string_view k, std::string_view) {
       if (auto parsed = fs::keys::parse(k); parsed && parsed->kind == kind) arrays.insert(parsed->ino);
@@ -64,12 +62,23 @@ void Filesystem::repair_copies() {
       if (r != ENOENT) errors_.record(r, path_of(ino), "scrub: " + msg);  // ENOENT: a plain file's checksums, or removed
       continue;
     }
+    visit(ino, *array);
+  }
+}
+
+void Filesystem::repair_copies() {
+  // The arrays with copies (those with a copy's extent map); on a RAID 1
+  // volume every array whose cells hold data (a checksum), repaired from the mirror.
+  std::vector<fs::keys::Kind> kinds{fs::keys::Kind::CopyExtents};
+  if (volume_->device().mirror_sides() > 1) kinds.push_back(fs::keys::Kind::Checksums);
+  for_each_scrubbed_array(kinds, [&](Ino ino, fs::ArrayFile& array) {
     std::uint64_t repaired = 0;
-    if (int r = array->repair_placements(scrub_.repairs_stop, &repaired, &msg))
+    std::string msg;
+    if (int r = array.repair_placements(scrub_.repairs_stop, &repaired, &msg))
       errors_.record(r, path_of(ino), "scrub: " + msg);
     scrub_.copies_repaired += repaired;
     ++scrub_.copies_arrays;
-  }
+  });
   scrub_.copies_running = false;
   verify_indexes();
 }
@@ -77,28 +86,17 @@ void Filesystem::repair_copies() {
 void Filesystem::verify_indexes() {
   // Every array with an index record or an index extent map (a record that
   // no longer decodes still has its extents).
-  std::set<Ino> arrays;
-  for (const fs::keys::Kind kind : {fs::keys::Kind::IndexRecord, fs::keys::Kind::IndexExtents})
-    volume_->store().scan(fs::keys::scan_prefix(kind), [&](std::string_view k, std::string_view) {
-      if (auto parsed = fs::keys::parse(k); parsed && parsed->kind == kind) arrays.insert(parsed->ino);
-      return true;
-    });
-  for (Ino ino : arrays) {
-    if (scrub_.repairs_stop) break;
-    std::shared_ptr<fs::ArrayFile> array;
-    std::string msg;
-    if (const int r = array_for(ino, &array, &msg); r != 0) {
-      if (r != ENOENT) errors_.record(r, path_of(ino), "scrub: " + msg);
-      continue;
-    }
-    bool rebuilt = false;
-    std::uint64_t bytes = 0;
-    if (int r = array->verify_index(scrub_.repairs_stop, &rebuilt, &bytes, &msg))
-      errors_.record(r, path_of(ino), "scrub: " + msg);
-    if (rebuilt) ++scrub_.indexes_rebuilt;
-    scrub_.indexes_bytes_read += bytes;
-    ++scrub_.indexes_checked;
-  }
+  for_each_scrubbed_array({fs::keys::Kind::IndexRecord, fs::keys::Kind::IndexExtents},
+                          [&](Ino ino, fs::ArrayFile& array) {
+                            bool rebuilt = false;
+                            std::uint64_t bytes = 0;
+                            std::string msg;
+                            if (int r = array.verify_index(scrub_.repairs_stop, &rebuilt, &bytes, &msg))
+                              errors_.record(r, path_of(ino), "scrub: " + msg);
+                            if (rebuilt) ++scrub_.indexes_rebuilt;
+                            scrub_.indexes_bytes_read += bytes;
+                            ++scrub_.indexes_checked;
+                          });
   scrub_.indexes_running = false;
 }
 
