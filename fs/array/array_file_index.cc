@@ -75,22 +75,26 @@ int ArrayFile::verify_index(const std::atomic<bool>& stop, bool* rebuilt, std::u
                             std::string* message) {
   *rebuilt = false;
   const ArrayIndex* checked = nullptr;
+  ArrayIndex::VerifyCursor cursor;
   std::string why;
   int r = 0;
-  {
-    // Shared: the index is only replaced under the exclusive lock, and
-    // queries go on beside the check.
+  for (bool first = true; r == 0 && !cursor.done; first = false) {
+    // Shared, one step at a time: queries go on beside the check, and a
+    // writer waits for one step, not for the whole index.
     std::shared_lock lock(mu_);
-    if (retired_) return 0;
-    if (!index_damage_.empty()) {
-      why = index_damage_;
-      r = EIO;
-    } else if (!index_) {
-      return 0;
-    } else {
+    if (retired_ || stop.load()) return 0;
+    if (first) {
+      if (!index_damage_.empty()) {
+        why = index_damage_;
+        r = EIO;
+        break;
+      }
+      if (!index_) return 0;
       checked = index_.get();
-      r = checked->verify(stop, bytes_read, &why);
+    } else if (index_.get() != checked) {
+      return 0;  // replaced meanwhile (rebuilt, or dropped): nothing of it left to check
     }
+    r = checked->verify_step(&cursor, bytes_read, &why);
   }
   if (r == 0) return 0;
   if (!is_device_failure(r)) {

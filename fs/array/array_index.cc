@@ -481,7 +481,7 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
   return 0;
 }
 
-int ArrayIndex::verify(const std::atomic<bool>& stop, std::uint64_t* bytes_read, std::string* message) const {
+int ArrayIndex::verify_step(VerifyCursor* cursor, std::uint64_t* bytes_read, std::string* message) const {
   // Bitmaps are read back to back in runs of about this size.
   constexpr std::uint64_t kRunBytes = 4ull << 20;
   std::vector<std::byte> bytes;
@@ -489,16 +489,19 @@ int ArrayIndex::verify(const std::atomic<bool>& stop, std::uint64_t* bytes_read,
     *message = fmt::format("reading the index's {} failed: {}", what, std::strerror(r));
     return r;
   };
-  if (int r = read_blob(object_extents_, 0, header_.header_length(), &bytes, nullptr, true))
-    return unread(r, "header");
-  *bytes_read += bytes.size();
-  if (auto header = IndexHeader::decode(bytes); std::holds_alternative<std::string>(header)) {
-    *message = fmt::format("the index's header no longer decodes ({})", std::get<std::string>(header));
-    return EIO;
-  }
   const auto& dir = header_.directory();
-  for (std::size_t i = 0; i < dir.size();) {
-    if (stop.load()) return 0;
+  if (!cursor->header_checked) {
+    if (int r = read_blob(object_extents_, 0, header_.header_length(), &bytes, nullptr, true))
+      return unread(r, "header");
+    *bytes_read += bytes.size();
+    if (auto header = IndexHeader::decode(bytes); std::holds_alternative<std::string>(header)) {
+      *message = fmt::format("the index's header no longer decodes ({})", std::get<std::string>(header));
+      return EIO;
+    }
+    cursor->header_checked = true;
+    return 0;
+  }
+  if (const std::size_t i = cursor->bitmaps_checked; i < dir.size()) {
     const std::uint64_t begin = dir.offset(std::uint32_t(i));
     std::size_t j = i + 1;
     while (j < dir.size() && dir.offset(std::uint32_t(j)) + dir.length(std::uint32_t(j)) - begin <= kRunBytes) ++j;
@@ -520,8 +523,11 @@ int ArrayIndex::verify(const std::atomic<bool>& stop, std::uint64_t* bytes_read,
         return EIO;
       }
     }
-    i = j;
+    cursor->bitmaps_checked = j;
+    return 0;
   }
+  // The delta last: it is the one part a flush replaces, under the lock
+  // this step runs under.
   if (delta_bytes_ > 0) {
     if (int r = read_blob(delta_extents_, 0, delta_bytes_, &bytes, nullptr, true)) return unread(r, "delta");
     *bytes_read += bytes.size();
@@ -530,6 +536,7 @@ int ArrayIndex::verify(const std::atomic<bool>& stop, std::uint64_t* bytes_read,
       return EIO;
     }
   }
+  cursor->done = true;
   return 0;
 }
 

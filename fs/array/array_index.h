@@ -16,7 +16,6 @@
 // index or the new one, each beside the data it describes.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -94,12 +93,18 @@ class ArrayIndex {
   // Whether the atom's count is known from the header alone (aligned, no delta).
   std::optional<std::uint64_t> exact_count(const indexes::KeySet& keys) const;
 
-  // The whole stored index read back from the device and checked: the
-  // header decodes, every bitmap matches its checksum, the delta its own.
-  // A query checks only the bitmaps it reads; the scrub checks them all.
-  // EIO (or the read's error) with *message naming the first bad part; 0
-  // also when `stop` is set midway. *bytes_read: what was read.
-  int verify(const std::atomic<bool>& stop, std::uint64_t* bytes_read, std::string* message) const;
+  // The whole stored index read back from the device and checked, a step
+  // at a time (the caller may let writers in between steps): the header
+  // decodes, every bitmap matches its checksum (about 4 MiB of them per
+  // step), the delta its own. A query checks only the bitmaps it reads;
+  // the scrub checks them all. EIO (or the read's error) with *message
+  // naming the first bad part; *bytes_read grows by what was read.
+  struct VerifyCursor {
+    bool header_checked = false;
+    std::size_t bitmaps_checked = 0;
+    bool done = false;
+  };
+  int verify_step(VerifyCursor* cursor, std::uint64_t* bytes_read, std::string* message) const;
 
   // Rows first_row.. now hold `elements` (the array's write path).
   void note(std::uint64_t first_row, const std::byte* elements, std::size_t count);
