@@ -399,28 +399,12 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
   while (i < missing.size()) {
     std::size_t j = i + 1;
     while (j < missing.size() && missing[j] == missing[j - 1] + 1) ++j;  // back to back in the object
-    const std::uint64_t begin = dir.offset(missing[i]);
-    const std::uint64_t end = dir.offset(missing[j - 1]) + dir.length(missing[j - 1]);
-    if (end > object_bytes_ || begin > end) {
-      *message = "the index directory points past the index";
-      return EIO;
-    }
     std::vector<std::byte>& bytes = buffers.emplace_back();
-    if (int r = read_blob(object_extents_, begin, end - begin, &bytes, cost)) {
-      *message = "reading the index failed";
-      return r;
-    }
+    if (int r = read_bitmaps(missing[i], missing[j - 1] + 1, &bytes, cost, false, message)) return r;
     std::uint64_t at = 0;
     for (std::size_t k = i; k < j; ++k) {
-      const std::span<const std::byte> one(bytes.data() + at, dir.length(missing[k]));
-      at += one.size();
-      if (!header_.check_bitmap(missing[k], one)) {
-        *message = fmt::format("bitmap {} of the index failed its checksum (the device returned other bytes than "
-                               "were written)",
-                               missing[k]);
-        return EIO;
-      }
-      stored[missing[k]] = one;
+      stored[missing[k]] = std::span<const std::byte>(bytes.data() + at, dir.length(missing[k]));
+      at += dir.length(missing[k]);
     }
     i = j;
   }
@@ -481,6 +465,33 @@ int ArrayIndex::estimate(const indexes::KeySet& keys, Estimate* out, IndexCost* 
   return 0;
 }
 
+int ArrayIndex::read_bitmaps(std::uint32_t first, std::uint32_t last, std::vector<std::byte>* bytes, IndexCost* cost,
+                             bool background, std::string* message) const {
+  const auto& dir = header_.directory();
+  const std::uint64_t begin = dir.offset(first);
+  const std::uint64_t end = dir.offset(last - 1) + dir.length(last - 1);
+  if (end > object_bytes_ || begin > end) {
+    *message = "the index directory points past the index";
+    return EIO;
+  }
+  if (int r = read_blob(object_extents_, begin, end - begin, bytes, cost, background)) {
+    *message = fmt::format("reading the index's bitmaps failed: {}", std::strerror(r));
+    return r;
+  }
+  std::uint64_t at = 0;
+  for (std::uint32_t k = first; k < last; ++k) {
+    const std::span<const std::byte> one(bytes->data() + at, dir.length(k));
+    at += one.size();
+    if (!header_.check_bitmap(k, one)) {
+      *message = fmt::format("bitmap {} of the index failed its checksum (the device returned other bytes than "
+                             "were written)",
+                             k);
+      return EIO;
+    }
+  }
+  return 0;
+}
+
 int ArrayIndex::verify_step(VerifyCursor* cursor, std::uint64_t* bytes_read, std::string* message) const {
   // Bitmaps are read back to back in runs of about this size.
   constexpr std::uint64_t kRunBytes = 4ull << 20;
@@ -505,24 +516,9 @@ int ArrayIndex::verify_step(VerifyCursor* cursor, std::uint64_t* bytes_read, std
     const std::uint64_t begin = dir.offset(std::uint32_t(i));
     std::size_t j = i + 1;
     while (j < dir.size() && dir.offset(std::uint32_t(j)) + dir.length(std::uint32_t(j)) - begin <= kRunBytes) ++j;
-    const std::uint64_t end = dir.offset(std::uint32_t(j - 1)) + dir.length(std::uint32_t(j - 1));
-    if (end > object_bytes_ || begin > end) {
-      *message = "the index directory points past the index";
-      return EIO;
-    }
-    if (int r = read_blob(object_extents_, begin, end - begin, &bytes, nullptr, true)) return unread(r, "bitmaps");
-    *bytes_read += bytes.size();
-    std::uint64_t at = 0;
-    for (std::size_t k = i; k < j; ++k) {
-      const std::span<const std::byte> one(bytes.data() + at, dir.length(std::uint32_t(k)));
-      at += one.size();
-      if (!header_.check_bitmap(std::uint32_t(k), one)) {
-        *message = fmt::format("bitmap {} of the index failed its checksum (the device returned other bytes than "
-                               "were written)",
-                               k);
-        return EIO;
-      }
-    }
+    const int r = read_bitmaps(std::uint32_t(i), std::uint32_t(j), &bytes, nullptr, true, message);
+    *bytes_read += bytes.size();  // read, also when a checksum then failed
+    if (r) return r;
     cursor->bitmaps_checked = j;
     return 0;
   }

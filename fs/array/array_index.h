@@ -127,6 +127,11 @@ class ArrayIndex {
   // foreground's idle time and counters do not see).
   int read_blob(const std::vector<Extent>& extents, std::uint64_t offset, std::uint64_t length,
                 std::vector<std::byte>* out, IndexCost* cost, bool background = false) const;
+  // Bitmaps [first, last) of the directory, back to back in the object,
+  // read in one request into *bytes and each checked against its checksum:
+  // EIO naming the first that fails, or the read's error.
+  int read_bitmaps(std::uint32_t first, std::uint32_t last, std::vector<std::byte>* bytes, IndexCost* cost,
+                   bool background, std::string* message) const;
   static int write_blob(const Env& env, const std::string& bytes, std::vector<Extent>* extents,
                         std::string* message);
   std::string encode_record() const;

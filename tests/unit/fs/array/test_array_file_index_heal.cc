@@ -89,6 +89,21 @@ std::shared_ptr<ArrayFile> open_healing(const Mount& m, Ino ino, std::vector<std
   return a;
 }
 
+// The index `a` holds is durable: the array opened afresh answers queries
+// equal to the data and heals nothing; then the volume checks clean.
+void reopened_whole_and_clean(const Indexed& h, const Mount& m, std::shared_ptr<ArrayFile>& a,
+                              std::vector<std::string>* healed) {
+  a->quiesce();
+  a.reset();
+  healed->clear();
+  a = open_healing(m, h.ino, healed);
+  check_index_matches(*a, h.data, true, "opened again");
+  CHECK(healed->empty());
+  a->quiesce();
+  a.reset();
+  CHECK(check_volume(*m.vol, false).problems.empty());
+}
+
 int count_eq(ArrayFile& a, int c, std::string* msg) {
   std::vector<indexes::Estimate> est;
   QueryCost cost;
@@ -110,15 +125,7 @@ TEST_CASE("index healing: a bitmap failing its checksum is built anew from the d
   REQUIRE(healed.size() == 1);
   CHECK_THAT(healed[0], Catch::Contains("failed its checksum") && Catch::Contains("built anew from the data"));
   // Durable: opened again, the index reads and nothing more is healed.
-  a->quiesce();
-  a.reset();
-  healed.clear();
-  a = open_healing(m, h.ino, &healed);
-  check_index_matches(*a, h.data, true, "opened again");
-  CHECK(healed.empty());
-  a->quiesce();
-  a.reset();
-  CHECK(check_volume(*m.vol, false).problems.empty());
+  reopened_whole_and_clean(h, m, a, &healed);
 }
 
 TEST_CASE("index healing: an index damaged when the array was loaded is built anew by the next query",
@@ -237,12 +244,5 @@ TEST_CASE("index healing: the scrub's check finds a bitmap no query reads, and a
   CHECK_FALSE(rebuilt);
   CHECK(healed.empty());
   check_index_matches(*a, h.data, true, "after the check");
-  a->quiesce();
-  a.reset();
-  a = open_healing(m, h.ino, &healed);
-  check_index_matches(*a, h.data, true, "opened again");
-  CHECK(healed.empty());
-  a->quiesce();
-  a.reset();
-  CHECK(check_volume(*m.vol, false).problems.empty());
+  reopened_whole_and_clean(h, m, a, &healed);
 }
