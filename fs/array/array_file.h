@@ -308,8 +308,9 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // only those queries read): one found broken, or damaged at load, is
   // built anew from the data as a query would (heal_index), *rebuilt set;
   // *bytes_read grows by what the check read. 0 without an index or once
-  // `stop` is set; else the error, *message saying why (a read-only mount,
-  // data that does not read either).
+  // `stop` is set, also in the middle of that build (the index stays as it
+  // was, for the next query or scrub to build); else the error, *message
+  // saying why (a read-only mount, data that does not read either).
   int verify_index(const std::atomic<bool>& stop, bool* rebuilt, std::uint64_t* bytes_read, std::string* message);
   std::uint64_t index_device_bytes() const;
   // The rows of each atom (keys of this array's dtype), inside `box` when
@@ -340,7 +341,10 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
 
  private:
   // Index lifecycle, under the exclusive lock.
-  int read_all_locked(const ArrayIndex::Visitor& visit, std::string* message);
+  // Every element in row order, a slab at a time; ECANCELED once `stop`
+  // (when given) is set.
+  int read_all_locked(const ArrayIndex::Visitor& visit, std::string* message,
+                      const std::atomic<bool>* stop = nullptr);
   // atom_estimates under the shared lock; *from_index: an error came from
   // the index (damaged at load, a bitmap failing its checksum or its read).
   int atom_estimates_locked(const std::vector<indexes::KeySet>& atoms, const std::optional<layouts::Selection>& box,
@@ -350,9 +354,11 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   // found at load) broken for `why`: the index is derived from the data, so
   // it is built anew from it (reported to on_index_healed) and the query goes on.
   // 0 also when another caller healed it first (*built says whether this
-  // one did); else the error, *message saying both reasons.
+  // one did); else the error, *message saying both reasons. ECANCELED when
+  // `stop` was set during the build: nothing is recorded against the index,
+  // which stays broken until the next heal.
   int heal_index(const ArrayIndex* failed, const std::string& why, std::string_view met_by, std::string* message,
-                 bool* built = nullptr);
+                 bool* built = nullptr, const std::atomic<bool>* stop = nullptr);
   // read_all_locked's slab of rows [r0, r1) of dimension 0 into `out` (C
   // order) when it holds lost cells: every other cell as it reads, the lost
   // ones as zeros. What an index holds for a lost cell is never used (queries
@@ -361,14 +367,16 @@ class ArrayFile : public ChunkSource, public std::enable_shared_from_this<ArrayF
   int read_slab_around_lost_locked(std::uint64_t r0, std::uint64_t r1, std::byte* out, std::string* message);
   // Folds the C-order bytes of element box `box` into the index's delta.
   void note_box_locked(const std::vector<layouts::DimRange>& box, const std::byte* data);
-  int build_index_locked(const ArraySchema& schema, std::unique_ptr<ArrayIndex>* out, std::string* message);
+  int build_index_locked(const ArraySchema& schema, std::unique_ptr<ArrayIndex>* out, std::string* message,
+                         const std::atomic<bool>* stop = nullptr);
   // Loads the stored index (rebuilding one a crash left behind its data, or
   // one that lay on a member the volume lost).
   int load_index_locked(std::string* message);
   // `extents` when one of them lies on a member ctx_.member_lost names, else none.
   std::vector<Extent> extents_on_lost_member(const std::vector<Extent>& extents) const;
   // Makes `next`'s index/bins current: builds, commits with `batch`, drops the old.
-  int change_index_locked(const ArraySchema& next, WriteBatch batch, std::string* message);
+  int change_index_locked(const ArraySchema& next, WriteBatch batch, std::string* message,
+                          const std::atomic<bool>* stop = nullptr);
   // Folds the write [offset, offset+length) into the index's delta.
   void note_write_locked(std::uint64_t offset, const std::byte* data, std::size_t length);
   // Before write-back: the pending marker, durable. After: partial rows, the

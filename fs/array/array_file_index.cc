@@ -39,7 +39,7 @@ bool ArrayFile::has_index() const {
 }
 
 int ArrayFile::heal_index(const ArrayIndex* failed, const std::string& why, std::string_view met_by,
-                          std::string* message, bool* built) {
+                          std::string* message, bool* built, const std::atomic<bool>* stop) {
   std::unique_lock lock(mu_);
   if (built) *built = false;
   if (retired_) {
@@ -58,7 +58,12 @@ int ArrayFile::heal_index(const ArrayIndex* failed, const std::string& why, std:
     return EIO;
   }
   std::string build_why;
-  if (int r = change_index_locked(schema_, WriteBatch{}, &build_why)) {
+  if (int r = change_index_locked(schema_, WriteBatch{}, &build_why, stop)) {
+    if (r == ECANCELED) {
+      // Stopped, not failed: the next query or scrub builds it.
+      *message = fmt::format("{}; building the index anew was stopped", why);
+      return r;
+    }
     if (index_) index_->set_heal_failure(build_why);
     else damage_heal_failure_ = build_why;
     *message = fmt::format("{}; building the index anew from the data failed: {}", why, build_why);
@@ -101,8 +106,11 @@ int ArrayFile::verify_index(const std::atomic<bool>& stop, bool* rebuilt, std::u
     *message = why;
     return r;
   }
-  const int e = heal_index(checked, why, "the scrub", message, rebuilt);
-  return e == ESTALE ? 0 : e;  // removed meanwhile: nothing left to check
+  const int e = heal_index(checked, why, "the scrub", message, rebuilt, &stop);
+  // Removed meanwhile: nothing left to check. Stopped (an unmount does not
+  // wait for a whole array to be read): the index stays broken, and the
+  // next query or scrub builds it.
+  return e == ESTALE || e == ECANCELED ? 0 : e;
 }
 
 int ArrayFile::rebuild_index(std::string* message) {
@@ -116,7 +124,8 @@ std::uint64_t ArrayFile::index_device_bytes() const {
   return index_ ? index_->device_bytes() : 0;
 }
 
-int ArrayFile::read_all_locked(const ArrayIndex::Visitor& visit, std::string* message) {
+int ArrayFile::read_all_locked(const ArrayIndex::Visitor& visit, std::string* message,
+                               const std::atomic<bool>* stop) {
   const layouts::CellGrid& g = grid_locked();
   const std::uint64_t S0 = g.shape()[0];
   const std::uint64_t row_bytes = g.elements() / S0 * g.itemsize();
@@ -133,8 +142,14 @@ int ArrayFile::read_all_locked(const ArrayIndex::Visitor& visit, std::string* me
     }
     return false;
   };
+  auto stopped = [&] {
+    if (!stop || !stop->load()) return false;
+    *message = "stopped";
+    return true;
+  };
   for (std::uint64_t r0 = 0; r0 < S0; r0 += rows) {
     const std::uint64_t r1 = std::min(S0, r0 + rows);
+    if (stopped()) return ECANCELED;
     if (data && slab_holds_lost(r0, r1)) {
       if (int r = read_slab_around_lost_locked(r0, r1, buf.data(), message)) return r;
     } else if (data) {
@@ -145,18 +160,19 @@ int ArrayFile::read_all_locked(const ArrayIndex::Visitor& visit, std::string* me
     }
     visit(r0 * row_elements, buf.data(), std::size_t((r1 - r0) * row_elements));
   }
-  return 0;
+  // Also after the last slab: a build stopped here commits nothing.
+  return stopped() ? ECANCELED : 0;
 }
 
 int ArrayFile::build_index_locked(const ArraySchema& schema, std::unique_ptr<ArrayIndex>* out,
-                                  std::string* message) {
+                                  std::string* message, const std::atomic<bool>* stop) {
   ArrayIndex::Env env{ctx_.metadata, ctx_.allocator, ctx_.io};
   auto type = indexes::value_type(schema.dtype.name);
   if (!type) {
     *message = fmt::format("dtype '{}' cannot be indexed", schema.dtype.name);
     return EINVAL;
   }
-  auto reader = [&](const ArrayIndex::Visitor& visit, std::string* msg) { return read_all_locked(visit, msg); };
+  auto reader = [&](const ArrayIndex::Visitor& visit, std::string* msg) { return read_all_locked(visit, msg, stop); };
   // An mloc array's index bins as its layout does (100 by default).
   const std::string bins = schema.layout == "mloc" && schema.bins.empty() ? "100" : schema.bins;
   return ArrayIndex::build(env, ino_, *type, schema.index, bins, grid_locked().elements(), reader,
@@ -234,13 +250,14 @@ std::vector<Extent> ArrayFile::extents_on_lost_member(const std::vector<Extent>&
   return {};
 }
 
-int ArrayFile::change_index_locked(const ArraySchema& next, WriteBatch batch, std::string* message) {
+int ArrayFile::change_index_locked(const ArraySchema& next, WriteBatch batch, std::string* message,
+                                   const std::atomic<bool>* stop) {
   // The index is built from the data on the device.
   if (int r = flush_locked(false, message)) return r;
   std::unique_ptr<ArrayIndex> fresh;
   if (next.index != "none") {
     ArraySchema effective = next;
-    if (int r = build_index_locked(effective, &fresh, message)) return r;
+    if (int r = build_index_locked(effective, &fresh, message, stop)) return r;
     fresh->stage(batch);
   } else {
     ArrayIndex::stage_drop(ctx_.metadata, ino_, batch);

@@ -246,3 +246,62 @@ TEST_CASE("index healing: the scrub's check finds a bitmap no query reads, and a
   check_index_matches(*a, h.data, true, "after the check");
   reopened_whole_and_clean(h, m, a, &healed);
 }
+
+namespace {
+// Sets `stop` at its first read once armed: the scrub asked to stop while
+// the index it found broken is being built from the data.
+class StopAtRead final : public BlockDevice {
+ public:
+  StopAtRead(BlockDevice& d, std::atomic<bool>& stop) : d_(d), stop_(stop) {}
+  std::uint64_t size_bytes() const override { return d_.size_bytes(); }
+  std::uint32_t block_size() const override { return d_.block_size(); }
+  int submit(std::span<IoRequest> batch) override {
+    for (const IoRequest& r : batch)
+      if (armed && r.op == IoRequest::Op::Read) stop_ = true;
+    return d_.submit(batch);
+  }
+  int flush() override { return d_.flush(); }
+  bool armed = false;
+
+ private:
+  BlockDevice& d_;
+  std::atomic<bool>& stop_;
+};
+}  // namespace
+
+// An unmount (or `stop`) does not wait for the build of a whole array's
+// index: the build stops between slabs, commits nothing and records no heal
+// failure, so the next scrub or query builds it.
+TEST_CASE("index healing: the scrub stopped during the build leaves the index broken for the next heal",
+          "[array_index][heal]") {
+  Indexed h(89);
+  Lbn header = 0;
+  {
+    Mount first = mount(std::unique_ptr<BlockDevice>(new RefDevice(*h.dev)));
+    header = h.object_sector(first, 0);
+  }
+  h.flip(header, 3);
+  std::atomic<bool> stop{false};
+  auto* dev = new StopAtRead(*h.dev, stop);
+  Mount m = mount(std::unique_ptr<BlockDevice>(dev));
+  std::vector<std::string> healed;
+  auto a = open_healing(m, h.ino, &healed);
+  REQUIRE(a->info()["index_detail"].contains("damaged"));
+  bool rebuilt = true;
+  std::uint64_t read = 0;
+  std::string msg;
+  dev->armed = true;
+  CHECK(a->verify_index(stop, &rebuilt, &read, &msg) == 0);
+  dev->armed = false;
+  CHECK(stop.load());
+  CHECK_FALSE(rebuilt);
+  CHECK(healed.empty());
+  CHECK(a->info()["index_detail"].contains("damaged"));
+  // Not a failure: the next check builds it.
+  stop = false;
+  CHECK(a->verify_index(stop, &rebuilt, &read, &msg) == 0);
+  CHECK(rebuilt);
+  REQUIRE(healed.size() == 1);
+  check_index_matches(*a, h.data, true, "after the second check");
+  reopened_whole_and_clean(h, m, a, &healed);
+}
