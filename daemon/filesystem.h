@@ -339,7 +339,7 @@ class Filesystem {
   // An open for reading the status or writing commands.
   int open_scrub(Ino ino, int flags, std::unique_ptr<Handle>* out);
   // A write: one command per line (start, start idle-time, start
-  // free-bandwidth, stop). EINVAL and a line in /.mmfs/errors for others.
+  // free-bandwidth, stop, recheck). EINVAL and a line in /.mmfs/errors for others.
   int scrub_command(Handle& h, const std::byte* data, std::size_t size);
   // A setattr of it: only the truncate of an open for writing (O_TRUNC) is taken.
   int scrub_setattr(Ino ino, int to_set, struct stat* out);
@@ -348,15 +348,20 @@ class Filesystem {
 
  private:
   int start_scrub(Ino ino, const std::string& how);
+  // `recheck`: the last finished scrub's open findings read again (after a
+  // user rewrote or removed what they name), in the repairs' thread.
+  int start_recheck(Ino ino);
   struct ScrubSlot {
     std::shared_ptr<fs::ScrubRunner> runner;
     // Beside the device scrub, in one thread: every array with copies read
     // whole through each placement, bad cells rewritten from another
     // (ArrayFile::repair_placements); then every bitmap index read whole and
-    // checked, a broken one built anew from its data (ArrayFile::verify_index).
+    // checked, a broken one built anew from its data (ArrayFile::verify_index);
+    // then, once the device scrub is done too, its findings read again
+    // (ScrubRunner::recheck_findings): what the repairs mended is resolved.
     std::thread repairs;
     std::atomic<bool> repairs_stop{false};
-    std::atomic<bool> copies_running{false}, indexes_running{false};
+    std::atomic<bool> copies_running{false}, indexes_running{false}, recheck_running{false};
     std::atomic<std::uint64_t> copies_arrays{0}, copies_repaired{0};
     std::atomic<std::uint64_t> indexes_checked{0}, indexes_rebuilt{0}, indexes_bytes_read{0};
     ~ScrubSlot();  // stops the runner and the repairs
@@ -364,6 +369,7 @@ class Filesystem {
   // The repairs of a scrub (its thread): the copies', then the indexes'.
   void repair_copies();
   void verify_indexes();
+  void recheck_findings(fs::ScrubRunner& runner);
   // visit(ino, array) for each array with a record of one of `kinds`,
   // until the repairs are stopped; one that does not open is an error line.
   void for_each_scrubbed_array(const std::vector<fs::keys::Kind>& kinds,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <new>
@@ -23,7 +24,7 @@ namespace mmfs::daemon {
 
 namespace {
 
-constexpr const char* kCommands = "start, start idle-time, start free-bandwidth, stop";
+constexpr const char* kCommands = "start, start idle-time, start free-bandwidth, stop, recheck";
 
 // A command as the error line shows it: printable, at most 40 characters.
 std::string shown(std::string_view text) {
@@ -100,6 +101,15 @@ void Filesystem::verify_indexes() {
   scrub_.indexes_running = false;
 }
 
+void Filesystem::recheck_findings(fs::ScrubRunner& runner) {
+  // The device scrub may run long after the repairs: its findings are read
+  // again once it is done (not when it was stopped: its list is partial).
+  while (runner.state() == fs::ScrubState::Running && !scrub_.repairs_stop)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (runner.state() == fs::ScrubState::Done && !scrub_.repairs_stop) runner.recheck_findings(scrub_.repairs_stop);
+  scrub_.recheck_running = false;
+}
+
 bool Filesystem::is_scrub_node(Ino ino) const {
   if (!(ino & kVirtualBit)) return false;
   VNode v;
@@ -129,6 +139,7 @@ std::string Filesystem::scrub_status_text() {
   j["copies"] = {{"state", scrub_.copies_running ? "running" : "idle"},
                 {"arrays_checked", scrub_.copies_arrays.load()},
                 {"cells_repaired", scrub_.copies_repaired.load()}};
+  j["recheck"] = {{"state", scrub_.recheck_running ? "running" : "idle"}};
   j["indexes"] = {{"state", scrub_.indexes_running ? "running" : "idle"},
                  {"checked", scrub_.indexes_checked.load()},
                  {"rebuilt", scrub_.indexes_rebuilt.load()},
@@ -182,10 +193,26 @@ int Filesystem::scrub_command(Handle& h, const std::byte* data, std::size_t size
     else if (line == "start idle-time") r = start_scrub(h.ino, "idle-time");
     else if (line == "start free-bandwidth") r = start_scrub(h.ino, "free-bandwidth");
     else if (line == "stop") stop_scrub();
+    else if (line == "recheck") r = start_recheck(h.ino);
     else r = record(EINVAL, h.ino, fmt::format("unknown command '{}'; accepted: {}", shown(line), kCommands));
     if (r) return r;
   }
   if (!any) return record(EINVAL, h.ino, fmt::format("an empty command; accepted: {}", kCommands));
+  return 0;
+}
+
+int Filesystem::start_recheck(Ino ino) {
+  std::lock_guard lock(scrub_mu_);
+  if (!scrub_.runner) return record(EINVAL, ino, "recheck: no scrub has run on this mount ('start' one)");
+  if (scrub_.runner->state() == fs::ScrubState::Running || scrub_.copies_running || scrub_.indexes_running ||
+      scrub_.recheck_running)
+    return record(EBUSY, ino, "recheck: the scrub or its repairs are still running; they recheck when done");
+  if (scrub_.runner->state() != fs::ScrubState::Done)
+    return record(EINVAL, ino, "recheck: the last scrub was stopped, so its findings are partial ('start' a new one)");
+  if (scrub_.repairs.joinable()) scrub_.repairs.join();  // done: it cleared recheck_running last
+  scrub_.repairs_stop = false;
+  scrub_.recheck_running = true;
+  scrub_.repairs = std::thread([this, runner = scrub_.runner] { recheck_findings(*runner); });
   return 0;
 }
 
@@ -247,12 +274,16 @@ int Filesystem::start_scrub(Ino ino, const std::string& how) {
   scrub_.repairs_stop = false;
   scrub_.copies_running = true;
   scrub_.indexes_running = true;
+  scrub_.recheck_running = true;
   scrub_.copies_arrays = 0;
   scrub_.copies_repaired = 0;
   scrub_.indexes_checked = 0;
   scrub_.indexes_rebuilt = 0;
   scrub_.indexes_bytes_read = 0;
-  scrub_.repairs = std::thread([this] { repair_copies(); });
+  scrub_.repairs = std::thread([this, runner = scrub_.runner] {
+    repair_copies();
+    recheck_findings(*runner);
+  });
   return 0;
 }
 

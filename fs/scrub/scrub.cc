@@ -37,7 +37,8 @@ class StoreMetadata final : public ScrubMetadata {
 
   bool unchanged(const ScrubObject& object) const override {
     if (object.ino == 0) return true;  // superblocks: only mmfsck rewrites them, never under a mount
-    if (store_.get(keys::extents(object.ino)).value_or("") != object.extents_record) return false;
+    const std::string key = object.extents_key.empty() ? keys::extents(object.ino) : object.extents_key;
+    if (store_.get(key).value_or("") != object.extents_record) return false;
     if (!object.schema_record.empty() &&
         store_.get(keys::xattr(object.ino, "mmfs.schema")).value_or("") != object.schema_record)
       return false;
@@ -187,11 +188,10 @@ void ScrubEngine::take_sector_locked(geom::Lbn lbn, const std::byte* data, int r
   const UnitKey key{o.object, o.unit};
   if (result != 0) {
     if (unreadable_.insert(lbn).second) {
-      const ScrubObject* obj = o.kind == OwnerKind::Outside || o.kind == OwnerKind::Metadata ||
-                                       o.kind == OwnerKind::Free
-                                   ? nullptr
-                                   : &map_->object(o.object);
-      report_locked({{lbn, 1}}, obj, obj ? obj->path : map_->describe(lbn),
+      const bool owned = o.kind != OwnerKind::Outside && o.kind != OwnerKind::Metadata && o.kind != OwnerKind::Free;
+      report_locked({{lbn, 1}}, owned ? std::optional(o.object) : std::nullopt,
+                    owned && unit ? std::optional(o.unit) : std::nullopt,
+                    owned ? map_->object(o.object).path : map_->describe(lbn),
                     fmt::format("LBN {} ({}) could not be read: {}", lbn, map_->describe(lbn), errno_name(result)));
     }
     if (unit) {
@@ -298,15 +298,18 @@ void ScrubEngine::verify_locked(const UnitKey& key, std::span<const std::byte> b
     return;
   }
   settled_.insert(key);
-  report_locked(obj.unit_runs(key.unit), &obj, obj.path, fmt::format("{} {}", obj.unit_name(key.unit), why));
+  report_locked(obj.unit_runs(key.unit), key.object, key.unit, obj.path,
+                fmt::format("{} {}", obj.unit_name(key.unit), why));
 }
 
-void ScrubEngine::report_locked(std::vector<layouts::Run> runs, const ScrubObject* object, std::string path,
-                                std::string what) {
+void ScrubEngine::report_locked(std::vector<layouts::Run> runs, std::optional<std::uint32_t> object,
+                                std::optional<std::uint64_t> unit, std::string path, std::string what) {
   ScrubFinding f;
   f.lbn = runs.empty() ? 0 : runs.front().lbn;
   f.runs = std::move(runs);
-  f.ino = object ? object->ino : 0;
+  f.ino = object ? map_->object(*object).ino : 0;
+  f.object = object;
+  f.unit = unit;
   f.path = std::move(path);
   f.what = std::move(what);
   ++findings_;
@@ -374,12 +377,64 @@ void ScrubEngine::finish_unit_job(const UnitJob& job, const std::byte* data, int
     pending_.erase(key);
     suspects_.erase(key);
     if (settled_.insert(key).second)
-      report_locked(job.runs, &obj, obj.path,
+      report_locked(job.runs, job.object, job.unit, obj.path,
                     fmt::format("{} could not be read: {}", obj.unit_name(job.unit), errno_name(result)));
     return;
   }
   const std::size_t bytes = std::size_t(obj.unit_sectors) * map_->sector_size();
   verify_locked(key, {data, bytes}, ReadPath::Completion, job.confirm ? &job.before : nullptr);
+}
+
+std::vector<ScrubEngine::RecheckJob> ScrubEngine::recheck_jobs() const {
+  std::lock_guard lock(mu_);
+  std::vector<RecheckJob> jobs;
+  for (std::size_t i = 0; i < finding_list_.size(); ++i) {
+    const ScrubFinding& f = finding_list_[i];
+    if (!f.resolved.empty()) continue;
+    RecheckJob job;
+    job.finding = i;
+    if (f.object && !metadata_->unchanged(map_->object(*f.object))) {
+      jobs.push_back(std::move(job));  // no read: its owner is elsewhere now
+      continue;
+    }
+    if (f.object && f.unit) {
+      const ScrubObject& obj = map_->object(*f.object);
+      job.runs = obj.unit_runs(*f.unit);
+      std::uint64_t n = 0;
+      for (const auto& r : job.runs) n += r.sectors;
+      if (n != obj.unit_sectors) continue;  // not placed whole: nothing to read it by
+    } else {
+      job.runs = f.runs;
+    }
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+void ScrubEngine::finish_recheck(const RecheckJob& job, const std::byte* data, int result) {
+  std::lock_guard lock(mu_);
+  if (job.finding >= finding_list_.size()) return;
+  ScrubFinding& f = finding_list_[job.finding];
+  if (!f.resolved.empty()) return;
+  auto resolve = [&](std::string why) {
+    f.resolved = std::move(why);
+    ++resolved_;
+  };
+  if (f.object && !metadata_->unchanged(map_->object(*f.object))) {
+    resolve(fmt::format("{} was moved or rewritten since: the sectors found bad no longer hold it",
+                        f.unit ? "its unit's owner" : "its owner"));
+    return;
+  }
+  if (result != 0 || job.runs.empty()) return;
+  if (f.object && f.unit) {
+    const ScrubObject& obj = map_->object(*f.object);
+    std::string why;
+    const std::size_t bytes = std::size_t(obj.unit_sectors) * map_->sector_size();
+    if (!unit_valid_locked(obj, *f.unit, {data, bytes}, nullptr, &why)) return;
+    resolve(fmt::format("{} reads and matches its checksum now (repaired)", obj.unit_name(*f.unit)));
+    return;
+  }
+  resolve("reads now");
 }
 
 bool ScrubEngine::complete() const {
@@ -424,12 +479,14 @@ nlohmann::json ScrubEngine::status() const {
   j["objects_unplaced"] = map_->unmapped_objects();
   j["map_bytes"] = map_->memory_bytes();
   j["errors"] = findings_;
+  j["errors_resolved"] = resolved_;
   nlohmann::json list = nlohmann::json::array();
   for (const ScrubFinding& f : finding_list_) {
     nlohmann::json runs = nlohmann::json::array();
     for (const auto& r : f.runs) runs.push_back({r.lbn, r.sectors});
     nlohmann::json e = {{"lbn", f.lbn}, {"lbns", std::move(runs)}, {"path", f.path}, {"what", f.what}};
     if (f.ino) e["ino"] = f.ino;
+    if (!f.resolved.empty()) e["resolved"] = f.resolved;
     list.push_back(std::move(e));
   }
   j["error_list"] = std::move(list);

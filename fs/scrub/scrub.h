@@ -105,6 +105,11 @@ struct ScrubFinding {
   Ino ino = 0;        // 0: no file (metadata, free space, a superblock)
   std::string path;   // the file, or what the sector holds
   std::string what;   // "cell 17 of /t/a failed its checksum"
+  std::optional<std::uint32_t> object;  // the map's object it was found in (none: metadata, free space)
+  std::optional<std::uint64_t> unit;    // the object's checksummed unit it lies in
+  // Empty while it holds; else why it no longer does (the recheck after
+  // the scrub's repairs: repaired from a copy or mirror, the owner moved).
+  std::string resolved;
 };
 
 struct ScrubOptions {
@@ -149,6 +154,23 @@ class ScrubEngine {
   // The unit's bytes (runs back to back), or the read's errno.
   void finish_unit_job(const UnitJob& job, const std::byte* data, int result);
 
+  // The recheck, once the scan and the repairs that run beside it are done
+  // (copies, mirrors, indexes built anew): each listed finding still open,
+  // and the sectors to read again to see whether it still holds (the whole
+  // unit for a checksummed one). A finding is damage the scrub saw; one the
+  // repairs have since mended should not read as outstanding, as ZFS lists
+  // only errors a scrub could not repair.
+  struct RecheckJob {
+    std::size_t finding = 0;         // its place in the listed findings
+    std::vector<layouts::Run> runs;  // empty: decided without a read (the owner changed)
+  };
+  std::vector<RecheckJob> recheck_jobs() const;
+  // The job's sectors (runs back to back), or the read's errno. The finding
+  // is resolved when its owner has moved or been rewritten since (the bad
+  // sectors no longer hold it), or its sectors now read (and, for a unit,
+  // match its checksum).
+  void finish_recheck(const RecheckJob& job, const std::byte* data, int result);
+
   // Every sector covered, every unit verified or found bad.
   bool complete() const;
   std::uint64_t findings() const;
@@ -178,7 +200,8 @@ class ScrubEngine {
                      const StoredChecksums* before = nullptr);
   bool unit_valid_locked(const ScrubObject& object, std::uint64_t unit, std::span<const std::byte> bytes,
                          const StoredChecksums* before, std::string* why);
-  void report_locked(std::vector<layouts::Run> runs, const ScrubObject* object, std::string path, std::string what);
+  void report_locked(std::vector<layouts::Run> runs, std::optional<std::uint32_t> object,
+                     std::optional<std::uint64_t> unit, std::string path, std::string what);
   void evict_locked();
 
   std::unique_ptr<OwnerMap> map_;
@@ -199,7 +222,7 @@ class ScrubEngine {
 
   std::map<ReadPath, std::uint64_t> sectors_by_, verified_by_;
   std::uint64_t unwritten_ = 0, false_alarms_ = 0, void_findings_ = 0, evicted_ = 0;
-  std::uint64_t findings_ = 0;
+  std::uint64_t findings_ = 0, resolved_ = 0;
   std::deque<ScrubFinding> finding_list_;
 };
 

@@ -217,12 +217,14 @@ struct Builder {
   }
 
   // Extents an object has but whose units the scrub does not know: read them.
-  void readable(OwnerKind kind, Ino ino, const std::vector<layouts::Extent>& extents, std::string record = {}) {
+  void readable(OwnerKind kind, Ino ino, const std::vector<layouts::Extent>& extents, std::string record = {},
+                std::string key = {}) {
     ScrubObject o;
     o.kind = kind;
     o.ino = ino;
     o.path = path_of(ino);
     o.extents_record = std::move(record);
+    o.extents_key = std::move(key);
     const std::uint32_t index = map.add_object(std::move(o));
     for (const auto& e : extents) map.add_readable(kind, index, e.start, e.sectors);
   }
@@ -371,28 +373,29 @@ std::unique_ptr<OwnerMap> OwnerMap::from_volume(Volume& volume, const PlacementS
     Ino ino;
     std::optional<keys::Kind> kind;  // none: a kind of extent map this scrub does not know
     std::string record;
+    std::string key;
   };
   std::vector<Found> found;
   md.store().scan(keys::scan_prefix(keys::Kind::Extents), [&](std::string_view key, std::string_view value) {
     const auto owner = keys::owner(key);
     if (!owner) return true;
     const auto parsed = keys::parse(key);
-    found.push_back({*owner, parsed ? std::optional(parsed->kind) : std::nullopt, std::string(value)});
+    found.push_back({*owner, parsed ? std::optional(parsed->kind) : std::nullopt, std::string(value), std::string(key)});
     return true;
   });
   for (const Found& f : found) {
     auto extents = decode_extents(f.record);
     if (!extents || extents->empty()) continue;
     if (f.kind == keys::Kind::IndexExtents) {
-      b.readable(OwnerKind::IndexObject, f.ino, *extents, f.record);
+      b.readable(OwnerKind::IndexObject, f.ino, *extents, f.record, f.key);
       continue;
     }
     if (f.kind == keys::Kind::MlocExtents) {
-      b.readable(OwnerKind::MlocImage, f.ino, *extents, f.record);
+      b.readable(OwnerKind::MlocImage, f.ino, *extents, f.record, f.key);
       continue;
     }
     if (f.kind != keys::Kind::Extents) {  // a kind of extent map this scrub does not know: read it
-      b.readable(OwnerKind::ArrayData, f.ino, *extents, f.record);
+      b.readable(OwnerKind::ArrayData, f.ino, *extents, f.record, f.key);
       continue;
     }
     auto inode = md.inode(f.ino);

@@ -73,6 +73,7 @@ struct ScrubObject {
     return std::min(checked_bytes, brick_bytes - first);
   }
   std::string extents_record;       // e/<ino> when the map was built: a change voids a finding
+  std::string extents_key;          // the record's key when not e/<ino> (an index's, an mloc image's)
   std::string schema_record;        // the array's schema record, likewise
   // Where each unit lies, for reading it whole again: runs of object
   // positions (unit * unit_sectors + sector) to LBNs, sorted by position.

@@ -100,6 +100,25 @@ void ScrubRunner::stop() {
                        .count();
 }
 
+void ScrubRunner::recheck_findings(const std::atomic<bool>& stop) {
+  const std::uint32_t ss = io_.sector_size();
+  for (const ScrubEngine::RecheckJob& job : engine_->recheck_jobs()) {
+    if (stop.load() || state_.load() == ScrubState::Stopped) return;
+    std::uint64_t sectors = 0;
+    for (const auto& r : job.runs) sectors += r.sectors;
+    AlignedBuffer buf(std::max<std::uint64_t>(sectors, 1) * ss, AlignedBuffer::ForIo{});
+    std::vector<SectorRun> runs;
+    std::byte* p = buf.data();
+    for (const auto& r : job.runs) {
+      runs.push_back({r.lbn, r.sectors, p});
+      p += std::uint64_t(r.sectors) * ss;
+    }
+    const int result = runs.empty() ? 0 : io_.read_background(runs);
+    if (!runs.empty()) ++own_reads_;
+    engine_->finish_recheck(job, buf.data(), result);
+  }
+}
+
 void ScrubRunner::before_batch(std::span<const geom::Request> foreground, IoRequest::Op op,
                                std::vector<geom::Lbn>* extra) {
   (void)op;  // writes position the sled too: their free slots are as good as a read's

@@ -71,6 +71,10 @@ class ScrubRunner final : public BatchObserver, public std::enable_shared_from_t
 
   // Stops the scrub (if running) and waits for its thread. Idempotent.
   void stop();
+  // Once the scrub is done and the repairs beside it have run: reads each
+  // open finding again (ScrubEngine::recheck_jobs) and marks those that no
+  // longer hold. Returns early once `stop` is set or the scrub is stopped.
+  void recheck_findings(const std::atomic<bool>& stop);
   ScrubState state() const { return state_.load(); }
   ScrubMode mode() const { return mode_; }
   // The engine's status plus state, mode, times and the runner's counters.

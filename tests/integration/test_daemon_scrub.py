@@ -134,6 +134,44 @@ def test_idle_time_scrub_covers_a_disk_and_names_a_corrupted_sector(volumes):
     assert any(line.startswith("EIO /a: scrub:") and "failed its checksum" in line for line in added), added
     # The same cell read by a client is an EIO too (the read path agrees).
     expect_errno(errno.EIO, read_bytes, view(path, "box", "10,20,30"))
+    # Nothing could mend it (no copy): the recheck after the scrub leaves it open.
+    st = wait_for(vol, lambda s: s["recheck"]["state"] == "idle", 30, "the recheck")
+    assert st["errors_resolved"] == 0 and "resolved" not in finding_for(st, bad)[0], st
+
+
+def test_recheck_resolves_a_finding_once_its_cell_is_rewritten(volumes):
+    """A finding is damage the scan saw; once what it names is mended (here
+    the user writes the array again) `recheck` reads it again and marks it
+    resolved, so `errors - errors_resolved` is the damage still there. The
+    same recheck runs by itself after each scrub's repairs."""
+    vol = volumes()
+    assert command(vol, "recheck") == errno.EINVAL  # no scrub yet
+    assert "no scrub has run" in vol.errors()
+    arr = random_array(np.random.default_rng(19), (64, 64, 64), "float64")
+    path = make_array(vol.mnt / "c", arr.shape, "float64", data=arr)
+    bad = lbn_of(path, (33, 5, 60))
+    corrupt(vol, bad)
+    assert command(vol, "start") is None
+    assert command(vol, "recheck") == errno.EBUSY  # the scan is still running
+    st = wait_for(vol, lambda s: s["state"] == "done" and s["recheck"]["state"] == "idle", 60,
+                  "the scrub and its recheck")
+    [finding] = finding_for(st, bad)
+    assert "failed its checksum" in finding["what"] and "resolved" not in finding, finding
+    assert st["errors"] == 1 and st["errors_resolved"] == 0, st
+    # The user writes the array again: every cell rewritten, with its checksum.
+    with open(path, "r+b") as f:
+        f.write(arr.tobytes())
+        os.fsync(f.fileno())
+    assert read_bytes(path) == arr.tobytes()
+    assert command(vol, "recheck") is None
+    st = wait_for(vol, lambda s: s["recheck"]["state"] == "idle" and s["errors_resolved"] == 1, 30,
+                  "the recheck after the rewrite")
+    [finding] = finding_for(st, bad)
+    assert "resolved" in finding and "failed its checksum" in finding["what"], finding
+    assert st["errors"] == 1, st
+    # A stopped scrub's findings are partial: no recheck of them.
+    assert command(vol, "start") is None and command(vol, "stop") is None
+    assert command(vol, "recheck") == errno.EINVAL
 
 
 def test_free_bandwidth_leaves_the_modeled_time_unchanged(volumes):

@@ -234,6 +234,78 @@ TEST_CASE("unwritten cells need nothing; read errors are findings", "[scrub]") {
   CHECK(t.found[1].ino == 7);
 }
 
+// The recheck after the repairs: a finding whose unit now reads and matches
+// its checksum (a copy or mirror rewrote it), or whose owner moved, is
+// resolved; one still bad, one whose sectors still do not read, and one in
+// free space that still does not read stay open; each is decided once.
+TEST_CASE("the recheck resolves what the repairs mended and leaves the rest open", "[scrub]") {
+  Toy t = toy_engine();
+  ScrubEngine& e = *t.engine;
+  auto bad1 = cell_bytes(1), bad2 = cell_bytes(2);
+  bad1[10] ^= std::byte{1};
+  bad2[600] ^= std::byte{1};
+  for (std::uint32_t k = 0; k < 3; ++k) give(e, 210 + k, bad1, k);
+  for (std::uint32_t k = 0; k < 2; ++k) give(e, 300 + k, bad2, k);  // cell 2: sectors 300, 301, 400
+  give(e, 400, bad2, 2);
+  while (auto job = e.next_unit_job()) {
+    const auto& bytes = job->unit == 1 ? bad1 : bad2;
+    e.finish_unit_job(*job, bytes.data(), 0);
+  }
+  const geom::Lbn l[2] = {150, 231};  // free space; a sector of cell 3
+  const int res[2] = {EIO, EIO};
+  std::vector<std::byte> junk(1024);
+  e.deliver(l, junk.data(), res, ReadPath::IdleTime);
+  REQUIRE(t.found.size() == 4);
+  CHECK(e.status()["errors_resolved"] == 0);
+
+  auto jobs = e.recheck_jobs();
+  REQUIRE(jobs.size() == 4);
+  // Cell 3's unreadable sector is read again with its whole unit.
+  std::map<geom::Lbn, ScrubEngine::RecheckJob> by_lbn;
+  for (const auto& j : jobs) by_lbn[t.found[j.finding].lbn] = j;
+  REQUIRE(by_lbn.count(231));
+  REQUIRE(by_lbn[231].runs.size() == 1);
+  CHECK(by_lbn[231].runs[0].lbn == 230);
+  CHECK(by_lbn[231].runs[0].sectors == 3);
+  REQUIRE(by_lbn[300].runs.size() == 2);  // cell 2 lies in two pieces
+  // Cell 1 repaired; cell 2 still bad; cell 3 reads now but is not its
+  // checksum's bytes; the free sector still does not read.
+  const auto good1 = cell_bytes(1), good3 = cell_bytes(3);
+  e.finish_recheck(by_lbn[210], good1.data(), 0);
+  e.finish_recheck(by_lbn[300], bad2.data(), 0);
+  e.finish_recheck(by_lbn[231], cell_bytes(50).data(), 0);
+  e.finish_recheck(by_lbn[150], junk.data(), EIO);
+  auto st = e.status();
+  CHECK(st["errors"] == 4);
+  CHECK(st["errors_resolved"] == 1);
+  std::map<geom::Lbn, nlohmann::json> listed;
+  for (const auto& x : st["error_list"]) listed[x["lbn"].get<geom::Lbn>()] = x;
+  CHECK_THAT(listed[210].value("resolved", ""), Catch::Contains("cell 1 of /t/a") && Catch::Contains("repaired"));
+  for (geom::Lbn open : {300, 231, 150}) CHECK_FALSE(listed[open].contains("resolved"));
+  // Resolved once: a second pass neither asks for it nor counts it again.
+  e.finish_recheck(by_lbn[210], good1.data(), 0);
+  CHECK(e.status()["errors_resolved"] == 1);
+  jobs = e.recheck_jobs();
+  CHECK(jobs.size() == 3);
+  // Cell 3 reads whole now; the free sector reads; and the array moved: the
+  // bad cell 2's sectors no longer hold it (decided without a read).
+  e.finish_recheck(by_lbn[231], good3.data(), 0);
+  e.finish_recheck(by_lbn[150], junk.data(), 0);
+  t.md->moved = true;
+  jobs = e.recheck_jobs();
+  REQUIRE(jobs.size() == 1);
+  CHECK(jobs[0].runs.empty());
+  e.finish_recheck(jobs[0], nullptr, 0);
+  st = e.status();
+  CHECK(st["errors_resolved"] == 4);
+  for (const auto& x : st["error_list"]) CHECK(x.contains("resolved"));
+  listed.clear();
+  for (const auto& x : st["error_list"]) listed[x["lbn"].get<geom::Lbn>()] = x;
+  CHECK_THAT(listed[300]["resolved"].get<std::string>(), Catch::Contains("moved or rewritten"));
+  CHECK(listed[150]["resolved"] == "reads now");
+  CHECK(e.recheck_jobs().empty());
+}
+
 TEST_CASE("incomplete cells past the memory cap wait for the completion pass", "[scrub]") {
   ScrubOptions opt;
   opt.partial_bytes = 2 * 3 * 512;  // two incomplete cells at most
@@ -325,4 +397,71 @@ TEST_CASE("the engine over a whole volume verifies everything and names one flip
   REQUIRE(by_path.count("/f"));
   CHECK(by_path["/f"].what == "block 1 of /f failed its checksum");
   CHECK(st["errors"] == 2);
+}
+
+namespace {
+// The recheck as ScrubRunner::recheck_findings does it, through `io`.
+void recheck_all(ScrubEngine& e, SectorIo& io) {
+  for (const auto& job : e.recheck_jobs()) {
+    std::uint64_t sectors = 0;
+    for (const auto& r : job.runs) sectors += r.sectors;
+    AlignedBuffer buf(std::max<std::uint64_t>(sectors, 1) * io.sector_size());
+    std::vector<SectorRun> runs;
+    std::byte* p = buf.data();
+    for (const auto& r : job.runs) {
+      runs.push_back({r.lbn, r.sectors, p});
+      p += r.sectors * io.sector_size();
+    }
+    e.finish_recheck(job, buf.data(), runs.empty() ? 0 : io.read_background(runs));
+  }
+}
+}  // namespace
+
+// Over a real volume (the store's checksums and extent records): a cell
+// found bad and then mended in place is resolved by the recheck, a file block
+// still bad stays open until its file is truncated (its owner moved).
+TEST_CASE("the recheck over a whole volume resolves a mended cell, and a bad block only once its file moved",
+          "[scrub]") {
+  ArraySchema s = make_schema({32, 32, 32}, "float64", "multimap");
+  auto v = testing::scrub_volume(s, [](std::size_t i) { return double(i) * 0.5 - 3; }, 20000, 'z');
+  MemoryDevice& raw = *v.dev;
+  Mount& m = v.m;
+  std::string msg, where;
+  REQUIRE(v.a->lbn_text(std::vector<std::uint64_t>{7, 30, 2}, &where, &msg) == 0);
+  std::uint64_t lbn = 0, offset = 0;
+  REQUIRE(std::sscanf(where.c_str(), "%lu %lu", &lbn, &offset) == 2);
+  raw.bytes()[lbn * 512 + offset] ^= std::byte{0x08};
+  geom::Lbn file_first = m.md().extents(v.fino).at(0).start;
+  raw.bytes()[file_first * 512 + 7] ^= std::byte{0x01};
+
+  std::vector<ScrubFinding> found;
+  ScrubEngine e(OwnerMap::from_volume(*m.vol), store_metadata(m.vol->store()), ScrubOptions{},
+                [&found](const ScrubFinding& f) { found.push_back(f); });
+  scrub_all(e, *m.io);
+  REQUIRE(found.size() == 2);
+  // Nothing mended yet: the recheck reads both again and leaves them open.
+  recheck_all(e, *m.io);
+  CHECK(e.status()["errors_resolved"] == 0);
+  // The cell's bytes put back in place, as a repair from a copy does.
+  raw.bytes()[lbn * 512 + offset] ^= std::byte{0x08};
+  recheck_all(e, *m.io);
+  auto st = e.status();
+  CHECK(st["errors_resolved"] == 1);
+  for (const auto& f : st["error_list"]) {
+    INFO(f.dump());
+    if (f["path"] == "/a") CHECK_THAT(f.value("resolved", ""), Catch::Contains("matches its checksum now"));
+    else CHECK_FALSE(f.contains("resolved"));
+  }
+  // The file truncated to nothing (its extents change): the bad sectors no
+  // longer hold it, decided without a read.
+  REQUIRE(v.file->truncate(0) == 0);
+  REQUIRE(v.file->commit() == 0);
+  auto jobs = e.recheck_jobs();
+  REQUIRE(jobs.size() == 1);
+  CHECK(jobs[0].runs.empty());
+  recheck_all(e, *m.io);
+  st = e.status();
+  CHECK(st["errors_resolved"] == 2);
+  for (const auto& f : st["error_list"])
+    if (f["path"] == "/f") CHECK_THAT(f.value("resolved", ""), Catch::Contains("moved or rewritten"));
 }
