@@ -48,9 +48,14 @@ ZonedDisk::ZonedDisk(const DiskParams& params) : p_(params) {
     z.spec = s;
     z.first_cylinder = cyl;
     z.first_track = cyl * p_.surfaces;
-    z.tracks = s.cylinders * p_.surfaces;
     z.first_lbn = capacity_;
-    z.sectors = z.tracks * s.sectors_per_track;
+    // The capacity in bytes must fit in 63 bits, as MemStore's and Flash's
+    // must (a zone's sectors wrapped past 2^64: a disk smaller than its zones).
+    std::uint64_t end = 0;
+    if (__builtin_mul_overflow(s.cylinders, std::uint64_t(p_.surfaces), &z.tracks) ||
+        __builtin_mul_overflow(z.tracks, std::uint64_t(s.sectors_per_track), &z.sectors) ||
+        __builtin_add_overflow(capacity_, z.sectors, &end) || end > (std::uint64_t(1) << 63) / p_.sector_size)
+      invalid(fmt::format("geometry field '{}': the disk up to this zone holds more than 2^63 bytes", where));
     if (!zones_.empty()) {
       // The first track of a zone follows the previous zone's last track across a
       // cylinder boundary, skewed by the new zone's cylinder skew.

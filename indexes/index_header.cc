@@ -336,7 +336,8 @@ std::variant<IndexHeader, std::string> IndexHeader::decode(std::span<const std::
   const BinStatsView stats = h.stats();
   for (std::uint32_t b = 0; b < bins; ++b) {
     const std::uint64_t rows = stats.rows(b);
-    if (rows > h.rows_) return std::string("index header: bad bin statistics");
+    // Against the rows left, not rows_: a sum of several bins could wrap past 2^64 back to rows_.
+    if (rows > h.rows_ - total) return std::string("index header: bins do not hold every row");
     total += rows;
     if (b < h.binning_.value_bins() && rows > 0) {
       const BinStats st = stats[b];

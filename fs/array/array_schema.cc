@@ -11,8 +11,10 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <type_traits>
+#include <variant>
 
 #include "fs/array/copy_spec.h"
+#include "indexes/binning.h"
 
 namespace mmfs::fs {
 
@@ -227,8 +229,9 @@ std::string accepted_of(Field f, std::size_t rank) {
     case Field::index:
       return "none e1 bn range interval re ie";
     case Field::bins:
-      return "exact, N (N >= 1 equal-frequency bins), precision:D (D 1 to 17 significant digits) or "
-             "edges:a,b,... (strictly ascending finite numbers)";
+      return fmt::format("exact, N (1 to {} equal-frequency bins), precision:D (D 1 to 17 significant digits) or "
+                         "edges:a,b,... (strictly ascending finite numbers)",
+                         indexes::kMaxExactBins);
     case Field::dims:
       return "one name per dimension separated by commas, each a letter or '_' then letters, digits or '_' "
              "(at most 64 characters), no two alike (e.g. time,lat,lon)";
@@ -524,6 +527,10 @@ SchemaResult set_schema_attr(ArraySchema& schema, string_view name, string_view 
   if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
   ArraySchema candidate = schema;
   if (auto r = parse_field(candidate, *f, value)) return r;
+  // The index builder reads bins again: take only what it takes (N beyond
+  // kMaxExactBins, "edges:1." were accepted here and failed every build).
+  if (*f == Field::bins && std::holds_alternative<std::string>(indexes::parse_bin_spec(candidate.bins)))
+    return malformed(*f, value);
   if (auto r = check_cross(candidate, f)) return r;
   if (*f == Field::layout) {
     candidate.layout_set = true;

@@ -59,6 +59,20 @@ CopySpec spec_of(const ArraySchema& s) {
   return c;
 }
 
+// User text in a one-line message: printable ASCII as is, other bytes as
+// \xNN (a copy list may hold any byte, and the message goes to .mmfs/errors),
+// at most 200 bytes of it.
+std::string shown(std::string_view v) {
+  std::string out = "'";
+  for (std::size_t i = 0; i < v.size() && i < 200; ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c == '\\') out += "\\\\";
+    else if (c >= 0x20 && c < 0x7f) out += char(c);
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  return out + (v.size() > 200 ? "...'" : "'");
+}
+
 template <typename T>
 std::string joined(const std::vector<T>& v) {
   return fmt::format("{}", fmt::join(v, ","));
@@ -89,7 +103,7 @@ SchemaResult parse_copies(const ArraySchema& base, std::string_view text, std::v
     }
     ArraySchema s = placement_base(base);
     if (auto r = set_schema_attr(s, "layout", items[0]))
-      return fail(r.error, fmt::format("{} ('{}'): {}", where, specs[i], r.message));
+      return fail(r.error, fmt::format("{} ({}): {}", where, shown(specs[i]), r.message));
     std::vector<std::string_view> seen;
     for (std::size_t k = 1; k < items.size(); ++k) {
       const std::string_view item = items[k];
@@ -97,14 +111,14 @@ SchemaResult parse_copies(const ArraySchema& base, std::string_view text, std::v
       const std::string_view key = item.substr(0, eq);
       if (eq == std::string_view::npos ||
           std::find(kCopyKeys.begin(), kCopyKeys.end(), key) == kCopyKeys.end())
-        return fail(EINVAL, fmt::format("{} ('{}'): '{}' is not KEY=VALUE with KEY one of order, cell, basic_cube, "
+        return fail(EINVAL, fmt::format("{} ({}): {} is not KEY=VALUE with KEY one of order, cell, basic_cube, "
                                         "priority, chunk, compress; accepted: {}",
-                                        where, specs[i], item, kGrammar));
+                                        where, shown(specs[i]), shown(item), kGrammar));
       if (std::find(seen.begin(), seen.end(), key) != seen.end())
-        return fail(EINVAL, fmt::format("{} ('{}'): {} is given twice", where, specs[i], key));
+        return fail(EINVAL, fmt::format("{} ({}): {} is given twice", where, shown(specs[i]), key));
       seen.push_back(key);
       if (auto r = set_schema_attr(s, key, item.substr(eq + 1)))
-        return fail(r.error, fmt::format("{} ('{}'): {}", where, specs[i], r.message));
+        return fail(r.error, fmt::format("{} ({}): {}", where, shown(specs[i]), r.message));
     }
     copies.push_back(spec_of(s));
   }
@@ -218,10 +232,12 @@ std::optional<std::vector<CopySpec>> decode_copies(const nlohmann::json& j) {
 bool decode_members(const nlohmann::json& j, std::vector<std::uint32_t>* out) {
   if (!j.is_array() || j.empty() || j.size() > 65536) return false;
   std::vector<std::uint32_t> members;
+  std::vector<bool> seen(65536);  // a search per member was quadratic: 65536 members took 0.6 s
   for (const auto& x : j) {
     if (!x.is_number_unsigned() || x.get<std::uint64_t>() >= 65536) return false;
     const auto m = x.get<std::uint32_t>();
-    if (std::find(members.begin(), members.end(), m) != members.end()) return false;
+    if (seen[m]) return false;
+    seen[m] = true;
     members.push_back(m);
   }
   *out = std::move(members);

@@ -60,6 +60,13 @@ std::string member_json(const Superblock& sb) {
 bool decode_member_json(std::string_view text, Superblock* sb) {
   try {
     auto j = nlohmann::json::parse(text);
+    // Unsigned integers of 32 bits only: get<std::uint32_t>() truncates a larger
+    // one and is undefined for a float out of range (1e10).
+    for (const char* key : {"devices", "index", "raid"})
+      if (!j.at(key).is_number_unsigned() || j.at(key).get<std::uint64_t>() > UINT32_MAX) return false;
+    if (!j.at("member_bytes").is_number_unsigned() || !j.at("failed").is_array()) return false;
+    for (const auto& f : j.at("failed"))
+      if (!f.is_number_unsigned() || f.get<std::uint64_t>() > UINT32_MAX) return false;
     sb->devices = j.at("devices").get<std::uint32_t>();
     sb->member_index = j.at("index").get<std::uint32_t>();
     sb->raid = j.at("raid").get<std::uint32_t>();
@@ -151,7 +158,8 @@ std::optional<Superblock> decode_superblock(std::span<const std::byte> in, Super
   // Cross-field sanity: a checksum protects against corruption, not against bugs.
   if (sb.meta_offset < kSuperblockBytes || sb.meta_length == 0 || sb.meta_offset + sb.meta_length < sb.meta_offset ||
       sb.meta_offset + sb.meta_length > sb.volume_bytes || sb.data_first_lbn > sb.data_end_lbn ||
-      sb.backup_offset + kSuperblockBytes > sb.volume_bytes)
+      // (not backup_offset + kSuperblockBytes: that wraps past 2^64 for an offset near it)
+      sb.volume_bytes < kSuperblockBytes || sb.backup_offset > sb.volume_bytes - kSuperblockBytes)
     return fail(SuperblockStatus::Malformed);
   if (status) *status = SuperblockStatus::Ok;
   return sb;

@@ -409,7 +409,8 @@ class Walker {
                                          where, bytes, kMaxZarrChunkBytes >> 20));
       ++at;
     }
-    if (c_.size() == at) return dir({"zarr.json", "c"});
+    // A plan's zarr/ lists only c: plan/zarr/zarr.json is ENOENT (metadata has no plan).
+    if (c_.size() == at) return dir(plan ? std::vector<std::string>{"c"} : std::vector<std::string>{"zarr.json", "c"});
     if (c_[at] == "zarr.json") {
       if (auto e = file_end(at + 1)) return *e;
       if (plan)
