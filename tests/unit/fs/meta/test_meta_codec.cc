@@ -16,25 +16,11 @@
 
 #include "fs/meta/meta_codec.h"
 #include "fs/meta/meta_store.h"
+#include "tests/unit/support/meta_samples.h"
 
 using namespace mmfs::fs;
 
 namespace {
-
-// A version 2 region of 1 MiB in 4 KiB blocks: each copy (512 KiB) holds the
-// header block, two checkpoint slots of 16 blocks and a log of 64 blocks.
-meta::RegionHeader region_v2() {
-  meta::RegionHeader h;
-  h.block_size = 4096;
-  h.nonce = 0x1234567890abcdefull;
-  h.region_length = 1 << 20;
-  h.slot_offset[0] = 4096;
-  h.slot_offset[1] = 4096 * 17;
-  h.slot_length = 4096 * 16;
-  h.log_offset = 4096 * 33;
-  h.log_length = 4096 * 64;
-  return h;
-}
 
 bool same(const meta::RegionHeader& a, const meta::RegionHeader& b) {
   return a.version == b.version && a.block_size == b.block_size && a.nonce == b.nonce &&
@@ -46,7 +32,7 @@ bool same(const meta::RegionHeader& a, const meta::RegionHeader& b) {
 }  // namespace
 
 TEST_CASE("meta codec: a region header round-trips and any flipped bit is refused", "[meta][codec]") {
-  const meta::RegionHeader h = region_v2();
+  const meta::RegionHeader h = testing::sample_region_v2();
   std::vector<std::byte> block(4096, std::byte{0});
   meta::encode_region_header(h, block);
   auto back = meta::decode_region_header(block);
@@ -70,7 +56,7 @@ TEST_CASE("meta codec: a region header round-trips and any flipped bit is refuse
 }
 
 TEST_CASE("meta codec: a region's geometry must match its device and keep its areas apart", "[meta][codec]") {
-  const meta::RegionHeader h = region_v2();
+  const meta::RegionHeader h = testing::sample_region_v2();
   CHECK(meta::check_region_geometry(h, 4096, 1 << 20).empty());
   CHECK(meta::check_region_geometry(h, 512, 1 << 20) == "block size 4096 does not match the device's 512");
   CHECK(meta::check_region_geometry(h, 4096, 2 << 20) ==
@@ -97,7 +83,7 @@ TEST_CASE("meta codec: a region's geometry must match its device and keep its ar
 }
 
 TEST_CASE("meta codec: the log window is twice the checkpoint, at least 4 MiB, at most the log", "[meta][codec]") {
-  meta::RegionHeader h = region_v2();
+  meta::RegionHeader h = testing::sample_region_v2();
   h.log_length = 64 << 20;
   CHECK(meta::log_window(h, 100) == meta::kMinLogWindow);
   CHECK(meta::log_window(h, 3 << 20) == 6 << 20);

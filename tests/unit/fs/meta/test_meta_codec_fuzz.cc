@@ -17,6 +17,7 @@
 #include "fs/meta/meta_codec.h"
 #include "fs/meta/meta_store.h"
 #include "tests/unit/support/fuzz_support.h"
+#include "tests/unit/support/meta_samples.h"
 
 using namespace mmfs::fs;
 using namespace mmfs::fs::meta;
@@ -60,19 +61,6 @@ std::string mutant(Mutator& m, const std::string& valid, bool payload_hash, std:
   return s;
 }
 
-RegionHeader region_v2() {
-  RegionHeader h;
-  h.block_size = 4096;
-  h.nonce = 0x1234567890abcdefull;
-  h.region_length = 1 << 20;
-  h.slot_offset[0] = 4096;
-  h.slot_offset[1] = 4096 * 17;
-  h.slot_length = 4096 * 16;
-  h.log_offset = 4096 * 33;
-  h.log_length = 4096 * 64;
-  return h;
-}
-
 std::string encoded(const RegionHeader& h) {
   std::string s(4096, '\0');
   encode_region_header(h, writable(s));
@@ -98,15 +86,15 @@ std::string checkpoint(const StateMap& state) {
 }  // namespace
 
 TEST_CASE("fuzz: region headers", "[fuzz][meta_codec]") {
-  RegionHeader v1 = region_v2();
+  RegionHeader v1 = mmfs::fs::testing::sample_region_v2();
   v1.version = 1;
-  RegionHeader big = region_v2();
+  RegionHeader big = mmfs::fs::testing::sample_region_v2();
   big.region_length = 1ull << 40;
   big.log_length = (1ull << 39) - 4096 * 33;
-  Mutator mutator(seed_of("decode_region_header"), {encoded(region_v2()), encoded(v1), encoded(big)});
+  Mutator mutator(seed_of("decode_region_header"), {encoded(mmfs::fs::testing::sample_region_v2()), encoded(v1), encoded(big)});
   Tally tally("decode_region_header");
   for (std::size_t i = 0, n = iterations(10000); i < n; ++i) {
-    std::string s = mutator.mutate(encoded(i % 2 ? region_v2() : big).substr(0, 80)) + std::string(4016, '\0');
+    std::string s = mutator.mutate(encoded(i % 2 ? mmfs::fs::testing::sample_region_v2() : big).substr(0, 80)) + std::string(4016, '\0');
     if (i % 4) seal(s);
     tally.run(s, [&] {
       auto h = decode_region_header(bytes_of(s));

@@ -15,6 +15,7 @@
 #include "fs/meta/metadata.h"
 #include "fs/meta/superblock.h"
 #include "tests/unit/support/fuzz_support.h"
+#include "tests/unit/support/meta_samples.h"
 
 using namespace mmfs::fs;
 using namespace mmfs::testing::fuzz;
@@ -23,23 +24,8 @@ namespace {
 
 constexpr std::size_t kChecksumAt = kSuperblockBytes - 8;
 
-Superblock single() {
-  Superblock sb;
-  for (int i = 0; i < 16; ++i) sb.uuid[i] = std::uint8_t(i * 7);
-  sb.label = "data";
-  sb.created_ns = 123456789;
-  sb.volume_bytes = 1ull << 30;
-  sb.meta_offset = 16384;
-  sb.meta_length = 8 << 20;
-  sb.data_first_lbn = 17000;
-  sb.data_end_lbn = 2000000;
-  sb.backup_offset = (1ull << 30) - 16384;
-  sb.geometry_json = R"({"kind":"flash","sector_size":4096})";
-  return sb;
-}
-
 Superblock members() {
-  Superblock sb = single();
+  Superblock sb = mmfs::fs::testing::sample_superblock();
   sb.version = 2;
   sb.devices = 4;
   sb.member_index = 1;
@@ -96,7 +82,7 @@ bool sane(const Superblock& sb) {
 }  // namespace
 
 TEST_CASE("fuzz: decode_superblock on mutated, re-sealed superblocks", "[fuzz][superblock]") {
-  const std::vector<std::string> corpus = {encoded(single()), encoded(members())};
+  const std::vector<std::string> corpus = {encoded(mmfs::fs::testing::sample_superblock()), encoded(members())};
   std::vector<std::string> heads;
   for (const auto& s : corpus) heads.push_back(s.substr(0, 512));
   Mutator mutator(seed_of("decode_superblock"), heads,
@@ -143,13 +129,13 @@ TEST_CASE("fuzz: decode_superblock regressions", "[fuzz][superblock]") {
   // A backup copy at the very end of the address space: backup_offset +
   // kSuperblockBytes wrapped past 2^64 and passed the volume-size check.
   for (std::uint64_t backup : {~0ull - 100, ~0ull - kSuperblockBytes + 1, (1ull << 30) - kSuperblockBytes + 1}) {
-    Superblock sb = single();
+    Superblock sb = mmfs::fs::testing::sample_superblock();
     sb.backup_offset = backup;
     SuperblockStatus status;
     CHECK_FALSE(decode_superblock(bytes_of(encoded(sb)), &status));
     CHECK(status == SuperblockStatus::Malformed);
   }
-  CHECK(decode_superblock(bytes_of(encoded(single())), nullptr));
+  CHECK(decode_superblock(bytes_of(encoded(mmfs::fs::testing::sample_superblock())), nullptr));
   // Member fields beyond 32 bits were truncated (4294967300 devices read as
   // 4), and a float out of range was converted with undefined behaviour.
   auto good = decode_superblock(bytes_of(with_members_json(members(), kMembersJson)), nullptr);

@@ -10,35 +10,25 @@
 
 #include "fs/paths/control_path.h"
 #include "geometry/load.h"
+#include "tests/unit/support/path_test_support.h"
 
 using namespace mmfs;
 using namespace mmfs::fs;
 
-namespace {
+using mmfs::fs::testing::split_path;
 
-std::vector<std::string> split(const std::string& path) {
-  std::vector<std::string> out;
-  if (path.empty()) return out;
-  std::size_t start = 0;
-  for (;;) {
-    auto slash = path.find('/', start);
-    out.push_back(path.substr(start, slash - start));
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  return out;
-}
+namespace {
 
 ControlNode resolve(const geom::Geometry& g, const std::string& path) {
   INFO("path .mmfs/" << path);
-  auto r = resolve_control(split(path), g);
+  auto r = resolve_control(split_path(path), g);
   if (auto* e = std::get_if<PathError>(&r)) FAIL("unexpected error " << e->error << ": " << e->message);
   return std::get<ControlNode>(r);
 }
 
 PathError failure(const geom::Geometry& g, const std::string& path) {
   INFO("path .mmfs/" << path);
-  auto r = resolve_control(split(path), g);
+  auto r = resolve_control(split_path(path), g);
   if (std::holds_alternative<ControlNode>(r)) FAIL("resolved, but an error was expected");
   return std::get<PathError>(r);
 }

@@ -15,23 +15,14 @@
 #include "fs/paths/control_path.h"
 #include "geometry/load.h"
 #include "tests/unit/support/fuzz_support.h"
+#include "tests/unit/support/path_test_support.h"
 
 using namespace mmfs::fs;
 using namespace mmfs::testing::fuzz;
 
-namespace {
+using mmfs::fs::testing::split_path;
 
-std::vector<std::string> split(const std::string& path) {
-  std::vector<std::string> out;
-  if (path.empty()) return out;
-  std::size_t start = 0;
-  for (;;) {
-    const auto slash = path.find('/', start);
-    out.push_back(path.substr(start, slash - start));
-    if (slash == std::string::npos) return out;
-    start = slash + 1;
-  }
-}
+namespace {
 
 }  // namespace
 
@@ -47,7 +38,7 @@ TEST_CASE("fuzz: resolve_control on mutated paths", "[fuzz][control_path]") {
     const std::string path = mutator.next();
     const mmfs::geom::Geometry& g = *geometries[i % geometries.size()];
     tally.run(path, [&] {
-      auto r = resolve_control(split(path), g);
+      auto r = resolve_control(split_path(path), g);
       if (auto* e = std::get_if<PathError>(&r)) {
         tally.failed();
         tally.check(e->error == ENOENT || e->error == EINVAL || e->error == ERANGE || e->error == ENOTDIR ||

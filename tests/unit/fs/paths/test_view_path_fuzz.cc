@@ -13,11 +13,14 @@
 
 #include "fs/paths/view_path.h"
 #include "tests/unit/support/fuzz_support.h"
+#include "tests/unit/support/path_test_support.h"
 
 using namespace mmfs::fs;
 using namespace mmfs::testing::fuzz;
 using mmfs::layouts::DimRange;
 using mmfs::layouts::Selection;
+
+using mmfs::fs::testing::split_path;
 
 namespace {
 
@@ -44,18 +47,6 @@ const std::vector<std::string> kPaths = {
 
 const std::vector<std::string> kTokens = {"/", "@", ",", ":", "::", "slice", "box", "plod", "query", "plan", "lbn",
                                           "zarr", "c", "copy", "info", "count", "values", "zarr.json", "..", "."};
-
-std::vector<std::string> split(const std::string& path) {
-  std::vector<std::string> out;
-  if (path.empty()) return out;
-  std::size_t start = 0;
-  for (;;) {
-    const auto slash = path.find('/', start);
-    out.push_back(path.substr(start, slash - start));
-    if (slash == std::string::npos) return out;
-    start = slash + 1;
-  }
-}
 
 // A selection as parse_box promises it: one range per dimension, inside the
 // shape, stop one past the last element, a single element with step 1.
@@ -89,7 +80,7 @@ void check_node(Tally& tally, const ViewNode& n, const Array& a, const std::stri
   const bool plan = n.kind == ViewKind::Plan;
   if (n.kind == ViewKind::Dir && !a.listing) tally.check(n.listing.empty(), "a listing nobody asked for", path);
   auto again = [&](const std::string& spelling) {
-    return resolve_view(split((plan ? "plan/" : "") + spelling), a.shape, a.itemsize, false, a.natural, a.copies);
+    return resolve_view(split_path((plan ? "plan/" : "") + spelling), a.shape, a.itemsize, false, a.natural, a.copies);
   };
   if (n.data) {
     const DataView& v = *n.data;
@@ -137,7 +128,7 @@ TEST_CASE("fuzz: resolve_view on mutated paths", "[fuzz][view_path]") {
     const Array& a = kArrays[i % kArrays.size()];
     const std::string path = mutator.next();
     tally.run(path, [&] {
-      auto r = resolve_view(split(path), a.shape, a.itemsize, a.listing, a.natural, a.copies);
+      auto r = resolve_view(split_path(path), a.shape, a.itemsize, a.listing, a.natural, a.copies);
       if (auto* e = std::get_if<PathError>(&r)) {
         tally.failed();
         tally.check(e->error == ENOENT || e->error == EINVAL || e->error == ERANGE || e->error == ENOTDIR,
@@ -150,7 +141,7 @@ TEST_CASE("fuzz: resolve_view on mutated paths", "[fuzz][view_path]") {
       check_node(tally, node, a, path);
       // A directory lists only names that resolve below it (a few of them).
       for (std::size_t k = 0; k < node.listing.size(); k += 1 + node.listing.size() / 3) {
-        std::vector<std::string> below = split(path);
+        std::vector<std::string> below = split_path(path);
         below.push_back(node.listing[k]);
         auto child = resolve_view(below, a.shape, a.itemsize, false, a.natural, a.copies);
         tally.check(std::holds_alternative<ViewNode>(child), "it lists '" + node.listing[k] + "', which does not resolve",
@@ -172,7 +163,7 @@ TEST_CASE("fuzz: resolve_table_view on mutated paths", "[fuzz][view_path]") {
     const std::string path = mutator.next();
     const std::uint64_t rows = records[i % 5];
     tally.run(path, [&] {
-      auto r = resolve_table_view(split(path), rows, true);
+      auto r = resolve_table_view(split_path(path), rows, true);
       if (auto* e = std::get_if<PathError>(&r)) {
         tally.failed();
         tally.check(e->error == ENOENT || e->error == EINVAL || e->error == ERANGE || e->error == ENOTDIR,
@@ -253,15 +244,15 @@ TEST_CASE("fuzz: resolve_view regressions", "[fuzz][view_path]") {
   // A plan's zarr directory listed zarr.json, which resolves to ENOENT under plan/.
   const std::vector<std::uint64_t> shape = {100, 200, 30}, natural = {10, 20, 5};
   for (const char* path : {"plan/zarr", "plan/zarr/4,4,4", "zarr", "zarr/4,4,4"}) {
-    auto r = resolve_view(split(path), shape, 8, true, natural, 0);
+    auto r = resolve_view(split_path(path), shape, 8, true, natural, 0);
     REQUIRE(std::holds_alternative<ViewNode>(r));
     for (const std::string& name : std::get<ViewNode>(r).listing) {
       INFO(path << "/" << name);
-      std::vector<std::string> below = split(path);
+      std::vector<std::string> below = split_path(path);
       below.push_back(name);
       CHECK(std::holds_alternative<ViewNode>(resolve_view(below, shape, 8, false, natural, 0)));
     }
   }
-  auto plan = resolve_view(split("plan/zarr"), shape, 8, true, natural, 0);
+  auto plan = resolve_view(split_path("plan/zarr"), shape, 8, true, natural, 0);
   CHECK(std::get<ViewNode>(plan).listing == std::vector<std::string>{"c"});
 }
