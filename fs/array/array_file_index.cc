@@ -192,7 +192,12 @@ int ArrayFile::load_index_locked(std::string* message) {
   // which the array's placements on the survivors hold.
   const std::vector<Extent> on_lost = extents_on_lost_member(ArrayIndex::stored_extents(ctx_.metadata, ino_));
   if (on_lost.empty()) {
-    if (int r = ArrayIndex::load(env, ino_, &stored, &stale, message)) {
+    // A dtype the index cannot hold has no stored index to load: the build
+    // below says why.
+    const auto type = indexes::value_type(schema_.dtype.name);
+    const ArrayIndex::Expected expected{grid_locked().elements(), type.value_or(indexes::ValueType::U8)};
+    int r = type ? ArrayIndex::load(env, ino_, expected, &stored, &stale, message) : 0;
+    if (r) {
       if (r != EIO) return r;
       // A damaged index must not take the array with it: its data reads as
       // ever, and setting user.mmfs.index again replaces the index.

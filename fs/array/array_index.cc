@@ -232,8 +232,8 @@ int ArrayIndex::read_blob(const std::vector<Extent>& extents, std::uint64_t offs
   return 0;
 }
 
-int ArrayIndex::load(const Env& env, Ino ino, std::unique_ptr<ArrayIndex>* out, bool* stale,
-                     std::string* message) {
+int ArrayIndex::load(const Env& env, Ino ino, const Expected& expected, std::unique_ptr<ArrayIndex>* out,
+                     bool* stale, std::string* message) {
   out->reset();
   *stale = false;
   auto record = env.metadata.store().get(keys::index_record(ino));
@@ -283,6 +283,10 @@ int ArrayIndex::load(const Env& env, Ino ino, std::unique_ptr<ArrayIndex>* out, 
   auto header = IndexHeader::decode(bytes);
   if (auto* e = std::get_if<std::string>(&header)) return damaged(*e);
   index->header_ = std::move(std::get<IndexHeader>(header));
+  if (index->header_.rows() != expected.rows || index->header_.type() != expected.type)
+    return damaged(fmt::format("its header says {} rows of {}, the array holds {} of {}", index->header_.rows(),
+                               indexes::type_name(index->header_.type()), expected.rows,
+                               indexes::type_name(expected.type)));
   index->delta_ = indexes::IndexDelta(index->header_.binning());
   if (index->delta_bytes_ > 0) {
     std::vector<std::byte> delta;

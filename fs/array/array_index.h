@@ -60,9 +60,18 @@ class ArrayIndex {
   static int build(const Env& env, Ino ino, indexes::ValueType type, const std::string& encoding,
                    const std::string& bins, std::uint64_t rows, const DataReader& read, bool provisional,
                    std::unique_ptr<ArrayIndex>* out, std::string* message);
+  // What the array the index belongs to holds: a stored index of any other
+  // row count or type is damaged, however well its checksums hold (a query
+  // would size bitmaps by its rows, and read values as its type).
+  struct Expected {
+    std::uint64_t rows;
+    indexes::ValueType type;
+  };
   // The stored index of `ino` (null when it has none). *stale: the pending
-  // marker was found (the caller rebuilds).
-  static int load(const Env& env, Ino ino, std::unique_ptr<ArrayIndex>* out, bool* stale, std::string* message);
+  // marker was found (the caller rebuilds). EIO, with the reason, when it is
+  // damaged.
+  static int load(const Env& env, Ino ino, const Expected& expected, std::unique_ptr<ArrayIndex>* out, bool* stale,
+                  std::string* message);
 
   // The record, the extents, and the pending marker's removal, for the batch
   // that makes this index current.

@@ -9,10 +9,13 @@
 // set again.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "fs/array/array_index.h"
 #include "fs/volume/fsck.h"
@@ -55,7 +58,7 @@ struct Indexed {
     std::unique_ptr<ArrayIndex> index;
     bool stale = false;
     std::string msg;
-    REQUIRE(ArrayIndex::load({m.md(), m.vol->allocator(), *m.io}, ino, &index, &stale, &msg) == 0);
+    REQUIRE(ArrayIndex::load({m.md(), m.vol->allocator(), *m.io}, ino, expected(), &index, &stale, &msg) == 0);
     REQUIRE(index);
     std::uint64_t sector = byte / kSector;
     for (const Extent& e : index->extents()) {
@@ -69,9 +72,10 @@ struct Indexed {
     std::unique_ptr<ArrayIndex> index;
     bool stale = false;
     std::string msg;
-    REQUIRE(ArrayIndex::load({m.md(), m.vol->allocator(), *m.io}, ino, &index, &stale, &msg) == 0);
+    REQUIRE(ArrayIndex::load({m.md(), m.vol->allocator(), *m.io}, ino, expected(), &index, &stale, &msg) == 0);
     return index->object_bytes();
   }
+  ArrayIndex::Expected expected() const { return {data.size(), indexes::ValueType::I16}; }
   void flip(Lbn lbn, std::uint32_t at = 100) { dev->bytes()[lbn * kSector + at] ^= std::byte{0x5A}; }
 };
 
@@ -150,6 +154,59 @@ TEST_CASE("index healing: an index damaged when the array was loaded is built an
   a->quiesce();
   a.reset();
   CHECK(check_volume(*m.vol, false).problems.empty());
+}
+
+// An index whose checksums hold but whose header belongs to another array
+// (another row count or value type: a bug, or bytes moved whole) is damaged
+// at the load as a header that fails its checksum is: a query would size its
+// bitmaps by the header's rows. Here a well-formed index of the wrong shape
+// replaces the array's own, committed as any index is.
+TEST_CASE("index healing: an index whose header holds another row count or type is damaged, and built anew",
+          "[array_index][heal]") {
+  Indexed h(89);
+  Mount m = mount(std::unique_ptr<BlockDevice>(new RefDevice(*h.dev)));
+  const ArrayIndex::Env env{m.md(), m.vol->allocator(), *m.io};
+  std::uint64_t rows = h.data.size();
+  auto type = indexes::ValueType::I16;
+  std::string says;
+  SECTION("fewer rows") {
+    rows = 100;
+    says = "100 rows of int16";
+  }
+  SECTION("more rows") {
+    rows = h.data.size() + 1000;
+    says = fmt::format("{} rows of int16", rows);
+  }
+  SECTION("another type") {
+    type = indexes::ValueType::U16;
+    says = fmt::format("{} rows of uint16", rows);
+  }
+  std::vector<std::int16_t> values(rows, 5);
+  std::copy_n(h.data.begin(), std::min<std::size_t>(rows, h.data.size()), values.begin());
+  auto read = [&](const ArrayIndex::Visitor& visit, std::string*) {
+    visit(0, reinterpret_cast<const std::byte*>(values.data()), values.size());
+    return 0;
+  };
+  std::unique_ptr<ArrayIndex> wrong;
+  std::string msg;
+  REQUIRE(ArrayIndex::build(env, h.ino, type, "e1", "exact", rows, read, false, &wrong, &msg) == 0);
+  WriteBatch batch;
+  wrong->stage(batch);
+  REQUIRE(m.md().apply(batch, ArrayIndex::stored_extents(m.md(), h.ino)) == 0);
+  REQUIRE(m.md().sync() == 0);
+  wrong.reset();
+
+  std::vector<std::string> healed;
+  auto a = open_healing(m, h.ino, &healed);
+  const auto info = a->info();
+  REQUIRE(info["index_detail"].contains("damaged"));
+  CHECK_THAT(info["index_detail"]["damaged"].get<std::string>(),
+             Catch::Contains("its header says " + says) &&
+                 Catch::Contains(fmt::format("the array holds {} of int16", h.data.size())));
+  check_index_matches(*a, h.data, true, "healed at the first query");
+  REQUIRE(healed.size() == 1);
+  CHECK_THAT(healed[0], Catch::Contains("its header says") && Catch::Contains("built anew from the data"));
+  reopened_whole_and_clean(h, m, a, &healed);
 }
 
 TEST_CASE("index healing: when the data does not read either, the query fails naming both, and is not retried "
