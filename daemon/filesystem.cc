@@ -344,12 +344,33 @@ int Filesystem::lookup(Ino parent, const std::string& name, const Caller& who, s
   return fill_stat(*n, st);
 }
 
-int Filesystem::readdir(Ino ino, const Caller& who, std::vector<std::pair<std::string, struct stat>>* entries) {
+struct stat DirEntries::view_entry(Ino dir, const std::string& name) {
+  struct stat st;
+  std::memset(&st, 0, sizeof st);
+  st.st_ino = kVirtualBit | (std::hash<std::string>{}(name) ^ dir) >> 2;
+  // Names ending in '@' and every name below a directory level are dirs or
+  // files; the type is only a hint to readdir callers.
+  st.st_mode = S_IFREG;
+  return st;
+}
+
+std::pair<std::string, struct stat> DirEntries::entry(std::uint64_t i) const {
+  if (i < entries.size()) return entries[i];
+  std::string name = std::to_string(i - entries.size());
+  struct stat st = view_entry(dir, name);
+  return {std::move(name), st};
+}
+
+int Filesystem::readdir(Ino ino, const Caller& who, DirEntries* out) {
+  out->dir = ino;
+  out->entries.clear();
+  out->numbered = 0;
+  auto* entries = &out->entries;
   struct stat st;
   if (ino & kVirtualBit) {
     VNode v;
     if (int r = vnodes_.find(ino, &v)) return r;
-    std::vector<std::string> listing;
+    DirNames listing;
     if (v.table) {
       std::string content, msg;
       struct stat tst;
@@ -357,30 +378,26 @@ int Filesystem::readdir(Ino ino, const Caller& who, std::vector<std::pair<std::s
     } else if (v.array == 0) {
       auto res = fs::resolve_control(v.components, volume_->geometry());
       if (auto* e = std::get_if<fs::PathError>(&res)) return record(e->error, ino, e->message);
-      listing = std::get<fs::ControlNode>(res).listing;
+      listing.names = std::get<fs::ControlNode>(res).listing;
     } else {
       std::shared_ptr<ArrayFile> array;
       std::string msg;
       if (int r = array_for(v.array, &array, &msg)) return record(r, ino, msg);
       auto res = resolve_array_view(v.components, *array, true);
       if (auto* e = std::get_if<fs::PathError>(&res)) return record(e->error, ino, e->message);
-      listing = std::get<fs::ViewNode>(res).listing;
+      fs::ViewNode& node = std::get<fs::ViewNode>(res);
+      listing = {std::move(node.listing), node.numbered};
     }
     std::memset(&st, 0, sizeof st);
     st.st_mode = S_IFDIR;
     st.st_ino = ino;
     entries->push_back({".", st});
     entries->push_back({"..", st});
-    for (const auto& name : listing) {
-      std::memset(&st, 0, sizeof st);
-      // Only a hint for readdir callers: the node gets its number when looked up
-      // (interning every listed name would keep all of them alive).
-      st.st_ino = kVirtualBit | (std::hash<std::string>{}(name) ^ ino) >> 2;
-      // Names ending in '@' and every name below a directory level are dirs
-      // or files; the type is only a hint to readdir callers.
-      st.st_mode = S_IFREG;
-      entries->push_back({name, st});
+    for (auto& name : listing.names) {
+      st = DirEntries::view_entry(ino, name);
+      entries->push_back({std::move(name), st});
     }
+    out->numbered = listing.numbered;
     return 0;
   }
   fs::Metadata& md = volume_->metadata();

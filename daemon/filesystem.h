@@ -68,6 +68,30 @@ struct Handle {
   bool writable = false;
 };
 
+// A view directory's names: `names`, then "0" .. "numbered - 1"
+// (fs::ViewNode::numbered: a dimension's indices are not spelled ahead).
+struct DirNames {
+  std::vector<std::string> names;
+  std::uint64_t numbered = 0;
+};
+
+// What a readdir lists, in order: `entries`, then the numbered names of a
+// view directory, each made when its offset is read (entry()), so that
+// opening `A@/slice/0` of a dimension of 2^40 costs nothing.
+struct DirEntries {
+  Ino dir = 0;
+  std::vector<std::pair<std::string, struct stat>> entries;
+  std::uint64_t numbered = 0;
+
+  std::uint64_t size() const { return entries.size() + numbered; }
+  // Entry i < size().
+  std::pair<std::string, struct stat> entry(std::uint64_t i) const;
+  // The stat a view directory lists a name with: a hint only, the node gets
+  // its number when looked up (interning every listed name would keep all
+  // of them alive).
+  static struct stat view_entry(Ino dir, const std::string& name);
+};
+
 class Filesystem {
  public:
   Filesystem(std::unique_ptr<fs::Volume> volume, bool read_only);
@@ -108,7 +132,7 @@ class Filesystem {
   int lookup(Ino parent, const std::string& name, const Caller& who, struct stat* st);
   int getattr(Ino ino, const Caller& who, struct stat* st);
   int setattr(Ino ino, const struct stat& attr, int to_set, const Caller& who, Handle* fh, struct stat* out);
-  int readdir(Ino ino, const Caller& who, std::vector<std::pair<std::string, struct stat>>* entries);
+  int readdir(Ino ino, const Caller& who, DirEntries* out);
   // Regular files, FIFOs, sockets, and character and block devices (kept with
   // their `rdev`; the mount is nodev, so the kernel never opens them).
   int mknod(Ino parent, const std::string& name, std::uint32_t mode, std::uint64_t rdev, const Caller& who,
@@ -193,7 +217,7 @@ class Filesystem {
                     std::string* message);
   // A directory's views D@ (daemon/table_ops.cc): info, rows, plan and query.
   int table_stat(Ino vino, const VNode& v, const Caller& who, struct stat* st, std::string* content,
-                 std::string* message, std::vector<std::string>* listing, QueryCall call = QueryCall::Getattr);
+                 std::string* message, DirNames* listing, QueryCall call = QueryCall::Getattr);
   // A directory's table (fs/table/capsule_table.h): its 1-D arrays in readdir
   // order, its stored record, and its user.mmfs.layout / user.mmfs.shape.
   int table_attributes(Ino dir, std::vector<fs::TableAttribute>* out, std::string* message);
@@ -222,7 +246,7 @@ class Filesystem {
   // NAME@/zarr/, needing NAME's read permission); chunk files are read at
   // their open.
   int table_zarr_stat(const VNode& v, const Caller& who, struct stat* st, std::string* content,
-                      std::string* message, std::vector<std::string>* listing, QueryCall call);
+                      std::string* message, DirNames* listing, QueryCall call);
   std::optional<fs::ArraySchema> stored_schema(Ino ino) const;
   int array_for(Ino ino, std::shared_ptr<fs::ArrayFile>* out, std::string* message);
   std::shared_ptr<fs::PlainFile> plain_for_locked(Ino ino, const fs::Inode& inode);

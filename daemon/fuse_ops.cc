@@ -135,7 +135,7 @@ void reply_attr(fuse_req_t req, const struct stat& st, std::uint64_t epoch = vie
 Handle* handle(fuse_file_info* fi) { return reinterpret_cast<Handle*>(fi->fh); }
 
 struct DirHandle {
-  std::vector<std::pair<std::string, struct stat>> entries;
+  DirEntries entries;
 };
 
 // Handles given to the kernel and not yet released.
@@ -466,8 +466,8 @@ void op_readdir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_in
   auto* d = reinterpret_cast<DirHandle*>(fi->fh);
   std::vector<char> buf(size);
   std::size_t used = 0;
-  for (std::size_t i = std::size_t(off); i < d->entries.size(); ++i) {
-    const auto& [name, st] = d->entries[i];
+  for (std::uint64_t i = std::uint64_t(off); i < d->entries.size(); ++i) {
+    const auto [name, st] = d->entries.entry(i);
     std::size_t need = fuse_add_direntry(req, buf.data() + used, size - used, name.c_str(), &st, off_t(i + 1));
     if (need > size - used) break;
     used += need;

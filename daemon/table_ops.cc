@@ -163,7 +163,7 @@ int Filesystem::table_getxattr(Ino dir, const std::string& attr, std::string* va
 }
 
 int Filesystem::table_stat(Ino vino, const VNode& v, const Caller& who, struct stat* st, std::string* content,
-                           std::string* message, std::vector<std::string>* listing, QueryCall call) {
+                           std::string* message, DirNames* listing, QueryCall call) {
   if (!v.components.empty() && v.components[0] == "zarr")
     return table_zarr_stat(v, who, st, content, message, listing, call);
   // Only the record views need the table itself (a query names its arrays).
@@ -185,7 +185,7 @@ int Filesystem::table_stat(Ino vino, const VNode& v, const Caller& who, struct s
     return e->error;
   }
   auto& node = std::get<fs::ViewNode>(res);
-  if (listing) *listing = node.listing;
+  if (listing) *listing = {node.listing, node.numbered};
   auto as_file = [&](std::uint64_t size) {
     st->st_mode = S_IFREG | 0444;
     st->st_size = std::int64_t(size);

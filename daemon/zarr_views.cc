@@ -112,10 +112,10 @@ int Filesystem::zarr_edge_chunk(ArrayFile& array, const fs::DataView& box, std::
 }
 
 int Filesystem::table_zarr_stat(const VNode& v, const Caller& who, struct stat* st, std::string* content,
-                                std::string* message, std::vector<std::string>* listing, QueryCall call) {
+                                std::string* message, DirNames* listing, QueryCall call) {
   const std::vector<std::string>& c = v.components;  // c[0] == "zarr"
-  auto as_dir = [&](std::vector<std::string> names) {
-    if (listing) *listing = std::move(names);
+  auto as_dir = [&](std::vector<std::string> names, std::uint64_t numbered = 0) {
+    if (listing) *listing = {std::move(names), numbered};
     st->st_mode = S_IFDIR | 0555;
     st->st_nlink = 2;
     return 0;
@@ -165,7 +165,7 @@ int Filesystem::table_zarr_stat(const VNode& v, const Caller& who, struct stat* 
   fs::ViewNode& node = std::get<fs::ViewNode>(res);
   const fs::ArraySchema s = array->schema();
   switch (node.kind) {
-    case fs::ViewKind::Dir: return as_dir(std::move(node.listing));
+    case fs::ViewKind::Dir: return as_dir(std::move(node.listing), node.numbered);
     case fs::ViewKind::ZarrMeta:
       *content = zarr_array_json(*ino, s, node.chunk_shape);
       return as_file(content->size());

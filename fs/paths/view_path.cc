@@ -216,6 +216,13 @@ class Walker {
     return with_listing_ ? numbers(first, count, suffix) : std::vector<std::string>{};
   }
 
+  // A Dir of the names "0" .. "count - 1".
+  ViewNode numbered_dir(std::uint64_t count) const {
+    ViewNode n = dir({});
+    if (with_listing_) n.numbered = count;
+    return n;
+  }
+
   ViewNode dir(std::vector<std::string> listing) const {
     ViewNode n;
     n.kind = ViewKind::Dir;
@@ -327,7 +334,7 @@ class Walker {
       return error(ERANGE, fmt::format("'{}': slice dimension {} is out of range: the array has {} dimension{}; "
                                        "accepted: {}",
                                        joined(c_, pos + 2), d, rank, rank == 1 ? "" : "s", dim_accepted));
-    if (c_.size() == pos + 2) return dir(listed(0, shape_[d]));
+    if (c_.size() == pos + 2) return numbered_dir(shape_[d]);
     std::uint64_t i = 0;
     const std::string idx_accepted = fmt::format("an index {} (dimension {} has size {})",
                                                  range_text(0, shape_[d]), d, shape_[d]);
@@ -430,7 +437,7 @@ class Walker {
     for (std::size_t d = 0; d < rank; ++d) {
       const std::uint64_t grid = util::div_up(shape_[d], chunk[d]);
       const std::size_t k = at + 1 + d;
-      if (c_.size() == k) return dir(listed(0, grid));
+      if (c_.size() == k) return numbered_dir(grid);
       std::uint64_t i = 0;
       const std::string accepted = fmt::format("a chunk index {} along dimension {}", range_text(0, grid), d);
       if (auto e = number(c_[k], i, fmt::format("'{}': chunk index", joined(c_, k + 1)), accepted)) return *e;

@@ -85,6 +85,10 @@ enum class ViewKind { Dir, Info, Data, Lbn, Plan, Query, Rows, ZarrMeta, ZarrChu
 struct ViewNode {
   ViewKind kind = ViewKind::Dir;
   std::vector<std::string> listing;    // Dir: the names that can follow
+  // Dir: after `listing`, the names "0" .. "numbered - 1" (a dimension's
+  // indices, a Zarr grid's chunk indices). Left as a count, for the reader
+  // of the directory to spell as it goes: a dimension may have billions.
+  std::uint64_t numbered = 0;
   std::optional<DataView> data;        // Data, and Plan (the view whose plan is shown)
   std::optional<QueryView> query;      // Query, and Plan of a query
   std::vector<std::uint64_t> coords;   // Lbn: the element's coordinates
@@ -105,7 +109,8 @@ inline constexpr std::uint64_t kMaxZarrWithinBytes = 128ull << 20;
 
 // Resolves the components after `A@` (possibly none) for an array of `shape`
 // and `itemsize`. With `with_listing` false, Dir nodes come back with an
-// empty listing (lookup/getattr need no listing; `slice/D` lists S_D names).
+// empty listing (lookup/getattr need no listing; `slice/D` lists S_D names,
+// as `numbered`).
 // A directory's views (`D@`, docs/reference.md §5) over the table of D's 1-D arrays,
 // `records` long (fs/table/capsule_table.h):
 //
