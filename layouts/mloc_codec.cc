@@ -12,6 +12,8 @@
 #include <roaring/roaring.h>
 #include <stdexcept>
 
+#include "util/roaring_portable.h"
+
 namespace mmfs::layouts {
 
 void mloc_split_chunk(const MlocGrid& grid, const std::byte* elements, std::uint64_t count,
@@ -193,6 +195,9 @@ std::vector<std::byte> mloc_encode_positions(std::span<const std::uint32_t> posi
 
 bool mloc_decode_positions(std::span<const std::byte> bytes, std::uint64_t count, std::uint64_t limit,
                            std::vector<std::uint32_t>* out) {
+  // Checked before CRoaring sees it (util/roaring_portable.h): the list is
+  // exactly one well-formed serialization.
+  if (util::check_portable32(bytes) != bytes.size()) return false;
   roaring_bitmap_t* r =
       roaring_bitmap_portable_deserialize_safe(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   if (r == nullptr) return false;
