@@ -10,8 +10,9 @@ std::uint64_t parse_size(std::string_view s) {
   std::size_t i = 0;
   std::uint64_t v = 0;
   while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
-    if (v > (UINT64_MAX - 9) / 10) return 0;
-    v = v * 10 + std::uint64_t(s[i++] - '0');
+    const auto digit = std::uint64_t(s[i++] - '0');
+    if (v > (UINT64_MAX - digit) / 10) return 0;
+    v = v * 10 + digit;
   }
   if (i == 0) return 0;
   std::string unit(s.substr(i));

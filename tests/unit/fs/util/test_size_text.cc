@@ -48,6 +48,10 @@ TEST_CASE("sizes: every unit, in any case, with or without iB", "[size_text]") {
   CHECK(parse_size("17179869183G") == std::uint64_t(17179869183) << 30);
   CHECK(parse_size("17179869184G") == 0);
   CHECK(parse_size("18446744073709551609") == UINT64_MAX - 6);
+  CHECK(parse_size("18446744073709551614") == UINT64_MAX - 1);
+  CHECK(parse_size("18446744073709551615") == UINT64_MAX);
+  CHECK(parse_size("18446744073709551615B") == UINT64_MAX);
+  CHECK(parse_size("18446744073709551615K") == 0);
   CHECK(parse_size("18446744073709551616") == 0);
 }
 
